@@ -1,0 +1,166 @@
+/* sandpoold: parse arguments, load and validate the configuration (defaults, file, SANDPOOL_*
+ * environment, flags, in that order), build the server, run the loop, exit. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOG_MODULE "main"
+#include "config/config.h"
+#include "log/log.h"
+#include "sandpool/api.h"
+#include "server.h"
+#include "util/macro.h"
+
+static void
+usage(FILE *f)
+{
+    cleanup_free char *opts = cfg_help();
+
+    fprintf(f,
+            "Usage: sandpoold [--config FILE] [--print-config] [--OPTION=VALUE ...]\n"
+            "\n"
+            "Keeps a warm pool of locked-down containers and serves the sandpool HTTP API.\n"
+            "\n"
+            "  --config FILE              JSON configuration (also SANDPOOL_CONFIG)\n"
+            "  --print-config             print the effective configuration and exit\n"
+            "  --version                  print the version and exit\n"
+            "  -h, --help                 this help\n"
+            "\n"
+            "Options (flag, environment variable, meaning); profiles and tenants are set in the\n"
+            "configuration file:\n%s",
+            opts);
+}
+
+struct args {
+    const char *config;
+    bool print_config;
+};
+
+/* Applies --name=value / --name value flags to c. Returns 0, 1 (exit 0: help/version shown) or a
+ * negative errno after printing the problem. */
+static int
+parse_args(int argc, char **argv, struct cfg *c, struct args *a, bool apply)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        char name[96];
+        const char *value, *eq;
+        struct err e = {0};
+        size_t n;
+
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if (strcmp(arg, "--version") == 0) {
+            printf("sandpoold %s (API %s)\n", SANDPOOL_VERSION, SANDPOOL_API_VERSION);
+            return 1;
+        }
+        if (strcmp(arg, "--print-config") == 0) {
+            a->print_config = true;
+            continue;
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            fprintf(stderr, "sandpoold: unexpected argument '%s' (see --help)\n", arg);
+            return -EINVAL;
+        }
+        eq = strchr(arg, '=');
+        n = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+        if (n == 0 || n >= sizeof(name)) {
+            fprintf(stderr, "sandpoold: bad option '%s'\n", arg);
+            return -EINVAL;
+        }
+        memcpy(name, arg + 2, n);
+        name[n] = '\0';
+        if (eq != NULL) {
+            value = eq + 1;
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            fprintf(stderr, "sandpoold: option '--%s' needs a value\n", name);
+            return -EINVAL;
+        }
+        if (strcmp(name, "config") == 0) {
+            a->config = value;
+            continue;
+        }
+        if (apply && cfg_set(c, name, value, &e) < 0) {
+            fprintf(stderr, "sandpoold: %s\n", err_msg(&e));
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+static int
+load_config(int argc, char **argv, struct cfg **ret, struct args *a)
+{
+    struct cfg *c = cfg_new();
+    struct err e = {0};
+    int r;
+
+    /* First pass finds --config and --help; the second applies flags over the file. */
+    r = parse_args(argc, argv, c, a, false);
+    if (r == 0 && a->config == NULL) {
+        a->config = getenv("SANDPOOL_CONFIG");
+    }
+    if (r == 0 && a->config != NULL && a->config[0] != '\0') {
+        r = cfg_load_file(c, a->config, &e);
+    }
+    if (r == 0) {
+        r = cfg_apply_env(c, (const char *const *)environ, &e);
+    }
+    if (r == 0) {
+        r = parse_args(argc, argv, c, a, true);
+    }
+    if (r == 0) {
+        r = cfg_validate(c, &e);
+    }
+    if (r != 0) {
+        if (r < 0 && e.code < 0) {
+            fprintf(stderr, "sandpoold: configuration: %s\n", err_msg(&e));
+        }
+        cfg_free(c);
+        return r;
+    }
+    *ret = c;
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    struct args a = {0};
+    struct server *s = NULL;
+    struct cfg *c = NULL;
+    struct err e = {0};
+    int r;
+
+    r = load_config(argc, argv, &c, &a);
+    if (r != 0) {
+        return r > 0 ? EXIT_SUCCESS : 2;
+    }
+    if (a.print_config) {
+        cleanup_free char *text = cfg_dump(c);
+
+        printf("%s\n", text);
+        cfg_free(c);
+        return EXIT_SUCCESS;
+    }
+    log_setup(log_level_from_string(c->log_level), log_format_from_string(c->log_format));
+    log_route_libevent();
+    /* Writes to a peer that went away must fail with EPIPE, not kill the daemon. */
+    (void)signal(SIGPIPE, SIG_IGN);
+
+    r = server_new(c, &s, &e);
+    if (r < 0) {
+        log_error("cannot start: %s", err_msg(&e));
+        return EXIT_FAILURE;
+    }
+    r = server_run(s);
+    server_free(s);
+    log_info("stopped");
+    return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,105 @@
+/* Daemon configuration.
+ *
+ * Sources, applied in order: built-in defaults, a JSON file (strict: unknown keys, wrong types
+ * and duplicate keys are errors), SANDPOOL_* environment variables, command-line flags. Every
+ * scalar option is one row of one table (redis standardConfig) that gives its name, type,
+ * default, bounds and whether SIGHUP may change it; environment names and flag names are derived
+ * from the row name ("engine.socket" -> SANDPOOL_ENGINE_SOCKET, --engine-socket).
+ *
+ * A struct cfg is validated completely by cfg_validate() and is immutable afterwards; a reload
+ * builds a new one. All strings are owned by the struct cfg. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+#define CFG_SHA256_LEN 32
+
+struct cfg_profile {
+    char *name;
+    char *image;
+    char **command; /* NULL-terminated argv, or NULL for the image's own CMD */
+    char *user;     /* "uid:gid", numeric */
+    char *runtime;  /* OCI runtime name; "runc" means the engine default */
+    unsigned warm, max;
+    unsigned memory_mb;
+    double cpus;
+    unsigned pids;
+    unsigned workspace_mb, tmp_mb, shm_mb;
+    unsigned nofile, nproc;
+    unsigned idle_timeout_s, max_lifetime_s, exec_timeout_s;
+    uint64_t max_output_bytes;
+};
+
+struct cfg_tenant {
+    char *id;
+    uint8_t token_sha256[CFG_SHA256_LEN];
+};
+
+struct cfg {
+    char *listen;
+    char *node_id; /* "auto" until cfg_validate() resolves it */
+    char *engine_socket;
+    unsigned engine_timeout_ms;
+    unsigned engine_max_concurrency;
+    char *redis_url;
+    char *redis_prefix;
+    unsigned redis_timeout_ms;
+    char *admin_token_sha256; /* hex, "" when no admin token is configured */
+    char *log_level;
+    char *log_format;
+    unsigned drain_timeout_s;
+    unsigned http_max_connections;
+    unsigned http_max_body_bytes;
+
+    struct cfg_profile *profiles;
+    size_t n_profiles;
+    struct cfg_tenant *tenants;
+    size_t n_tenants;
+};
+
+/* Returns a config holding the built-in defaults (one "python" profile, no tenants). */
+struct cfg *cfg_new(void);
+/* Frees c; accepts NULL; returns NULL. */
+struct cfg *cfg_free(struct cfg *c);
+
+/* Applies a JSON document on top of c. On error c may be partly updated; callers discard it.
+ * Errors: -EINVAL (syntax, unknown key, wrong type, out of range) with a message naming the key,
+ * -EMSGSIZE (document over 1 MiB). */
+int cfg_load_json(struct cfg *c, const char *data, size_t len, struct err *reterr);
+/* Reads path (at most 1 MiB) and applies it. -ENOENT etc. from open/read. */
+int cfg_load_file(struct cfg *c, const char *path, struct err *reterr);
+/* Applies SANDPOOL_<NAME> variables from envp for every table row. SANDPOOL_CONFIG and
+ * SANDPOOL_TOKEN are not options and are skipped; any other unknown SANDPOOL_* is -EINVAL. */
+int cfg_apply_env(struct cfg *c, const char *const *envp, struct err *reterr);
+/* Sets one option by table name or flag name ("engine.socket", "engine-socket").
+ * -ENOENT for an unknown name, -EINVAL for a bad value. */
+int cfg_set(struct cfg *c, const char *name, const char *value, struct err *reterr);
+/* Checks cross-field rules and resolves node_id "auto" to the host name. */
+int cfg_validate(struct cfg *c, struct err *reterr);
+
+/* Returns the profile named name, or NULL. */
+const struct cfg_profile *cfg_profile_find(const struct cfg *c, const char *name);
+
+/* Renders the effective configuration as indented JSON (malloc'd, caller frees). */
+char *cfg_dump(const struct cfg *c);
+
+/* Writes one line per option (flag, environment name, default, help) to buf-like output for
+ * --help; returns a malloc'd string. */
+char *cfg_help(void);
+
+struct cfg_redis_addr {
+    char path[108]; /* unix socket path, or "" for TCP */
+    char host[256];
+    uint16_t port;
+    unsigned db;
+};
+
+/* Parses a redis.url value. -EINVAL when malformed; *ret untouched on failure. */
+int cfg_parse_redis_url(const char *url, struct cfg_redis_addr *ret);
+
+/* Parses 64 hex digits into out[32]. -EINVAL otherwise. */
+int cfg_parse_sha256_hex(const char *hex, uint8_t out[CFG_SHA256_LEN]);

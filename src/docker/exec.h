@@ -1,0 +1,39 @@
+/* One-shot exec with stdin and collected output: create, start (hijacked), feed stdin, half-close,
+ * collect stdout and stderr apart, then read the exit code (retrying while the engine still
+ * reports the process as running, docker-engine.md §3.1(6)).
+ *
+ * This is for administrative commands (health probes, file transfer helpers, tests), never for
+ * the request hot path: it costs an engine round trip per step. The completion fires exactly
+ * once and never synchronously; docker_exec_run_cancel() suppresses it. Note that cancelling, or
+ * hitting the deadline, does not stop the process inside the container (there is no exec kill in
+ * the engine API, §0.7): callers that care kill the container. */
+#pragma once
+
+#include <stddef.h>
+
+#include "docker/api.h"
+#include "util/buf.h"
+#include "util/err.h"
+
+struct docker_exec_run;
+
+struct docker_exec_result {
+    int exit_code;
+    struct buf out; /* borrowed for the callback; bounded by max_output */
+    struct buf err;
+    bool out_truncated, err_truncated;
+};
+
+/* r == 0: the process ran and exit_code is valid. r < 0: -ETIMEDOUT (deadline), engine errors. */
+typedef void docker_exec_run_cb(int r, const struct docker_exec_result *res, const struct err *e,
+                                void *userdata);
+
+/* Starts argv in container id. stdin_data (copied; may be NULL) is streamed in and stdin is then
+ * closed; without stdin_data the exec gets no stdin at all. Output beyond max_output per stream
+ * is dropped and flagged. timeout_ms bounds the whole run. */
+struct docker_exec_run *docker_exec_run(struct docker_client *c, const char *id,
+                                        const struct docker_exec_spec *spec,
+                                        const void *stdin_data, size_t stdin_len,
+                                        size_t max_output, unsigned timeout_ms,
+                                        docker_exec_run_cb *cb, void *userdata);
+void docker_exec_run_cancel(struct docker_exec_run *run);

@@ -1,0 +1,230 @@
+/* Container policy; see policy.h. Pure: builds and compares JSON, no I/O. Any field added to the
+ * create body must also be checked by docker_policy_verify() so that drift is detectable. */
+#include "policy.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "util/macro.h"
+#include "util/parse.h"
+
+#define MIB (1024ull * 1024ull)
+
+static void
+tmpfs_options(const struct cfg_profile *p, char *ws, size_t ws_n, char *tmp, size_t tmp_n)
+{
+    const char *colon = strchr(p->user, ':');
+    int uid_len = colon ? (int)(colon - p->user) : (int)strlen(p->user);
+
+    /* mode 0700 owned by the sandbox user: nobody else in the container needs it. */
+    (void)snprintf(ws, ws_n, "rw,exec,nosuid,nodev,size=%um,mode=0700,uid=%.*s,gid=%s",
+                   p->workspace_mb, uid_len, p->user, colon ? colon + 1 : p->user);
+    (void)snprintf(tmp, tmp_n, "rw,noexec,nosuid,nodev,size=%um,mode=1777", p->tmp_mb);
+}
+
+static uint64_t
+fsize_bytes(const struct cfg_profile *p)
+{
+    return (uint64_t)MAX(p->workspace_mb, p->tmp_mb) * MIB;
+}
+
+static json_t *
+ulimits(const struct cfg_profile *p)
+{
+    return OOM_CHECK(json_pack(
+        "[{s:s, s:I, s:I}, {s:s, s:I, s:I}, {s:s, s:I, s:I}, {s:s, s:i, s:i}]", "Name", "nofile",
+        "Soft", (json_int_t)p->nofile, "Hard", (json_int_t)p->nofile, "Name", "nproc", "Soft",
+        (json_int_t)p->nproc, "Hard", (json_int_t)p->nproc, "Name", "fsize", "Soft",
+        (json_int_t)fsize_bytes(p), "Hard", (json_int_t)fsize_bytes(p), "Name", "core", "Soft", 0,
+        "Hard", 0));
+}
+
+json_t *
+docker_policy_create_body(const struct cfg_profile *p, const char *node_id, const char *slot_id)
+{
+    char ws[160], tmp[160];
+    json_t *host, *body;
+    json_int_t mem = (json_int_t)((uint64_t)p->memory_mb * MIB);
+
+    tmpfs_options(p, ws, sizeof(ws), tmp, sizeof(tmp));
+    host = OOM_CHECK(json_pack(
+        "{s:s, s:b, s:I, s:I, s:I, s:I, s:[s], s:[s], s:{s:s, s:s}, s:I, s:s, s:o, s:b, s:b,"
+        " s:{s:s}, s:{s:s}, s:i}",
+        "NetworkMode", "none", "ReadonlyRootfs", 1, "Memory", mem, "MemorySwap", mem, "NanoCpus",
+        (json_int_t)(p->cpus * 1e9), "PidsLimit", (json_int_t)p->pids, "CapDrop", "ALL",
+        "SecurityOpt", "no-new-privileges", "Tmpfs", DOCKER_WORKSPACE, ws, DOCKER_TMP, tmp,
+        "ShmSize", (json_int_t)((uint64_t)p->shm_mb * MIB), "IpcMode", "private", "Ulimits",
+        ulimits(p), "Init", 1, "AutoRemove", 0, "RestartPolicy", "Name", "no", "LogConfig", "Type",
+        "none", "OomScoreAdj", 500));
+    if (strcmp(p->runtime, "runc") != 0) {
+        (void)json_object_set_new(host, "Runtime", OOM_CHECK(json_string(p->runtime)));
+    }
+    body = OOM_CHECK(json_pack(
+        "{s:s, s:s, s:s, s:s, s:[s, s], s:{s:s, s:s, s:s, s:s}, s:b, s:b, s:b, s:b, s:b, s:b,"
+        " s:b, s:i, s:o}",
+        "Image", p->image, "User", p->user, "WorkingDir", DOCKER_WORKSPACE, "Hostname", "sandbox",
+        "Env", "HOME=" DOCKER_WORKSPACE, "TMPDIR=" DOCKER_TMP, "Labels", DOCKER_LABEL_OWNER,
+        node_id, DOCKER_LABEL_PROFILE, p->name, DOCKER_LABEL_SLOT, slot_id, DOCKER_LABEL_SCHEMA,
+        DOCKER_LABEL_SCHEMA_VERSION, "NetworkDisabled", 1, "Tty", 0, "OpenStdin", 1, "StdinOnce",
+        0, "AttachStdin", 0, "AttachStdout", 0, "AttachStderr", 0, "StopTimeout", 1, "HostConfig",
+        host));
+    if (p->command != NULL) {
+        json_t *cmd = OOM_CHECK(json_array());
+
+        for (char **a = p->command; *a != NULL; a++) {
+            (void)json_array_append_new(cmd, OOM_CHECK(json_string(*a)));
+        }
+        (void)json_object_set_new(body, "Cmd", cmd);
+    }
+    return body;
+}
+
+/* ---- verification -------------------------------------------------------------------------- */
+
+static int
+want_int(json_t *obj, const char *key, json_int_t want, struct err *reterr)
+{
+    json_t *v = json_object_get(obj, key);
+
+    if (!json_is_integer(v) || json_integer_value(v) != want) {
+        return err_set(reterr, -EPERM, "%s is %s%" JSON_INTEGER_FORMAT ", policy wants %" JSON_INTEGER_FORMAT,
+                       key, json_is_integer(v) ? "" : "unset/", json_is_integer(v) ? json_integer_value(v) : 0, want);
+    }
+    return 0;
+}
+
+static int
+want_str(json_t *obj, const char *key, const char *want, struct err *reterr)
+{
+    const char *v = json_string_value(json_object_get(obj, key));
+
+    if (v == NULL || strcmp(v, want) != 0) {
+        return err_set(reterr, -EPERM, "%s is '%s', policy wants '%s'", key, v ? v : "(unset)",
+                       want);
+    }
+    return 0;
+}
+
+static int
+want_true(json_t *obj, const char *key, bool want, struct err *reterr)
+{
+    if (json_is_true(json_object_get(obj, key)) != want) {
+        return err_set(reterr, -EPERM, "%s is not %s", key, want ? "true" : "false");
+    }
+    return 0;
+}
+
+static bool
+array_has(json_t *arr, const char *s)
+{
+    size_t i;
+    json_t *v;
+
+    json_array_foreach(arr, i, v) {
+        if (json_is_string(v) && strcmp(json_string_value(v), s) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static int
+verify_ulimits(json_t *hc, const struct cfg_profile *p, struct err *reterr)
+{
+    const struct {
+        const char *name;
+        json_int_t value;
+    } want[] = {
+        {"nofile", p->nofile},
+        {"nproc", p->nproc},
+        {"fsize", (json_int_t)fsize_bytes(p)},
+        {"core", 0},
+    };
+    json_t *ul = json_object_get(hc, "Ulimits");
+
+    for (size_t k = 0; k < ELEMENTSOF(want); k++) {
+        bool found = false;
+        size_t i;
+        json_t *u;
+
+        json_array_foreach(ul, i, u) {
+            const char *name = json_string_value(json_object_get(u, "Name"));
+
+            if (name != NULL && strcmp(name, want[k].name) == 0) {
+                found = json_integer_value(json_object_get(u, "Soft")) == want[k].value &&
+                        json_integer_value(json_object_get(u, "Hard")) == want[k].value;
+            }
+        }
+        if (!found) {
+            return err_set(reterr, -EPERM, "ulimit %s is not %" JSON_INTEGER_FORMAT,
+                           want[k].name, want[k].value);
+        }
+    }
+    return 0;
+}
+
+static int
+verify_tmpfs(json_t *hc, const struct cfg_profile *p, struct err *reterr)
+{
+    char ws[160], tmp[160];
+    json_t *t = json_object_get(hc, "Tmpfs");
+
+    tmpfs_options(p, ws, sizeof(ws), tmp, sizeof(tmp));
+    if (want_str(t, DOCKER_WORKSPACE, ws, reterr) < 0 || want_str(t, DOCKER_TMP, tmp, reterr) < 0) {
+        return -EPERM;
+    }
+    if (json_array_size(json_object_get(hc, "Binds")) > 0 ||
+        json_array_size(json_object_get(hc, "Mounts")) > 0) {
+        return err_set(reterr, -EPERM, "container has bind or volume mounts");
+    }
+    return 0;
+}
+
+int
+docker_policy_verify(json_t *inspect, const struct cfg_profile *p, struct err *reterr)
+{
+    json_t *cfg = json_object_get(inspect, "Config");
+    json_t *hc = json_object_get(inspect, "HostConfig");
+    json_int_t mem = (json_int_t)((uint64_t)p->memory_mb * MIB);
+    json_t *masked = json_object_get(hc, "MaskedPaths");
+    const char *runtime = json_string_value(json_object_get(hc, "Runtime"));
+
+    if (!json_is_object(cfg) || !json_is_object(hc)) {
+        return err_set(reterr, -EPROTO, "inspect answer lacks Config or HostConfig");
+    }
+    if (want_str(cfg, "User", p->user, reterr) < 0 ||
+        want_true(cfg, "NetworkDisabled", true, reterr) < 0 ||
+        want_str(hc, "NetworkMode", "none", reterr) < 0 ||
+        want_true(hc, "ReadonlyRootfs", true, reterr) < 0 ||
+        want_true(hc, "Privileged", false, reterr) < 0 ||
+        want_int(hc, "Memory", mem, reterr) < 0 || want_int(hc, "MemorySwap", mem, reterr) < 0 ||
+        want_int(hc, "NanoCpus", (json_int_t)(p->cpus * 1e9), reterr) < 0 ||
+        want_int(hc, "PidsLimit", p->pids, reterr) < 0 || want_true(hc, "Init", true, reterr) < 0) {
+        return -EPERM;
+    }
+    if (!array_has(json_object_get(hc, "CapDrop"), "ALL") ||
+        json_array_size(json_object_get(hc, "CapAdd")) > 0) {
+        return err_set(reterr, -EPERM, "capabilities are not all dropped");
+    }
+    if (!array_has(json_object_get(hc, "SecurityOpt"), "no-new-privileges")) {
+        return err_set(reterr, -EPERM, "no-new-privileges is not set");
+    }
+    for (const char *const *m = (const char *const[]){"/proc/kcore", "/proc/keys", NULL}; *m;
+         m++) {
+        if (json_is_array(masked) && !array_has(masked, *m)) {
+            return err_set(reterr, -EPERM, "default masked path %s is not masked", *m);
+        }
+    }
+    if (strcmp(p->runtime, "runc") != 0 && (runtime == NULL || strcmp(runtime, p->runtime) != 0)) {
+        return err_set(reterr, -EPERM, "runtime is '%s', policy wants '%s'",
+                       runtime ? runtime : "(default)", p->runtime);
+    }
+    if (verify_ulimits(hc, p, reterr) < 0 || verify_tmpfs(hc, p, reterr) < 0) {
+        return -EPERM;
+    }
+    return 0;
+}

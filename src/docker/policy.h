@@ -1,0 +1,35 @@
+/* The locked-down container policy: the one place that turns a profile into an engine create
+ * body, and that checks a running container against it.
+ *
+ * Policy (docker-engine.md §9.1): no network (NetworkMode none + NetworkDisabled), read-only
+ * root, numeric non-root user, every capability dropped, no-new-privileges, PID/memory/CPU caps
+ * with swap forbidden (MemorySwap == Memory), size-capped tmpfs for /workspace (nosuid,nodev) and
+ * /tmp (also noexec), ulimits nofile/nproc/fsize and core=0, an init process to reap zombies, no
+ * log driver, no restart policy, engine-default seccomp and masked paths (MaskedPaths and
+ * ReadonlyPaths are never sent: an empty list would remove the defaults). */
+#pragma once
+
+#include "config/config.h"
+#include "util/err.h"
+
+typedef struct json_t json_t;
+
+/* Label keys on every container we create. */
+#define DOCKER_LABEL_OWNER   "sandpool.owner"   /* node_id of the daemon that owns it */
+#define DOCKER_LABEL_PROFILE "sandpool.profile" /* profile name */
+#define DOCKER_LABEL_SLOT    "sandpool.slot"    /* unique id of this container slot */
+#define DOCKER_LABEL_SCHEMA  "sandpool.schema"  /* label layout version */
+#define DOCKER_LABEL_SCHEMA_VERSION "1"
+
+/* Workspace and scratch paths inside every sandbox. */
+#define DOCKER_WORKSPACE "/workspace"
+#define DOCKER_TMP       "/tmp"
+
+/* Returns a new create body for profile p, owned by node_id, for slot slot_id. Never fails:
+ * the profile was validated by cfg_validate(). */
+json_t *docker_policy_create_body(const struct cfg_profile *p, const char *node_id,
+                                  const char *slot_id);
+
+/* Compares a container inspect object with the policy of profile p. Returns 0 when every
+ * restriction is in force, or -EPERM with a message naming the first one that is not. */
+int docker_policy_verify(json_t *inspect, const struct cfg_profile *p, struct err *reterr);

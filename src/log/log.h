@@ -1,0 +1,57 @@
+/* Logging. Only edge code logs (HTTP handlers, cron jobs, main); modules return errors.
+ *
+ * Each .c file that logs defines LOG_MODULE ("pool", "docker", ...) before including this header.
+ * The level check happens before any formatting (redis serverLog). Output goes to stderr, one line
+ * per record, either `ts level module msg` text or JSON lines. Never log tokens, environment of
+ * sandboxes or request bodies; put user-controlled strings in single quotes. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "util/macro.h"
+
+enum log_level {
+    LOG_DEBUG,
+    LOG_INFO,
+    LOG_WARN,
+    LOG_ERROR,
+    LOG__COUNT,
+    LOG__INVALID = -22,
+};
+
+enum log_format {
+    LOG_FORMAT_TEXT,
+    LOG_FORMAT_JSON,
+    LOG_FORMAT__COUNT,
+    LOG_FORMAT__INVALID = -22,
+};
+
+extern enum log_level log_min_level;
+
+const char *log_level_to_string(enum log_level l);
+enum log_level log_level_from_string(const char *s);
+const char *log_format_to_string(enum log_format f);
+enum log_format log_format_from_string(const char *s);
+
+/* Sets the threshold and format; callable at any time from the loop thread. */
+void log_setup(enum log_level min, enum log_format fmt);
+/* Routes libevent's own diagnostics into this log (event_set_log_callback). */
+void log_route_libevent(void);
+
+void log_emit(enum log_level level, const char *module, const char *fmt, ...) PRINTF_LIKE(3, 4);
+
+#ifndef LOG_MODULE
+#define LOG_MODULE "sandpool"
+#endif
+
+#define log_at(level, ...)                              \
+    do {                                                \
+        if ((level) >= log_min_level) {                 \
+            log_emit((level), LOG_MODULE, __VA_ARGS__); \
+        }                                               \
+    } while (0)
+
+#define log_debug(...) log_at(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...)  log_at(LOG_INFO, __VA_ARGS__)
+#define log_warn(...)  log_at(LOG_WARN, __VA_ARGS__)
+#define log_error(...) log_at(LOG_ERROR, __VA_ARGS__)

@@ -1,0 +1,438 @@
+/* The daemon's root object; see server.h.
+ *
+ * Engine link state machine (edge-logged here, not in the modules):
+ *   DOWN --ping ok--> (info, then list+reconcile) --> UP (events stream open)
+ *   UP --events stream ends / reconcile fails--> DOWN, retried with backoff 250 ms .. 5 s.
+ * The engine events stream is only a hint: a full list + reconcile runs after every (re)connect
+ * and every 30 s (docker-engine.md §2.5).
+ *
+ * Cron (STYLE.md §6.7): one 250 ms timer; pool top-up every tick, reconcile every 30 s. Each job
+ * does bounded work per tick.
+ *
+ * Crash-only: nothing is persisted locally. On start every container labelled with this node is
+ * listed; running ones that match a profile's policy are re-adopted into the pool, the rest are
+ * removed. On SIGTERM the server stops listening and leaves its containers for the next start. */
+#include "server.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <jansson.h>
+
+#define LOG_MODULE "server"
+#include "api/api.h"
+#include "docker/api.h"
+#include "docker/client.h"
+#include "docker/json.h"
+#include "docker/policy.h"
+#include "log/log.h"
+#include "pool/pool.h"
+#include "util/macro.h"
+#include "util/time.h"
+
+#define CRON_MS          250u
+#define RECONCILE_MS     30000u
+#define ENGINE_RETRY_MIN 250u
+#define ENGINE_RETRY_MAX 5000u
+
+enum engine_link {
+    ENGINE_DOWN,
+    ENGINE_CONNECTING,
+    ENGINE_UP,
+};
+
+struct server {
+    struct cfg *cfg;
+    struct event_base *base;
+    struct docker_client *docker;
+    struct pool **pools;
+    size_t n_pools;
+    struct pool_budget budget;
+    struct api *api;
+    struct api_backend backend;
+    struct event *cron;
+    struct event *engine_retry;
+    struct event *sig_term, *sig_int, *sig_hup;
+    enum engine_link link;
+    unsigned engine_backoff_ms;
+    struct docker_call *engine_call; /* ping/info/list in flight */
+    struct docker_call *events_call;
+    uint64_t next_reconcile_ms;
+    bool reconciling;
+    bool stopping;
+    char engine_why[192];
+    char label_owner[128]; /* "sandpool.owner=<node>" */
+};
+
+static void engine_connect(struct server *s);
+
+/* ---- engine link ----------------------------------------------------------------------------- */
+
+static void engine_down(struct server *s, const char *fmt, ...) PRINTF_LIKE(2, 3);
+
+static void
+engine_down(struct server *s, const char *fmt, ...)
+{
+    char why[192];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    if (s->link == ENGINE_UP || strcmp(why, s->engine_why) != 0) {
+        log_warn("engine unavailable: %s; retrying", why);
+    }
+    memcpy(s->engine_why, why, sizeof(why));
+    s->link = ENGINE_DOWN;
+    docker_call_cancel(s->events_call);
+    s->events_call = NULL;
+    if (!s->stopping) {
+        struct timeval tv;
+
+        s->engine_backoff_ms = MIN(MAX(s->engine_backoff_ms * 2, ENGINE_RETRY_MIN),
+                                   ENGINE_RETRY_MAX);
+        time_tv_from_ms(&tv, s->engine_backoff_ms);
+        (void)evtimer_add(s->engine_retry, &tv);
+    }
+}
+
+static struct pool *
+pool_by_name(struct server *s, const char *name)
+{
+    for (size_t i = 0; name != NULL && i < s->n_pools; i++) {
+        if (strcmp(pool_name(s->pools[i]), name) == 0) {
+            return s->pools[i];
+        }
+    }
+    return NULL;
+}
+
+static void
+on_orphan_removed(int r, json_t *result, const struct err *e, void *userdata)
+{
+    if (r < 0) {
+        log_warn("removing an orphaned container failed: %s, ignoring", err_msg(e));
+    }
+}
+
+/* Every container labelled with our node is either tracked by a pool, adopted, or removed. */
+static void
+reconcile_list(struct server *s, json_t *list)
+{
+    size_t i;
+    json_t *c;
+
+    json_array_foreach(list, i, c) {
+        const char *id = json_string_value(json_object_get(c, "Id"));
+        const char *slot = docker_label(c, DOCKER_LABEL_SLOT);
+        struct pool *p = pool_by_name(s, docker_label(c, DOCKER_LABEL_PROFILE));
+
+        if (id == NULL) {
+            continue;
+        }
+        if (p != NULL && (pool_owns(p, id) || (slot != NULL && pool_knows_slot(p, slot)))) {
+            continue;
+        }
+        if (p != NULL && pool_adopt(p, c) == 0) {
+            log_info("adopting container ctr=%.12s profile='%s'", id, pool_name(p));
+            continue;
+        }
+        log_info("removing container ctr=%.12s: no profile or pool owns it", id);
+        (void)docker_container_remove(s->docker, id, on_orphan_removed, NULL);
+    }
+    for (size_t k = 0; k < s->n_pools; k++) {
+        pool_reconcile(s->pools[k], list);
+    }
+}
+
+static void
+on_event(json_t *ev, void *userdata)
+{
+    struct server *s = userdata;
+    const char *action = json_string_value(json_object_get(ev, "Action"));
+    const char *id = json_string_value(json_object_get(json_object_get(ev, "Actor"), "ID"));
+
+    if (action == NULL || id == NULL) {
+        return;
+    }
+    if (strcmp(action, "die") == 0 || strcmp(action, "destroy") == 0 ||
+        strcmp(action, "remove") == 0) {
+        for (size_t i = 0; i < s->n_pools; i++) {
+            if (pool_container_gone(s->pools[i], id)) {
+                log_info("container ctr=%.12s %s; replacing it", id, action);
+                break;
+            }
+        }
+    }
+}
+
+static void
+on_events_end(int r, json_t *result, const struct err *e, void *userdata)
+{
+    struct server *s = userdata;
+
+    s->events_call = NULL;
+    if (s->link == ENGINE_UP) {
+        engine_down(s, "event stream ended: %s", r < 0 ? err_msg(e) : "closed by the engine");
+    }
+}
+
+static void
+on_list(int r, json_t *result, const struct err *e, void *userdata)
+{
+    struct server *s = userdata;
+
+    s->engine_call = NULL;
+    s->reconciling = false;
+    if (r < 0 || !json_is_array(result)) {
+        engine_down(s, "listing containers failed: %s", r < 0 ? err_msg(e) : "not an array");
+        return;
+    }
+    reconcile_list(s, result);
+    s->next_reconcile_ms = time_now_ms() + RECONCILE_MS;
+    if (s->link != ENGINE_UP) {
+        s->link = ENGINE_UP;
+        s->engine_backoff_ms = 0;
+        s->engine_why[0] = '\0';
+        log_info("engine ready: API %s, %zu containers of node '%s' found",
+                 docker_client_prefix(s->docker), json_array_size(result), s->cfg->node_id);
+    }
+    for (size_t i = 0; i < s->n_pools; i++) {
+        pool_tick(s->pools[i]);
+    }
+}
+
+static void
+start_reconcile(struct server *s)
+{
+    const char *labels[] = {s->label_owner, NULL};
+
+    s->reconciling = true;
+    s->engine_call = docker_container_list(s->docker, labels, on_list, s);
+}
+
+static void
+check_runtimes(struct server *s, json_t *info)
+{
+    json_t *runtimes = json_object_get(info, "Runtimes");
+
+    for (size_t i = 0; i < s->cfg->n_profiles; i++) {
+        const struct cfg_profile *p = &s->cfg->profiles[i];
+
+        if (strcmp(p->runtime, "runc") != 0 && json_object_get(runtimes, p->runtime) == NULL) {
+            log_error("profile '%s' wants runtime '%s', which the engine does not have; "
+                      "containers of this profile will fail to start",
+                      p->name, p->runtime);
+        }
+    }
+}
+
+static void
+on_info(int r, json_t *info, const struct err *e, void *userdata)
+{
+    struct server *s = userdata;
+
+    s->engine_call = NULL;
+    if (r < 0) {
+        engine_down(s, "engine info failed: %s", err_msg(e));
+        return;
+    }
+    log_info("engine %s %s, cgroup v%s, storage %s, API %s",
+             docker_client_peer_is_podman(s->docker) ? "podman" : "docker",
+             json_string_value(json_object_get(info, "ServerVersion")) ?: "?",
+             json_string_value(json_object_get(info, "CgroupVersion")) ?: "?",
+             json_string_value(json_object_get(info, "Driver")) ?: "?",
+             docker_client_prefix(s->docker));
+    check_runtimes(s, info);
+    s->events_call = docker_events(s->docker, s->label_owner, on_event, on_events_end, s);
+    start_reconcile(s);
+}
+
+static void
+on_ping(int r, json_t *result, const struct err *e, void *userdata)
+{
+    struct server *s = userdata;
+
+    s->engine_call = NULL;
+    if (r < 0) {
+        engine_down(s, "%s", err_msg(e));
+        return;
+    }
+    s->engine_call = docker_info(s->docker, on_info, s);
+}
+
+static void
+engine_connect(struct server *s)
+{
+    s->link = ENGINE_CONNECTING;
+    s->engine_call = docker_ping(s->docker, on_ping, s);
+}
+
+static void
+on_engine_retry(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *s = arg;
+
+    if (!s->stopping && s->link == ENGINE_DOWN) {
+        engine_connect(s);
+    }
+}
+
+/* ---- cron, pools, signals -------------------------------------------------------------------- */
+
+static void
+on_cron(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *s = arg;
+
+    if (s->link != ENGINE_UP || s->stopping) {
+        return;
+    }
+    for (size_t i = 0; i < s->n_pools; i++) {
+        pool_tick(s->pools[i]);
+    }
+    if (!s->reconciling && time_now_ms() >= s->next_reconcile_ms) {
+        start_reconcile(s);
+    }
+}
+
+static void
+on_pool_notify(struct pool *p, const char *what, int r, const char *msg, void *userdata)
+{
+    log_warn("pool '%s': %s", pool_name(p), msg);
+}
+
+static bool
+backend_engine_ok(void *userdata, char *why, size_t n)
+{
+    struct server *s = userdata;
+
+    if (s->link == ENGINE_UP) {
+        return true;
+    }
+    (void)snprintf(why, n, "%s", s->engine_why[0] ? s->engine_why : "connecting");
+    return false;
+}
+
+static bool
+backend_draining(void *userdata)
+{
+    struct server *s = userdata;
+
+    return s->stopping;
+}
+
+static void
+on_stop_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct server *s = arg;
+
+    if (s->stopping) {
+        log_warn("second stop signal: exiting now");
+        (void)event_base_loopbreak(s->base);
+        return;
+    }
+    log_info("%s received: stopping; containers stay for the next start",
+             sig == SIGINT ? "SIGINT" : "SIGTERM");
+    s->stopping = true;
+    api_stop_listening(s->api);
+    docker_call_cancel(s->engine_call);
+    s->engine_call = NULL;
+    docker_call_cancel(s->events_call);
+    s->events_call = NULL;
+    (void)event_base_loopexit(s->base, NULL);
+}
+
+static void
+on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    log_info("SIGHUP received: configuration reload is not supported yet, ignoring");
+}
+
+int
+server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
+{
+    struct server *s = xcalloc(1, sizeof(*s));
+    struct timeval tv;
+    int r;
+
+    s->cfg = cfg;
+    s->base = OOM_CHECK(event_base_new());
+    (void)snprintf(s->label_owner, sizeof(s->label_owner), "%s=%s", DOCKER_LABEL_OWNER,
+                   cfg->node_id);
+    s->docker = docker_client_new(s->base, cfg->engine_socket, cfg->engine_timeout_ms);
+    s->budget.max = cfg->engine_max_concurrency;
+    s->n_pools = cfg->n_profiles;
+    s->pools = xcalloc(s->n_pools, sizeof(*s->pools));
+    for (size_t i = 0; i < s->n_pools; i++) {
+        s->pools[i] = pool_new(s->base, s->docker, &cfg->profiles[i], cfg->node_id, &s->budget,
+                               on_pool_notify, s);
+    }
+    s->backend = (struct api_backend){
+        .pools = s->pools,
+        .n_pools = s->n_pools,
+        .engine_ok = backend_engine_ok,
+        .draining = backend_draining,
+        .userdata = s,
+    };
+    r = api_new(s->base, cfg, &s->backend, &s->api, reterr);
+    if (r < 0) {
+        server_free(s);
+        return r;
+    }
+    s->cron = OOM_CHECK(event_new(s->base, -1, EV_PERSIST, on_cron, s));
+    time_tv_from_ms(&tv, CRON_MS);
+    (void)event_add(s->cron, &tv);
+    s->engine_retry = OOM_CHECK(evtimer_new(s->base, on_engine_retry, s));
+    s->sig_term = OOM_CHECK(evsignal_new(s->base, SIGTERM, on_stop_signal, s));
+    s->sig_int = OOM_CHECK(evsignal_new(s->base, SIGINT, on_stop_signal, s));
+    s->sig_hup = OOM_CHECK(evsignal_new(s->base, SIGHUP, on_hup, s));
+    (void)event_add(s->sig_term, NULL);
+    (void)event_add(s->sig_int, NULL);
+    (void)event_add(s->sig_hup, NULL);
+    *ret = s;
+    return 0;
+}
+
+int
+server_run(struct server *s)
+{
+    log_info("listening on %s, node '%s', engine %s, %zu profile(s)", s->cfg->listen,
+             s->cfg->node_id, s->cfg->engine_socket, s->n_pools);
+    engine_connect(s);
+    if (event_base_dispatch(s->base) < 0) {
+        return -EIO;
+    }
+    return 0;
+}
+
+struct server *
+server_free(struct server *s)
+{
+    if (s == NULL) {
+        return NULL;
+    }
+    docker_call_cancel(s->engine_call);
+    docker_call_cancel(s->events_call);
+    for (size_t i = 0; i < s->n_pools; i++) {
+        pool_free(s->pools[i]);
+    }
+    free(s->pools);
+    api_free(s->api);
+    docker_client_free(s->docker);
+    if (s->cron != NULL) {
+        event_free(s->cron);
+        event_free(s->engine_retry);
+        event_free(s->sig_term);
+        event_free(s->sig_int);
+        event_free(s->sig_hup);
+    }
+    event_base_free(s->base);
+    cfg_free(s->cfg);
+    free(s);
+    return NULL;
+}

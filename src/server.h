@@ -1,0 +1,15 @@
+/* The root object: owns the event base and every module (engine client, pools, HTTP front end),
+ * runs the single cron timer and handles signals. The only file that sees every module. */
+#pragma once
+
+#include "config/config.h"
+#include "util/err.h"
+
+struct server;
+
+/* Builds the server from a validated config (stolen: freed with the server). Binds the listen
+ * address; engine work starts when server_run() runs the loop. */
+int server_new(struct cfg *cfg, struct server **ret, struct err *reterr);
+/* Runs the loop until SIGTERM/SIGINT has drained the server. Returns 0 on a clean stop. */
+int server_run(struct server *s);
+struct server *server_free(struct server *s);

@@ -1,0 +1,36 @@
+/* Random identifiers; see random.h. */
+#include "random.h"
+
+#include <sys/random.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void
+random_hex(char *out, size_t nbytes)
+{
+    static const char hex[] = "0123456789abcdef";
+    uint8_t raw[64];
+    size_t got = 0;
+
+    if (nbytes > sizeof(raw)) {
+        abort();
+    }
+    while (got < nbytes) {
+        ssize_t n = getrandom(raw + got, nbytes - got, 0);
+
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            abort();
+        }
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < nbytes; i++) {
+        out[2 * i] = hex[raw[i] >> 4];
+        out[2 * i + 1] = hex[raw[i] & 15];
+    }
+    out[2 * nbytes] = '\0';
+}

@@ -1,0 +1,75 @@
+/* Minimal TAP harness (STYLE.md Appendix D) for tests run by meson with protocol 'tap'.
+ * Assertions print the expression and both values. */
+#pragma once
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int tap_n, tap_failed;
+
+#define TAP_CHECK(cond, fmt, ...)                                                                \
+    do {                                                                                         \
+        if (cond) {                                                                              \
+            printf("ok %d - " fmt "\n", ++tap_n, ##__VA_ARGS__);                                 \
+        } else {                                                                                 \
+            printf("not ok %d - " fmt " (%s:%d)\n", ++tap_n, ##__VA_ARGS__, __FILE__, __LINE__); \
+            tap_failed++;                                                                        \
+        }                                                                                        \
+        fflush(stdout);                                                                          \
+    } while (0)
+
+#define ASSERT_OK(expr)                                                                \
+    do {                                                                               \
+        int _r = (expr);                                                               \
+        TAP_CHECK(_r >= 0, "%s => %d (%s)", #expr, _r, _r < 0 ? strerror(-_r) : "ok"); \
+    } while (0)
+
+#define ASSERT_ERR(expr, err)                                           \
+    do {                                                                \
+        int _r = (expr);                                                \
+        TAP_CHECK(_r == -(err), "%s => %d, want -%s", #expr, _r, #err); \
+    } while (0)
+
+#define ASSERT_EQ_U(a, b)                                             \
+    do {                                                              \
+        uintmax_t _a = (a), _b = (b);                                 \
+        TAP_CHECK(_a == _b, "%s == %s (%ju vs %ju)", #a, #b, _a, _b); \
+    } while (0)
+
+#define ASSERT_EQ_I(a, b)                                             \
+    do {                                                              \
+        intmax_t _a = (a), _b = (b);                                  \
+        TAP_CHECK(_a == _b, "%s == %s (%jd vs %jd)", #a, #b, _a, _b); \
+    } while (0)
+
+#define ASSERT_STREQ(a, b)                                                                 \
+    do {                                                                                   \
+        const char *_a = (a), *_b = (b);                                                   \
+        TAP_CHECK(_a != NULL && _b != NULL && strcmp(_a, _b) == 0, "%s == %s ('%s' vs '%s')", \
+                  #a, #b, _a ? _a : "(null)", _b ? _b : "(null)");                         \
+    } while (0)
+
+#define ASSERT_TRUE(cond) TAP_CHECK((cond), "%s", #cond)
+
+#define TEST(name) static void test_##name(void)
+#define RUN(name)                \
+    do {                         \
+        printf("# %s\n", #name); \
+        test_##name();           \
+    } while (0)
+
+/* Skips the whole program (meson counts exit code 77 as SKIP). */
+#define TAP_SKIP_ALL(why)                  \
+    do {                                   \
+        printf("1..0 # SKIP %s\n", why);   \
+        exit(77);                          \
+    } while (0)
+
+static inline int
+tap_done(void)
+{
+    printf("1..%d\n", tap_n);
+    return tap_failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,201 @@
+/* Unit tests for the container policy: every restriction is in the create body, nothing that
+ * would weaken the engine defaults is, and verify() notices drift. */
+#include <errno.h>
+
+#include <jansson.h>
+
+#include "config/config.h"
+#include "docker/policy.h"
+#include "tap.h"
+
+static struct cfg *
+config(void)
+{
+    struct cfg *c = cfg_new();
+    struct err e = {0};
+
+    if (cfg_validate(c, &e) < 0) {
+        abort();
+    }
+    return c;
+}
+
+static json_int_t
+geti(json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(o, k));
+}
+
+static const char *
+gets(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+
+    return s ? s : "(none)";
+}
+
+TEST(create_body)
+{
+    struct cfg *c = config();
+    const struct cfg_profile *p = &c->profiles[0];
+    json_t *b = docker_policy_create_body(p, "node-a", "slot1");
+    json_t *hc = json_object_get(b, "HostConfig");
+    json_t *ul = json_object_get(hc, "Ulimits");
+    size_t i;
+    json_t *u;
+    int seen = 0;
+
+    ASSERT_STREQ(gets(b, "Image"), "sandpool/python:latest");
+    ASSERT_STREQ(gets(b, "User"), "1000:1000");
+    ASSERT_TRUE(json_is_true(json_object_get(b, "NetworkDisabled")));
+    ASSERT_TRUE(json_is_false(json_object_get(b, "Tty")));
+    ASSERT_TRUE(json_is_true(json_object_get(b, "OpenStdin")));
+    ASSERT_TRUE(json_is_false(json_object_get(b, "StdinOnce")));
+    ASSERT_STREQ(gets(json_object_get(b, "Labels"), "sandpool.owner"), "node-a");
+    ASSERT_STREQ(gets(json_object_get(b, "Labels"), "sandpool.profile"), "python");
+    ASSERT_STREQ(gets(json_object_get(b, "Labels"), "sandpool.slot"), "slot1");
+    ASSERT_TRUE(json_object_get(b, "Cmd") == NULL); /* the image's CMD */
+    ASSERT_STREQ(gets(hc, "NetworkMode"), "none");
+    ASSERT_TRUE(json_is_true(json_object_get(hc, "ReadonlyRootfs")));
+    ASSERT_EQ_I(geti(hc, "Memory"), 512ll << 20);
+    ASSERT_EQ_I(geti(hc, "MemorySwap"), 512ll << 20);
+    ASSERT_EQ_I(geti(hc, "NanoCpus"), 1000000000ll);
+    ASSERT_EQ_I(geti(hc, "PidsLimit"), 128);
+    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(hc, "CapDrop"), 0)), "ALL");
+    ASSERT_EQ_U(json_array_size(json_object_get(hc, "CapDrop")), 1);
+    ASSERT_TRUE(json_object_get(hc, "CapAdd") == NULL);
+    ASSERT_TRUE(json_object_get(hc, "Privileged") == NULL);
+    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(hc, "SecurityOpt"), 0)),
+                 "no-new-privileges");
+    ASSERT_STREQ(gets(json_object_get(hc, "Tmpfs"), "/workspace"),
+                 "rw,exec,nosuid,nodev,size=256m,mode=0700,uid=1000,gid=1000");
+    ASSERT_STREQ(gets(json_object_get(hc, "Tmpfs"), "/tmp"),
+                 "rw,noexec,nosuid,nodev,size=64m,mode=1777");
+    ASSERT_TRUE(json_is_true(json_object_get(hc, "Init")));
+    ASSERT_STREQ(gets(json_object_get(hc, "LogConfig"), "Type"), "none");
+    ASSERT_STREQ(gets(json_object_get(hc, "RestartPolicy"), "Name"), "no");
+    /* Never send empty MaskedPaths/ReadonlyPaths: they would replace the engine defaults. */
+    ASSERT_TRUE(json_object_get(hc, "MaskedPaths") == NULL);
+    ASSERT_TRUE(json_object_get(hc, "ReadonlyPaths") == NULL);
+    ASSERT_TRUE(json_object_get(hc, "Binds") == NULL && json_object_get(hc, "Mounts") == NULL);
+    ASSERT_TRUE(json_object_get(hc, "Runtime") == NULL); /* runc = engine default */
+    json_array_foreach(ul, i, u) {
+        const char *name = gets(u, "Name");
+
+        if (strcmp(name, "nofile") == 0 && geti(u, "Soft") == 1024 && geti(u, "Hard") == 1024) {
+            seen |= 1;
+        } else if (strcmp(name, "nproc") == 0 && geti(u, "Hard") == 65536) {
+            seen |= 2;
+        } else if (strcmp(name, "fsize") == 0 && geti(u, "Hard") == 256ll << 20) {
+            seen |= 4;
+        } else if (strcmp(name, "core") == 0 && geti(u, "Soft") == 0 && geti(u, "Hard") == 0) {
+            seen |= 8;
+        }
+    }
+    ASSERT_EQ_I(seen, 15);
+    json_decref(b);
+    cfg_free(c);
+}
+
+TEST(runtime_and_command)
+{
+    struct cfg *c = cfg_new();
+    struct err e = {0};
+    const char *json = "{\"profiles\": {\"g\": {\"runtime\": \"runsc\", \"cpus\": 0.25,"
+                       " \"command\": [\"/bin/sleep\", \"1000\"]}}}";
+    json_t *b;
+
+    ASSERT_OK(cfg_load_json(c, json, strlen(json), &e));
+    ASSERT_OK(cfg_validate(c, &e));
+    b = docker_policy_create_body(&c->profiles[0], "n", "s");
+    ASSERT_STREQ(gets(json_object_get(b, "HostConfig"), "Runtime"), "runsc");
+    ASSERT_EQ_I(geti(json_object_get(b, "HostConfig"), "NanoCpus"), 250000000);
+    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(b, "Cmd"), 1)), "1000");
+    json_decref(b);
+    cfg_free(c);
+}
+
+/* Turns a create body into the shape inspect answers with, so verify() can be tested offline. */
+static json_t *
+fake_inspect(json_t *body)
+{
+    json_t *copy = json_deep_copy(body);
+    json_t *in = json_pack("{s:o, s:o}", "Config", copy, "HostConfig",
+                           json_deep_copy(json_object_get(body, "HostConfig")));
+
+    (void)json_object_set_new(json_object_get(in, "HostConfig"), "MaskedPaths",
+                              json_pack("[s, s]", "/proc/kcore", "/proc/keys"));
+    return in;
+}
+
+TEST(verify_drift)
+{
+    struct cfg *c = config();
+    const struct cfg_profile *p = &c->profiles[0];
+    static const struct {
+        const char *key;
+        const char *want;
+    } drifts[] = {
+        {"NetworkMode", "NetworkMode"},
+        {"ReadonlyRootfs", "ReadonlyRootfs"},
+        {"Memory", "Memory"},
+        {"PidsLimit", "PidsLimit"},
+        {"CapDrop", "capabilities"},
+        {"SecurityOpt", "no-new-privileges"},
+        {"Init", "Init"},
+        {"Ulimits", "ulimit"},
+        {"Tmpfs", "/workspace"},
+        {"MaskedPaths", "masked"},
+    };
+    struct err e = {0};
+    json_t *b = docker_policy_create_body(p, "n", "s");
+    json_t *in = fake_inspect(b);
+
+    ASSERT_OK(docker_policy_verify(in, p, &e));
+    json_decref(in);
+    for (size_t i = 0; i < sizeof(drifts) / sizeof(drifts[0]); i++) {
+        json_t *copy = fake_inspect(b);
+        json_t *hc = json_object_get(copy, "HostConfig");
+
+        if (strcmp(drifts[i].key, "MaskedPaths") == 0) {
+            (void)json_object_set_new(hc, "MaskedPaths", json_array());
+        } else if (strcmp(drifts[i].key, "ReadonlyRootfs") == 0 ||
+                   strcmp(drifts[i].key, "Init") == 0) {
+            (void)json_object_set_new(hc, drifts[i].key, json_false());
+        } else if (strcmp(drifts[i].key, "NetworkMode") == 0) {
+            (void)json_object_set_new(hc, drifts[i].key, json_string("bridge"));
+        } else if (json_is_integer(json_object_get(hc, drifts[i].key))) {
+            (void)json_object_set_new(hc, drifts[i].key, json_integer(0));
+        } else {
+            (void)json_object_del(hc, drifts[i].key);
+        }
+        e.msg[0] = '\0';
+        int r = docker_policy_verify(copy, p, &e);
+
+        TAP_CHECK(r == -EPERM && strstr(e.msg, drifts[i].want) != NULL,
+                  "drift in %s detected: %d '%s'", drifts[i].key, r, e.msg);
+        json_decref(copy);
+    }
+    {
+        json_t *copy = fake_inspect(b);
+
+        (void)json_object_set_new(json_object_get(copy, "HostConfig"), "CapAdd",
+                                  json_pack("[s]", "SYS_ADMIN"));
+        ASSERT_ERR(docker_policy_verify(copy, p, &e), EPERM);
+        (void)json_object_set_new(json_object_get(copy, "HostConfig"), "CapAdd", json_null());
+        (void)json_object_set_new(json_object_get(copy, "Config"), "User", json_string("0:0"));
+        ASSERT_ERR(docker_policy_verify(copy, p, &e), EPERM);
+        json_decref(copy);
+    }
+    json_decref(b);
+    cfg_free(c);
+}
+
+int
+main(void)
+{
+    RUN(create_body);
+    RUN(runtime_and_command);
+    RUN(verify_drift);
+    return tap_done();
+}

@@ -1,0 +1,162 @@
+/* Unit tests for src/util: bounded buffers, strict parsers, error records. */
+#include <errno.h>
+#include <stdint.h>
+
+#include "tap.h"
+#include "util/buf.h"
+#include "util/err.h"
+#include "util/parse.h"
+#include "util/random.h"
+#include "util/time.h"
+
+TEST(buf_bounds)
+{
+    struct buf b = BUF_INIT(8);
+    char *p;
+    size_t n;
+
+    ASSERT_TRUE(b.buf != NULL && b.buf[0] == '\0');
+    ASSERT_OK(buf_append(&b, "abcd", 4));
+    ASSERT_OK(buf_printf(&b, "%d", 123));
+    ASSERT_EQ_U(b.len, 7);
+    ASSERT_ERR(buf_append(&b, "xy", 2), EMSGSIZE);
+    ASSERT_EQ_U(b.len, 7);
+    ASSERT_ERR(buf_printf(&b, "%s", "long"), EMSGSIZE);
+    ASSERT_STREQ(b.buf, "abcd123");
+    ASSERT_OK(buf_putc(&b, '!'));
+    ASSERT_ERR(buf_putc(&b, '?'), EMSGSIZE);
+    buf_consume(&b, 2);
+    ASSERT_STREQ(b.buf, "cd123!");
+    buf_truncate(&b, 2);
+    ASSERT_STREQ(b.buf, "cd");
+    p = buf_detach(&b, &n);
+    ASSERT_STREQ(p, "cd");
+    ASSERT_EQ_U(n, 2);
+    ASSERT_TRUE(b.len == 0 && b.buf[0] == '\0');
+    free(p);
+    p = buf_detach(&b, NULL);
+    ASSERT_STREQ(p, "");
+    free(p);
+    buf_done(&b);
+}
+
+TEST(buf_binary_and_growth)
+{
+    struct buf b = BUF_INIT(1 << 20);
+    char chunk[1000];
+    int failures = 0;
+
+    memset(chunk, 0, sizeof(chunk));
+    for (int i = 0; i < 1000; i++) {
+        failures += buf_append(&b, chunk, sizeof(chunk)) < 0;
+    }
+    ASSERT_EQ_I(failures, 0);
+    ASSERT_EQ_U(b.len, 1000000);
+    ASSERT_TRUE(b.buf[b.len] == '\0');
+    buf_consume(&b, 5000000);
+    ASSERT_EQ_U(b.len, 0);
+    buf_done(&b);
+    ASSERT_OK(buf_append(&b, "x", 1)); /* reusable after done */
+    buf_done(&b);
+}
+
+TEST(parse_numbers)
+{
+    uint64_t u = 7;
+    int i = 7;
+    double d = 0;
+    unsigned v;
+    bool yes;
+
+    ASSERT_OK(parse_u64("18446744073709551615", &u));
+    ASSERT_TRUE(u == UINT64_MAX);
+    ASSERT_ERR(parse_u64("18446744073709551616", &u), ERANGE);
+    ASSERT_ERR(parse_u64("", &u), EINVAL);
+    ASSERT_ERR(parse_u64(" 1", &u), EINVAL);
+    ASSERT_ERR(parse_u64("+1", &u), EINVAL);
+    ASSERT_ERR(parse_u64("1x", &u), EINVAL);
+    ASSERT_ERR(parse_u64("0x10", &u), EINVAL);
+    ASSERT_TRUE(u == UINT64_MAX); /* untouched on failure */
+    ASSERT_OK(parse_int("-5", -10, 10, &i));
+    ASSERT_EQ_I(i, -5);
+    ASSERT_ERR(parse_int("11", -10, 10, &i), ERANGE);
+    ASSERT_ERR(parse_int("-2147483649", INT32_MIN, INT32_MAX, &i), ERANGE);
+    ASSERT_OK(parse_int("-2147483648", INT32_MIN, INT32_MAX, &i));
+    ASSERT_OK(parse_double("1.5", 0, 10, &d));
+    ASSERT_TRUE(d > 1.49 && d < 1.51);
+    ASSERT_ERR(parse_double("1.", 0, 10, &d), EINVAL);
+    ASSERT_ERR(parse_double("11", 0, 10, &d), ERANGE);
+    ASSERT_OK(parse_api_version("1.41", 4, &v));
+    ASSERT_EQ_U(v, 1041);
+    ASSERT_ERR(parse_api_version("141", 3, &v), EINVAL);
+    ASSERT_ERR(parse_api_version("1.x", 3, &v), EINVAL);
+    ASSERT_OK(parse_bool("Yes", &yes));
+    ASSERT_TRUE(yes);
+    ASSERT_ERR(parse_bool("maybe", &yes), EINVAL);
+}
+
+TEST(parse_listen_forms)
+{
+    char host[128];
+    uint16_t port = 0;
+
+    ASSERT_OK(parse_listen("127.0.0.1:8080", host, sizeof(host), &port));
+    ASSERT_STREQ(host, "127.0.0.1");
+    ASSERT_EQ_U(port, 8080);
+    ASSERT_OK(parse_listen("[::1]:9", host, sizeof(host), &port));
+    ASSERT_STREQ(host, "::1");
+    ASSERT_OK(parse_listen("unix:/run/x.sock", host, sizeof(host), &port));
+    ASSERT_STREQ(host, "/run/x.sock");
+    ASSERT_EQ_U(port, 0);
+    ASSERT_ERR(parse_listen("::1:80", host, sizeof(host), &port), EINVAL);
+    ASSERT_ERR(parse_listen("host:0", host, sizeof(host), &port), EINVAL);
+    ASSERT_ERR(parse_listen("host:65536", host, sizeof(host), &port), EINVAL);
+    ASSERT_ERR(parse_listen(":80", host, sizeof(host), &port), EINVAL);
+    ASSERT_ERR(parse_listen("unix:relative", host, sizeof(host), &port), EINVAL);
+}
+
+TEST(err_records)
+{
+    struct err e = {0};
+
+    ASSERT_ERR(err_set(&e, -ENOENT, "no '%s'", "x"), ENOENT);
+    ASSERT_STREQ(e.msg, "no 'x'");
+    ASSERT_ERR(err_wrap(&e, -ENOENT, "lookup"), ENOENT);
+    ASSERT_STREQ(e.msg, "lookup: no 'x'");
+    ASSERT_ERR(err_set(NULL, -EIO, "ignored"), EIO);
+    err_clear(&e);
+    e.code = -EPERM;
+    ASSERT_STREQ(err_msg(&e), strerror(EPERM));
+}
+
+TEST(random_ids)
+{
+    char a[33], b[33];
+
+    random_hex(a, 16);
+    random_hex(b, 16);
+    ASSERT_EQ_U(strlen(a), 32);
+    ASSERT_TRUE(strcmp(a, b) != 0);
+    ASSERT_TRUE(strspn(a, "0123456789abcdef") == 32);
+}
+
+TEST(time_format)
+{
+    char out[40];
+
+    ASSERT_STREQ(time_rfc3339(1764405538123ull, out, sizeof(out)), "2025-11-29T08:38:58.123Z");
+    ASSERT_TRUE(time_now_ms() > 0);
+}
+
+int
+main(void)
+{
+    RUN(buf_bounds);
+    RUN(buf_binary_and_growth);
+    RUN(parse_numbers);
+    RUN(parse_listen_forms);
+    RUN(err_records);
+    RUN(random_ids);
+    RUN(time_format);
+    return tap_done();
+}
