@@ -77,6 +77,7 @@ WORK=
 LOGS=
 RUN_ID="$$-$(date +%s)"
 PENDING_IMAGES=()
+CHILD_PGID=
 DOCKER_UP=0
 MIRROR=
 SECURITY_MIRROR=
@@ -91,14 +92,20 @@ die() {
   exit 1
 }
 
-# run_logged LOG DESCRIPTION CMD...: run CMD with all output to LOG; on
-# failure show the log's path and tail, then fail.
+# run_logged LOG DESCRIPTION CMD...: run CMD (an executable, not a function)
+# with all output to LOG; on failure show the log's path and tail, then fail.
+# CMD runs in its own session/process group (setsid) in the background so a
+# signal to this script is handled at once: cleanup() ends that group.
 run_logged() {
-  local log=$1 desc=$2
+  local log=$1 desc=$2 rc=0
   shift 2
-  if ! "$@" >>"$log" 2>&1; then
-    printf 'build.sh: error: %s failed; log: %s\n--- last 40 lines of %s ---\n' \
-      "$desc" "$log" "$log" >&2
+  setsid "$@" >>"$log" 2>&1 </dev/null &
+  CHILD_PGID=$!
+  wait "$CHILD_PGID" || rc=$?
+  CHILD_PGID=
+  if ((rc != 0)); then
+    printf 'build.sh: error: %s failed (exit %s); log: %s\n--- last 40 lines of %s ---\n' \
+      "$desc" "$rc" "$log" "$log" >&2
     tail -n 40 "$log" >&2 || true
     printf -- '---\n' >&2
     exit 1
@@ -178,7 +185,7 @@ run_container() {
     shift
   done
   shift
-  timeout 300 docker run --rm -i --label "$LABEL_BUILD=1" --label "$LABEL_RUN=$RUN_ID" \
+  timeout 300 docker run --rm --label "$LABEL_BUILD=1" --label "$LABEL_RUN=$RUN_ID" \
     "${args[@]}" "$image" "$@"
 }
 
@@ -186,6 +193,17 @@ cleanup() {
   local rc=$? ids id
   set +e
   trap - EXIT INT TERM
+  if [[ -n $CHILD_PGID ]]; then
+    # Interrupted while a logged step ran: end its process group, which we
+    # started with setsid (debootstrap, apt/dpkg in the chroot, docker build).
+    kill -TERM -- "-$CHILD_PGID" 2>/dev/null
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      kill -0 -- "-$CHILD_PGID" 2>/dev/null || break
+      sleep 1
+    done
+    kill -KILL -- "-$CHILD_PGID" 2>/dev/null
+    wait "$CHILD_PGID" 2>/dev/null
+  fi
   if ((DOCKER_UP)); then
     ids=$(docker ps -aq --filter "label=$LABEL_RUN=$RUN_ID" 2>/dev/null)
     if [[ -n $ids ]]; then
@@ -264,7 +282,8 @@ check_docker() {
   local v
   command -v docker >/dev/null || die "docker CLI not found"
   if ! v=$(timeout 20 docker version --format '{{.Server.Version}}' 2>&1); then
-    die "docker engine not answering at ${DOCKER_HOST:-unix:///var/run/docker.sock}: $v"
+    v=${v//$'\n'/ }
+    die "docker engine not answering at ${DOCKER_HOST:-unix:///var/run/docker.sock}: ${v# }"
   fi
   DOCKER_UP=1
   step "docker engine $v at ${DOCKER_HOST:-unix:///var/run/docker.sock}"
@@ -391,17 +410,16 @@ test_inputs() {
 }
 
 # ----------------------------------------------------------- python-base ---
-# in_chroot ROOTFS SCRIPT: run SCRIPT with sh inside ROOTFS, with /proc mounted
-# in a private mount namespace (so nothing stays mounted if we die).
-in_chroot() {
-  # shellcheck disable=SC2016 # $1/$2 are expanded by the inner sh
-  unshare --mount --propagation private -- /bin/sh -c '
-    mount -t proc proc "$1/proc" || exit 1
-    exec chroot "$1" /usr/bin/env -i HOME=/root LC_ALL=C.UTF-8 \
-      PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true \
-      /bin/sh -euxc "$2"' sh "$1" "$2"
-}
+# IN_CHROOT ROOTFS SCRIPT: run SCRIPT with sh inside ROOTFS, with /proc
+# mounted in a private mount namespace (nothing stays mounted if we die).
+# shellcheck disable=SC2016 # $1/$2 are expanded by the inner sh
+IN_CHROOT=(unshare --mount --propagation private -- /bin/sh -c '
+  mount -t proc proc "$1/proc" || exit 1
+  exec chroot "$1" /usr/bin/env -i HOME=/root LC_ALL=C.UTF-8 \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true \
+    /bin/sh -euxc "$2"' sh)
+readonly IN_CHROOT
 
 write_rootfs_config() {
   local rootfs=$1
@@ -473,19 +491,23 @@ slim_rootfs() {
 }
 
 build_base() {
-  local rootfs="$WORK/base-rootfs" log="$LOGS/python-base.log" id
+  local rootfs="$WORK/base-rootfs" log="$LOGS/python-base.log" id include=()
   command -v debootstrap >/dev/null || ensure_host_package debootstrap
   [[ -f $KEYRING ]] || ensure_host_package debian-archive-keyring
   APT_BUILD_CONF=$(apt-config dump 2>/dev/null |
     grep -E '^Acquire::(Check-Valid-Until|Check-Date|(http|https|ftp)::Proxy) ' || true)
+  # apt inside the rootfs needs CA certificates only for an https mirror.
+  if [[ $MIRROR == https://* || $SECURITY_MIRROR == https://* ]]; then
+    include=(--include=ca-certificates)
+  fi
   step "python-base: debootstrap --variant=minbase $SUITE from $MIRROR (log: $log)"
   run_logged "$log" debootstrap unshare --mount --propagation private -- \
-    debootstrap --variant=minbase --arch="$ARCH" --components=main \
+    debootstrap --variant=minbase --arch="$ARCH" --components=main "${include[@]}" \
     --keyring="$KEYRING" --force-check-gpg "$SUITE" "$rootfs" "$MIRROR"
   step "python-base: apt sources ${MIRROR} ${SUITE}${UPDATES_SUITE:+ $UPDATES_SUITE}${SECURITY_MIRROR:+ + $SECURITY_MIRROR $SUITE-security}"
   write_rootfs_config "$rootfs"
   step "python-base: apt-get upgrade + install ${BASE_PACKAGES[*]}"
-  run_logged "$log" "apt-get in rootfs" in_chroot "$rootfs" "
+  run_logged "$log" "apt-get in rootfs" "${IN_CHROOT[@]}" "$rootfs" "
     apt-get update
     apt-get -y -o Dpkg::Options::=--force-confold dist-upgrade
     apt-get install -y --no-install-recommends ${BASE_PACKAGES[*]}
@@ -498,7 +520,7 @@ build_base() {
   slim_rootfs "$rootfs"
   step "python-base: importing ($(du -sh --one-file-system "$rootfs" | cut -f1) rootfs)"
   if ! id=$(tar --numeric-owner --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' \
-    -C "$rootfs" -c . |
+    -C "$rootfs" -c . 2>>"$log" |
     docker import --message "sandpool python-base $SUITE $MIRROR" \
       --change "ENV $IMAGE_PATH_ENV" --change 'ENV LANG=C.UTF-8' \
       --change "LABEL $LABEL_KIND=python-base" --change "LABEL $LABEL_INPUTS=$BASE_HASH" \
@@ -509,7 +531,8 @@ build_base() {
   PENDING_IMAGES+=("$id")
   rm -rf --one-file-system "$rootfs"
   step "python-base: checking python3 imports in $id"
-  run_check "$log" "python-base import check" run_container "$id" --network none --read-only --tmpfs /tmp -- \
+  run_check "$log" "python-base import check" run_container "$id" --network none --read-only --tmpfs /tmp \
+    -e MPLCONFIGDIR=/tmp/matplotlib -- \
     python3 -c 'import numpy, pandas, matplotlib; print("python-base ok")'
   tag_image "$id" "$REPO_BASE:$(short "$BASE_HASH")"
   step "python-base: tagged $REPO_BASE:$(short "$BASE_HASH")"
@@ -653,7 +676,7 @@ EOF
   chown 1000:1000 "$rootfs/workspace"
   chmod 0755 "$rootfs/workspace"
   step "test: importing"
-  if ! id=$(tar --numeric-owner -C "$rootfs" -c . |
+  if ! id=$(tar --numeric-owner -C "$rootfs" -c . 2>>"$log" |
     docker import --message "sandpool test image (busybox $(sha256_of_file "$BUSYBOX"))" \
       --change "ENV $IMAGE_PATH_ENV" --change 'WORKDIR /workspace' \
       --change 'USER 1000:1000' --change "CMD $TEST_CMD" \

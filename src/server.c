@@ -93,8 +93,8 @@ engine_down(struct server *s, const char *fmt, ...)
     if (!s->stopping) {
         struct timeval tv;
 
-        s->engine_backoff_ms = MIN(MAX(s->engine_backoff_ms * 2, ENGINE_RETRY_MIN),
-                                   ENGINE_RETRY_MAX);
+        s->engine_backoff_ms =
+            MIN(MAX(s->engine_backoff_ms * 2, ENGINE_RETRY_MIN), ENGINE_RETRY_MAX);
         time_tv_from_ms(&tv, s->engine_backoff_ms);
         (void)evtimer_add(s->engine_retry, &tv);
     }
@@ -126,7 +126,7 @@ reconcile_list(struct server *s, json_t *list)
     size_t i;
     json_t *c;
 
-    json_array_foreach(list, i, c) {
+    json_array_foreach (list, i, c) {
         const char *id = json_string_value(json_object_get(c, "Id"));
         const char *slot = docker_label(c, DOCKER_LABEL_SLOT);
         struct pool *p = pool_by_name(s, docker_label(c, DOCKER_LABEL_PROFILE));

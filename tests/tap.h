@@ -44,11 +44,11 @@ static int tap_n, tap_failed;
         TAP_CHECK(_a == _b, "%s == %s (%jd vs %jd)", #a, #b, _a, _b); \
     } while (0)
 
-#define ASSERT_STREQ(a, b)                                                                 \
-    do {                                                                                   \
-        const char *_a = (a), *_b = (b);                                                   \
-        TAP_CHECK(_a != NULL && _b != NULL && strcmp(_a, _b) == 0, "%s == %s ('%s' vs '%s')", \
-                  #a, #b, _a ? _a : "(null)", _b ? _b : "(null)");                         \
+#define ASSERT_STREQ(a, b)                                                                        \
+    do {                                                                                          \
+        const char *_a = (a), *_b = (b);                                                          \
+        TAP_CHECK(_a != NULL && _b != NULL && strcmp(_a, _b) == 0, "%s == %s ('%s' vs '%s')", #a, \
+                  #b, _a ? _a : "(null)", _b ? _b : "(null)");                                    \
     } while (0)
 
 #define ASSERT_TRUE(cond) TAP_CHECK((cond), "%s", #cond)
@@ -61,10 +61,10 @@ static int tap_n, tap_failed;
     } while (0)
 
 /* Skips the whole program (meson counts exit code 77 as SKIP). */
-#define TAP_SKIP_ALL(why)                  \
-    do {                                   \
-        printf("1..0 # SKIP %s\n", why);   \
-        exit(77);                          \
+#define TAP_SKIP_ALL(why)                \
+    do {                                 \
+        printf("1..0 # SKIP %s\n", why); \
+        exit(77);                        \
     } while (0)
 
 static inline int

@@ -95,7 +95,7 @@ cmd_health(struct ctl *ctl, int argc, char **argv)
 
         printf("%-24s %s\n", "live", health == 200 ? "yes" : "no");
         printf("%-24s %s\n", "ready", ready == 200 ? "yes" : "no");
-        json_object_foreach(json_object_get(root, "checks"), key, v) {
+        json_object_foreach (json_object_get(root, "checks"), key, v) {
             printf("%-24s %s\n", key, json_string_value(v) ? json_string_value(v) : "?");
         }
     }
@@ -125,8 +125,9 @@ usage(FILE *f)
     for (size_t i = 0; i < ELEMENTSOF(commands); i++) {
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
     }
-    fprintf(f, "\nThe daemon is found through SANDPOOL_URL and SANDPOOL_TOKEN, else %s,\n"
-               "else %s.\n",
+    fprintf(f,
+            "\nThe daemon is found through SANDPOOL_URL and SANDPOOL_TOKEN, else %s,\n"
+            "else %s.\n",
             SANDPOOL_CLIENT_ENV_FILE, SANDPOOL_DEFAULT_URL);
 }
 

@@ -95,7 +95,7 @@ parse_args(int argc, char **argv, struct cfg *c, struct args *a, bool apply)
 }
 
 static int
-load_config(int argc, char **argv, struct cfg **ret, struct args *a)
+load_config(int argc, char **argv, struct cfg **ret, struct args *a, char *unknown, size_t un)
 {
     struct cfg *c = cfg_new();
     struct err e = {0};
@@ -110,7 +110,7 @@ load_config(int argc, char **argv, struct cfg **ret, struct args *a)
         r = cfg_load_file(c, a->config, &e);
     }
     if (r == 0) {
-        r = cfg_apply_env(c, (const char *const *)environ, &e);
+        r = cfg_apply_env(c, (const char *const *)environ, unknown, un, &e);
     }
     if (r == 0) {
         r = parse_args(argc, argv, c, a, true);
@@ -135,10 +135,11 @@ main(int argc, char **argv)
     struct args a = {0};
     struct server *s = NULL;
     struct cfg *c = NULL;
+    char unknown_env[512] = "";
     struct err e = {0};
     int r;
 
-    r = load_config(argc, argv, &c, &a);
+    r = load_config(argc, argv, &c, &a, unknown_env, sizeof(unknown_env));
     if (r != 0) {
         return r > 0 ? EXIT_SUCCESS : 2;
     }
@@ -151,6 +152,9 @@ main(int argc, char **argv)
     }
     log_setup(log_level_from_string(c->log_level), log_format_from_string(c->log_format));
     log_route_libevent();
+    if (unknown_env[0] != '\0') {
+        log_warn("not configuration options, ignoring: %s", unknown_env);
+    }
     /* Writes to a peer that went away must fail with EPIPE, not kill the daemon. */
     (void)signal(SIGPIPE, SIG_IGN);
 

@@ -20,5 +20,5 @@
 #define SANDPOOL_ERR_TIMEOUT            "timeout"            /* 504 */
 
 /* Default listen address and the file deploy/local/run.sh writes for sandpoolctl. */
-#define SANDPOOL_DEFAULT_URL      "http://127.0.0.1:8080"
-#define SANDPOOL_CLIENT_ENV_FILE  "/run/sandpool/client.env"
+#define SANDPOOL_DEFAULT_URL     "http://127.0.0.1:8080"
+#define SANDPOOL_CLIENT_ENV_FILE "/run/sandpool/client.env"

@@ -8,13 +8,13 @@
  * refused with 413 before it is read in full) and a read/write timeout per connection. */
 #include "api.h"
 
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -73,8 +73,7 @@ static const struct {
     {-ETIMEDOUT, {504, "timeout", "Gateway Timeout", false}},
 };
 
-static const struct api_status internal_status = {500, "internal", "Internal Server Error",
-                                                  false};
+static const struct api_status internal_status = {500, "internal", "Internal Server Error", false};
 
 const struct api_status *
 api_status_from_errno(int r)
@@ -90,8 +89,7 @@ api_status_from_errno(int r)
 /* ---- replies --------------------------------------------------------------------------------- */
 
 static void
-reply_raw(struct evhttp_request *req, int status, const char *reason, const char *body,
-          size_t len)
+reply_raw(struct evhttp_request *req, int status, const char *reason, const char *body, size_t len)
 {
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     struct evbuffer *out = OOM_CHECK(evbuffer_new());
@@ -255,7 +253,8 @@ on_request(struct evhttp_request *req, void *arg)
     evhttp_uri_free(parsed);
 }
 
-/* ---- listening --------------------------------------------------------------------------------- */
+/* ---- listening ---------------------------------------------------------------------------------
+ */
 
 static int
 listen_unix(struct api *a, const char *path, struct err *reterr)
@@ -318,8 +317,9 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
         r = listen_unix(a, host, reterr);
     } else {
         a->bound = evhttp_bind_socket_with_handle(a->http, host, port);
-        r = a->bound ? 0 : err_set(reterr, -EADDRINUSE, "cannot listen on '%s': %s", cfg->listen,
-                                  strerror(errno ? errno : EADDRINUSE));
+        r = a->bound ? 0
+                     : err_set(reterr, -EADDRINUSE, "cannot listen on '%s': %s", cfg->listen,
+                               strerror(errno ? errno : EADDRINUSE));
     }
     if (r < 0) {
         api_free(a);

@@ -52,10 +52,14 @@ struct cfg_option {
     const char *help;
 };
 
-#define OPT(n, t, field, d, lo, hi, fl, h) \
-    {n, t, offsetof(struct cfg, field), d, lo, hi, fl, h}
-#define POPT(n, t, field, d, lo, hi, fl, h) \
-    {n, t, offsetof(struct cfg_profile, field), d, lo, hi, fl, h}
+#define OPT(n, t, field, d, lo, hi, fl, h)                  \
+    {                                                       \
+        n, t, offsetof(struct cfg, field), d, lo, hi, fl, h \
+    }
+#define POPT(n, t, field, d, lo, hi, fl, h)                         \
+    {                                                               \
+        n, t, offsetof(struct cfg_profile, field), d, lo, hi, fl, h \
+    }
 
 static const struct cfg_option options[] = {
     OPT("listen", CFG_STRING, listen, "127.0.0.1:8080", 0, 0, CFG_NONEMPTY,
@@ -68,8 +72,8 @@ static const struct cfg_option options[] = {
         "deadline of one ordinary engine call"),
     OPT("engine.max_concurrency", CFG_UINT, engine_max_concurrency, "4", 1, 256, CFG_RELOADABLE,
         "container creations/removals in flight at once"),
-    OPT("redis.url", CFG_STRING, redis_url, "unix:///run/sandpool/redis.sock", 0, 0,
-        CFG_NONEMPTY, "redis://HOST:PORT[/DB] or unix:///path[?db=N]"),
+    OPT("redis.url", CFG_STRING, redis_url, "unix:///run/sandpool/redis.sock", 0, 0, CFG_NONEMPTY,
+        "redis://HOST:PORT[/DB] or unix:///path[?db=N]"),
     OPT("redis.prefix", CFG_STRING, redis_prefix, "sandpool:", 0, 0, 0,
         "prefix of every Redis key"),
     OPT("redis.timeout_ms", CFG_UINT, redis_timeout_ms, "2000", 50, 60000, CFG_RELOADABLE,
@@ -110,8 +114,8 @@ static const struct cfg_option profile_options[] = {
          "end sessions this old"),
     POPT("exec_timeout_s", CFG_UINT, exec_timeout_s, "30", 1, 86400, CFG_RELOADABLE,
          "longest execution"),
-    POPT("max_output_bytes", CFG_U64, max_output_bytes, "1048576", 1024, 1073741824,
-         CFG_RELOADABLE, "output kept per stream and execution"),
+    POPT("max_output_bytes", CFG_U64, max_output_bytes, "1048576", 1024, 1073741824, CFG_RELOADABLE,
+         "output kept per stream and execution"),
 };
 
 /* ---- typed field access ------------------------------------------------------------------ */
@@ -126,8 +130,7 @@ static int
 check_range(const struct cfg_option *o, double v, struct err *reterr)
 {
     if (v < o->min || v > o->max) {
-        return err_set(reterr, -EINVAL, "'%s' must be between %g and %g", o->name, o->min,
-                       o->max);
+        return err_set(reterr, -EINVAL, "'%s' must be between %g and %g", o->name, o->min, o->max);
     }
     return 0;
 }
@@ -336,10 +339,9 @@ load_command(struct cfg_profile *p, json_t *v, struct err *reterr)
     }
     n = json_array_size(v);
     p->command = xcalloc(n + 1, sizeof(char *));
-    json_array_foreach(v, i, a) {
+    json_array_foreach (v, i, a) {
         if (!json_is_string(a) || strlen(json_string_value(a)) != json_string_length(a)) {
-            return err_set(reterr, -EINVAL, "profile '%s': 'command' must hold strings",
-                           p->name);
+            return err_set(reterr, -EINVAL, "profile '%s': 'command' must hold strings", p->name);
         }
         p->command[i] = xstrdup(json_string_value(a));
     }
@@ -363,7 +365,7 @@ load_profile(struct cfg *c, const char *name, json_t *obj, struct err *reterr)
         return err_set(reterr, -EINVAL, "profile '%s' must be an object", name);
     }
     p = profile_add(c, name);
-    json_object_foreach(obj, key, v) {
+    json_object_foreach (obj, key, v) {
         const struct cfg_option *o = NULL;
 
         if (strcmp(key, "command") == 0) {
@@ -404,7 +406,7 @@ load_profiles(struct cfg *c, json_t *obj, struct err *reterr)
         return err_set(reterr, -EINVAL, "at most %d profiles", CFG_MAX_PROFILES);
     }
     profiles_clear(c);
-    json_object_foreach(obj, name, v) {
+    json_object_foreach (obj, name, v) {
         r = load_profile(c, name, v, reterr);
         if (r < 0) {
             return r;
@@ -458,12 +460,12 @@ load_tenants(struct cfg *c, json_t *arr, struct err *reterr)
     }
     tenants_clear(c);
     c->tenants = xcalloc(json_array_size(arr), sizeof(*c->tenants));
-    json_array_foreach(arr, i, t) {
+    json_array_foreach (arr, i, t) {
         const char *id = NULL, *hash = NULL;
         json_error_t jerr;
 
-        if (json_unpack_ex(t, &jerr, JSON_STRICT, "{s:s, s:s}", "id", &id, "token_sha256",
-                           &hash) < 0) {
+        if (json_unpack_ex(t, &jerr, JSON_STRICT, "{s:s, s:s}", "id", &id, "token_sha256", &hash) <
+            0) {
             return err_set(reterr, -EINVAL, "tenants[%zu]: %s", i, jerr.text);
         }
         if (!is_identifier(id, 64)) {
@@ -471,8 +473,8 @@ load_tenants(struct cfg *c, json_t *arr, struct err *reterr)
                            "tenants[%zu]: 'id' must be 1-64 characters of [A-Za-z0-9._-]", i);
         }
         if (cfg_parse_sha256_hex(hash, c->tenants[i].token_sha256) < 0) {
-            return err_set(reterr, -EINVAL,
-                           "tenants[%zu]: 'token_sha256' must be 64 hex digits", i);
+            return err_set(reterr, -EINVAL, "tenants[%zu]: 'token_sha256' must be 64 hex digits",
+                           i);
         }
         for (size_t j = 0; j < i; j++) {
             if (strcmp(c->tenants[j].id, id) == 0) {
@@ -519,7 +521,7 @@ load_object(struct cfg *c, json_t *obj, const char *prefix, struct err *reterr)
     json_t *v;
     int r;
 
-    json_object_foreach(obj, key, v) {
+    json_object_foreach (obj, key, v) {
         char path[128];
         const struct cfg_option *o;
 
@@ -669,10 +671,15 @@ cfg_set(struct cfg *c, const char *name, const char *value, struct err *reterr)
 }
 
 int
-cfg_apply_env(struct cfg *c, const char *const *envp, struct err *reterr)
+cfg_apply_env(struct cfg *c, const char *const *envp, char *ret_unknown, size_t un,
+              struct err *reterr)
 {
     static const char *const not_options[] = {"CONFIG", "TOKEN", "URL"};
+    size_t used = 0;
 
+    if (ret_unknown != NULL && un > 0) {
+        ret_unknown[0] = '\0';
+    }
     for (const char *const *e = envp; e != NULL && *e != NULL; e++) {
         const char *eq = strchr(*e, '=');
         char name[96];
@@ -683,10 +690,7 @@ cfg_apply_env(struct cfg *c, const char *const *envp, struct err *reterr)
         if (!str_startswith(*e, "SANDPOOL_") || eq == NULL) {
             continue;
         }
-        n = (size_t)(eq - *e) - strlen("SANDPOOL_");
-        if (n >= sizeof(name)) {
-            return err_set(reterr, -EINVAL, "unknown environment variable '%.60s'", *e);
-        }
+        n = MIN((size_t)(eq - *e) - strlen("SANDPOOL_"), sizeof(name) - 1);
         memcpy(name, *e + strlen("SANDPOOL_"), n);
         name[n] = '\0';
         for (size_t i = 0; i < ELEMENTSOF(not_options); i++) {
@@ -704,8 +708,11 @@ cfg_apply_env(struct cfg *c, const char *const *envp, struct err *reterr)
                 found = true;
             }
         }
-        if (!found) {
-            return err_set(reterr, -EINVAL, "unknown environment variable 'SANDPOOL_%s'", name);
+        if (!found && ret_unknown != NULL && used + 1 < un) {
+            int w =
+                snprintf(ret_unknown + used, un - used, "%sSANDPOOL_%s", used ? ", " : "", name);
+
+            used = w < 0 ? used : MIN(used + (size_t)w, un - 1);
         }
     }
     return 0;
@@ -720,20 +727,18 @@ validate_profile(const struct cfg_profile *p, struct err *reterr)
     const char *colon = strchr(p->user, ':');
 
     if (p->warm > p->max) {
-        return err_set(reterr, -EINVAL, "profile '%s': warm (%u) is larger than max (%u)",
-                       p->name, p->warm, p->max);
+        return err_set(reterr, -EINVAL, "profile '%s': warm (%u) is larger than max (%u)", p->name,
+                       p->warm, p->max);
     }
     if (colon == NULL || parse_u64n(p->user, (size_t)(colon - p->user), &uid) < 0 ||
         parse_u64(colon + 1, &gid) < 0 || uid > UINT32_MAX - 1 || gid > UINT32_MAX - 1) {
-        return err_set(reterr, -EINVAL, "profile '%s': 'user' must be numeric uid:gid",
-                       p->name);
+        return err_set(reterr, -EINVAL, "profile '%s': 'user' must be numeric uid:gid", p->name);
     }
     if (uid == 0 || gid == 0) {
         return err_set(reterr, -EINVAL, "profile '%s': 'user' must not be root", p->name);
     }
     if (!is_identifier(p->runtime, 64)) {
-        return err_set(reterr, -EINVAL, "profile '%s': bad 'runtime' '%.64s'", p->name,
-                       p->runtime);
+        return err_set(reterr, -EINVAL, "profile '%s': bad 'runtime' '%.64s'", p->name, p->runtime);
     }
     for (const char *s = p->image; *s != '\0'; s++) {
         if (*s <= ' ' || *s == 0x7f) {
@@ -944,9 +949,9 @@ cfg_dump(const struct cfg *c)
         for (size_t j = 0; j < CFG_SHA256_LEN; j++) {
             (void)snprintf(hex + 2 * j, 3, "%02x", c->tenants[i].token_sha256[j]);
         }
-        (void)json_array_append_new(tenants,
-                                    OOM_CHECK(json_pack("{s:s, s:s}", "id", c->tenants[i].id,
-                                                        "token_sha256", hex)));
+        (void)json_array_append_new(
+            tenants,
+            OOM_CHECK(json_pack("{s:s, s:s}", "id", c->tenants[i].id, "token_sha256", hex)));
     }
     json_set_path(root, "tenants", tenants);
     json_set_path(root, "profiles", profiles);

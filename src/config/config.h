@@ -72,9 +72,12 @@ struct cfg *cfg_free(struct cfg *c);
 int cfg_load_json(struct cfg *c, const char *data, size_t len, struct err *reterr);
 /* Reads path (at most 1 MiB) and applies it. -ENOENT etc. from open/read. */
 int cfg_load_file(struct cfg *c, const char *path, struct err *reterr);
-/* Applies SANDPOOL_<NAME> variables from envp for every table row. SANDPOOL_CONFIG and
- * SANDPOOL_TOKEN are not options and are skipped; any other unknown SANDPOOL_* is -EINVAL. */
-int cfg_apply_env(struct cfg *c, const char *const *envp, struct err *reterr);
+/* Applies SANDPOOL_<NAME> variables from envp for every table row; a bad value is -EINVAL.
+ * Unknown SANDPOOL_* names are not errors (Kubernetes injects SANDPOOL_SERVICE_HOST and the like
+ * for a Service named sandpool): they are listed, comma-separated and possibly cut, in
+ * ret_unknown (size n, may be NULL) for the caller to warn about. */
+int cfg_apply_env(struct cfg *c, const char *const *envp, char *ret_unknown, size_t n,
+                  struct err *reterr);
 /* Sets one option by table name or flag name ("engine.socket", "engine-socket").
  * -ENOENT for an unknown name, -EINVAL for a bad value. */
 int cfg_set(struct cfg *c, const char *name, const char *value, struct err *reterr);

@@ -22,8 +22,8 @@
 #define API_MAX 1044 /* newest layout we rely on; never below API_MIN */
 
 enum op_kind {
-    OP_JSON,   /* 2xx with a JSON body: hand it over */
-    OP_EMPTY,  /* 2xx, body ignored */
+    OP_JSON,  /* 2xx with a JSON body: hand it over */
+    OP_EMPTY, /* 2xx, body ignored */
     OP_PING,
     OP_CREATE,
     OP_START,
@@ -317,8 +317,7 @@ docker_container_list(struct docker_client *c, const char *const *labels, docker
     struct buf path = BUF_INIT(2048);
     struct docker_call *call;
 
-    if (buf_puts(&path, "/containers/json?all=1&") < 0 ||
-        filters_query(&path, NULL, labels) < 0) {
+    if (buf_puts(&path, "/containers/json?all=1&") < 0 || filters_query(&path, NULL, labels) < 0) {
         buf_done(&path);
         return op_invalid(c, cb, userdata);
     }
@@ -367,9 +366,9 @@ docker_exec_create(struct docker_client *c, const char *id, const struct docker_
         !id_path(path, sizeof(path), "/containers/", id, "/exec", NULL)) {
         return op_invalid(c, cb, userdata);
     }
-    body = OOM_CHECK(json_pack("{s:b, s:b, s:b, s:b, s:b, s:o}", "AttachStdin",
-                               spec->attach_stdin, "AttachStdout", 1, "AttachStderr", 1, "Tty", 0,
-                               "Privileged", 0, "Cmd", strv_to_json(spec->argv)));
+    body = OOM_CHECK(json_pack("{s:b, s:b, s:b, s:b, s:b, s:o}", "AttachStdin", spec->attach_stdin,
+                               "AttachStdout", 1, "AttachStderr", 1, "Tty", 0, "Privileged", 0,
+                               "Cmd", strv_to_json(spec->argv)));
     if (spec->env != NULL) {
         (void)json_object_set_new(body, "Env", strv_to_json(spec->env));
     }

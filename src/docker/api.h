@@ -29,20 +29,18 @@ typedef void docker_result_cb(int r, json_t *result, const struct err *e, void *
 struct docker_call *docker_ping(struct docker_client *c, docker_result_cb *cb, void *userdata);
 /* GET /info and GET /version. Result: the JSON object. */
 struct docker_call *docker_info(struct docker_client *c, docker_result_cb *cb, void *userdata);
-struct docker_call *docker_version(struct docker_client *c, docker_result_cb *cb,
-                                   void *userdata);
+struct docker_call *docker_version(struct docker_client *c, docker_result_cb *cb, void *userdata);
 
 /* POST /containers/create?name=NAME with body (borrowed). Result: {"Id", "Warnings"}. A
  * non-empty Warnings list fails with -EOPNOTSUPP after removing the container. */
-struct docker_call *docker_container_create(struct docker_client *c, const char *name,
-                                            json_t *body, docker_result_cb *cb, void *userdata);
+struct docker_call *docker_container_create(struct docker_client *c, const char *name, json_t *body,
+                                            docker_result_cb *cb, void *userdata);
 /* POST /containers/{id}/start; "already started" (304) counts as success. */
 struct docker_call *docker_container_start(struct docker_client *c, const char *id,
                                            docker_result_cb *cb, void *userdata);
 /* POST /containers/{id}/kill?signal=SIG; a container that is not running gives -ESRCH. */
 struct docker_call *docker_container_kill(struct docker_client *c, const char *id,
-                                          const char *signal, docker_result_cb *cb,
-                                          void *userdata);
+                                          const char *signal, docker_result_cb *cb, void *userdata);
 /* DELETE /containers/{id}?force=1&v=1; "no such container" and "removal already in progress"
  * count as success, because the goal (the container goes away) is met. */
 struct docker_call *docker_container_remove(struct docker_client *c, const char *id,
@@ -82,8 +80,7 @@ typedef void docker_event_cb(json_t *event, void *userdata);
  * JSON line goes to on_event; cb runs once when the stream ends (engine restart, cancel excluded),
  * with r < 0 on failure. Events are hints: reconcile with a list after every (re)connect. */
 struct docker_call *docker_events(struct docker_client *c, const char *label,
-                                  docker_event_cb *on_event, docker_result_cb *cb,
-                                  void *userdata);
+                                  docker_event_cb *on_event, docker_result_cb *cb, void *userdata);
 
 /* True for strings usable as container/exec ids or names in a URL path. */
 bool docker_valid_id(const char *id);

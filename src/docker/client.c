@@ -14,12 +14,12 @@
  * zero-delay event runs dispatch(), so callbacks never fire from the starting call. */
 #include "client.h"
 
-#include <sys/queue.h>
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/queue.h>
 
 #include <curl/curl.h>
 #include <event2/event.h>
@@ -41,16 +41,23 @@ struct docker_call {
     docker_call_data_cb *on_data;
     void (*free_userdata)(void *);
     void *userdata;
-    CURLcode result; /* valid once on `done` */
-    int start_error; /* < 0 when the request could not be started */
-    bool overflow;   /* body passed max_response */
-    int abort_error; /* on_data asked to stop */
+    CURLcode result;  /* valid once on `done` */
+    int start_error;  /* < 0 when the request could not be started */
+    bool overflow;    /* body passed max_response */
+    int abort_error;  /* on_data asked to stop */
     bool cancelled;   /* cancelled while its callback ran */
     bool data_queued; /* on the client's `streaming` list */
     TAILQ_ENTRY(docker_call) link;
     TAILQ_ENTRY(docker_call) data_link;
-    enum { CALL_ACTIVE, CALL_DONE, CALL_DELIVERING } where;
-    enum { CALL_IDLE, CALL_IN_CALLBACK } state;
+    enum {
+        CALL_ACTIVE,
+        CALL_DONE,
+        CALL_DELIVERING
+    } where;
+    enum {
+        CALL_IDLE,
+        CALL_IN_CALLBACK
+    } state;
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -276,8 +283,8 @@ call_setup(struct docker_call *call, const struct docker_request *req)
 }
 
 struct docker_call *
-docker_client_request(struct docker_client *c, const struct docker_request *req,
-                      docker_call_cb *cb, void *userdata)
+docker_client_request(struct docker_client *c, const struct docker_request *req, docker_call_cb *cb,
+                      void *userdata)
 {
     struct docker_call *call = xcalloc(1, sizeof(*call));
     int r;

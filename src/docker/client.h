@@ -34,14 +34,14 @@ typedef void docker_call_cb(int r, long status, const struct buf *body, void *us
 typedef int docker_call_data_cb(struct buf *data, void *userdata);
 
 struct docker_request {
-    const char *method;      /* "GET", "POST", "DELETE" */
-    const char *path;        /* without version prefix, e.g. "/containers/json?all=1" */
-    const char *body;        /* JSON, copied; NULL for none */
+    const char *method; /* "GET", "POST", "DELETE" */
+    const char *path;   /* without version prefix, e.g. "/containers/json?all=1" */
+    const char *body;   /* JSON, copied; NULL for none */
     size_t body_len;
-    unsigned timeout_ms;     /* 0 = client default; DOCKER_NO_TIMEOUT for streams */
-    size_t max_response;     /* 0 = client default (4 MiB) */
-    bool unversioned;        /* "/_ping" before negotiation */
-    docker_call_data_cb *on_data; /* NULL: buffer the whole body */
+    unsigned timeout_ms;           /* 0 = client default; DOCKER_NO_TIMEOUT for streams */
+    size_t max_response;           /* 0 = client default (4 MiB) */
+    bool unversioned;              /* "/_ping" before negotiation */
+    docker_call_data_cb *on_data;  /* NULL: buffer the whole body */
     void (*free_userdata)(void *); /* called once when the call is freed (done or cancelled) */
     int fail; /* < 0: do not send; complete with this error (bad arguments found by the caller) */
 };
@@ -49,8 +49,8 @@ struct docker_request {
 #define DOCKER_NO_TIMEOUT UINT32_MAX
 
 struct docker_client_stats {
-    uint64_t requests;  /* HTTP requests started (also counts hijacked streams) */
-    uint64_t failures;  /* transport failures */
+    uint64_t requests; /* HTTP requests started (also counts hijacked streams) */
+    uint64_t failures; /* transport failures */
     unsigned inflight;
 };
 
@@ -63,9 +63,8 @@ struct docker_client *docker_client_free(struct docker_client *c);
 
 /* Starts a request. Returns the call handle (borrowed: valid until its completion callback
  * returns or it is cancelled). Never NULL: failures to start are reported through the callback. */
-struct docker_call *docker_client_request(struct docker_client *c,
-                                          const struct docker_request *req, docker_call_cb *cb,
-                                          void *userdata);
+struct docker_call *docker_client_request(struct docker_client *c, const struct docker_request *req,
+                                          docker_call_cb *cb, void *userdata);
 /* Cancels a call that has not completed: its callback will not run. Accepts NULL. */
 void docker_call_cancel(struct docker_call *call);
 

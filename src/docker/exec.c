@@ -95,8 +95,8 @@ on_inspect(int r, json_t *result, const struct err *e, void *userdata)
     }
     run->res.exit_code = (int)json_integer_value(code);
     if (run->res.exit_code < 0 || run->res.exit_code > 255) {
-        run_finish(run, err_set(&e2, -EPROTO, "engine reported exit code %d",
-                                run->res.exit_code), &e2);
+        run_finish(run, err_set(&e2, -EPROTO, "engine reported exit code %d", run->res.exit_code),
+                   &e2);
         return;
     }
     run_finish(run, 0, NULL);
@@ -137,8 +137,8 @@ on_stream_data(struct docker_hijack *h, enum docker_stream stream, const char *d
 {
     struct docker_exec_run *run = userdata;
     struct buf *b = stream == DOCKER_STREAM_STDERR ? &run->res.err : &run->res.out;
-    bool *trunc = stream == DOCKER_STREAM_STDERR ? &run->res.err_truncated
-                                                 : &run->res.out_truncated;
+    bool *trunc =
+        stream == DOCKER_STREAM_STDERR ? &run->res.err_truncated : &run->res.out_truncated;
     size_t room = b->max - b->len;
 
     if (buf_append(b, data, MIN(n, room)) < 0 || n > room) {
@@ -185,13 +185,11 @@ on_created(int r, json_t *result, const struct err *e, void *userdata)
         return;
     }
     if (id == NULL || !docker_valid_id(id)) {
-        run_finish(run, err_set(&e2, -EPROTO, "engine answered exec create without an Id"),
-                   &e2);
+        run_finish(run, err_set(&e2, -EPROTO, "engine answered exec create without an Id"), &e2);
         return;
     }
     memcpy(run->exec_id, id, strlen(id) + 1);
-    (void)snprintf(path, sizeof(path), "%s/exec/%s/start", docker_client_prefix(run->client),
-                   id);
+    (void)snprintf(path, sizeof(path), "%s/exec/%s/start", docker_client_prefix(run->client), id);
     struct docker_hijack_opts o = {
         .socket_path = docker_client_socket(run->client),
         .path = path,

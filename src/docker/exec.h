@@ -32,8 +32,7 @@ typedef void docker_exec_run_cb(int r, const struct docker_exec_result *res, con
  * closed; without stdin_data the exec gets no stdin at all. Output beyond max_output per stream
  * is dropped and flagged. timeout_ms bounds the whole run. */
 struct docker_exec_run *docker_exec_run(struct docker_client *c, const char *id,
-                                        const struct docker_exec_spec *spec,
-                                        const void *stdin_data, size_t stdin_len,
-                                        size_t max_output, unsigned timeout_ms,
+                                        const struct docker_exec_spec *spec, const void *stdin_data,
+                                        size_t stdin_len, size_t max_output, unsigned timeout_ms,
                                         docker_exec_run_cb *cb, void *userdata);
 void docker_exec_run_cancel(struct docker_exec_run *run);

@@ -29,8 +29,7 @@ struct docker_frames {
 
 /* Receives n > 0 payload bytes of `stream` (STDIN is folded into STDOUT). Return 0 to go on, or a
  * negative errno to stop: docker_frames_feed() then returns that value. */
-typedef int docker_frames_cb(enum docker_stream stream, const char *data, size_t n,
-                             void *userdata);
+typedef int docker_frames_cb(enum docker_stream stream, const char *data, size_t n, void *userdata);
 
 void docker_frames_init(struct docker_frames *f);
 

@@ -10,12 +10,12 @@
  * handle holds no file descriptor while the user decides when to free it. */
 #include "hijack.h"
 
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -44,8 +44,8 @@ enum hijack_state {
 struct docker_hijack {
     struct event_base *base; /* borrowed */
     struct bufferevent *bev;
-    struct event *kick;          /* re-runs the reader after a resume */
-    struct evbuffer *pending;    /* stdin written before OPEN */
+    struct event *kick;       /* re-runs the reader after a resume */
+    struct evbuffer *pending; /* stdin written before OPEN */
     enum hijack_state state;
     struct docker_frames frames;
     long status;
@@ -283,6 +283,9 @@ on_read(struct bufferevent *bev, void *arg)
 {
     struct docker_hijack *h = arg;
 
+    if (h->state == ST_CONNECTING) {
+        h->state = ST_HEADERS; /* data can be reported before BEV_EVENT_CONNECTED */
+    }
     switch (h->state) {
     case ST_HEADERS:
         read_headers(h);
@@ -332,6 +335,13 @@ on_bev_event(struct bufferevent *bev, short what, void *arg)
         return;
     }
     if (what & BEV_EVENT_EOF) {
+        if ((h->state == ST_CONNECTING || h->state == ST_HEADERS) &&
+            evbuffer_get_length(bufferevent_get_input(bev)) > 0) {
+            on_read(bev, h); /* an answer that arrived together with the EOF */
+            if (h->free_pending || h->state == ST_CLOSED) {
+                return;
+            }
+        }
         if (h->state == ST_STREAM) {
             read_stream(h);
             if (h->free_pending || h->state == ST_CLOSED) {
@@ -417,8 +427,8 @@ docker_hijack_new(struct event_base *base, const struct docker_hijack_opts *o,
         int e = errno ? errno : ECONNREFUSED;
 
         hijack_destroy(h);
-        return err_set(reterr, -e, "cannot connect to the engine socket '%s': %s",
-                       o->socket_path, strerror(e));
+        return err_set(reterr, -e, "cannot connect to the engine socket '%s': %s", o->socket_path,
+                       strerror(e));
     }
     (void)evutil_make_socket_closeonexec(bufferevent_getfd(h->bev));
     /* Host is mandatory for Go's HTTP/1.1 server; Connection+Upgrade for Podman (§3.3, §7). */

@@ -35,12 +35,12 @@ fsize_bytes(const struct cfg_profile *p)
 static json_t *
 ulimits(const struct cfg_profile *p)
 {
-    return OOM_CHECK(json_pack(
-        "[{s:s, s:I, s:I}, {s:s, s:I, s:I}, {s:s, s:I, s:I}, {s:s, s:i, s:i}]", "Name", "nofile",
-        "Soft", (json_int_t)p->nofile, "Hard", (json_int_t)p->nofile, "Name", "nproc", "Soft",
-        (json_int_t)p->nproc, "Hard", (json_int_t)p->nproc, "Name", "fsize", "Soft",
-        (json_int_t)fsize_bytes(p), "Hard", (json_int_t)fsize_bytes(p), "Name", "core", "Soft", 0,
-        "Hard", 0));
+    return OOM_CHECK(
+        json_pack("[{s:s, s:I, s:I}, {s:s, s:I, s:I}, {s:s, s:I, s:I}, {s:s, s:i, s:i}]", "Name",
+                  "nofile", "Soft", (json_int_t)p->nofile, "Hard", (json_int_t)p->nofile, "Name",
+                  "nproc", "Soft", (json_int_t)p->nproc, "Hard", (json_int_t)p->nproc, "Name",
+                  "fsize", "Soft", (json_int_t)fsize_bytes(p), "Hard", (json_int_t)fsize_bytes(p),
+                  "Name", "core", "Soft", 0, "Hard", 0));
 }
 
 json_t *
@@ -69,8 +69,8 @@ docker_policy_create_body(const struct cfg_profile *p, const char *node_id, cons
         "Image", p->image, "User", p->user, "WorkingDir", DOCKER_WORKSPACE, "Hostname", "sandbox",
         "Env", "HOME=" DOCKER_WORKSPACE, "TMPDIR=" DOCKER_TMP, "Labels", DOCKER_LABEL_OWNER,
         node_id, DOCKER_LABEL_PROFILE, p->name, DOCKER_LABEL_SLOT, slot_id, DOCKER_LABEL_SCHEMA,
-        DOCKER_LABEL_SCHEMA_VERSION, "NetworkDisabled", 1, "Tty", 0, "OpenStdin", 1, "StdinOnce",
-        0, "AttachStdin", 0, "AttachStdout", 0, "AttachStderr", 0, "StopTimeout", 1, "HostConfig",
+        DOCKER_LABEL_SCHEMA_VERSION, "NetworkDisabled", 1, "Tty", 0, "OpenStdin", 1, "StdinOnce", 0,
+        "AttachStdin", 0, "AttachStdout", 0, "AttachStderr", 0, "StopTimeout", 1, "HostConfig",
         host));
     if (p->command != NULL) {
         json_t *cmd = OOM_CHECK(json_array());
@@ -91,8 +91,10 @@ want_int(json_t *obj, const char *key, json_int_t want, struct err *reterr)
     json_t *v = json_object_get(obj, key);
 
     if (!json_is_integer(v) || json_integer_value(v) != want) {
-        return err_set(reterr, -EPERM, "%s is %s%" JSON_INTEGER_FORMAT ", policy wants %" JSON_INTEGER_FORMAT,
-                       key, json_is_integer(v) ? "" : "unset/", json_is_integer(v) ? json_integer_value(v) : 0, want);
+        return err_set(reterr, -EPERM,
+                       "%s is %s%" JSON_INTEGER_FORMAT ", policy wants %" JSON_INTEGER_FORMAT, key,
+                       json_is_integer(v) ? "" : "unset/",
+                       json_is_integer(v) ? json_integer_value(v) : 0, want);
     }
     return 0;
 }
@@ -124,7 +126,7 @@ array_has(json_t *arr, const char *s)
     size_t i;
     json_t *v;
 
-    json_array_foreach(arr, i, v) {
+    json_array_foreach (arr, i, v) {
         if (json_is_string(v) && strcmp(json_string_value(v), s) == 0) {
             return true;
         }
@@ -151,7 +153,7 @@ verify_ulimits(json_t *hc, const struct cfg_profile *p, struct err *reterr)
         size_t i;
         json_t *u;
 
-        json_array_foreach(ul, i, u) {
+        json_array_foreach (ul, i, u) {
             const char *name = json_string_value(json_object_get(u, "Name"));
 
             if (name != NULL && strcmp(name, want[k].name) == 0) {
@@ -160,8 +162,8 @@ verify_ulimits(json_t *hc, const struct cfg_profile *p, struct err *reterr)
             }
         }
         if (!found) {
-            return err_set(reterr, -EPERM, "ulimit %s is not %" JSON_INTEGER_FORMAT,
-                           want[k].name, want[k].value);
+            return err_set(reterr, -EPERM, "ulimit %s is not %" JSON_INTEGER_FORMAT, want[k].name,
+                           want[k].value);
         }
     }
     return 0;
@@ -200,8 +202,8 @@ docker_policy_verify(json_t *inspect, const struct cfg_profile *p, struct err *r
         want_true(cfg, "NetworkDisabled", true, reterr) < 0 ||
         want_str(hc, "NetworkMode", "none", reterr) < 0 ||
         want_true(hc, "ReadonlyRootfs", true, reterr) < 0 ||
-        want_true(hc, "Privileged", false, reterr) < 0 ||
-        want_int(hc, "Memory", mem, reterr) < 0 || want_int(hc, "MemorySwap", mem, reterr) < 0 ||
+        want_true(hc, "Privileged", false, reterr) < 0 || want_int(hc, "Memory", mem, reterr) < 0 ||
+        want_int(hc, "MemorySwap", mem, reterr) < 0 ||
         want_int(hc, "NanoCpus", (json_int_t)(p->cpus * 1e9), reterr) < 0 ||
         want_int(hc, "PidsLimit", p->pids, reterr) < 0 || want_true(hc, "Init", true, reterr) < 0) {
         return -EPERM;
@@ -213,8 +215,7 @@ docker_policy_verify(json_t *inspect, const struct cfg_profile *p, struct err *r
     if (!array_has(json_object_get(hc, "SecurityOpt"), "no-new-privileges")) {
         return err_set(reterr, -EPERM, "no-new-privileges is not set");
     }
-    for (const char *const *m = (const char *const[]){"/proc/kcore", "/proc/keys", NULL}; *m;
-         m++) {
+    for (const char *const *m = (const char *const[]){"/proc/kcore", "/proc/keys", NULL}; *m; m++) {
         if (json_is_array(masked) && !array_has(masked, *m)) {
             return err_set(reterr, -EPERM, "default masked path %s is not masked", *m);
         }

@@ -15,10 +15,10 @@
 typedef struct json_t json_t;
 
 /* Label keys on every container we create. */
-#define DOCKER_LABEL_OWNER   "sandpool.owner"   /* node_id of the daemon that owns it */
-#define DOCKER_LABEL_PROFILE "sandpool.profile" /* profile name */
-#define DOCKER_LABEL_SLOT    "sandpool.slot"    /* unique id of this container slot */
-#define DOCKER_LABEL_SCHEMA  "sandpool.schema"  /* label layout version */
+#define DOCKER_LABEL_OWNER          "sandpool.owner"   /* node_id of the daemon that owns it */
+#define DOCKER_LABEL_PROFILE        "sandpool.profile" /* profile name */
+#define DOCKER_LABEL_SLOT           "sandpool.slot"    /* unique id of this container slot */
+#define DOCKER_LABEL_SCHEMA         "sandpool.schema"  /* label layout version */
 #define DOCKER_LABEL_SCHEMA_VERSION "1"
 
 /* Workspace and scratch paths inside every sandbox. */

@@ -110,8 +110,8 @@ log_emit(enum log_level level, const char *module, const char *fmt, ...)
         line[n++] = '"';
         line[n++] = '}';
     } else {
-        int w = snprintf(line, sizeof(line) - 1, "%s %-5s %s %s", ts, level_names[level], module,
-                         msg);
+        int w =
+            snprintf(line, sizeof(line) - 1, "%s %-5s %s %s", ts, level_names[level], module, msg);
         n = w < 0 ? 0 : MIN((size_t)w, sizeof(line) - 2);
     }
     line[n++] = '\n';

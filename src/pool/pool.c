@@ -1,8 +1,10 @@
 /* Warm pool; see pool.h for the state machine and guarantees.
  *
  * Invariants:
- *  - a slot has at most one engine call in flight (`call`), and every call in flight holds one
- *    unit of the shared budget, returned in the call's completion or when it is cancelled;
+ *  - a slot has at most one engine call in flight (`call`); create, start and remove calls hold
+ *    one unit of the shared budget (`budgeted`), returned in the call's completion or when it is
+ *    cancelled; read-only inspects of adopted containers hold none, so adopting a large pool at
+ *    start-up is never throttled into removing healthy containers;
  *  - counts in pool_stats are derived from the slot list, never kept separately, so they cannot
  *    drift from the truth;
  *  - every container we create carries our labels and a name derived from its slot id, so a
@@ -11,10 +13,10 @@
  * completion clears `slot->call` first. */
 #include "pool.h"
 
-#include <sys/queue.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -38,15 +40,16 @@ struct pool_slot {
     char slot_id[33];
     char container_id[129]; /* "" until create answered */
     struct docker_call *call;
+    bool budgeted; /* `call` holds a unit of the budget */
 };
 
 TAILQ_HEAD(slot_list, pool_slot);
 
 struct pool {
-    struct event_base *base;        /* borrowed */
-    struct docker_client *docker;   /* borrowed */
+    struct event_base *base;           /* borrowed */
+    struct docker_client *docker;      /* borrowed */
     const struct cfg_profile *profile; /* borrowed */
-    struct pool_budget *budget;     /* borrowed */
+    struct pool_budget *budget;        /* borrowed */
     char *node_id;
     unsigned warm;
     struct slot_list slots;
@@ -77,7 +80,7 @@ count_state(const struct pool *p, enum pool_slot_state s)
     const struct pool_slot *slot;
     unsigned n = 0;
 
-    TAILQ_FOREACH(slot, &p->slots, link) {
+    TAILQ_FOREACH (slot, &p->slots, link) {
         n += slot->state == s;
     }
     return n;
@@ -89,7 +92,7 @@ count_live(const struct pool *p)
     const struct pool_slot *slot;
     unsigned n = 0;
 
-    TAILQ_FOREACH(slot, &p->slots, link) {
+    TAILQ_FOREACH (slot, &p->slots, link) {
         n += slot->state != POOL_SLOT_REMOVING;
     }
     return n;
@@ -102,7 +105,10 @@ slot_free(struct pool_slot *slot)
 
     if (slot->call != NULL) {
         docker_call_cancel(slot->call);
-        p->budget->inflight--;
+        slot->call = NULL;
+        if (slot->budgeted) {
+            p->budget->inflight--;
+        }
     }
     TAILQ_REMOVE(&p->slots, slot, link);
     free(slot);
@@ -113,7 +119,10 @@ static void
 call_done(struct pool_slot *slot)
 {
     slot->call = NULL;
-    slot->pool->budget->inflight--;
+    if (slot->budgeted) {
+        slot->budgeted = false;
+        slot->pool->budget->inflight--;
+    }
 }
 
 static bool
@@ -161,6 +170,7 @@ slot_remove(struct pool_slot *slot)
         slot->remove_failed = true; /* the next tick retries */
         return;
     }
+    slot->budgeted = true;
     if (slot->container_id[0] == '\0') {
         (void)snprintf(name, sizeof(name), "sandpool-%s", slot->slot_id);
         slot->call = docker_container_remove(p->docker, name, on_removed, slot);
@@ -243,6 +253,7 @@ on_created(int r, json_t *result, const struct err *e, void *userdata)
         slot_remove(slot);
         return;
     }
+    slot->budgeted = true;
     slot->call = docker_container_start(p->docker, slot->container_id, on_started, slot);
 }
 
@@ -267,6 +278,7 @@ spawn(struct pool *p)
     random_hex(slot->slot_id, 16);
     (void)snprintf(name, sizeof(name), "sandpool-%s", slot->slot_id);
     body = docker_policy_create_body(p->profile, p->node_id, slot->slot_id);
+    slot->budgeted = true; /* taken by the caller */
     slot->call = docker_container_create(p->docker, name, body, on_created, slot);
     json_decref(body);
 }
@@ -286,7 +298,7 @@ pool_tick(struct pool *p)
         }
     }
     /* Shrink: a lowered warm target gives back ready containers. */
-    TAILQ_FOREACH(slot, &p->slots, link) {
+    TAILQ_FOREACH (slot, &p->slots, link) {
         if (count_state(p, POOL_SLOT_READY) <= p->warm) {
             break;
         }
@@ -318,7 +330,7 @@ slot_find(const struct pool *p, const char *container_id)
     if (n == 0) {
         return NULL;
     }
-    TAILQ_FOREACH(slot, &p->slots, link) {
+    TAILQ_FOREACH (slot, &p->slots, link) {
         /* Engine ids may be given in full or as a unique prefix of at least 12 characters. */
         if (strcmp(slot->container_id, container_id) == 0 ||
             (n >= 12 && strncmp(slot->container_id, container_id, n) == 0)) {
@@ -339,7 +351,7 @@ pool_knows_slot(const struct pool *p, const char *slot_id)
 {
     const struct pool_slot *slot;
 
-    TAILQ_FOREACH(slot, &p->slots, link) {
+    TAILQ_FOREACH (slot, &p->slots, link) {
         if (slot_id[0] != '\0' && strcmp(slot->slot_id, slot_id) == 0) {
             return true;
         }
@@ -354,7 +366,7 @@ list_has_running(json_t *list, const char *id)
     size_t i;
     json_t *c;
 
-    json_array_foreach(list, i, c) {
+    json_array_foreach (list, i, c) {
         const char *cid = json_string_value(json_object_get(c, "Id"));
         const char *state = json_string_value(json_object_get(c, "State"));
 
@@ -429,10 +441,6 @@ pool_adopt(struct pool *p, json_t *summary)
     (void)snprintf(slot->slot_id, sizeof(slot->slot_id), "%s", slot_id ? slot_id : "");
     if (state == NULL || strcmp(state, "running") != 0) {
         slot_remove(slot);
-        return 0;
-    }
-    if (!budget_take(p)) {
-        slot_remove(slot); /* marks it for a retried removal; adoption is best effort */
         return 0;
     }
     slot->call = docker_container_inspect(p->docker, id, on_adopt_inspect, slot);

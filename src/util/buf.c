@@ -4,8 +4,8 @@
 #include "buf.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 char buf__empty[1];

@@ -19,7 +19,10 @@ struct buf {
     size_t max;   /* hard cap on len */
 };
 
-#define BUF_INIT(m) {.buf = buf__empty, .len = 0, .alloc = 0, .max = (m)}
+#define BUF_INIT(m)                                         \
+    {                                                       \
+        .buf = buf__empty, .len = 0, .alloc = 0, .max = (m) \
+    }
 
 extern char buf__empty[1];
 

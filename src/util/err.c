@@ -30,8 +30,7 @@ err_wrap(struct err *e, int code, const char *fmt, ...)
     if (e == NULL) {
         return code;
     }
-    (void)snprintf(old, sizeof(old), "%s",
-                   e->msg[0] ? e->msg : (code < 0 ? strerror(-code) : ""));
+    (void)snprintf(old, sizeof(old), "%s", e->msg[0] ? e->msg : (code < 0 ? strerror(-code) : ""));
     va_start(ap, fmt);
     (void)vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);

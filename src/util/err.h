@@ -6,7 +6,7 @@
 #include "macro.h"
 
 struct err {
-    int code;     /* negative errno, 0 when unset */
+    int code; /* negative errno, 0 when unset */
     char msg[192];
 };
 

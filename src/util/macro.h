@@ -18,18 +18,18 @@
 
 /* Moves ownership out of a variable that has a cleanup attribute: the variable is set to NULL so
  * its cleanup handler does nothing, and the old value is returned to the new owner. */
-#define TAKE_PTR(p)                    \
-    ({                                 \
-        __typeof__(p) _ptr_ = (p);     \
-        (p) = NULL;                    \
-        _ptr_;                         \
+#define TAKE_PTR(p)                \
+    ({                             \
+        __typeof__(p) _ptr_ = (p); \
+        (p) = NULL;                \
+        _ptr_;                     \
     })
 
-#define TAKE_FD(fd)                    \
-    ({                                 \
-        int _fd_ = (fd);               \
-        (fd) = -1;                     \
-        _fd_;                          \
+#define TAKE_FD(fd)      \
+    ({                   \
+        int _fd_ = (fd); \
+        (fd) = -1;       \
+        _fd_;            \
     })
 
 /* Aborts with a message. Used for allocation failure only: the daemon is crash-only, so dying
@@ -44,13 +44,13 @@ char *xstrndup(const char *s, size_t n);
 
 /* Returns p unchanged, or calls oom() when p is NULL: for library constructors such as
  * json_object() whose only failure is memory. */
-#define OOM_CHECK(p)                   \
-    ({                                 \
-        __typeof__(p) _p_ = (p);       \
-        if (_p_ == NULL) {             \
-            oom();                     \
-        }                              \
-        _p_;                           \
+#define OOM_CHECK(p)             \
+    ({                           \
+        __typeof__(p) _p_ = (p); \
+        if (_p_ == NULL) {       \
+            oom();               \
+        }                        \
+        _p_;                     \
     })
 
 static inline void

@@ -1,11 +1,11 @@
 /* Random identifiers; see random.h. */
 #include "random.h"
 
-#include <sys/random.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/random.h>
 
 void
 random_hex(char *out, size_t nbytes)

@@ -1,8 +1,8 @@
 /* Clock helpers; see time.h. */
 #include "time.h"
 
-#include <sys/time.h>
 #include <stdio.h>
+#include <sys/time.h>
 #include <time.h>
 
 uint64_t

@@ -17,8 +17,9 @@ static int
 on_data(enum docker_stream s, const char *data, size_t n, void *userdata)
 {
     struct sink *k = userdata;
-    struct buf *b = s == DOCKER_STREAM_STDOUT ? &k->out : s == DOCKER_STREAM_STDERR ? &k->err
-                                                                                    : &k->sys;
+    struct buf *b = s == DOCKER_STREAM_STDOUT   ? &k->out
+                    : s == DOCKER_STREAM_STDERR ? &k->err
+                                                : &k->sys;
 
     k->calls++;
     if (n == 0) {
@@ -191,9 +192,9 @@ TEST(truncation)
 TEST(bad_headers)
 {
     static const uint8_t cases[][8] = {
-        {4, 0, 0, 0, 0, 0, 0, 1},    /* unknown stream */
-        {1, 1, 0, 0, 0, 0, 0, 1},    /* reserved byte set */
-        {1, 0, 0, 9, 0, 0, 0, 1},    /* reserved byte set */
+        {4, 0, 0, 0, 0, 0, 0, 1},                 /* unknown stream */
+        {1, 1, 0, 0, 0, 0, 0, 1},                 /* reserved byte set */
+        {1, 0, 0, 9, 0, 0, 0, 1},                 /* reserved byte set */
         {'{', '"', 'm', 'e', 's', 's', 'a', 'g'}, /* a JSON error body */
         {'H', 'T', 'T', 'P', '/', '1', '.', '1'}, /* an HTTP answer */
     };

@@ -79,7 +79,7 @@ TEST(create_body)
     ASSERT_TRUE(json_object_get(hc, "ReadonlyPaths") == NULL);
     ASSERT_TRUE(json_object_get(hc, "Binds") == NULL && json_object_get(hc, "Mounts") == NULL);
     ASSERT_TRUE(json_object_get(hc, "Runtime") == NULL); /* runc = engine default */
-    json_array_foreach(ul, i, u) {
+    json_array_foreach (ul, i, u) {
         const char *name = gets(u, "Name");
 
         if (strcmp(name, "nofile") == 0 && geti(u, "Soft") == 1024 && geti(u, "Hard") == 1024) {

@@ -1,0 +1,37 @@
+# TAP helpers for shell integration tests (sourced). Each check prints one TAP line; tap_done
+# prints the plan and exits non-zero if anything failed.
+
+TAP_N=0
+TAP_FAILED=0
+
+ok() { TAP_N=$((TAP_N + 1)); echo "ok $TAP_N - $*"; }
+not_ok() { TAP_N=$((TAP_N + 1)); TAP_FAILED=$((TAP_FAILED + 1)); echo "not ok $TAP_N - $*"; }
+
+# check DESCRIPTION COMMAND...: ok when the command succeeds.
+check() {
+    local desc=$1
+    shift
+    if "$@"; then ok "$desc"; else not_ok "$desc"; fi
+}
+
+# check_eq DESCRIPTION GOT WANT
+check_eq() {
+    if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1 (got '$2', want '$3')"; fi
+}
+
+# wait_for SECONDS COMMAND...: polls every 0.2 s until the command succeeds.
+wait_for() {
+    local secs=$1 end
+    shift
+    end=$((SECONDS + secs))
+    while [ "$SECONDS" -lt "$end" ]; do
+        "$@" && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
+tap_done() {
+    echo "1..$TAP_N"
+    [ "$TAP_FAILED" -eq 0 ]
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Runs every sandpool test on this machine, as root:
+#
+#   sudo tests/run.sh
+#
+# Same set-up as deploy/local/run.sh (packages, Docker engine, images), plus a private
+# redis-server on a temporary unix socket. Then:
+#   1. static checks: banned functions, clang-format;
+#   2. gcc build with -Werror: unit tests, fuzz corpus replays, integration tests against the
+#      real engine and real Redis;
+#   3. clang ASan+UBSan build: the same tests again.
+# Prints one closing line "N passed, N failed" and exits non-zero on any failure. It removes
+# every container it labelled (sandpool.owner=sandpool-test), before (leftovers of an interrupted
+# run) and after, stops what it started and deletes its temporary directory, even on failure.
+set -uo pipefail
+
+. "$(cd "$(dirname "$0")" && pwd)/../deploy/local/lib.sh"
+
+TEST_LABEL=sandpool.owner=sandpool-test
+BUILD_GCC=${SANDPOOL_TEST_BUILD_DIR:-$SANDPOOL_ROOT/build-tests}
+BUILD_ASAN=$BUILD_GCC-asan
+PASSED=0
+FAILED=0
+FAILED_NAMES=()
+tmp=
+
+cleanup() {
+    trap - EXIT INT TERM
+    remove_labelled "$TEST_LABEL"
+    stop_redis_if_started
+    stop_docker_if_started
+    [ -n "$tmp" ] && rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'echo "interrupted" >&2; exit 130' INT TERM
+
+pass() { PASSED=$((PASSED + 1)); printf '  \033[32mpass\033[0m %s\n' "$1"; }
+fail() { FAILED=$((FAILED + 1)); FAILED_NAMES+=("$1"); printf '  \033[31mFAIL\033[0m %s\n' "$1"; }
+
+# Runs meson test in build dir $1 for suites $3..; counts each test program as one result,
+# prefixed with label $2. An integration test that skips counts as a failure: this script
+# provides the engine and Redis, so a skip means something is missing.
+run_meson_tests() {
+    local dir=$1 label=$2 suites=() s log
+    shift 2
+    for s in "$@"; do suites+=(--suite "$s"); done
+    log="$dir/meson-logs/testlog.json"
+    rm -f "$log"
+    meson test -C "$dir" "${suites[@]}" --print-errorlogs --num-processes 2 \
+        >"$tmp/meson-$label.out" 2>&1
+    if [ ! -s "$log" ]; then
+        tail -30 "$tmp/meson-$label.out"
+        fail "$label: meson test did not run"
+        return
+    fi
+    while IFS=$'\t' read -r name result; do
+        case "$result" in
+            OK) pass "$label $name" ;;
+            SKIP) fail "$label $name (skipped)" ;;
+            *) fail "$label $name ($result)" ;;
+        esac
+    done < <(jq -r '[.name, .result] | @tsv' "$log")
+    if grep -q 'FAIL\|ERROR\|TIMEOUT' "$tmp/meson-$label.out"; then
+        sed -n '/Summary of Failures/,$p;/✀/,/―――――――――/p' "$tmp/meson-$label.out" | head -150
+    fi
+}
+
+static_checks() {
+    local hits files
+    hits=$(cd "$SANDPOOL_ROOT" && git ls-files 'src/*.c' 'src/*.h' 'cmd/*.c' 'include/*.h' |
+        xargs grep -nE '\b(strcpy|strcat|sprintf|vsprintf|strtok|gets|atoi|atol|strtol|sscanf)\s*\(' |
+        grep -v '^\S*:\s*/\*' || true)
+    if [ -z "$hits" ]; then pass "static: no banned functions"; else echo "$hits"; fail "static: banned functions"; fi
+    files=$(cd "$SANDPOOL_ROOT" && git ls-files '*.c' '*.h')
+    if (cd "$SANDPOOL_ROOT" && clang-format --dry-run -Werror $files) >"$tmp/format.out" 2>&1; then
+        pass "static: clang-format"
+    else
+        head -40 "$tmp/format.out"
+        fail "static: clang-format (run: clang-format -i \$(git ls-files '*.c' '*.h'))"
+    fi
+}
+
+require_root
+say "setting up (packages, engine, images)"
+ensure_packages
+ensure_docker
+remove_labelled "$TEST_LABEL"
+ensure_images
+tmp=$(mktemp -d /tmp/sandpool-tests.XXXXXX)
+start_redis "$tmp/redis/redis.sock"
+export SANDPOOL_TEST_ENGINE_SOCKET=$ENGINE_SOCKET
+export SANDPOOL_TEST_REDIS_SOCKET=$tmp/redis/redis.sock
+export SANDPOOL_TEST_REDIS_PID=$STARTED_REDIS_PID
+
+say "static checks"
+static_checks
+
+say "gcc build (-Werror) and tests"
+if build_sandpool "$BUILD_GCC" --werror -Dbuildtype=debugoptimized; then
+    pass "build: gcc -Werror"
+    run_meson_tests "$BUILD_GCC" gcc unit fuzz-regress integration
+else
+    fail "build: gcc -Werror"
+fi
+
+say "clang ASan+UBSan build and tests"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+if CC=clang build_sandpool "$BUILD_ASAN" --werror -Dsanitizers=true -Db_lundef=false; then
+    pass "build: clang asan+ubsan"
+    run_meson_tests "$BUILD_ASAN" asan unit fuzz-regress integration
+else
+    fail "build: clang asan+ubsan"
+fi
+
+echo
+if [ "$FAILED" -gt 0 ]; then
+    printf 'failed: %s\n' "${FAILED_NAMES[@]}"
+fi
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]
