@@ -31,6 +31,7 @@
 #include "docker/policy.h"
 #include "log/log.h"
 #include "pool/pool.h"
+#include "store/redis.h"
 #include "util/macro.h"
 #include "util/time.h"
 
@@ -49,6 +50,7 @@ struct server {
     struct cfg *cfg;
     struct event_base *base;
     struct docker_client *docker;
+    struct store_redis *redis;
     struct pool **pools;
     size_t n_pools;
     struct pool_budget budget;
@@ -319,6 +321,29 @@ backend_engine_ok(void *userdata, char *why, size_t n)
 }
 
 static bool
+backend_redis_ok(void *userdata, char *why, size_t n)
+{
+    struct server *s = userdata;
+
+    if (store_redis_is_up(s->redis)) {
+        return true;
+    }
+    (void)snprintf(why, n, "%s",
+                   store_redis_why(s->redis)[0] ? store_redis_why(s->redis) : "connecting");
+    return false;
+}
+
+static void
+on_redis_state(bool up, const char *why, void *userdata)
+{
+    if (up) {
+        log_info("redis connected");
+    } else {
+        log_warn("redis unavailable: %s; reconnecting", why);
+    }
+}
+
+static bool
 backend_draining(void *userdata)
 {
     struct server *s = userdata;
@@ -357,6 +382,7 @@ int
 server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
 {
     struct server *s = xcalloc(1, sizeof(*s));
+    struct cfg_redis_addr raddr;
     struct timeval tv;
     int r;
 
@@ -365,6 +391,11 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
     (void)snprintf(s->label_owner, sizeof(s->label_owner), "%s=%s", DOCKER_LABEL_OWNER,
                    cfg->node_id);
     s->docker = docker_client_new(s->base, cfg->engine_socket, cfg->engine_timeout_ms);
+    if (cfg_parse_redis_url(cfg->redis_url, &raddr) < 0) {
+        server_free(s);
+        return err_set(reterr, -EINVAL, "bad redis.url"); /* cfg_validate() checked it */
+    }
+    s->redis = store_redis_new(s->base, &raddr, cfg->redis_timeout_ms, on_redis_state, s);
     s->budget.max = cfg->engine_max_concurrency;
     s->n_pools = cfg->n_profiles;
     s->pools = xcalloc(s->n_pools, sizeof(*s->pools));
@@ -376,6 +407,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
         .pools = s->pools,
         .n_pools = s->n_pools,
         .engine_ok = backend_engine_ok,
+        .redis_ok = backend_redis_ok,
         .draining = backend_draining,
         .userdata = s,
     };
@@ -423,6 +455,7 @@ server_free(struct server *s)
     }
     free(s->pools);
     api_free(s->api);
+    store_redis_free(s->redis);
     docker_client_free(s->docker);
     if (s->cron != NULL) {
         event_free(s->cron);

@@ -11,6 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
 
 [ -n "${SANDPOOL_TEST_ENGINE_SOCKET:-}" ] || { echo "1..0 # SKIP SANDPOOL_TEST_ENGINE_SOCKET unset"; exit 77; }
+[ -n "${SANDPOOL_TEST_REDIS_SOCKET:-}" ] || { echo "1..0 # SKIP SANDPOOL_TEST_REDIS_SOCKET unset"; exit 77; }
 export DOCKER_HOST=unix://$SANDPOOL_TEST_ENGINE_SOCKET
 SANDPOOLD=${SANDPOOLD:?path of the sandpoold binary}
 NODE=sandpool-test
@@ -35,6 +36,7 @@ cat >"$work/config.json" <<JSON
   "listen": "127.0.0.1:$port",
   "node_id": "$NODE",
   "engine": {"socket": "$SANDPOOL_TEST_ENGINE_SOCKET"},
+  "redis": {"url": "unix://$SANDPOOL_TEST_REDIS_SOCKET"},
   "profiles": {
     "python": {"image": "sandpool/python:latest", "warm": 2, "max": 4},
     "tiny": {"image": "sandpool/test:latest", "warm": 3, "max": 5, "memory_mb": 32}
@@ -66,6 +68,7 @@ check_eq "orphan with an unknown profile removed" \
     "$(docker ps -aq --filter "label=$LABEL" --filter label=sandpool.profile=gone | wc -l)" 0
 body=$(curl -s "$url/readyz")
 check_eq "readyz reports the engine ok" "$(jq -r .checks.engine <<<"$body")" ok
+check_eq "readyz reports redis ok" "$(jq -r .checks.redis <<<"$body")" ok
 check_eq "unknown path answers a JSON 404" \
     "$(curl -s "$url/nope" | jq -r .error.code)" not_found
 check_eq "wrong method answers 405" "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$url/healthz")" 405

@@ -321,8 +321,10 @@ main(void)
     (void)waitcall;
 
     docker_call_cancel(events);
-    for (struct res *x = &ping; x <= &list; x++) {
-        json_decref(x->json);
+    struct res *all[] = {&ping, &info, &create, &start, &inspect, &wait, &kill, &rm, &gone, &list};
+
+    for (size_t i = 0; i < ELEMENTSOF(all); i++) {
+        json_decref(all[i]->json);
     }
     docker_client_free(dc);
     cfg_free(cfg);

@@ -35,8 +35,23 @@ struct fake {
     int requests;
     char last_request[4096];
     size_t stdin_seen_before_answer;
-    struct bufferevent *hijacked; /* connection that was upgraded; later bytes are stdin */
+    struct bufferevent *hijacked;  /* connection that was upgraded; later bytes are stdin */
+    struct bufferevent *conns[64]; /* open server-side connections, freed by fake_stop */
 };
+
+static void
+fake_forget(struct fake *f, struct bufferevent *bev)
+{
+    for (size_t i = 0; i < ELEMENTSOF(f->conns); i++) {
+        if (f->conns[i] == bev) {
+            f->conns[i] = NULL;
+        }
+    }
+    if (f->hijacked == bev) {
+        f->hijacked = NULL;
+    }
+    bufferevent_free(bev);
+}
 
 /* Content-Length of a request header block, 0 when absent. */
 static size_t
@@ -101,7 +116,7 @@ static void
 fake_event(struct bufferevent *bev, short what, void *arg)
 {
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-        bufferevent_free(bev);
+        fake_forget(arg, bev);
     }
 }
 
@@ -112,6 +127,12 @@ fake_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, i
     struct bufferevent *bev = bufferevent_socket_new(f->base, fd, BEV_OPT_CLOSE_ON_FREE);
 
     f->last_request[0] = '\0';
+    for (size_t i = 0; i < ELEMENTSOF(f->conns); i++) {
+        if (f->conns[i] == NULL) {
+            f->conns[i] = bev;
+            break;
+        }
+    }
     bufferevent_setcb(bev, fake_read, NULL, fake_event, f);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
@@ -146,6 +167,11 @@ fake_answer(struct fake *f, const char *answer, size_t len, bool close_after)
 static void
 fake_stop(struct fake *f)
 {
+    for (size_t i = 0; i < ELEMENTSOF(f->conns); i++) {
+        if (f->conns[i] != NULL) {
+            fake_forget(f, f->conns[i]);
+        }
+    }
     evconnlistener_free(f->lis);
     (void)unlink(f->path);
 }
