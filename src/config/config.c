@@ -83,10 +83,6 @@ static const struct cfg_option options[] = {
     OPT("log.level", CFG_STRING, log_level, "info", 0, 0, CFG_RELOADABLE,
         "debug, info, warn or error"),
     OPT("log.format", CFG_STRING, log_format, "text", 0, 0, CFG_RELOADABLE, "text or json"),
-    OPT("drain_timeout_s", CFG_UINT, drain_timeout_s, "20", 0, 3600, CFG_RELOADABLE,
-        "on SIGTERM, how long running executions may finish"),
-    OPT("http.max_connections", CFG_UINT, http_max_connections, "1024", 8, 65536, 0,
-        "open HTTP connections at once"),
     OPT("http.max_body_bytes", CFG_UINT, http_max_body_bytes, "8388608", 1024, 1073741824, 0,
         "largest JSON request body"),
 };
@@ -941,7 +937,8 @@ cfg_dump(const struct cfg *c)
             }
             json_set_path(po, "command", cmd);
         }
-        json_set_path(profiles, p->name, po);
+        /* Profile names may contain dots: set by name, not by path. */
+        OOM_CHECK(json_object_set_new(profiles, p->name, po) == 0 ? profiles : NULL);
     }
     for (size_t i = 0; i < c->n_tenants; i++) {
         char hex[2 * CFG_SHA256_LEN + 1];
