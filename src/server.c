@@ -398,7 +398,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
     s->redis = store_redis_new(s->base, &raddr, cfg->redis_timeout_ms, on_redis_state, s);
     s->budget.max = cfg->engine_max_concurrency;
     s->n_pools = cfg->n_profiles;
-    s->pools = xcalloc(s->n_pools, sizeof(*s->pools));
+    s->pools = xcalloc(s->n_pools, sizeof(struct pool *));
     for (size_t i = 0; i < s->n_pools; i++) {
         s->pools[i] = pool_new(s->base, s->docker, &cfg->profiles[i], cfg->node_id, &s->budget,
                                on_pool_notify, s);

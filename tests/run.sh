@@ -8,7 +8,7 @@
 #   1. static checks: banned functions, clang-format;
 #   2. gcc build with -Werror: unit tests, fuzz corpus replays, integration tests against the
 #      real engine and real Redis;
-#   3. clang ASan+UBSan build: the same tests again.
+#   3. clang ASan+UBSan build: clang-tidy, then the same tests again.
 # Prints one closing line "N passed, N failed" and exits non-zero on any failure. It removes
 # every container it labelled (sandpool.owner=sandpool-test), before (leftovers of an interrupted
 # run) and after, stops what it started and deletes its temporary directory, even on failure.
@@ -108,6 +108,14 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 if CC=clang build_sandpool "$BUILD_ASAN" --werror -Dsanitizers=true -Db_lundef=false; then
     pass "build: clang asan+ubsan"
+    # clang-tidy reads the clang build's compile_commands.json (gcc-only flags confuse it).
+    if (cd "$SANDPOOL_ROOT" && clang-tidy -p "$BUILD_ASAN" --quiet $(git ls-files 'src/*.c' 'cmd/*.c')) \
+        >"$tmp/tidy.out" 2>&1; then
+        pass "static: clang-tidy"
+    else
+        grep -E 'error:|warning:' "$tmp/tidy.out" | head -30
+        fail "static: clang-tidy"
+    fi
     run_meson_tests "$BUILD_ASAN" asan unit fuzz-regress integration
 else
     fail "build: clang asan+ubsan"

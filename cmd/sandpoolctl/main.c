@@ -59,8 +59,8 @@ http_get(struct ctl *ctl, const char *path, struct buf *body, long *status)
     }
     curl_easy_cleanup(e);
     if (rc != CURLE_OK) {
-        fprintf(stderr, "sandpoolctl: cannot reach sandpoold at %s (%s); is it running?\n",
-                ctl->url, rc == CURLE_COULDNT_CONNECT ? "connection refused" : err);
+        (void)fprintf(stderr, "sandpoolctl: cannot reach sandpoold at %s (%s); is it running?\n",
+                      ctl->url, rc == CURLE_COULDNT_CONNECT ? "connection refused" : err);
         return -1;
     }
     return 0;
@@ -75,7 +75,7 @@ cmd_health(struct ctl *ctl, int argc, char **argv)
     int rc = EXIT_SERVER;
 
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        printf("Usage: sandpoolctl health\n\nShows /healthz and /readyz of the daemon.\n");
+        (void)printf("Usage: sandpoolctl health\n\nShows /healthz and /readyz of the daemon.\n");
         return EXIT_OK;
     }
     if (http_get(ctl, "/healthz", &body, &health) < 0) {
@@ -87,16 +87,16 @@ cmd_health(struct ctl *ctl, int argc, char **argv)
     }
     root = json_loadb(body.buf, body.len, 0, NULL);
     if (ctl->json) {
-        printf("{\"healthz\":%ld,\"readyz\":%ld,\"detail\":%s}\n", health, ready,
-               root ? body.buf : "null");
+        (void)printf("{\"healthz\":%ld,\"readyz\":%ld,\"detail\":%s}\n", health, ready,
+                     root ? body.buf : "null");
     } else {
         const char *key;
         json_t *v;
 
-        printf("%-24s %s\n", "live", health == 200 ? "yes" : "no");
-        printf("%-24s %s\n", "ready", ready == 200 ? "yes" : "no");
+        (void)printf("%-24s %s\n", "live", health == 200 ? "yes" : "no");
+        (void)printf("%-24s %s\n", "ready", ready == 200 ? "yes" : "no");
         json_object_foreach (json_object_get(root, "checks"), key, v) {
-            printf("%-24s %s\n", key, json_string_value(v) ? json_string_value(v) : "?");
+            (void)printf("%-24s %s\n", key, json_string_value(v) ? json_string_value(v) : "?");
         }
     }
     rc = health == 200 && ready == 200 ? EXIT_OK : EXIT_SERVER;
@@ -109,7 +109,7 @@ out:
 static int
 cmd_version(struct ctl *ctl, int argc, char **argv)
 {
-    printf("sandpoolctl %s (API %s)\n", SANDPOOL_VERSION, SANDPOOL_API_VERSION);
+    (void)printf("sandpoolctl %s (API %s)\n", SANDPOOL_VERSION, SANDPOOL_API_VERSION);
     return EXIT_OK;
 }
 
@@ -121,14 +121,14 @@ static const struct command commands[] = {
 static void
 usage(FILE *f)
 {
-    fprintf(f, "Usage: sandpoolctl [-o json] [--url URL] COMMAND [ARGS...]\n\nCommands:\n");
+    (void)fprintf(f, "Usage: sandpoolctl [-o json] [--url URL] COMMAND [ARGS...]\n\nCommands:\n");
     for (size_t i = 0; i < ELEMENTSOF(commands); i++) {
-        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+        (void)fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
     }
-    fprintf(f,
-            "\nThe daemon is found through SANDPOOL_URL and SANDPOOL_TOKEN, else %s,\n"
-            "else %s.\n",
-            SANDPOOL_CLIENT_ENV_FILE, SANDPOOL_DEFAULT_URL);
+    (void)fprintf(f,
+                  "\nThe daemon is found through SANDPOOL_URL and SANDPOOL_TOKEN, else %s,\n"
+                  "else %s.\n",
+                  SANDPOOL_CLIENT_ENV_FILE, SANDPOOL_DEFAULT_URL);
 }
 
 /* Copies s into out; an over-long value is an error the user must see, not a silent cut. */
@@ -136,7 +136,7 @@ static void
 set_str(char *out, size_t n, const char *s)
 {
     if (strlen(s) >= n) {
-        fprintf(stderr, "sandpoolctl: value '%.40s...' is too long, ignoring it\n", s);
+        (void)fprintf(stderr, "sandpoolctl: value '%.40s...' is too long, ignoring it\n", s);
         return;
     }
     memcpy(out, s, strlen(s) + 1);
@@ -167,15 +167,18 @@ int
 main(int argc, char **argv)
 {
     struct ctl ctl = {0};
+    const char *env_url, *env_token;
     int i;
 
     set_str(ctl.url, sizeof(ctl.url), SANDPOOL_DEFAULT_URL);
     load_env_file(&ctl);
-    if (getenv("SANDPOOL_URL") != NULL) {
-        set_str(ctl.url, sizeof(ctl.url), getenv("SANDPOOL_URL"));
+    env_url = getenv("SANDPOOL_URL");
+    env_token = getenv("SANDPOOL_TOKEN");
+    if (env_url != NULL) {
+        set_str(ctl.url, sizeof(ctl.url), env_url);
     }
-    if (getenv("SANDPOOL_TOKEN") != NULL) {
-        set_str(ctl.token, sizeof(ctl.token), getenv("SANDPOOL_TOKEN"));
+    if (env_token != NULL) {
+        set_str(ctl.token, sizeof(ctl.token), env_token);
     }
     for (i = 1; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -186,7 +189,7 @@ main(int argc, char **argv)
         } else if (strcmp(argv[i], "--url") == 0 && i + 1 < argc) {
             set_str(ctl.url, sizeof(ctl.url), argv[++i]);
         } else {
-            fprintf(stderr, "sandpoolctl: unknown option '%s'\n", argv[i]);
+            (void)fprintf(stderr, "sandpoolctl: unknown option '%s'\n", argv[i]);
             usage(stderr);
             return EXIT_USAGE;
         }
@@ -205,7 +208,7 @@ main(int argc, char **argv)
             return rc;
         }
     }
-    fprintf(stderr, "sandpoolctl: unknown command '%s'\n", argv[i]);
+    (void)fprintf(stderr, "sandpoolctl: unknown command '%s'\n", argv[i]);
     usage(stderr);
     return EXIT_USAGE;
 }

@@ -18,19 +18,20 @@ usage(FILE *f)
 {
     cleanup_free char *opts = cfg_help();
 
-    fprintf(f,
-            "Usage: sandpoold [--config FILE] [--print-config] [--OPTION=VALUE ...]\n"
-            "\n"
-            "Keeps a warm pool of locked-down containers and serves the sandpool HTTP API.\n"
-            "\n"
-            "  --config FILE              JSON configuration (also SANDPOOL_CONFIG)\n"
-            "  --print-config             print the effective configuration and exit\n"
-            "  --version                  print the version and exit\n"
-            "  -h, --help                 this help\n"
-            "\n"
-            "Options (flag, environment variable, meaning); profiles and tenants are set in the\n"
-            "configuration file:\n%s",
-            opts);
+    (void)fprintf(
+        f,
+        "Usage: sandpoold [--config FILE] [--print-config] [--OPTION=VALUE ...]\n"
+        "\n"
+        "Keeps a warm pool of locked-down containers and serves the sandpool HTTP API.\n"
+        "\n"
+        "  --config FILE              JSON configuration (also SANDPOOL_CONFIG)\n"
+        "  --print-config             print the effective configuration and exit\n"
+        "  --version                  print the version and exit\n"
+        "  -h, --help                 this help\n"
+        "\n"
+        "Options (flag, environment variable, meaning); profiles and tenants are set in the\n"
+        "configuration file:\n%s",
+        opts);
 }
 
 struct args {
@@ -43,7 +44,7 @@ struct args {
 static int
 parse_args(int argc, char **argv, struct cfg *c, struct args *a, bool apply)
 {
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc && argv[i] != NULL; i++) {
         const char *arg = argv[i];
         char name[96];
         const char *value, *eq;
@@ -55,7 +56,7 @@ parse_args(int argc, char **argv, struct cfg *c, struct args *a, bool apply)
             return 1;
         }
         if (strcmp(arg, "--version") == 0) {
-            printf("sandpoold %s (API %s)\n", SANDPOOL_VERSION, SANDPOOL_API_VERSION);
+            (void)printf("sandpoold %s (API %s)\n", SANDPOOL_VERSION, SANDPOOL_API_VERSION);
             return 1;
         }
         if (strcmp(arg, "--print-config") == 0) {
@@ -63,13 +64,13 @@ parse_args(int argc, char **argv, struct cfg *c, struct args *a, bool apply)
             continue;
         }
         if (strncmp(arg, "--", 2) != 0) {
-            fprintf(stderr, "sandpoold: unexpected argument '%s' (see --help)\n", arg);
+            (void)fprintf(stderr, "sandpoold: unexpected argument '%s' (see --help)\n", arg);
             return -EINVAL;
         }
         eq = strchr(arg, '=');
         n = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
         if (n == 0 || n >= sizeof(name)) {
-            fprintf(stderr, "sandpoold: bad option '%s'\n", arg);
+            (void)fprintf(stderr, "sandpoold: bad option '%s'\n", arg);
             return -EINVAL;
         }
         memcpy(name, arg + 2, n);
@@ -79,7 +80,7 @@ parse_args(int argc, char **argv, struct cfg *c, struct args *a, bool apply)
         } else if (i + 1 < argc) {
             value = argv[++i];
         } else {
-            fprintf(stderr, "sandpoold: option '--%s' needs a value\n", name);
+            (void)fprintf(stderr, "sandpoold: option '--%s' needs a value\n", name);
             return -EINVAL;
         }
         if (strcmp(name, "config") == 0) {
@@ -87,7 +88,7 @@ parse_args(int argc, char **argv, struct cfg *c, struct args *a, bool apply)
             continue;
         }
         if (apply && cfg_set(c, name, value, &e) < 0) {
-            fprintf(stderr, "sandpoold: %s\n", err_msg(&e));
+            (void)fprintf(stderr, "sandpoold: %s\n", err_msg(&e));
             return -EINVAL;
         }
     }
@@ -120,7 +121,7 @@ load_config(int argc, char **argv, struct cfg **ret, struct args *a, char *unkno
     }
     if (r != 0) {
         if (r < 0 && e.code < 0) {
-            fprintf(stderr, "sandpoold: configuration: %s\n", err_msg(&e));
+            (void)fprintf(stderr, "sandpoold: configuration: %s\n", err_msg(&e));
         }
         cfg_free(c);
         return r;
@@ -146,7 +147,7 @@ main(int argc, char **argv)
     if (a.print_config) {
         cleanup_free char *text = cfg_dump(c);
 
-        printf("%s\n", text);
+        (void)printf("%s\n", text);
         cfg_free(c);
         return EXIT_SUCCESS;
     }

@@ -44,22 +44,19 @@ enum {
 
 struct cfg_option {
     const char *name; /* dotted JSON path */
-    enum cfg_type type;
-    size_t offset;
     const char *def;
-    double min, max; /* numeric bounds, inclusive */
-    unsigned flags;
     const char *help;
+    size_t offset;
+    double min, max; /* numeric bounds, inclusive */
+    enum cfg_type type;
+    unsigned flags;
 };
 
-#define OPT(n, t, field, d, lo, hi, fl, h)                  \
-    {                                                       \
-        n, t, offsetof(struct cfg, field), d, lo, hi, fl, h \
-    }
-#define POPT(n, t, field, d, lo, hi, fl, h)                         \
-    {                                                               \
-        n, t, offsetof(struct cfg_profile, field), d, lo, hi, fl, h \
-    }
+/* clang-format off */
+#define OPT(n, t, field, d, lo, hi, fl, h) {n, d, h, offsetof(struct cfg, field), lo, hi, t, fl}
+#define POPT(n, t, field, d, lo, hi, fl, h) \
+    {n, d, h, offsetof(struct cfg_profile, field), lo, hi, t, fl}
+/* clang-format on */
 
 static const struct cfg_option options[] = {
     OPT("listen", CFG_STRING, listen, "127.0.0.1:8080", 0, 0, CFG_NONEMPTY,
@@ -416,10 +413,10 @@ cfg_parse_sha256_hex(const char *hex, uint8_t out[CFG_SHA256_LEN])
 {
     uint8_t tmp[CFG_SHA256_LEN];
 
-    if (strlen(hex) != 2 * CFG_SHA256_LEN) {
+    if (strlen(hex) != (size_t)2 * CFG_SHA256_LEN) {
         return -EINVAL;
     }
-    for (size_t i = 0; i < 2 * CFG_SHA256_LEN; i++) {
+    for (size_t i = 0; i < (size_t)2 * CFG_SHA256_LEN; i++) {
         char ch = hex[i];
         unsigned v;
 
@@ -636,7 +633,12 @@ env_name(const char *opt, char *out, size_t n)
     for (; opt[i] != '\0' && i + 1 < n; i++) {
         char ch = opt[i];
 
-        out[i] = ch == '.' ? '_' : (ch >= 'a' && ch <= 'z') ? (char)(ch - 'a' + 'A') : ch;
+        if (ch == '.') {
+            ch = '_';
+        } else if (ch >= 'a' && ch <= 'z') {
+            ch = (char)(ch - 'a' + 'A');
+        }
+        out[i] = ch;
     }
     out[i] = '\0';
 }
@@ -645,8 +647,8 @@ static bool
 flag_matches(const char *opt, const char *name)
 {
     for (; *opt != '\0' && *name != '\0'; opt++, name++) {
-        char a = *opt == '.' || *opt == '_' ? '-' : *opt;
-        char b = *name == '.' || *name == '_' ? '-' : *name;
+        char a = (char)(*opt == '.' || *opt == '_' ? '-' : *opt);
+        char b = (char)(*name == '.' || *name == '_' ? '-' : *name);
 
         if (a != b) {
             return false;
@@ -968,7 +970,7 @@ cfg_help(void)
         size_t k;
 
         for (k = 0; o->name[k] != '\0' && k + 1 < sizeof(flag); k++) {
-            flag[k] = o->name[k] == '.' || o->name[k] == '_' ? '-' : o->name[k];
+            flag[k] = (char)(o->name[k] == '.' || o->name[k] == '_' ? '-' : o->name[k]);
         }
         flag[k] = '\0';
         env_name(o->name, env, sizeof(env));

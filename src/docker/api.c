@@ -126,12 +126,11 @@ on_op_done(int r, long status, const struct buf *body, void *userdata)
         return;
     }
     r = docker_status_to_errno(status, body->buf, body->len, &e);
-    if (op->kind == OP_START && r == -EALREADY) {
-        r = 0;
+    if ((op->kind == OP_START && r == -EALREADY) ||
+        (op->kind == OP_REMOVE && (r == -ENOENT || r == -EBUSY))) {
+        r = 0; /* already started; or gone, or being removed by someone else */
     } else if (op->kind == OP_KILL && r == -EBUSY) {
         r = err_set(&e, -ESRCH, "container is not running");
-    } else if (op->kind == OP_REMOVE && (r == -ENOENT || r == -EBUSY)) {
-        r = 0; /* gone, or being removed by someone else */
     } else if (op->kind == OP_PING && r == 0) {
         r = negotiate(op->client, &e);
     }
@@ -432,7 +431,7 @@ docker_events(struct docker_client *c, const char *label, docker_event_cb *on_ev
         .method = "GET",
         .path = path.buf,
         .timeout_ms = DOCKER_NO_TIMEOUT,
-        .max_response = 4 * DOCKER_EVENT_MAX_LINE,
+        .max_response = (size_t)4 * DOCKER_EVENT_MAX_LINE,
         .on_data = on_events_data,
         .free_userdata = free,
     };

@@ -18,7 +18,7 @@
 #include "util/macro.h"
 #include "util/time.h"
 
-#define STDIN_SLICE (1u << 20)
+#define STDIN_SLICE ((size_t)1 << 20)
 
 struct docker_exec_run {
     struct docker_client *client; /* borrowed */
@@ -176,7 +176,6 @@ on_created(int r, json_t *result, const struct err *e, void *userdata)
 {
     struct docker_exec_run *run = userdata;
     const char *id = json_string_value(json_object_get(result, "Id"));
-    char path[256];
     struct err e2;
 
     run->call = NULL;
@@ -189,19 +188,13 @@ on_created(int r, json_t *result, const struct err *e, void *userdata)
         return;
     }
     memcpy(run->exec_id, id, strlen(id) + 1);
-    (void)snprintf(path, sizeof(path), "%s/exec/%s/start", docker_client_prefix(run->client), id);
     struct docker_hijack_opts o = {
-        .socket_path = docker_client_socket(run->client),
-        .path = path,
-        .body = "{\"Detach\":false,\"Tty\":false}",
-        .handshake_timeout_ms = docker_client_timeout_ms(run->client),
         .max_queued = 2 * STDIN_SLICE,
         .on_data = on_stream_data,
         .on_event = on_stream_event,
         .userdata = run,
     };
-    docker_client_count_request(run->client);
-    r = docker_hijack_new(docker_client_base(run->client), &o, &run->stream, &e2);
+    r = docker_hijack_exec_start(run->client, id, &o, &run->stream, &e2);
     if (r < 0) {
         run_finish(run, r, &e2);
     }

@@ -22,6 +22,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "docker/api.h"
 #include "docker/client.h"
 #include "util/buf.h"
 #include "util/macro.h"
@@ -526,4 +527,41 @@ bool
 docker_hijack_is_open(const struct docker_hijack *h)
 {
     return h->state == ST_STREAM;
+}
+
+static int
+hijack_via(struct docker_client *c, const char *what, const char *id, const char *suffix,
+           const char *body, struct docker_hijack_opts *o, struct docker_hijack **ret,
+           struct err *reterr)
+{
+    char path[256];
+
+    if (!docker_valid_id(id) || snprintf(path, sizeof(path), "%s/%s/%s%s", docker_client_prefix(c),
+                                         what, id, suffix) >= (int)sizeof(path)) {
+        return err_set(reterr, -EINVAL, "invalid %s id", what);
+    }
+    o->socket_path = docker_client_socket(c);
+    o->path = path; /* copied into the request by docker_hijack_new() */
+    o->body = body;
+    if (o->handshake_timeout_ms == 0) {
+        o->handshake_timeout_ms = docker_client_timeout_ms(c);
+    }
+    docker_client_count_request(c);
+    return docker_hijack_new(docker_client_base(c), o, ret, reterr);
+}
+
+int
+docker_hijack_exec_start(struct docker_client *c, const char *exec_id, struct docker_hijack_opts *o,
+                         struct docker_hijack **ret, struct err *reterr)
+{
+    return hijack_via(c, "exec", exec_id, "/start", "{\"Detach\":false,\"Tty\":false}", o, ret,
+                      reterr);
+}
+
+int
+docker_hijack_attach(struct docker_client *c, const char *id, struct docker_hijack_opts *o,
+                     struct docker_hijack **ret, struct err *reterr)
+{
+    return hijack_via(c, "containers", id, "/attach?stream=1&stdin=1&stdout=1&stderr=1", NULL, o,
+                      ret, reterr);
 }

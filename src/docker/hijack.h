@@ -71,3 +71,17 @@ void docker_hijack_shutdown_write(struct docker_hijack *h);
  * resume. */
 void docker_hijack_pause_read(struct docker_hijack *h, bool pause);
 bool docker_hijack_is_open(const struct docker_hijack *h);
+
+struct docker_client;
+
+/* Starts exec exec_id (from docker_exec_create) as a hijacked stream on c's engine, with c's
+ * API version and deadline. o->socket_path, o->path and o->body are filled in here. */
+int docker_hijack_exec_start(struct docker_client *c, const char *exec_id,
+                             struct docker_hijack_opts *o, struct docker_hijack **ret,
+                             struct err *reterr);
+/* Attaches to container id's stdio (stdin, stdout, stderr; no logs replay). The container must
+ * have been created with OpenStdin for stdin to flow; with StdinOnce false, closing this stream
+ * leaves the container's stdin open, so a later attach can take over (how a restarted daemon
+ * reaches the in-sandbox program again). */
+int docker_hijack_attach(struct docker_client *c, const char *id, struct docker_hijack_opts *o,
+                         struct docker_hijack **ret, struct err *reterr);

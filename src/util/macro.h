@@ -69,12 +69,3 @@ closep(int *fd)
 
 #define cleanup_free  __attribute__((cleanup(freep)))
 #define cleanup_close __attribute__((cleanup(closep)))
-
-/* Declares a cleanup helper `name##p` that calls `fn` on a non-NULL pointer. */
-#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, fn) \
-    static inline void fn##p(type *p)         \
-    {                                         \
-        if (*p != NULL) {                     \
-            (void)fn(*p);                     \
-        }                                     \
-    }

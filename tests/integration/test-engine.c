@@ -18,6 +18,7 @@
 #include "docker/api.h"
 #include "docker/client.h"
 #include "docker/exec.h"
+#include "docker/hijack.h"
 #include "docker/json.h"
 #include "docker/policy.h"
 #include "lib/loop.h"
@@ -222,6 +223,111 @@ check_echo_10mib(const char *id)
     free(in);
 }
 
+/* ---- attach: the channel to the in-sandbox program ------------------------------------------- */
+
+struct attach {
+    bool open, closed, got_line;
+    int r;
+    struct buf out;
+};
+
+static int
+on_attach_data(struct docker_hijack *h, enum docker_stream s, const char *data, size_t n,
+               void *userdata)
+{
+    struct attach *a = userdata;
+
+    if (s == DOCKER_STREAM_STDOUT && buf_append(&a->out, data, n) == 0 &&
+        memchr(a->out.buf, '\n', a->out.len) != NULL) {
+        a->got_line = true;
+    }
+    return 0;
+}
+
+static void
+on_attach_event(struct docker_hijack *h, enum docker_hijack_event ev, int r, const struct err *e,
+                void *userdata)
+{
+    struct attach *a = userdata;
+
+    if (ev == DOCKER_HIJACK_OPEN) {
+        a->open = true;
+    } else if (ev == DOCKER_HIJACK_CLOSED) {
+        a->closed = true;
+        a->r = r;
+    }
+}
+
+/* Attaches, sends a ping line, returns the first line the program answers ("" on failure). */
+static void
+attach_ping(const char *id, char *line, size_t n)
+{
+    struct attach a = {0};
+    struct docker_hijack *h = NULL;
+    struct docker_hijack_opts o = {
+        .on_data = on_attach_data, .on_event = on_attach_event, .userdata = &a};
+    struct err e = {0};
+
+    line[0] = '\0';
+    buf_init(&a.out, 1 << 16);
+    if (docker_hijack_attach(dc, id, &o, &h, &e) < 0) {
+        TAP_CHECK(0, "attach: %s", e.msg);
+        return;
+    }
+    ASSERT_OK(docker_hijack_write(h, "{\"t\":\"ping\"}\n", 13));
+    if (loop_until(base, &a.got_line, 20000)) {
+        (void)snprintf(line, n, "%.*s", (int)strcspn(a.out.buf, "\n"), a.out.buf);
+    }
+    ASSERT_TRUE(a.open && !a.closed);
+    docker_hijack_free(h); /* detach: the program must keep running */
+    buf_done(&a.out);
+}
+
+static void
+check_attach(void)
+{
+    const char *image = getenv("SANDPOOL_TEST_PYTHON_IMAGE");
+    struct cfg *c = cfg_new();
+    struct res create = {0}, start = {0}, rm = {0}, inspect = {0};
+    struct docker_state st = {0};
+    char json[512], slot[17], name[64], id[129], line[256];
+    struct err e = {0};
+    json_t *body;
+
+    (void)snprintf(json, sizeof(json),
+                   "{\"node_id\": \"" NODE "\", \"profiles\": {\"p\": {\"image\": \"%s\"}}}",
+                   image ? image : "sandpool/python:latest");
+    if (cfg_load_json(c, json, strlen(json), &e) < 0 || cfg_validate(c, &e) < 0) {
+        TAP_CHECK(0, "config: %s", e.msg);
+        cfg_free(c);
+        return;
+    }
+    random_hex(slot, 8);
+    (void)snprintf(name, sizeof(name), "sandpool-test-%s", slot);
+    body = docker_policy_create_body(&c->profiles[0], NODE, slot);
+    (void)docker_container_create(dc, name, body, on_res, &create);
+    json_decref(body);
+    TAP_CHECK(await(&create, 60000) == 0, "create python container: %s", create.msg);
+    if (create.r == 0) {
+        (void)snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(create.json, "Id")));
+        (void)docker_container_start(dc, id, on_res, &start);
+        ASSERT_OK(await(&start, 60000));
+        attach_ping(id, line, sizeof(line));
+        ASSERT_STREQ(line, "{\"t\":\"pong\"}");
+        /* A second attach after the first one went away reaches the same program. */
+        attach_ping(id, line, sizeof(line));
+        ASSERT_STREQ(line, "{\"t\":\"pong\"}");
+        (void)docker_container_inspect(dc, id, on_res, &inspect);
+        ASSERT_OK(await(&inspect, 30000));
+        ASSERT_TRUE(docker_parse_state(inspect.json, &st) == 0 && st.running);
+        (void)docker_container_remove(dc, id, on_res, &rm);
+        ASSERT_OK(await(&rm, 30000));
+    }
+    json_decref(create.json);
+    json_decref(inspect.json);
+    cfg_free(c);
+}
+
 static void
 check_errors(const char *id)
 {
@@ -320,6 +426,7 @@ main(void)
     ASSERT_OK(await(&rm, 30000));
     (void)waitcall;
 
+    check_attach();
     docker_call_cancel(events);
     struct res *all[] = {&ping, &info, &create, &start, &inspect, &wait, &kill, &rm, &gone, &list};
 
