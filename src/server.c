@@ -90,6 +90,10 @@ engine_down(struct server *s, const char *fmt, ...)
     }
     memcpy(s->engine_why, why, sizeof(why));
     s->link = ENGINE_DOWN;
+    /* Whatever is still in flight belongs to the link that just failed. */
+    docker_call_cancel(s->engine_call);
+    s->engine_call = NULL;
+    s->reconciling = false;
     docker_call_cancel(s->events_call);
     s->events_call = NULL;
     if (!s->stopping) {

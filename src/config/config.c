@@ -300,26 +300,6 @@ profile_add(struct cfg *c, const char *name)
     return p;
 }
 
-/* Names that end up in container labels, Redis keys and URLs: keep them boring. */
-static bool
-is_identifier(const char *s, size_t max)
-{
-    size_t n = strlen(s);
-
-    if (n == 0 || n > max) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '-' || ch == '_' || ch == '.')) {
-            return false;
-        }
-    }
-    return true;
-}
-
 static int
 load_command(struct cfg_profile *p, json_t *v, struct err *reterr)
 {
@@ -350,7 +330,7 @@ load_profile(struct cfg *c, const char *name, json_t *obj, struct err *reterr)
     json_t *v;
     int r;
 
-    if (!is_identifier(name, 48)) {
+    if (!str_is_name(name, 48)) {
         return err_set(reterr, -EINVAL,
                        "profile name '%.48s' must be 1-48 characters of [A-Za-z0-9._-]", name);
     }
@@ -461,7 +441,7 @@ load_tenants(struct cfg *c, json_t *arr, struct err *reterr)
             0) {
             return err_set(reterr, -EINVAL, "tenants[%zu]: %s", i, jerr.text);
         }
-        if (!is_identifier(id, 64)) {
+        if (!str_is_name(id, 64)) {
             return err_set(reterr, -EINVAL,
                            "tenants[%zu]: 'id' must be 1-64 characters of [A-Za-z0-9._-]", i);
         }
@@ -735,7 +715,7 @@ validate_profile(const struct cfg_profile *p, struct err *reterr)
     if (uid == 0 || gid == 0) {
         return err_set(reterr, -EINVAL, "profile '%s': 'user' must not be root", p->name);
     }
-    if (!is_identifier(p->runtime, 64)) {
+    if (!str_is_name(p->runtime, 64)) {
         return err_set(reterr, -EINVAL, "profile '%s': bad 'runtime' '%.64s'", p->name, p->runtime);
     }
     for (const char *s = p->image; *s != '\0'; s++) {
@@ -851,7 +831,7 @@ cfg_validate(struct cfg *c, struct err *reterr)
         free(c->node_id);
         c->node_id = xstrdup(host);
     }
-    if (!is_identifier(c->node_id, 64)) {
+    if (!str_is_name(c->node_id, 64)) {
         return err_set(reterr, -EINVAL, "'node_id' must be 1-64 characters of [A-Za-z0-9._-]");
     }
     if (c->n_profiles == 0) {

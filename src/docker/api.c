@@ -42,20 +42,8 @@ struct op {
 bool
 docker_valid_id(const char *id)
 {
-    size_t n = strlen(id);
-
-    if (n == 0 || n > 128) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char ch = id[i];
-
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '_' || ch == '.' || ch == '-')) {
-            return false;
-        }
-    }
-    return id[0] != '.' && id[0] != '-';
+    /* A leading '-' or '.' could read as an option or a relative path segment. */
+    return str_is_name(id, 128) && id[0] != '.' && id[0] != '-';
 }
 
 static void

@@ -183,3 +183,22 @@ parse_listen(const char *s, char *host, size_t host_size, uint16_t *ret_port)
     *ret_port = (uint16_t)port;
     return 0;
 }
+
+bool
+str_is_name(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > max) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '_' || ch == '.')) {
+            return false;
+        }
+    }
+    return true;
+}

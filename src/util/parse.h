@@ -21,6 +21,9 @@ int parse_bool(const char *s, bool *ret);
 int parse_api_version(const char *s, size_t n, unsigned *ret);
 /* Case-insensitive ASCII compare of a length-bounded string against a C string. */
 bool strn_case_eq(const char *s, size_t n, const char *lit);
+/* True when s is 1..max characters of [A-Za-z0-9._-]: the names that end up in container
+ * labels, URL paths and Redis keys. */
+bool str_is_name(const char *s, size_t max);
 /* True when s starts with prefix. */
 bool str_startswith(const char *s, const char *prefix);
 /* Parses a listen address: "HOST:PORT", "[V6]:PORT" (host written without brackets) or
