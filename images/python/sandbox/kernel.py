@@ -1,43 +1,647 @@
 #!/usr/bin/env python3
-"""Placeholder sandbox kernel for sandpool/python.
+"""sandpool kernel: the program inside every sandpool/python container.
 
-Protocol (newline-delimited JSON, one object per line):
-  stdin  <- {"t": "ping"}            stdout -> {"t": "pong"}
-  stdin  <- anything else            stdout -> {"t": "error", "error": "..."}
-Exits 0 when stdin reaches EOF.
+Two processes:
 
-This is a stand-in so the image can be built and health-checked; the real
-kernel replaces this file (everything under images/python/sandbox/ is copied
-to /opt/sandpool/ in the image).
+* the supervisor (this process, the container's main program under tini) owns the protocol
+  channel with sandpoold: requests arrive on stdin and answers leave on stdout, one JSON object
+  per line. It never runs user code. It is single-threaded (a selectors loop), so forking is safe.
+* the worker, forked from the supervisor, holds the user's namespace and runs their code. Its
+  stdin is /dev/null, its stdout and stderr are pipes read by the supervisor (so output of
+  subprocesses and C code is captured too), and it talks to the supervisor over a socketpair.
+
+Because the worker is a child of the supervisor, a stuck or killed worker costs only the
+namespace: the supervisor SIGKILLs its process group and forks a fresh one (a new generation),
+without any container engine call. The supervisor survives the death of sandpoold: a restarted
+daemon attaches to the container again and asks "hello" to learn the generation.
+
+Protocol (daemon -> supervisor):
+  {"t":"hello"}                          -> {"t":"hello","v":1,"gen":G,"busy":ID|null}
+  {"t":"ping","n":N}                     -> {"t":"pong","n":N,"gen":G}
+  {"t":"exec","id":ID,"code":S,"max_output":B}
+  {"t":"cmd","id":ID,"argv":[...],"max_output":B}
+        -> {"t":"out","id":ID,"s":"o"|"e","d":TEXT}*  then
+           {"t":"done","id":ID,"status":"ok"|"error"|"interrupted"|"died",...}
+  {"t":"interrupt","id":ID}              KeyboardInterrupt in the worker; a command's process
+                                         group is killed
+  {"t":"restart","reason":S}             kill the worker, start a new generation
+                                         -> {"t":"restarted","gen":G,"reason":S}
+  anything malformed                     -> {"t":"error","error":S}
+Output is cut per stream and execution at max_output bytes, keeping the first 3/4 (streamed as
+it comes) and the last 1/4 (sent before "done"); "done" carries the exact byte counts.
 """
 
+import ast
+import codecs
+import errno
 import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
 import sys
+import time
+import traceback
+
+PROTOCOL_VERSION = 1
+MAX_LINE = 64 << 20          # longest request line accepted from the daemon
+READ_CHUNK = 65536
+RESULT_REPR_MAX = 65536      # a trailing expression's repr is cut beyond this
+DEFAULT_MAX_OUTPUT = 1 << 20
+KERNEL_FILE = os.path.abspath(__file__)
+WORKSPACE = os.environ.get("SANDPOOL_WORKSPACE", "/workspace")
 
 
-def reply(obj):
-    sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
+def jdump(obj):
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+# --------------------------------------------------------------------------------------------
+# Worker: runs user code in one persistent namespace.
+# --------------------------------------------------------------------------------------------
+
+class NoStdin:
+    """sys.stdin for user code: every read fails at once instead of hanging."""
+
+    def _fail(self, *args, **kwargs):
+        raise OSError(errno.EBADF, "stdin is not available in the sandbox: "
+                      "pass data in the code or upload a file instead")
+
+    read = readline = readlines = __next__ = _fail
+    encoding = "utf-8"
+    closed = False
+
+    def __iter__(self):
+        return self
+
+    def isatty(self):
+        return False
+
+    def fileno(self):
+        return 0
+
+    def readable(self):
+        return True
+
+
+def user_frames(tb):
+    """Traceback entries of user code only: the kernel's own frames are dropped."""
+    return [f for f in traceback.extract_tb(tb) if f.filename != KERNEL_FILE]
+
+
+def describe_error(exc):
+    name = type(exc).__name__
+    if isinstance(exc, SyntaxError):
+        lines = traceback.format_exception_only(type(exc), exc)
+        return {"name": name, "value": str(exc.msg), "traceback": [l.rstrip("\n") for l in lines],
+                "line": exc.lineno, "column": exc.offset}
+    frames = user_frames(exc.__traceback__)
+    lines = ["Traceback (most recent call last):"]
+    lines += [l.rstrip("\n") for l in traceback.format_list(frames)]
+    lines += [l.rstrip("\n") for l in traceback.format_exception_only(type(exc), exc)]
+    try:
+        value = str(exc)
+    except Exception:  # a broken __str__ must not kill the kernel
+        value = "<unprintable %s>" % name
+    return {"name": name, "value": value, "traceback": lines}
+
+
+def safe_repr(value):
+    try:
+        text = repr(value)
+    except Exception as exc:  # noqa: BLE001 - user objects may raise anything
+        text = "<repr failed: %s: %s>" % (type(exc).__name__, exc)
+    if len(text) > RESULT_REPR_MAX:
+        text = text[:RESULT_REPR_MAX] + "... [%d characters cut]" % (len(text) - RESULT_REPR_MAX)
+    return text
+
+
+class Worker:
+    def __init__(self, ctl):
+        self.ctl = ctl
+        self.counter = 0
+        self.ns = {"__name__": "__main__", "__builtins__": __builtins__}
+
+    def run(self, code):
+        """Runs code like the Python prompt: statements, then the value of a trailing expression."""
+        self.counter += 1
+        filename = "<cell-%d>" % self.counter
+        reply = {"status": "ok", "result": None, "error": None}
+        try:
+            tree = ast.parse(code, filename, "exec")
+            last = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                last = ast.Expression(tree.body.pop().value)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            try:
+                exec(compile(tree, filename, "exec"), self.ns)  # noqa: S102 - the product
+                if last is not None:
+                    value = eval(compile(last, filename, "eval"), self.ns)  # noqa: S307
+                    if value is not None:
+                        reply["result"] = safe_repr(value)
+            finally:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except KeyboardInterrupt as exc:
+            reply = {"status": "interrupted", "result": None, "error": describe_error(exc)}
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: the namespace stays
+            reply = {"status": "error", "result": None, "error": describe_error(exc)}
+        return reply
+
+    def loop(self):
+        buf = b""
+        while True:
+            while b"\n" not in buf:
+                try:
+                    chunk = self.ctl.recv(READ_CHUNK)
+                except InterruptedError:
+                    continue
+                if not chunk:
+                    os._exit(0)
+                buf += chunk
+            line, buf = buf.split(b"\n", 1)
+            req = json.loads(line)
+            reply = self.run(req["code"])
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:  # noqa: BLE001 - user code may have replaced them
+                    pass
+            reply["id"] = req["id"]
+            self.ctl.sendall(jdump(reply))
+
+
+def worker_main(ctl, out_w, err_w):
+    """In the forked child: wire the descriptors, then serve exec requests forever."""
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    try:  # let the OOM killer pick user code before the supervisor
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out_w, 1)
+    os.dup2(err_w, 2)
+    for fd in (null, out_w, err_w):
+        if fd > 2:
+            os.close(fd)
+    sys.stdin = NoStdin()
+    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1,
+                      closefd=False)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1,
+                      closefd=False)
+    sys.__stdout__, sys.__stderr__, sys.__stdin__ = sys.stdout, sys.stderr, sys.stdin
+    try:
+        os.chdir(WORKSPACE)
+    except OSError:
+        pass
+    Worker(ctl).loop()
+
+
+# --------------------------------------------------------------------------------------------
+# Supervisor
+# --------------------------------------------------------------------------------------------
+
+class Capture:
+    """Output of one stream for one execution.
+
+    The first 3/4 of the limit (the head) is streamed as it arrives; past it, only the last 1/4
+    (the tail) is kept, in a bounded buffer, and sent when the execution ends. Counts are in raw
+    bytes; the text sent is UTF-8 with invalid sequences replaced."""
+
+    def __init__(self, tag, limit):
+        self.tag = tag
+        self.head_cap = limit - limit // 4
+        self.tail_cap = limit // 4
+        self.head_used = 0
+        self.tail = bytearray()
+        self.total = 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, data):
+        """Takes raw output; returns the text to stream now."""
+        self.total += len(data)
+        text = ""
+        room = self.head_cap - self.head_used
+        if room > 0:
+            head = data[:room]
+            self.head_used += len(head)
+            data = data[len(head):]
+            text = self.decoder.decode(head)
+        if data and self.tail_cap > 0:
+            self.tail += data
+            if len(self.tail) > self.tail_cap:
+                del self.tail[:len(self.tail) - self.tail_cap]
+        return text
+
+    def finish(self):
+        """Returns (text still to send, bytes dropped)."""
+        tail = bytes(self.tail)
+        dropped = self.total - self.head_used - len(tail)
+        if dropped == 0:
+            return self.decoder.decode(tail, final=True), 0
+        text = self.decoder.decode(b"", final=True)
+        skip = 0
+        while skip < len(tail) and skip < 3 and (tail[skip] & 0xC0) == 0x80:
+            skip += 1  # start the tail on a character boundary
+        dropped += skip
+        text += "\n[... %d bytes of output cut ...]\n" % dropped
+        return text + tail[skip:].decode("utf-8", errors="replace"), dropped
+
+
+class Execution:
+    def __init__(self, req_id, kind, limit):
+        self.id = req_id
+        self.kind = kind
+        self.out = Capture("o", limit)
+        self.err = Capture("e", limit)
+        self.proc = None          # a command's Popen
+        self.pidfd = None         # readable when the command exits (Linux >= 5.3)
+        self.exited_at = None
+        self.started = time.monotonic()
+        self.interrupted = False
+
+
+class Supervisor:
+    def __init__(self):
+        self.proto_in = os.dup(0)
+        self.proto_out = os.dup(1)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)          # nothing else may read the protocol channel
+        os.dup2(null, 1)          # nor write into it
+        os.close(null)
+        os.set_blocking(self.proto_in, False)
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(self.proto_in, selectors.EVENT_READ, self.on_request_data)
+        self.inbuf = bytearray()
+        self.gen = 0
+        self.worker_pid = None
+        self.ctl = None
+        self.ctl_buf = bytearray()
+        self.pipes = {}           # fd -> (exec_attr, tag)
+        self.current = None       # Execution
+        self.oom_count = self.read_oom_count()
+        self.start_worker("start")
+
+    # ---- output to the daemon ----------------------------------------------------------------
+
+    def send(self, obj):
+        data = jdump(obj)
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(self.proto_out, view)
+                view = view[n:]
+            except BlockingIOError:
+                selectors.select.select([], [self.proto_out], [], 1.0)
+            except InterruptedError:
+                continue
+            except BrokenPipeError:
+                return  # nobody attached: the daemon will ask "hello" when it is back
+
+    # ---- worker lifecycle --------------------------------------------------------------------
+
+    def start_worker(self, reason):
+        ctl_parent, ctl_child = socket.socketpair()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ctl_parent.close()
+                for fd in (out_r, err_r, self.proto_in, self.proto_out):
+                    os.close(fd)
+                self.sel.close()
+                worker_main(ctl_child, out_w, err_w)
+            finally:
+                os._exit(70)
+        ctl_child.close()
+        os.close(out_w)
+        os.close(err_w)
+        self.gen += 1
+        self.worker_pid = pid
+        self.ctl = ctl_parent
+        self.ctl.setblocking(False)
+        self.ctl_buf = bytearray()
+        self.sel.register(self.ctl, selectors.EVENT_READ, self.on_ctl_data)
+        for fd, tag in ((out_r, "o"), (err_r, "e")):
+            os.set_blocking(fd, False)
+            self.pipes[fd] = ("worker", tag)
+            self.sel.register(fd, selectors.EVENT_READ, self.on_pipe_data)
+
+    def stop_worker(self):
+        if self.worker_pid is None:
+            return None
+        try:
+            os.killpg(self.worker_pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, status = os.waitpid(self.worker_pid, 0)
+        self.drain_pipes("worker")
+        self.close_pipes("worker")
+        self.sel.unregister(self.ctl)
+        self.ctl.close()
+        self.ctl = None
+        self.worker_pid = None
+        return status
+
+    def worker_died(self):
+        """The worker exited on its own (OOM kill, os._exit, crash): report and replace it."""
+        status = self.stop_worker()
+        oom = self.read_oom_count()
+        was_oom = oom > self.oom_count
+        self.oom_count = oom
+        how = describe_status(status)
+        if self.current is not None and self.current.kind == "exec":
+            self.finish({"status": "died", "oom": was_oom, "reason": how})
+        self.start_worker(how)
+        self.send({"t": "restarted", "gen": self.gen, "reason": "oom" if was_oom else how})
+
+    @staticmethod
+    def read_oom_count():
+        for path, key in (("/sys/fs/cgroup/memory.events", "oom_kill"),
+                          ("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill")):
+            try:
+                with open(path) as f:
+                    for line in f:
+                        k, _, v = line.partition(" ")
+                        if k == key:
+                            return int(v)
+            except (OSError, ValueError):
+                continue
+        return 0
+
+    # ---- pipes ---------------------------------------------------------------------------------
+
+    def close_pipes(self, owner):
+        for fd in [fd for fd, (o, _) in self.pipes.items() if o in (owner, owner + "-eof")]:
+            if self.pipes[fd][0] == owner:
+                self.sel.unregister(fd)
+            os.close(fd)
+            del self.pipes[fd]
+
+    def drain_pipes(self, owner):
+        for fd in [fd for fd, (o, _) in self.pipes.items() if o == owner]:
+            while self.read_pipe(fd):
+                pass
+
+    def read_pipe(self, fd):
+        """Reads one chunk; returns False at EOF or when nothing is left."""
+        try:
+            data = os.read(fd, READ_CHUNK)
+        except BlockingIOError:
+            return False
+        except InterruptedError:
+            return True
+        if not data:
+            owner, tag = self.pipes[fd]
+            self.sel.unregister(fd)
+            if owner != "worker":
+                os.close(fd)
+                del self.pipes[fd]
+                self.poll_cmd()
+            else:
+                self.pipes[fd] = ("worker-eof", tag)  # user code closed it: wait for ctl EOF
+            return False
+        _, tag = self.pipes[fd]
+        ex = self.current
+        if ex is None:
+            return True  # output of a background process between executions: dropped
+        cap = ex.out if tag == "o" else ex.err
+        text = cap.feed(data)
+        if text:
+            self.send({"t": "out", "id": ex.id, "s": tag, "d": text})
+        return True
+
+    def on_pipe_data(self, fd):
+        self.read_pipe(fd)
+
+    # ---- executions ------------------------------------------------------------------------------
+
+    def finish(self, fields):
+        ex = self.current
+        trunc = {}
+        for cap in (ex.out, ex.err):
+            text, dropped = cap.finish()
+            if text:
+                self.send({"t": "out", "id": ex.id, "s": cap.tag, "d": text})
+            trunc[cap.tag] = [cap.total, dropped]
+        msg = {"t": "done", "id": ex.id, "gen": self.gen, "truncated": trunc,
+               "duration_ms": int((time.monotonic() - ex.started) * 1000)}
+        msg.update(fields)
+        self.current = None
+        self.send(msg)
+
+    def start_exec(self, req):
+        code = req.get("code")
+        if not isinstance(code, str):
+            return self.reject(req, "'code' must be a string")
+        self.current = Execution(req["id"], "exec", limit_of(req))
+        self.ctl.setblocking(True)
+        try:
+            self.ctl.sendall(jdump({"id": req["id"], "code": code}))
+        except OSError:
+            pass  # the worker is gone; on_ctl_data reports it
+        self.ctl.setblocking(False)
+
+    def start_cmd(self, req):
+        argv = req.get("argv")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            return self.reject(req, "'argv' must be a non-empty list of strings")
+        ex = Execution(req["id"], "cmd", limit_of(req))
+        self.current = ex
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            ex.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w,
+                                       stderr=err_w, cwd=WORKSPACE, start_new_session=True)
+        except OSError as exc:
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
+            self.finish({"status": "error", "exit_code": 127 if exc.errno == errno.ENOENT else 126,
+                         "error": {"name": type(exc).__name__, "value": str(exc),
+                                   "traceback": []}})
+            return None
+        os.close(out_w)
+        os.close(err_w)
+        for fd, tag in ((out_r, "o"), (err_r, "e")):
+            os.set_blocking(fd, False)
+            self.pipes[fd] = ("cmd", tag)
+            self.sel.register(fd, selectors.EVENT_READ, self.on_pipe_data)
+        try:
+            ex.pidfd = os.pidfd_open(ex.proc.pid)
+            self.sel.register(ex.pidfd, selectors.EVENT_READ, self.poll_cmd)
+        except (AttributeError, OSError):
+            ex.pidfd = None  # no pidfd (old kernel, gVisor): the loop polls every 50 ms
+        return None
+
+    def poll_cmd(self, *_):
+        """Finishes a command once it exited and its pipes reached EOF, or 2 s after it exited
+        while background children still hold the pipes (what dockerd does, too)."""
+        ex = self.current
+        if ex is None or ex.kind != "cmd" or ex.proc is None or ex.proc.poll() is None:
+            return
+        if ex.exited_at is None:
+            ex.exited_at = time.monotonic()
+            if ex.pidfd is not None:
+                self.sel.unregister(ex.pidfd)
+                os.close(ex.pidfd)
+                ex.pidfd = None
+        pipes_open = any(o == "cmd" for o, _ in self.pipes.values())
+        if pipes_open and not ex.interrupted and time.monotonic() - ex.exited_at < 2.0:
+            return
+        try:
+            os.killpg(ex.proc.pid, signal.SIGKILL)  # what the command left behind goes too
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.drain_pipes("cmd")
+        self.close_pipes("cmd")
+        code = ex.proc.returncode
+        status = "interrupted" if ex.interrupted else ("ok" if code == 0 else "error")
+        self.finish({"status": status, "exit_code": code if code >= 0 else 128 - code})
+
+    def reject(self, req, why):
+        self.send({"t": "done", "id": req.get("id"), "gen": self.gen, "status": "rejected",
+                   "reason": why})
+
+    def interrupt(self, req):
+        ex = self.current
+        if ex is None or req.get("id") not in (None, ex.id):
+            return
+        ex.interrupted = True
+        if ex.kind == "cmd":
+            try:
+                os.killpg(ex.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        elif self.worker_pid is not None:
+            try:
+                os.kill(self.worker_pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+
+    def restart(self, req):
+        reason = str(req.get("reason", "requested"))[:200]
+        ex = self.current
+        self.stop_worker()
+        if ex is not None:
+            if ex.kind == "exec":
+                self.finish({"status": "died", "oom": False, "reason": "restarted: " + reason})
+            else:
+                self.interrupt({"id": ex.id})
+        self.oom_count = self.read_oom_count()
+        self.start_worker(reason)
+        self.send({"t": "restarted", "gen": self.gen, "reason": reason})
+
+    # ---- requests --------------------------------------------------------------------------------
+
+    def on_request_data(self, fd):
+        try:
+            data = os.read(fd, READ_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not data:
+            # stdin closed: the container is being torn down (no attach keeps stdin open).
+            sys.exit(0)
+        self.inbuf += data
+        while True:
+            nl = self.inbuf.find(b"\n")
+            if nl < 0:
+                if len(self.inbuf) > MAX_LINE:
+                    self.inbuf.clear()
+                    self.send({"t": "error", "error": "request line too long"})
+                return
+            line = bytes(self.inbuf[:nl])
+            del self.inbuf[:nl + 1]
+            if line.strip():
+                self.handle(line)
+
+    def handle(self, line):
+        try:
+            req = json.loads(line)
+            if not isinstance(req, dict) or not isinstance(req.get("t"), str):
+                raise ValueError("not an object with a 't'")
+        except ValueError as exc:
+            self.send({"t": "error", "error": "bad request: %s" % exc})
+            return
+        kind = req["t"]
+        if kind == "ping":
+            self.send({"t": "pong", "n": req.get("n"), "gen": self.gen})
+        elif kind == "hello":
+            self.send({"t": "hello", "v": PROTOCOL_VERSION, "gen": self.gen,
+                       "busy": self.current.id if self.current else None})
+        elif kind in ("exec", "cmd"):
+            if not isinstance(req.get("id"), str):
+                self.send({"t": "error", "error": "'id' must be a string"})
+            elif self.current is not None:
+                self.reject(req, "busy with %s" % self.current.id)
+            elif kind == "exec":
+                self.start_exec(req)
+            else:
+                self.start_cmd(req)
+        elif kind == "interrupt":
+            self.interrupt(req)
+        elif kind == "restart":
+            self.restart(req)
+        else:
+            self.send({"t": "error", "error": "unknown request '%s'" % kind[:40]})
+
+    def on_ctl_data(self, fd):
+        try:
+            data = self.ctl.recv(READ_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not data:
+            self.worker_died()
+            return
+        self.ctl_buf += data
+        while True:
+            nl = self.ctl_buf.find(b"\n")
+            if nl < 0:
+                return
+            line = bytes(self.ctl_buf[:nl])
+            del self.ctl_buf[:nl + 1]
+            reply = json.loads(line)
+            if self.current is not None and self.current.id == reply.get("id"):
+                # Everything the worker printed is in the pipes already: take it first.
+                self.drain_pipes("worker")
+                self.finish({"status": reply["status"], "result": reply.get("result"),
+                             "error": reply.get("error")})
+
+    def loop(self):
+        while True:
+            for key, _ in self.sel.select(timeout=0.05):
+                key.data(key.fd)
+            self.poll_cmd()
+
+
+def limit_of(req):
+    v = req.get("max_output")
+    return v if isinstance(v, int) and 1024 <= v <= (1 << 30) else DEFAULT_MAX_OUTPUT
+
+
+def describe_status(status):
+    if status is None:
+        return "worker gone"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return "worker killed by %s" % name
+    return "worker exited with code %d" % os.WEXITSTATUS(status)
 
 
 def main():
-    while True:
-        line = sys.stdin.readline()
-        if not line:
-            return 0
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            req = json.loads(line)
-        except ValueError:
-            reply({"t": "error", "error": "invalid JSON"})
-            continue
-        if isinstance(req, dict) and req.get("t") == "ping":
-            reply({"t": "pong"})
-        else:
-            reply({"t": "error", "error": "unsupported request"})
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    Supervisor().loop()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
