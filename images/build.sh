@@ -585,9 +585,14 @@ out=$(python3 -c "$1" 2>&1) || { echo "$out"; exit 1; }
 echo "$out"
 test -z "$(python3 -c 'import matplotlib.pyplot' 2>&1)" || {
   echo "import matplotlib.pyplot is not silent:"; python3 -c 'import matplotlib.pyplot'; exit 1; }
-pong=$(printf '{"t":"ping"}\n' | python3 /opt/sandpool/kernel.py)
-test "$pong" = '{"t":"pong"}' || { echo "kernel answered: $pong"; exit 1; }
-echo "kernel ok: $pong"
+# The kernel must answer hello and run code in its worker (it exits when stdin closes, so keep
+# stdin open for a moment).
+answer=$( { printf '{"t":"hello"}\n{"t":"exec","id":"check","code":"print(6*7)"}\n'; sleep 2; } |
+  timeout 10 python3 /opt/sandpool/kernel.py) || true
+case "$answer" in
+  *'"t":"hello"'*'"d":"42\n"'*'"status":"ok"'*) echo "kernel ok: hello, exec print(6*7) -> 42" ;;
+  *) echo "kernel answered: $answer"; exit 1 ;;
+esac
 EOF
 readonly PYTHON_CHECK_SH
 

@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -29,6 +30,7 @@
 #include "docker/client.h"
 #include "docker/json.h"
 #include "docker/policy.h"
+#include "kernel/kernel.h"
 #include "log/log.h"
 #include "pool/pool.h"
 #include "store/redis.h"
@@ -64,6 +66,8 @@ struct server {
     struct docker_call *engine_call; /* ping/info/list in flight */
     struct docker_call *events_call;
     uint64_t next_reconcile_ms;
+    uint64_t list_sent_ms;
+    TAILQ_HEAD(, orphan) orphans;
     bool reconciling;
     bool stopping;
     char engine_why[192];
@@ -117,17 +121,61 @@ pool_by_name(struct server *s, const char *name)
     return NULL;
 }
 
+/* A removal of a container nobody owns; at most one per container, each holding one unit of
+ * the engine budget, so a node full of leftovers cannot crowd out the pools' own work. */
+struct orphan {
+    TAILQ_ENTRY(orphan) link;
+    struct server *server;
+    struct docker_call *call;
+    char id[129];
+};
+
+static void
+orphan_free(struct orphan *o)
+{
+    TAILQ_REMOVE(&o->server->orphans, o, link);
+    o->server->budget.inflight--;
+    free(o);
+}
+
 static void
 on_orphan_removed(int r, json_t *result, const struct err *e, void *userdata)
 {
+    struct orphan *o = userdata;
+
     if (r < 0) {
-        log_warn("removing an orphaned container failed: %s, ignoring", err_msg(e));
+        log_warn("removing container ctr=%.12s failed: %s; the next reconcile retries", o->id,
+                 err_msg(e));
     }
+    orphan_free(o);
 }
 
-/* Every container labelled with our node is either tracked by a pool, adopted, or removed. */
 static void
-reconcile_list(struct server *s, json_t *list)
+remove_orphan(struct server *s, const char *id)
+{
+    struct orphan *o;
+
+    TAILQ_FOREACH (o, &s->orphans, link) {
+        if (strcmp(o->id, id) == 0) {
+            return; /* already on its way */
+        }
+    }
+    if (s->budget.inflight >= s->budget.max || strlen(id) >= sizeof(o->id)) {
+        return; /* the next reconcile comes back to it */
+    }
+    log_info("removing container ctr=%.12s: no profile or pool owns it", id);
+    o = xcalloc(1, sizeof(*o));
+    o->server = s;
+    memcpy(o->id, id, strlen(id) + 1);
+    s->budget.inflight++;
+    TAILQ_INSERT_TAIL(&s->orphans, o, link);
+    o->call = docker_container_remove(s->docker, id, on_orphan_removed, o);
+}
+
+/* Every container labelled with our node is either tracked by a pool, adopted, or removed.
+ * listed_at_ms is when the list was asked for: newer slot states are not judged by it. */
+static void
+reconcile_list(struct server *s, json_t *list, uint64_t listed_at_ms)
 {
     size_t i;
     json_t *c;
@@ -147,11 +195,10 @@ reconcile_list(struct server *s, json_t *list)
             log_info("adopting container ctr=%.12s profile='%s'", id, pool_name(p));
             continue;
         }
-        log_info("removing container ctr=%.12s: no profile or pool owns it", id);
-        (void)docker_container_remove(s->docker, id, on_orphan_removed, NULL);
+        remove_orphan(s, id);
     }
     for (size_t k = 0; k < s->n_pools; k++) {
-        pool_reconcile(s->pools[k], list);
+        pool_reconcile(s->pools[k], list, listed_at_ms);
     }
 }
 
@@ -182,7 +229,9 @@ on_events_end(int r, json_t *result, const struct err *e, void *userdata)
     struct server *s = userdata;
 
     s->events_call = NULL;
-    if (s->link == ENGINE_UP) {
+    /* Also while connecting: going UP without the stream would miss every container death
+     * until the next reconcile. */
+    if (s->link != ENGINE_DOWN) {
         engine_down(s, "event stream ended: %s", r < 0 ? err_msg(e) : "closed by the engine");
     }
 }
@@ -198,7 +247,7 @@ on_list(int r, json_t *result, const struct err *e, void *userdata)
         engine_down(s, "listing containers failed: %s", r < 0 ? err_msg(e) : "not an array");
         return;
     }
-    reconcile_list(s, result);
+    reconcile_list(s, result, s->list_sent_ms);
     s->next_reconcile_ms = time_now_ms() + RECONCILE_MS;
     if (s->link != ENGINE_UP) {
         s->link = ENGINE_UP;
@@ -218,6 +267,7 @@ start_reconcile(struct server *s)
     const char *labels[] = {s->label_owner, NULL};
 
     s->reconciling = true;
+    s->list_sent_ms = time_now_ms();
     s->engine_call = docker_container_list(s->docker, labels, on_list, s);
 }
 
@@ -312,6 +362,16 @@ on_pool_notify(struct pool *p, const char *what, int r, const char *msg, void *u
     log_warn("pool '%s': %s", pool_name(p), msg);
 }
 
+static void
+on_found_session(struct pool *p, struct pool_slot *slot, const struct kernel_msg *hello,
+                 void *userdata)
+{
+    log_info("container ctr=%.12s serves session '%s', which this daemon does not know: "
+             "removing it",
+             pool_slot_container(slot), hello->session);
+    pool_slot_release(slot);
+}
+
 static bool
 backend_engine_ok(void *userdata, char *why, size_t n)
 {
@@ -392,6 +452,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
 
     s->cfg = cfg;
     s->base = OOM_CHECK(event_base_new());
+    TAILQ_INIT(&s->orphans);
     (void)snprintf(s->label_owner, sizeof(s->label_owner), "%s=%s", DOCKER_LABEL_OWNER,
                    cfg->node_id);
     s->docker = docker_client_new(s->base, cfg->engine_socket, cfg->engine_timeout_ms);
@@ -403,9 +464,14 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
     s->budget.max = cfg->engine_max_concurrency;
     s->n_pools = cfg->n_profiles;
     s->pools = xcalloc(s->n_pools, sizeof(struct pool *));
+    struct pool_callbacks pcb = {
+        .notify = on_pool_notify,
+        .found_session = on_found_session,
+        .userdata = s,
+    };
     for (size_t i = 0; i < s->n_pools; i++) {
-        s->pools[i] = pool_new(s->base, s->docker, &cfg->profiles[i], cfg->node_id, &s->budget,
-                               on_pool_notify, s);
+        s->pools[i] =
+            pool_new(s->base, s->docker, &cfg->profiles[i], cfg->node_id, &s->budget, &pcb);
     }
     s->backend = (struct api_backend){
         .pools = s->pools,
@@ -454,6 +520,12 @@ server_free(struct server *s)
     }
     docker_call_cancel(s->engine_call);
     docker_call_cancel(s->events_call);
+    while (!TAILQ_EMPTY(&s->orphans)) {
+        struct orphan *o = TAILQ_FIRST(&s->orphans);
+
+        docker_call_cancel(o->call);
+        orphan_free(o);
+    }
     for (size_t i = 0; i < s->n_pools; i++) {
         pool_free(s->pools[i]);
     }

@@ -24,6 +24,7 @@
 #include "util/buf.h"
 #include "util/macro.h"
 #include "util/parse.h"
+#include "util/utf8.h"
 
 #define CFG_MAX_FILE_BYTES (1u << 20)
 #define CFG_MAX_PROFILES   64
@@ -141,6 +142,9 @@ set_from_string(void *base, const struct cfg_option *o, const char *value, struc
 
         if ((o->flags & CFG_NONEMPTY) && value[0] == '\0') {
             return err_set(reterr, -EINVAL, "'%s' must not be empty", o->name);
+        }
+        if (!utf8_valid(value, strlen(value))) {
+            return err_set(reterr, -EINVAL, "'%s' must be UTF-8 text", o->name);
         }
         free(*p);
         *p = xstrdup(value);

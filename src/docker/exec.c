@@ -136,9 +136,10 @@ on_stream_data(struct docker_hijack *h, enum docker_stream stream, const char *d
                void *userdata)
 {
     struct docker_exec_run *run = userdata;
-    struct buf *b = stream == DOCKER_STREAM_STDERR ? &run->res.err : &run->res.out;
-    bool *trunc =
-        stream == DOCKER_STREAM_STDERR ? &run->res.err_truncated : &run->res.out_truncated;
+    /* The engine's own error text (stream 3) goes with stderr: it is not program output. */
+    bool to_err = stream == DOCKER_STREAM_STDERR || stream == DOCKER_STREAM_SYSTEMERR;
+    struct buf *b = to_err ? &run->res.err : &run->res.out;
+    bool *trunc = to_err ? &run->res.err_truncated : &run->res.out_truncated;
     size_t room = b->max - b->len;
 
     if (buf_append(b, data, MIN(n, room)) < 0 || n > room) {

@@ -50,7 +50,8 @@ struct docker_hijack {
     enum hijack_state state;
     struct docker_frames frames;
     long status;
-    size_t errbody_len; /* Content-Length of an error answer */
+    size_t errbody_len;     /* Content-Length of an error answer, or the cap when it has none */
+    struct event *deadline; /* the handshake deadline: one timer, not a per-byte timeout */
     struct buf errbody;
     size_t max_queued;
     unsigned timeout_ms;
@@ -91,6 +92,7 @@ hijack_close(struct docker_hijack *h, int r, const struct err *e)
         h->bev = NULL;
     }
     (void)event_del(h->kick);
+    (void)event_del(h->deadline);
     (void)emit(h, DOCKER_HIJACK_CLOSED, r, e);
 }
 
@@ -176,7 +178,8 @@ parse_headers(struct docker_hijack *h, const char *hdr, size_t n)
     if (n > 12 && memcmp(hdr, "HTTP/1.", 7) == 0 && parse_u64n(hdr + 9, 3, &v) == 0) {
         h->status = (long)v;
     }
-    h->errbody_len = 0;
+    /* Without Content-Length the body runs to EOF: read up to the cap. */
+    h->errbody_len = MAX_ERRBODY_BYTES;
     for (line = hdr; line < end;) {
         const char *eol = memchr(line, '\n', (size_t)(end - line));
         size_t len = eol ? (size_t)(eol - line) : (size_t)(end - line);
@@ -267,7 +270,7 @@ read_headers(struct docker_hijack *h)
     parse_headers(h, hdr, n);
     if (h->status == 101 || h->status == 200) {
         h->state = ST_STREAM;
-        (void)bufferevent_set_timeouts(h->bev, NULL, NULL);
+        (void)event_del(h->deadline);
         flush_pending(h);
         if (!emit(h, DOCKER_HIJACK_OPEN, 0, NULL) || h->state != ST_STREAM) {
             return;
@@ -327,14 +330,6 @@ on_bev_event(struct bufferevent *bev, short what, void *arg)
         h->state = ST_HEADERS;
         return;
     }
-    if (what & BEV_EVENT_TIMEOUT) {
-        struct err e;
-
-        (void)err_set(&e, -ETIMEDOUT, "engine did not answer the %s request within %u ms",
-                      h->state == ST_CONNECTING ? "connect" : "stream", h->timeout_ms);
-        hijack_close(h, -ETIMEDOUT, &e);
-        return;
-    }
     if (what & BEV_EVENT_EOF) {
         if ((h->state == ST_CONNECTING || h->state == ST_HEADERS) &&
             evbuffer_get_length(bufferevent_get_input(bev)) > 0) {
@@ -371,6 +366,18 @@ on_bev_event(struct bufferevent *bev, short what, void *arg)
     }
 }
 
+/* The status line did not arrive in time (a peer that trickles bytes does not extend it). */
+static void
+on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    struct docker_hijack *h = arg;
+    struct err e;
+
+    (void)err_set(&e, -ETIMEDOUT, "engine did not answer the %s request within %u ms",
+                  h->state == ST_CONNECTING ? "connect" : "stream", h->timeout_ms);
+    hijack_close(h, -ETIMEDOUT, &e); /* may free h (a free requested by the callback) */
+}
+
 static void
 on_kick(evutil_socket_t fd, short what, void *arg)
 {
@@ -388,6 +395,9 @@ hijack_destroy(struct docker_hijack *h)
         bufferevent_free(h->bev);
     }
     event_free(h->kick);
+    if (h->deadline != NULL) {
+        event_free(h->deadline);
+    }
     evbuffer_free(h->pending);
     buf_done(&h->errbody);
     free(h);
@@ -421,8 +431,9 @@ docker_hijack_new(struct event_base *base, const struct docker_hijack_opts *o,
     h->kick = OOM_CHECK(event_new(base, -1, 0, on_kick, h));
     h->bev = OOM_CHECK(bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE));
     bufferevent_setcb(h->bev, on_read, on_write, on_bev_event, h);
+    h->deadline = OOM_CHECK(evtimer_new(base, on_deadline, h));
     time_tv_from_ms(&tv, o->handshake_timeout_ms);
-    (void)bufferevent_set_timeouts(h->bev, &tv, &tv);
+    (void)evtimer_add(h->deadline, &tv);
     if (bufferevent_enable(h->bev, EV_READ | EV_WRITE) < 0 ||
         bufferevent_socket_connect(h->bev, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
         int e = errno ? errno : ECONNREFUSED;

@@ -5,12 +5,14 @@
  *    one unit of the shared budget (`budgeted`), returned in the call's completion or when it is
  *    cancelled; read-only inspects of adopted containers hold none, so adopting a large pool at
  *    start-up is never throttled into removing healthy containers;
- *  - counts in pool_stats are derived from the slot list, never kept separately, so they cannot
- *    drift from the truth;
+ *  - a slot in CONNECTING, READY or BOUND owns a kernel connection (`kernel`); it is freed when
+ *    the slot leaves those states;
+ *  - counts in pool_stats are derived from the slot list, never kept separately;
  *  - every container we create carries our labels and a name derived from its slot id, so a
  *    create that timed out can still be found and removed by name.
- * Never frees a slot from inside a call's completion while that call is still referenced: the
- * completion clears `slot->call` first. */
+ * Completions clear `slot->call` before anything else, and no slot is freed while one of its own
+ * callbacks (engine call or kernel handler) is on the stack: kernel handlers only change state
+ * and schedule work; the removal that frees the slot completes in a later engine callback. */
 #include "pool.h"
 
 #include <errno.h>
@@ -24,6 +26,7 @@
 #include "docker/api.h"
 #include "docker/json.h"
 #include "docker/policy.h"
+#include "kernel/kernel.h"
 #include "util/macro.h"
 #include "util/random.h"
 #include "util/time.h"
@@ -35,35 +38,50 @@ struct pool_slot {
     TAILQ_ENTRY(pool_slot) link;
     struct pool *pool;
     enum pool_slot_state state;
-    bool adopting;      /* STARTING means "inspecting an adopted container" */
     bool remove_failed; /* REMOVING with no call: retry on the next tick */
+    bool adopted;       /* found on the engine rather than created by us */
+    bool gone;          /* the engine said it died while a call was in flight */
+    uint64_t since_ms;  /* when the slot entered its current state */
     char slot_id[33];
     char container_id[129]; /* "" until create answered */
     struct docker_call *call;
     bool budgeted; /* `call` holds a unit of the budget */
+    struct kernel *kernel;
+};
+
+struct pool_waiter {
+    TAILQ_ENTRY(pool_waiter) link;
+    struct pool *pool;
+    struct event *timer;
+    pool_acquire_cb *cb;
+    void *userdata;
 };
 
 TAILQ_HEAD(slot_list, pool_slot);
+TAILQ_HEAD(waiter_list, pool_waiter);
 
 struct pool {
     struct event_base *base;           /* borrowed */
     struct docker_client *docker;      /* borrowed */
     const struct cfg_profile *profile; /* borrowed */
     struct pool_budget *budget;        /* borrowed */
+    struct pool_callbacks cb;
     char *node_id;
     unsigned warm;
     struct slot_list slots;
+    struct waiter_list waiters;
+    unsigned n_waiters;
     unsigned consecutive_failures;
     uint64_t next_attempt_ms;
     uint64_t created_total, failures_total, removed_total;
     bool warm_reached;
+    struct event *kick; /* runs pool_tick() outside the current callback */
     char last_failure[192];
-    pool_notify_cb *notify;
-    void *userdata;
 };
 
 static const char *const slot_state_names[POOL_SLOT__COUNT] = {
     [POOL_SLOT_CREATING] = "creating", [POOL_SLOT_STARTING] = "starting",
+    [POOL_SLOT_ADOPTING] = "adopting", [POOL_SLOT_CONNECTING] = "connecting",
     [POOL_SLOT_READY] = "ready",       [POOL_SLOT_BOUND] = "bound",
     [POOL_SLOT_REMOVING] = "removing",
 };
@@ -86,6 +104,7 @@ count_state(const struct pool *p, enum pool_slot_state s)
     return n;
 }
 
+/* Containers that count against max: everything not on its way out. */
 static unsigned
 count_live(const struct pool *p)
 {
@@ -96,6 +115,26 @@ count_live(const struct pool *p)
         n += slot->state != POOL_SLOT_REMOVING;
     }
     return n;
+}
+
+/* Containers that will become READY without anything else happening. */
+static unsigned
+count_coming(const struct pool *p)
+{
+    return count_state(p, POOL_SLOT_CREATING) + count_state(p, POOL_SLOT_STARTING) +
+           count_state(p, POOL_SLOT_CONNECTING) + count_state(p, POOL_SLOT_ADOPTING);
+}
+
+static void
+kick(struct pool *p)
+{
+    event_active(p->kick, EV_TIMEOUT, 0);
+}
+
+static void
+slot_drop_kernel(struct pool_slot *slot)
+{
+    slot->kernel = kernel_free(slot->kernel);
 }
 
 static void
@@ -110,6 +149,7 @@ slot_free(struct pool_slot *slot)
             p->budget->inflight--;
         }
     }
+    slot_drop_kernel(slot);
     TAILQ_REMOVE(&p->slots, slot, link);
     free(slot);
 }
@@ -136,7 +176,15 @@ budget_take(struct pool *p)
 }
 
 static void
-record_failure(struct pool *p, const char *what, int r, const struct err *e)
+notify(struct pool *p, const char *what, int r, const char *msg)
+{
+    if (p->cb.notify != NULL) {
+        p->cb.notify(p, what, r, msg, p->cb.userdata);
+    }
+}
+
+static void
+record_failure(struct pool *p, const char *what, int r, const char *msg)
 {
     unsigned shift = MIN(p->consecutive_failures, 7u);
 
@@ -144,16 +192,14 @@ record_failure(struct pool *p, const char *what, int r, const struct err *e)
     p->consecutive_failures++;
     p->next_attempt_ms = time_now_ms() + MIN(BACKOFF_MIN_MS << shift, BACKOFF_MAX_MS);
     (void)snprintf(p->last_failure, sizeof(p->last_failure), "%s: %s", what,
-                   e ? err_msg(e) : strerror(-r));
-    if (p->notify != NULL) {
-        p->notify(p, what, r, p->last_failure, p->userdata);
-    }
+                   msg ? msg : strerror(-r));
+    notify(p, what, r, p->last_failure);
 }
 
 static void on_removed(int r, json_t *result, const struct err *e, void *userdata);
 
-/* Starts (or retries) removal of a slot's container; frees the slot if there is nothing to
- * remove. The slot is out of the pool's counts from here on. */
+/* Starts (or retries) removal of a slot's container. The slot is out of the pool's counts from
+ * here on, and is freed once the engine confirms. */
 static void
 slot_remove(struct pool_slot *slot)
 {
@@ -162,6 +208,7 @@ slot_remove(struct pool_slot *slot)
 
     slot->state = POOL_SLOT_REMOVING;
     slot->remove_failed = false;
+    slot_drop_kernel(slot);
     if (slot->call != NULL) {
         docker_call_cancel(slot->call);
         call_done(slot);
@@ -188,13 +235,94 @@ on_removed(int r, json_t *result, const struct err *e, void *userdata)
     call_done(slot);
     if (r < 0) {
         slot->remove_failed = true;
-        record_failure(p, "remove", r, e);
+        record_failure(p, "remove", r, e ? e->msg : NULL);
         return;
     }
     p->removed_total++;
     slot_free(slot);
-    pool_tick(p);
+    kick(p);
 }
+
+/* ---- waiters (cold acquire) ------------------------------------------------------------------ */
+
+static void
+waiter_free(struct pool_waiter *w)
+{
+    TAILQ_REMOVE(&w->pool->waiters, w, link);
+    w->pool->n_waiters--;
+    event_free(w->timer);
+    free(w);
+}
+
+static void
+on_waiter_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct pool_waiter *w = arg;
+    pool_acquire_cb *cb = w->cb;
+    void *ud = w->userdata;
+    struct err e;
+
+    (void)err_set(&e, -ETIMEDOUT, "no container of profile '%s' became ready in time",
+                  w->pool->profile->name);
+    waiter_free(w);
+    cb(-ETIMEDOUT, NULL, &e, ud);
+}
+
+/* Hands a READY slot to the first waiter, if any. Returns true when it did. */
+static bool
+serve_waiter(struct pool_slot *slot)
+{
+    struct pool *p = slot->pool;
+    struct pool_waiter *w = TAILQ_FIRST(&p->waiters);
+    pool_acquire_cb *cb;
+    void *ud;
+
+    if (w == NULL) {
+        return false;
+    }
+    cb = w->cb;
+    ud = w->userdata;
+    waiter_free(w);
+    slot->state = POOL_SLOT_BOUND;
+    cb(0, slot, NULL, ud);
+    return true;
+}
+
+int
+pool_wait(struct pool *p, unsigned timeout_ms, pool_acquire_cb *cb, void *userdata,
+          struct pool_waiter **ret)
+{
+    struct pool_waiter *w;
+    struct timeval tv;
+
+    /* Every container on its way is promised to an earlier waiter or the warm target; one more
+     * is only possible below max. */
+    if (count_live(p) >= p->profile->max && count_coming(p) <= p->n_waiters) {
+        return -EUSERS;
+    }
+    w = xcalloc(1, sizeof(*w));
+    w->pool = p;
+    w->cb = cb;
+    w->userdata = userdata;
+    w->timer = OOM_CHECK(evtimer_new(p->base, on_waiter_timeout, w));
+    time_tv_from_ms(&tv, timeout_ms);
+    (void)evtimer_add(w->timer, &tv);
+    TAILQ_INSERT_TAIL(&p->waiters, w, link);
+    p->n_waiters++;
+    kick(p);
+    *ret = w;
+    return 0;
+}
+
+void
+pool_wait_cancel(struct pool_waiter *w)
+{
+    if (w != NULL) {
+        waiter_free(w);
+    }
+}
+
+/* ---- kernel connection of pool slots -------------------------------------------------------- */
 
 static void
 slot_ready(struct pool_slot *slot)
@@ -202,12 +330,129 @@ slot_ready(struct pool_slot *slot)
     struct pool *p = slot->pool;
 
     slot->state = POOL_SLOT_READY;
-    slot->adopting = false;
+    slot->since_ms = time_now_ms();
     p->consecutive_failures = 0;
+    if (!slot->adopted) {
+        p->created_total++;
+    }
+    if (serve_waiter(slot)) {
+        return;
+    }
     if (count_state(p, POOL_SLOT_READY) >= p->warm) {
         p->warm_reached = true;
     }
 }
+
+static struct pool_slot *
+slot_of_kernel(struct pool *p, struct kernel *k)
+{
+    struct pool_slot *slot;
+
+    TAILQ_FOREACH (slot, &p->slots, link) {
+        if (slot->kernel == k) {
+            return slot;
+        }
+    }
+    return NULL;
+}
+
+static void
+on_pool_hello(struct kernel *k, const struct kernel_msg *m, void *userdata)
+{
+    struct pool_slot *slot = slot_of_kernel(userdata, k);
+    struct pool *p = userdata;
+    char why[192];
+
+    if (slot == NULL || slot->state != POOL_SLOT_CONNECTING) {
+        return; /* a second hello: nothing to do */
+    }
+    if (m->session != NULL && slot->adopted) {
+        slot->state = POOL_SLOT_BOUND;
+        if (p->cb.found_session != NULL) {
+            p->cb.found_session(p, slot, m, p->cb.userdata);
+        } else {
+            pool_slot_release(slot);
+        }
+        return;
+    }
+    if (m->used || m->session != NULL || m->busy != NULL) {
+        /* Someone ran code here: never hand it to anybody else. */
+        (void)snprintf(why, sizeof(why), "container %.12s was used before: removing it",
+                       slot->container_id);
+        notify(p, "adopt", -EBUSY, why);
+        slot_remove(slot);
+        kick(p);
+        return;
+    }
+    slot_ready(slot);
+}
+
+static void
+on_pool_closed(struct kernel *k, int r, const char *why, void *userdata)
+{
+    struct pool *p = userdata;
+    struct pool_slot *slot = slot_of_kernel(p, k);
+    char msg[192];
+
+    if (slot == NULL) {
+        return;
+    }
+    (void)snprintf(msg, sizeof(msg), "kernel of %.12s: %s", slot->container_id, why);
+    if (slot->state == POOL_SLOT_CONNECTING && slot->adopted) {
+        /* It may serve a session: do not remove what we could not look at. Forget it; the next
+         * reconcile tries again (a container whose kernel died has exited and is removed). */
+        notify(p, "adopt", r, msg);
+        slot_free(slot); /* the kernel handle's free is deferred: we are in its callback */
+        kick(p);
+        return;
+    }
+    if (slot->state == POOL_SLOT_CONNECTING) {
+        record_failure(p, "connect", r, msg);
+    } else {
+        notify(p, "kernel", r, msg);
+    }
+    /* The kernel handle is freed by slot_remove(): kernel_free() from inside its own callback
+     * is deferred by the kernel module. */
+    slot_remove(slot);
+    kick(p);
+}
+
+static void
+on_pool_restarted(struct kernel *k, const struct kernel_msg *m, void *userdata)
+{
+    /* Nothing runs in a pool container; a restart means something is wrong with it. */
+    struct pool_slot *slot = slot_of_kernel(userdata, k);
+
+    if (slot != NULL && slot->state != POOL_SLOT_BOUND) {
+        slot_remove(slot);
+        kick(userdata);
+    }
+}
+
+static const struct kernel_handlers pool_kernel_handlers = {
+    .on_hello = on_pool_hello,
+    .on_restarted = on_pool_restarted,
+    .on_closed = on_pool_closed,
+};
+
+static void
+slot_connect(struct pool_slot *slot)
+{
+    struct pool *p = slot->pool;
+    struct err e = {0};
+    int r;
+
+    slot->state = POOL_SLOT_CONNECTING;
+    slot->since_ms = time_now_ms();
+    r = kernel_open(p->docker, slot->container_id, docker_client_timeout_ms(p->docker),
+                    &pool_kernel_handlers, p, &slot->kernel, &e);
+    if (r < 0) {
+        record_failure(p, "connect", r, e.msg);
+        slot_remove(slot);
+    }
+}
+
+/* ---- creation ------------------------------------------------------------------------------- */
 
 static void
 on_started(int r, json_t *result, const struct err *e, void *userdata)
@@ -216,14 +461,15 @@ on_started(int r, json_t *result, const struct err *e, void *userdata)
     struct pool *p = slot->pool;
 
     call_done(slot);
+    if (r == 0 && slot->gone) {
+        r = -ESRCH; /* a die event overtook the start answer */
+    }
     if (r < 0) {
-        record_failure(p, "start", r, e);
+        record_failure(p, "start", r, e ? e->msg : "the container died while starting");
         slot_remove(slot);
         return;
     }
-    p->created_total++;
-    slot_ready(slot);
-    pool_tick(p);
+    slot_connect(slot);
 }
 
 static void
@@ -235,11 +481,12 @@ on_created(int r, json_t *result, const struct err *e, void *userdata)
 
     call_done(slot);
     if (r < 0) {
-        record_failure(p, "create", r, e);
+        record_failure(p, "create", r, e ? e->msg : NULL);
         /* A create that timed out may still have happened: remove by name. -EOPNOTSUPP means the
          * API layer already removed it. */
         if (r == -EOPNOTSUPP) {
             slot_free(slot);
+            kick(p);
         } else {
             slot_remove(slot);
         }
@@ -264,6 +511,7 @@ slot_new(struct pool *p, enum pool_slot_state state)
 
     slot->pool = p;
     slot->state = state;
+    slot->since_ms = time_now_ms();
     TAILQ_INSERT_TAIL(&p->slots, slot, link);
     return slot;
 }
@@ -287,7 +535,7 @@ void
 pool_tick(struct pool *p)
 {
     struct pool_slot *slot, *next;
-    unsigned pending, live;
+    unsigned want, have, live;
 
     /* Retry removals that failed (engine down, budget exhausted). */
     for (slot = TAILQ_FIRST(&p->slots); slot != NULL; slot = next) {
@@ -298,7 +546,8 @@ pool_tick(struct pool *p)
         }
     }
     /* Shrink: a lowered warm target gives back ready containers. */
-    TAILQ_FOREACH (slot, &p->slots, link) {
+    for (slot = TAILQ_FIRST(&p->slots); slot != NULL; slot = next) {
+        next = TAILQ_NEXT(slot, link);
         if (count_state(p, POOL_SLOT_READY) <= p->warm) {
             break;
         }
@@ -309,14 +558,66 @@ pool_tick(struct pool *p)
     if (time_now_ms() < p->next_attempt_ms) {
         return;
     }
-    pending = count_state(p, POOL_SLOT_CREATING) + count_state(p, POOL_SLOT_STARTING) +
-              count_state(p, POOL_SLOT_READY);
+    want = p->warm + p->n_waiters;
+    have = count_coming(p) + count_state(p, POOL_SLOT_READY);
     live = count_live(p);
-    while (pending < p->warm && live < p->profile->max && budget_take(p)) {
+    while (have < want && live < p->profile->max && budget_take(p)) {
         spawn(p);
-        pending++;
+        have++;
         live++;
     }
+}
+
+static void
+on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    pool_tick(arg);
+}
+
+/* ---- taking and releasing ----------------------------------------------------------------------
+ */
+
+int
+pool_take(struct pool *p, struct pool_slot **ret)
+{
+    struct pool_slot *slot;
+
+    TAILQ_FOREACH (slot, &p->slots, link) {
+        if (slot->state == POOL_SLOT_READY && kernel_is_open(slot->kernel)) {
+            slot->state = POOL_SLOT_BOUND;
+            kick(p); /* refill off the request path */
+            *ret = slot;
+            return 0;
+        }
+    }
+    return -EAGAIN;
+}
+
+struct kernel *
+pool_slot_kernel(struct pool_slot *slot)
+{
+    return slot->kernel;
+}
+
+const char *
+pool_slot_container(const struct pool_slot *slot)
+{
+    return slot->container_id;
+}
+
+struct pool *
+pool_slot_pool(const struct pool_slot *slot)
+{
+    return slot->pool;
+}
+
+void
+pool_slot_release(struct pool_slot *slot)
+{
+    struct pool *p = slot->pool;
+
+    slot_remove(slot);
+    kick(p);
 }
 
 /* ---- adoption and external events -------------------------------------------------------- */
@@ -378,14 +679,15 @@ list_has_running(json_t *list, const char *id)
 }
 
 void
-pool_reconcile(struct pool *p, json_t *list)
+pool_reconcile(struct pool *p, json_t *list, uint64_t listed_at_ms)
 {
     struct pool_slot *slot, *next;
 
     for (slot = TAILQ_FIRST(&p->slots); slot != NULL; slot = next) {
         next = TAILQ_NEXT(slot, link);
-        if ((slot->state == POOL_SLOT_READY || slot->state == POOL_SLOT_BOUND) &&
-            !list_has_running(list, slot->container_id)) {
+        /* Only slots already in their state when the list was asked for can be judged by it. */
+        if ((slot->state == POOL_SLOT_READY || slot->state == POOL_SLOT_CONNECTING) &&
+            slot->since_ms < listed_at_ms && !list_has_running(list, slot->container_id)) {
             slot_remove(slot);
         }
     }
@@ -398,7 +700,7 @@ on_adopt_inspect(int r, json_t *result, const struct err *e, void *userdata)
     struct pool_slot *slot = userdata;
     struct pool *p = slot->pool;
     struct docker_state st;
-    struct err e2;
+    struct err e2 = {0};
 
     call_done(slot);
     if (r == 0 && (docker_parse_state(result, &st) < 0 || !st.running)) {
@@ -409,16 +711,22 @@ on_adopt_inspect(int r, json_t *result, const struct err *e, void *userdata)
         r = docker_policy_verify(result, p->profile, &e2);
         e = &e2;
     }
-    if (r < 0) {
-        /* Not ours to keep: stale profile, dead, or drifted from the policy. */
-        if (p->notify != NULL) {
-            p->notify(p, "adopt", r, e ? err_msg(e) : strerror(-r), p->userdata);
-        }
+    if (r == -ESRCH || r == -EPERM) {
+        /* Not ours to keep: dead, or drifted from the policy (a changed profile, tampering). */
+        notify(p, "adopt", r, e ? err_msg(e) : strerror(-r));
         slot_remove(slot);
         return;
     }
-    slot_ready(slot);
-    pool_tick(p);
+    if (r < 0) {
+        /* Gone (-ENOENT) or a transient failure (deadline, engine busy): never remove a
+         * container on a failure to look at it. Forget it; the next reconcile offers it again. */
+        if (r != -ENOENT) {
+            notify(p, "adopt", r, e ? err_msg(e) : strerror(-r));
+        }
+        slot_free(slot);
+        return;
+    }
+    slot_connect(slot);
 }
 
 int
@@ -435,8 +743,8 @@ pool_adopt(struct pool *p, json_t *summary)
     if (slot_find(p, id) != NULL) {
         return -EEXIST;
     }
-    slot = slot_new(p, POOL_SLOT_STARTING);
-    slot->adopting = true;
+    slot = slot_new(p, POOL_SLOT_ADOPTING);
+    slot->adopted = true;
     (void)snprintf(slot->container_id, sizeof(slot->container_id), "%s", id);
     (void)snprintf(slot->slot_id, sizeof(slot->slot_id), "%s", slot_id ? slot_id : "");
     if (state == NULL || strcmp(state, "running") != 0) {
@@ -457,16 +765,18 @@ pool_container_gone(struct pool *p, const char *container_id)
     }
     switch (slot->state) {
     case POOL_SLOT_READY:
-    case POOL_SLOT_BOUND:
+    case POOL_SLOT_CONNECTING:
         slot_remove(slot);
-        pool_tick(p);
+        kick(p);
         break;
-    case POOL_SLOT_CREATING:
+    case POOL_SLOT_BOUND:    /* the owner learns it from the kernel connection */
+    case POOL_SLOT_CREATING: /* the call in flight reports the failure itself */
     case POOL_SLOT_STARTING:
+    case POOL_SLOT_ADOPTING:
     case POOL_SLOT_REMOVING:
     case POOL_SLOT__COUNT:
     case POOL_SLOT__INVALID:
-        break; /* the call in flight reports the failure itself */
+        break;
     }
     return true;
 }
@@ -475,7 +785,7 @@ pool_container_gone(struct pool *p, const char *container_id)
 
 struct pool *
 pool_new(struct event_base *base, struct docker_client *docker, const struct cfg_profile *profile,
-         const char *node_id, struct pool_budget *budget, pool_notify_cb *notify, void *userdata)
+         const char *node_id, struct pool_budget *budget, const struct pool_callbacks *cb)
 {
     struct pool *p = xcalloc(1, sizeof(*p));
 
@@ -483,12 +793,13 @@ pool_new(struct event_base *base, struct docker_client *docker, const struct cfg
     p->docker = docker;
     p->profile = profile;
     p->budget = budget;
+    p->cb = *cb;
     p->node_id = xstrdup(node_id);
     p->warm = profile->warm;
     p->warm_reached = profile->warm == 0;
-    p->notify = notify;
-    p->userdata = userdata;
+    p->kick = OOM_CHECK(event_new(base, -1, 0, on_kick, p));
     TAILQ_INIT(&p->slots);
+    TAILQ_INIT(&p->waiters);
     return p;
 }
 
@@ -496,13 +807,18 @@ struct pool *
 pool_free(struct pool *p)
 {
     struct pool_slot *slot;
+    struct pool_waiter *w;
 
     if (p == NULL) {
         return NULL;
     }
+    while ((w = TAILQ_FIRST(&p->waiters)) != NULL) {
+        waiter_free(w);
+    }
     while ((slot = TAILQ_FIRST(&p->slots)) != NULL) {
         slot_free(slot);
     }
+    event_free(p->kick);
     free(p->node_id);
     free(p);
     return NULL;
@@ -527,6 +843,7 @@ pool_set_warm(struct pool *p, unsigned warm)
     if (count_state(p, POOL_SLOT_READY) >= p->warm) {
         p->warm_reached = true;
     }
+    kick(p);
 }
 
 void
@@ -537,10 +854,12 @@ pool_get_stats(const struct pool *p, struct pool_stats *ret)
     s.warm_target = p->warm;
     s.max = p->profile->max;
     s.creating = count_state(p, POOL_SLOT_CREATING);
-    s.starting = count_state(p, POOL_SLOT_STARTING);
+    s.starting = count_state(p, POOL_SLOT_STARTING) + count_state(p, POOL_SLOT_ADOPTING) +
+                 count_state(p, POOL_SLOT_CONNECTING);
     s.ready = count_state(p, POOL_SLOT_READY);
     s.bound = count_state(p, POOL_SLOT_BOUND);
     s.removing = count_state(p, POOL_SLOT_REMOVING);
+    s.waiters = p->n_waiters;
     s.created_total = p->created_total;
     s.failures_total = p->failures_total;
     s.removed_total = p->removed_total;

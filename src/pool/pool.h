@@ -1,16 +1,24 @@
 /* Warm pool of locked-down containers for one profile.
  *
- * The pool keeps `warm` containers created and started ahead of demand, never more than `max`
- * containers in all (bound ones included), with container creations and removals across all
- * pools bounded by a shared budget. Containers are single-use: a bound container is never
- * returned to the pool, only removed.
+ * The pool keeps `warm` containers created, started and with their kernel answering, ahead of
+ * demand; never more than `max` containers in all (bound ones included); container creations,
+ * starts and removals across all pools bounded by a shared budget. Containers are single-use: a
+ * bound container is never returned to the pool, only removed.
  *
- * Slot states: CREATING -> STARTING -> READY -> (BOUND) -> REMOVING -> freed. A failure while
- * creating or starting counts in failures_total, removes what was created, and delays the next
- * attempt with exponential backoff (250 ms .. 30 s). A READY container that dies is removed and
- * replaced. All engine work is asynchronous; nothing here blocks or runs on a request path.
+ * Slot states:
+ *   CREATING -> STARTING -> CONNECTING (kernel attach + hello) -> READY -> BOUND -> REMOVING
+ *   ADOPTING (inspect of a container found on the engine) -> CONNECTING -> READY | BOUND
+ * A failure while creating, starting or connecting counts in failures_total, removes what was
+ * created, and delays the next attempt with exponential backoff (250 ms .. 30 s). A READY
+ * container that dies or whose kernel connection closes is removed and replaced.
  *
- * Loop context only. The pool never logs; it reports through pool_stats and a callback. */
+ * A BOUND slot belongs to whoever took it (a session) until pool_slot_release(): the pool never
+ * frees it on its own, even if its container dies (the kernel connection's on_closed tells the
+ * owner). The slot owns its kernel connection; the owner borrows it and installs its handlers.
+ *
+ * Everything is asynchronous and runs on the loop; nothing here is on a request path except
+ * pool_take(), which is O(slots) and makes no engine call. The pool never logs: it reports
+ * through pool_stats and the notify callback. */
 #pragma once
 
 #include <stdbool.h>
@@ -21,13 +29,19 @@
 
 struct event_base;
 struct docker_client;
+struct kernel;
+struct kernel_msg;
 struct pool;
+struct pool_slot;
+struct pool_waiter;
 
 typedef struct json_t json_t;
 
 enum pool_slot_state {
     POOL_SLOT_CREATING,
     POOL_SLOT_STARTING,
+    POOL_SLOT_ADOPTING,
+    POOL_SLOT_CONNECTING,
     POOL_SLOT_READY,
     POOL_SLOT_BOUND,
     POOL_SLOT_REMOVING,
@@ -45,7 +59,7 @@ struct pool_budget {
 
 struct pool_stats {
     unsigned warm_target, max;
-    unsigned creating, starting, ready, bound, removing;
+    unsigned creating, starting, ready, bound, removing, waiters;
     uint64_t created_total, failures_total, removed_total;
     bool warm_reached; /* ready reached warm_target at least once */
     char last_failure[192];
@@ -54,14 +68,29 @@ struct pool_stats {
 /* Reports notable pool events to the edge (the server logs them). msg is borrowed. */
 typedef void pool_notify_cb(struct pool *p, const char *what, int r, const char *msg,
                             void *userdata);
+/* An adopted container turned out to serve a session (its kernel says so): the slot is BOUND
+ * and handed over; the callee takes it (and later releases it) or releases it at once. hello is
+ * the kernel's hello message, borrowed for the call. */
+typedef void pool_found_session_cb(struct pool *p, struct pool_slot *slot,
+                                   const struct kernel_msg *hello, void *userdata);
+/* Completion of pool_wait(): r == 0 with a BOUND slot, or -ETIMEDOUT, -EUSERS (at max), or the
+ * failure that made the container unusable. */
+typedef void pool_acquire_cb(int r, struct pool_slot *slot, const struct err *e, void *userdata);
+
+struct pool_callbacks {
+    pool_notify_cb *notify;
+    pool_found_session_cb *found_session;
+    void *userdata;
+};
 
 /* Creates the pool for profile (borrowed; must outlive the pool). Starts nothing until
- * pool_tick(). node_id is copied. */
+ * pool_tick(). node_id is copied; docker, budget and cb are borrowed. */
 struct pool *pool_new(struct event_base *base, struct docker_client *docker,
                       const struct cfg_profile *profile, const char *node_id,
-                      struct pool_budget *budget, pool_notify_cb *notify, void *userdata);
-/* Cancels engine work in flight and frees the pool. Containers stay on the engine (labelled) for
- * the next start to re-adopt or remove. Accepts NULL. */
+                      struct pool_budget *budget, const struct pool_callbacks *cb);
+/* Cancels engine work in flight, closes kernel connections and frees the pool and its slots.
+ * Containers stay on the engine (labelled) for the next start to re-adopt or remove. Waiters are
+ * not called. BOUND slots must have been released or abandoned by their owners first. */
 struct pool *pool_free(struct pool *p);
 
 const char *pool_name(const struct pool *p);
@@ -71,17 +100,38 @@ void pool_set_warm(struct pool *p, unsigned warm);
 void pool_tick(struct pool *p);
 void pool_get_stats(const struct pool *p, struct pool_stats *ret);
 
-/* Offers a container found on the engine at start-up (list answer object, borrowed). A running
- * container whose inspect matches the profile's policy becomes READY; anything else is removed.
- * Returns 0 when taken on (adopt or remove), -EEXIST when the pool already tracks it. */
+/* Hot path: takes a READY container now. Returns 0 with a BOUND slot, or -EAGAIN when none is
+ * ready. Makes no engine call. */
+int pool_take(struct pool *p, struct pool_slot **ret);
+/* Cold path: waits up to timeout_ms for a container created on demand. -EUSERS at once when the
+ * profile is at max with nothing on its way. The callback fires exactly once, never from inside
+ * this call, unless pool_wait_cancel() comes first. */
+int pool_wait(struct pool *p, unsigned timeout_ms, pool_acquire_cb *cb, void *userdata,
+              struct pool_waiter **ret);
+void pool_wait_cancel(struct pool_waiter *w);
+
+/* A BOUND slot's kernel connection (owned by the slot) and container id. */
+struct kernel *pool_slot_kernel(struct pool_slot *slot);
+const char *pool_slot_container(const struct pool_slot *slot);
+struct pool *pool_slot_pool(const struct pool_slot *slot);
+/* Ends a BOUND slot: closes its kernel connection and removes the container in the background
+ * (retried until the engine confirms). The slot must not be used afterwards. */
+void pool_slot_release(struct pool_slot *slot);
+
+/* Offers a container found on the engine (list answer object, borrowed). A running container
+ * whose inspect matches the profile's policy and whose kernel is unused becomes READY; one whose
+ * kernel serves a session goes to found_session; anything else is removed. Returns 0 when taken
+ * on, -EEXIST when the pool already tracks it, -EINVAL for a malformed entry. */
 int pool_adopt(struct pool *p, json_t *summary);
-/* Tells the pool that a container died or vanished (events, reconcile). Returns true when the
+/* Tells the pool that a container died or vanished (events, reconcile). READY and earlier
+ * slots are removed and replaced; BOUND slots are left to their owner. Returns true when the
  * container belonged to this pool. */
 bool pool_container_gone(struct pool *p, const char *container_id);
 /* True when container_id belongs to this pool (in any state). */
 bool pool_owns(const struct pool *p, const char *container_id);
 /* True when a slot with this slot id exists (covers creations whose answer is still due). */
 bool pool_knows_slot(const struct pool *p, const char *slot_id);
-/* Reconciles with a full list of this node's containers (list answer, borrowed): READY and
- * BOUND slots whose container is missing or no longer running are treated as gone. */
-void pool_reconcile(struct pool *p, json_t *list);
+/* Reconciles with a full list of this node's containers (list answer, borrowed) that was asked
+ * for at listed_at_ms (time_now_ms()): READY and CONNECTING slots that were already so then and
+ * whose container is missing or no longer running are removed and replaced. */
+void pool_reconcile(struct pool *p, json_t *list, uint64_t listed_at_ms);

@@ -13,11 +13,14 @@
 #include "redis.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <event2/dns.h>
 #include <event2/event.h>
+#include <event2/util.h>
 #include <hiredis/adapters/libevent.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
@@ -53,6 +56,9 @@ struct store_redis {
     struct event *retry;
     unsigned pending;
     uint64_t commands, timeouts, reconnects;
+    struct event *connect_timer;
+    struct evdns_base *dns; /* created on first use, for redis://NAME:PORT */
+    struct evdns_getaddrinfo_request *dns_req;
     bool freeing;
     char why[192];
     store_redis_state_cb *on_state;
@@ -92,6 +98,7 @@ set_down(struct store_redis *s, const char *why)
     struct timeval tv;
     bool was_up = s->state == LINK_UP;
 
+    (void)event_del(s->connect_timer);
     s->state = LINK_DOWN;
     s->ac = NULL;
     (void)snprintf(s->why, sizeof(s->why), "%s", why);
@@ -107,6 +114,38 @@ set_down(struct store_redis *s, const char *why)
 }
 
 static void
+set_up(struct store_redis *s)
+{
+    (void)event_del(s->connect_timer);
+    s->state = LINK_UP;
+    s->backoff_ms = 0;
+    s->why[0] = '\0';
+    if (s->on_state != NULL) {
+        s->on_state(true, "", s->userdata);
+    }
+}
+
+static void
+on_select(int r, redisReply *reply, void *userdata)
+{
+    struct store_redis *s = userdata;
+
+    if (r == 0 && reply->type != REDIS_REPLY_ERROR) {
+        set_up(s);
+        return;
+    }
+    /* Stay out of UP: no user command may run in the wrong database. */
+    if (r == 0 && s->ac != NULL) {
+        (void)snprintf(s->why, sizeof(s->why), "redis refused SELECT %u: %.120s", s->addr.db,
+                       reply->str ? reply->str : "error");
+        redisAsyncDisconnect(s->ac);
+    }
+}
+
+static int command_argv(struct store_redis *s, store_redis_reply_cb *cb, void *userdata, int argc,
+                        const char **argv, const size_t *argvlen);
+
+static void
 on_connect(const redisAsyncContext *ac, int status)
 {
     struct store_redis *s = ac->data;
@@ -117,11 +156,19 @@ on_connect(const redisAsyncContext *ac, int status)
         set_down(s, why); /* hiredis frees ac after this callback */
         return;
     }
-    s->state = LINK_UP;
-    s->backoff_ms = 0;
-    s->why[0] = '\0';
-    if (s->on_state != NULL) {
-        s->on_state(true, "", s->userdata);
+    if (s->addr.db == 0) {
+        set_up(s);
+        return;
+    }
+    /* Still CONNECTING: user commands are refused until the database is selected. */
+    char db[16];
+    const char *argv[] = {"SELECT", db};
+    size_t lens[2] = {6, 0};
+
+    (void)snprintf(db, sizeof(db), "%u", s->addr.db);
+    lens[1] = strlen(db);
+    if (command_argv(s, on_select, s, 2, argv, lens) < 0 && s->ac != NULL) {
+        redisAsyncDisconnect(s->ac);
     }
 }
 
@@ -131,31 +178,24 @@ on_disconnect(const redisAsyncContext *ac, int status)
     struct store_redis *s = ac->data;
     char why[192];
 
-    (void)snprintf(why, sizeof(why), "redis connection lost: %s",
-                   status == REDIS_OK ? "closed" : ac->errstr);
+    if (s->state == LINK_CONNECTING && s->why[0] != '\0') {
+        (void)snprintf(why, sizeof(why), "%s", s->why); /* e.g. the SELECT refusal */
+    } else {
+        (void)snprintf(why, sizeof(why), "redis connection lost: %s",
+                       status == REDIS_OK ? "closed" : ac->errstr);
+    }
     s->reconnects++;
     set_down(s, why);
 }
 
+/* Connects to a unix path or a numeric address: neither resolves names, so nothing blocks. */
 static void
-on_select(int r, redisReply *reply, void *userdata)
-{
-    /* A failed SELECT leaves us on db 0: drop the link so nothing lands in the wrong db. */
-    struct store_redis *s = userdata;
-
-    if (r == 0 && reply->type == REDIS_REPLY_ERROR && s->ac != NULL) {
-        redisAsyncDisconnect(s->ac);
-    }
-}
-
-static void
-connect_now(struct store_redis *s)
+connect_to(struct store_redis *s, const char *ip)
 {
     redisAsyncContext *ac;
     char why[192];
 
-    ac = s->addr.path[0] ? redisAsyncConnectUnix(s->addr.path)
-                         : redisAsyncConnect(s->addr.host, s->addr.port);
+    ac = ip == NULL ? redisAsyncConnectUnix(s->addr.path) : redisAsyncConnect(ip, s->addr.port);
     if (ac == NULL) {
         oom();
     }
@@ -174,12 +214,97 @@ connect_now(struct store_redis *s)
     (void)redisAsyncSetConnectCallback(ac, on_connect);
     (void)redisAsyncSetDisconnectCallback(ac, on_disconnect);
     s->ac = ac;
-    s->state = LINK_CONNECTING;
-    if (s->addr.db != 0) {
-        char db[16];
+}
 
-        (void)snprintf(db, sizeof(db), "%u", s->addr.db);
-        (void)store_redis_commandv(s, on_select, s, "SELECT", db, NULL);
+static void
+on_resolved(int result, struct evutil_addrinfo *res, void *arg)
+{
+    struct store_redis *s = arg;
+    char ip[INET6_ADDRSTRLEN] = "";
+    char why[192];
+
+    s->dns_req = NULL;
+    if (s->freeing || s->state != LINK_CONNECTING || s->ac != NULL) {
+        if (res != NULL) {
+            evutil_freeaddrinfo(res);
+        }
+        return; /* cancelled, or the connect deadline passed */
+    }
+    if (result != 0 || res == NULL) {
+        (void)snprintf(why, sizeof(why), "cannot resolve redis host '%.100s': %s", s->addr.host,
+                       evutil_gai_strerror(result));
+        set_down(s, why);
+        return;
+    }
+    if (res->ai_family == AF_INET) {
+        (void)evutil_inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, ip,
+                               sizeof(ip));
+    } else {
+        (void)evutil_inet_ntop(AF_INET6, &((struct sockaddr_in6 *)res->ai_addr)->sin6_addr, ip,
+                               sizeof(ip));
+    }
+    evutil_freeaddrinfo(res);
+    connect_to(s, ip);
+}
+
+static void
+connect_now(struct store_redis *s)
+{
+    struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct in6_addr a6;
+    struct in_addr a4;
+    struct timeval tv;
+
+    s->state = LINK_CONNECTING;
+    s->why[0] = '\0';
+    time_tv_from_ms(&tv, MAX(s->timeout_ms, 1000u));
+    (void)evtimer_add(s->connect_timer, &tv);
+    if (s->addr.path[0] != '\0') {
+        connect_to(s, NULL);
+    } else if (evutil_inet_pton(AF_INET, s->addr.host, &a4) == 1 ||
+               evutil_inet_pton(AF_INET6, s->addr.host, &a6) == 1) {
+        connect_to(s, s->addr.host);
+    } else {
+        /* hiredis 0.14 would call getaddrinfo() on the loop: resolve asynchronously first. The
+         * callback may run before evdns_getaddrinfo() returns. */
+        struct evdns_getaddrinfo_request *req;
+
+        if (s->dns == NULL) {
+            s->dns = OOM_CHECK(evdns_base_new(s->base, EVDNS_BASE_INITIALIZE_NAMESERVERS));
+        }
+        req = evdns_getaddrinfo(s->dns, s->addr.host, NULL, &hints, on_resolved, s);
+        if (s->state == LINK_CONNECTING && s->ac == NULL) {
+            s->dns_req = req;
+        }
+    }
+}
+
+/* Connecting (resolving, TCP handshake or SELECT) took too long. */
+static void
+on_connect_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct store_redis *s = arg;
+    char why[192];
+
+    if (s->state != LINK_CONNECTING) {
+        return;
+    }
+    (void)snprintf(why, sizeof(why), "connecting to redis timed out after %u ms",
+                   MAX(s->timeout_ms, 1000u));
+    if (s->dns_req != NULL) {
+        struct evdns_getaddrinfo_request *req = s->dns_req;
+
+        s->dns_req = NULL;
+        evdns_getaddrinfo_cancel(req); /* its callback sees the state and does nothing */
+    }
+    if (s->ac != NULL) {
+        redisAsyncContext *ac = s->ac;
+
+        s->ac = NULL;
+        redisAsyncFree(ac); /* outside hiredis callbacks: immediate; pending get NULL */
+    }
+    if (s->state != LINK_DOWN) {
+        set_down(s, why);
     }
 }
 
@@ -220,9 +345,10 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-int
-store_redis_command(struct store_redis *s, store_redis_reply_cb *cb, void *userdata, int argc,
-                    const char **argv, const size_t *argvlen)
+/* Sends a command on the current connection, whatever its state (SELECT during CONNECTING). */
+static int
+command_argv(struct store_redis *s, store_redis_reply_cb *cb, void *userdata, int argc,
+             const char **argv, const size_t *argvlen)
 {
     struct pending *p;
     struct timeval tv;
@@ -245,6 +371,16 @@ store_redis_command(struct store_redis *s, store_redis_reply_cb *cb, void *userd
     time_tv_from_ms(&tv, s->timeout_ms);
     (void)evtimer_add(p->deadline, &tv);
     return 0;
+}
+
+int
+store_redis_command(struct store_redis *s, store_redis_reply_cb *cb, void *userdata, int argc,
+                    const char **argv, const size_t *argvlen)
+{
+    if (s->state != LINK_UP) {
+        return -ENOTCONN;
+    }
+    return command_argv(s, cb, userdata, argc, argv, argvlen);
 }
 
 int
@@ -281,6 +417,7 @@ store_redis_new(struct event_base *base, const struct cfg_redis_addr *addr, unsi
     s->on_state = on_state;
     s->userdata = userdata;
     s->retry = OOM_CHECK(evtimer_new(base, on_retry, s));
+    s->connect_timer = OOM_CHECK(evtimer_new(base, on_connect_timeout, s));
     connect_now(s);
     return s;
 }
@@ -298,7 +435,15 @@ store_redis_free(struct store_redis *s)
         s->ac = NULL;
         redisAsyncFree(ac); /* pending callbacks run now, with NULL: -ECANCELED */
     }
+    if (s->dns_req != NULL) {
+        evdns_getaddrinfo_cancel(s->dns_req);
+        s->dns_req = NULL;
+    }
+    if (s->dns != NULL) {
+        evdns_base_free(s->dns, 1);
+    }
     event_free(s->retry);
+    event_free(s->connect_timer);
     free(s);
     return NULL;
 }

@@ -39,7 +39,7 @@ cat >"$work/config.json" <<JSON
   "redis": {"url": "unix://$SANDPOOL_TEST_REDIS_SOCKET"},
   "profiles": {
     "python": {"image": "sandpool/python:latest", "warm": 2, "max": 4},
-    "tiny": {"image": "sandpool/test:latest", "warm": 3, "max": 5, "memory_mb": 32}
+    "tiny": {"image": "sandpool/python:latest", "warm": 3, "max": 5, "memory_mb": 128}
   }
 }
 JSON
@@ -56,7 +56,9 @@ ids_of() { docker ps -q --no-trunc --filter "label=$LABEL" --filter "label=sandp
 count_of() { ids_of "$1" | grep -c . ; }
 pool_full() { [ "$(count_of python)" -eq 2 ] && [ "$(count_of tiny)" -eq 3 ]; }
 
-# A leftover from an "earlier run": our node label, a profile nobody configures. Must go.
+# Leftovers from an "earlier run": our node label with a profile nobody configures, and a
+# container of a known profile that was used (its kernel ran code): both must go, the second
+# because a used container must never be handed to anybody.
 docker run -d --label "$LABEL" --label sandpool.profile=gone --network none \
     sandpool/test:latest >/dev/null
 

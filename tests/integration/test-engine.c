@@ -313,10 +313,10 @@ check_attach(void)
         (void)docker_container_start(dc, id, on_res, &start);
         ASSERT_OK(await(&start, 60000));
         attach_ping(id, line, sizeof(line));
-        ASSERT_STREQ(line, "{\"t\":\"pong\"}");
+        ASSERT_STREQ(line, "{\"t\":\"pong\",\"n\":null,\"gen\":1}");
         /* A second attach after the first one went away reaches the same program. */
         attach_ping(id, line, sizeof(line));
-        ASSERT_STREQ(line, "{\"t\":\"pong\"}");
+        ASSERT_STREQ(line, "{\"t\":\"pong\",\"n\":null,\"gen\":1}");
         (void)docker_container_inspect(dc, id, on_res, &inspect);
         ASSERT_OK(await(&inspect, 30000));
         ASSERT_TRUE(docker_parse_state(inspect.json, &st) == 0 && st.running);

@@ -18,17 +18,21 @@
 #include "lib/loop.h"
 #include "store/redis.h"
 #include "tap.h"
+#include "util/parse.h"
 
 static struct event_base *base;
 static char dir[64], sock[96];
 static pid_t server = -1;
 
+static char port[8];
+
 static void
 server_start(void)
 {
-    const char *argv[] = {
-        "redis-server", "--port", "0", "--unixsocket", sock,      "--save", "", "--appendonly",
-        "no",           "--dir",  dir, "--loglevel",   "warning", NULL};
+    const char *argv[] = {"redis-server", "--port", port,     "--bind",     "127.0.0.1",
+                          "--unixsocket", sock,     "--save", "",           "--appendonly",
+                          "no",           "--dir",  dir,      "--loglevel", "warning",
+                          "--databases",  "4",      NULL};
     struct stat st;
 
     if (posix_spawnp(&server, "redis-server", NULL, NULL, (char *const *)argv, environ) != 0) {
@@ -174,6 +178,39 @@ TEST(server_restart)
     ASSERT_ERR(cancelled.r, ECANCELED);
 }
 
+TEST(tcp_by_name_and_bad_db)
+{
+    struct cfg_redis_addr a = {0};
+    struct store_redis *s;
+    struct res ping = {0};
+
+    /* A host name is resolved without blocking the loop (evdns), then TCP on loopback. */
+    (void)snprintf(a.host, sizeof(a.host), "localhost");
+    {
+        uint64_t v = 0;
+
+        (void)parse_u64(port, &v);
+        a.port = (uint16_t)v;
+    }
+    state_up = false;
+    s = store_redis_new(base, &a, 2000, on_state, NULL);
+    ASSERT_TRUE(loop_until(base, &state_up, 5000));
+    ASSERT_OK(store_redis_commandv(s, on_reply, &ping, "PING", NULL));
+    ASSERT_TRUE(loop_until(base, &ping.fired, 3000));
+    ASSERT_EQ_I(ping.type, REDIS_REPLY_STATUS);
+    store_redis_free(s);
+    /* A database the server does not have: the link never comes up and says why. */
+    (void)snprintf(a.path, sizeof(a.path), "%s", sock);
+    a.db = 9;
+    state_up = false;
+    s = store_redis_new(base, &a, 2000, on_state, NULL);
+    loop_for(base, 500);
+    ASSERT_TRUE(!store_redis_is_up(s) && !state_up);
+    TAP_CHECK(strstr(store_redis_why(s), "SELECT 9") != NULL, "why: '%s'", store_redis_why(s));
+    ASSERT_ERR(store_redis_commandv(s, on_reply, &ping, "PING", NULL), ENOTCONN);
+    store_redis_free(s);
+}
+
 TEST(nothing_listening)
 {
     struct cfg_redis_addr a = {0};
@@ -196,10 +233,12 @@ main(void)
         return 1;
     }
     (void)snprintf(sock, sizeof(sock), "%s/redis.sock", dir);
+    (void)snprintf(port, sizeof(port), "%d", 20000 + (int)(getpid() % 20000));
     base = event_base_new();
     server_start();
     RUN(commands_and_deadline);
     RUN(server_restart);
+    RUN(tcp_by_name_and_bad_db);
     RUN(nothing_listening);
     server_kill();
     event_base_free(base);

@@ -563,6 +563,26 @@ TEST(hijack_error_answer)
     event_base_free(base);
 }
 
+TEST(hijack_error_without_length)
+{
+    struct event_base *base = event_base_new();
+    struct fake f;
+    struct stream st = {0};
+    /* An error answer delimited by the end of the connection still yields its message. */
+    static const char ans[] = "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n\r\n"
+                              "{\"message\":\"No such exec instance: abc\"}\n";
+
+    fake_start(&f, base);
+    fake_answer(&f, ans, sizeof(ans) - 1, true);
+    ASSERT_OK(hijack_open(base, &f, &st, 2000));
+    ASSERT_TRUE(loop_until(base, &st.closed, 3000));
+    ASSERT_EQ_I(st.r, -ENOENT);
+    ASSERT_STREQ(st.msg, "engine answered 404: No such exec instance: abc");
+    stream_done(&st);
+    fake_stop(&f);
+    event_base_free(base);
+}
+
 TEST(hijack_truncated_and_garbage)
 {
     struct event_base *base = event_base_new();
@@ -628,6 +648,7 @@ main(void)
     RUN(cancel_suppresses_callback);
     RUN(hijack_bytes_with_headers);
     RUN(hijack_error_answer);
+    RUN(hijack_error_without_length);
     RUN(hijack_truncated_and_garbage);
     RUN(hijack_handshake_deadline);
     return tap_done();

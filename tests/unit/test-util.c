@@ -8,6 +8,7 @@
 #include "util/parse.h"
 #include "util/random.h"
 #include "util/time.h"
+#include "util/utf8.h"
 
 TEST(buf_bounds)
 {
@@ -148,6 +149,50 @@ TEST(time_format)
     ASSERT_TRUE(time_now_ms() > 0);
 }
 
+TEST(utf8)
+{
+    static const struct {
+        const char *s;
+        size_t n;
+        bool valid;
+        const char *fixed;
+    } cases[] = {
+        {"plain", 5, true, "plain"},
+        {"caf\xc3\xa9", 5, true, "caf\xc3\xa9"},
+        {"\xf0\x9f\x98\x80", 4, true, "\xf0\x9f\x98\x80"},
+        {"a\0b", 3, true, "a\0b"},
+        {"\xff", 1, false, "\xef\xbf\xbd"},
+        {"\xc0\xaf", 2, false, "\xef\xbf\xbd\xef\xbf\xbd"},                 /* overlong */
+        {"\xed\xa0\x80", 3, false, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* surrogate */
+        {"\xf4\x90\x80\x80", 4, false, NULL},                               /* > U+10FFFF */
+        {"ab\xe2\x82", 4, false, "ab\xef\xbf\xbd\xef\xbf\xbd"},             /* cut short */
+    };
+    struct buf b = BUF_INIT(64);
+
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        ASSERT_TRUE(utf8_valid(cases[i].s, cases[i].n) == cases[i].valid);
+        buf_reset(&b);
+        ASSERT_OK(utf8_append_sanitized(&b, cases[i].s, cases[i].n));
+        ASSERT_TRUE(utf8_valid(b.buf, b.len));
+        if (cases[i].fixed != NULL && cases[i].valid) {
+            ASSERT_TRUE(b.len == cases[i].n && memcmp(b.buf, cases[i].fixed, b.len) == 0);
+        } else if (cases[i].fixed != NULL) {
+            ASSERT_STREQ(b.buf, cases[i].fixed);
+        }
+    }
+    ASSERT_EQ_U(utf8_boundary("ab\xe2\x82", 4), 2);
+    ASSERT_EQ_U(utf8_boundary("ab\xe2\x82\xac", 5), 5);
+    ASSERT_EQ_U(utf8_boundary("ab\xc3", 3), 2);
+    ASSERT_EQ_U(utf8_boundary("abc", 3), 3);
+    ASSERT_EQ_U(utf8_boundary("\x80\x80\x80\x80", 4), 4);
+    /* a full buffer keeps a valid prefix */
+    buf_done(&b);
+    b = (struct buf)BUF_INIT(4);
+    ASSERT_ERR(utf8_append_sanitized(&b, "ab\xff\xff", 4), EMSGSIZE);
+    ASSERT_TRUE(utf8_valid(b.buf, b.len));
+    buf_done(&b);
+}
+
 int
 main(void)
 {
@@ -158,5 +203,6 @@ main(void)
     RUN(err_records);
     RUN(random_ids);
     RUN(time_format);
+    RUN(utf8);
     return tap_done();
 }

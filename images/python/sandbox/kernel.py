@@ -16,7 +16,11 @@ without any container engine call. The supervisor survives the death of sandpool
 daemon attaches to the container again and asks "hello" to learn the generation.
 
 Protocol (daemon -> supervisor):
-  {"t":"hello"}                          -> {"t":"hello","v":1,"gen":G,"busy":ID|null}
+  {"t":"hello"}                          -> {"t":"hello","v":1,"gen":G,"busy":ID|null,
+                                             "session":S|null,"used":bool}
+  {"t":"bind","session":S}               remembers the session this container serves, so a
+                                         restarted daemon can tell session containers from
+                                         pool containers even without Redis -> {"t":"bound"}
   {"t":"ping","n":N}                     -> {"t":"pong","n":N,"gen":G}
   {"t":"exec","id":ID,"code":S,"max_output":B}
   {"t":"cmd","id":ID,"argv":[...],"max_output":B}
@@ -284,6 +288,8 @@ class Supervisor:
         self.ctl_buf = bytearray()
         self.pipes = {}           # fd -> (exec_attr, tag)
         self.current = None       # Execution
+        self.session = None       # set by "bind": this container serves that session
+        self.used = False         # any request that could leave user state happened
         self.oom_count = self.read_oom_count()
         self.start_worker("start")
 
@@ -573,8 +579,15 @@ class Supervisor:
             self.send({"t": "pong", "n": req.get("n"), "gen": self.gen})
         elif kind == "hello":
             self.send({"t": "hello", "v": PROTOCOL_VERSION, "gen": self.gen,
-                       "busy": self.current.id if self.current else None})
+                       "busy": self.current.id if self.current else None,
+                       "session": self.session, "used": self.used})
+        elif kind == "bind":
+            if self.session is None and isinstance(req.get("session"), str):
+                self.session = req["session"][:128]
+            self.used = True
+            self.send({"t": "bound", "session": self.session})
         elif kind in ("exec", "cmd"):
+            self.used = True
             if not isinstance(req.get("id"), str):
                 self.send({"t": "error", "error": "'id' must be a string"})
             elif self.current is not None:
@@ -586,6 +599,7 @@ class Supervisor:
         elif kind == "interrupt":
             self.interrupt(req)
         elif kind == "restart":
+            self.used = True
             self.restart(req)
         else:
             self.send({"t": "error", "error": "unknown request '%s'" % kind[:40]})

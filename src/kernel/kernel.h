@@ -1,0 +1,62 @@
+/* The daemon's connection to the kernel inside one container: a hijacked attach stream to the
+ * container's stdio speaking the protocol of kernel/proto.h.
+ *
+ * Lifecycle: kernel_open() attaches and sends "hello"; on_hello fires once when the kernel
+ * answers (the connection is then usable), or on_closed fires if it does not within the
+ * deadline. on_closed fires exactly once for every connection that does not end by
+ * kernel_free(). The handle stays valid until kernel_free(), which may be called from inside any
+ * of its callbacks. Handlers can be swapped (kernel_set_handlers) when a warm container passes
+ * from the pool to a session.
+ *
+ * Closing the connection does not stop the kernel: the container keeps its stdin open, so a
+ * later kernel_open() (after a daemon restart) reaches the same kernel. Loop context only. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernel/proto.h"
+#include "util/err.h"
+
+struct docker_client;
+struct kernel;
+
+struct kernel_handlers {
+    void (*on_hello)(struct kernel *k, const struct kernel_msg *m, void *userdata);
+    /* Output text of execution exec_id (UTF-8, may hold NUL; len bytes). */
+    void (*on_output)(struct kernel *k, const char *exec_id, bool to_stderr, const char *text,
+                      size_t len, void *userdata);
+    void (*on_done)(struct kernel *k, const struct kernel_msg *m, void *userdata);
+    void (*on_restarted)(struct kernel *k, const struct kernel_msg *m, void *userdata);
+    void (*on_closed)(struct kernel *k, int r, const char *why, void *userdata);
+};
+
+struct kernel_stats {
+    uint64_t messages, garbage, bytes_in;
+};
+
+/* Attaches to container_id (engine client borrowed; must outlive the kernel). hello_timeout_ms
+ * bounds the time to the hello answer. Immediate failures return -errno with no callback. */
+int kernel_open(struct docker_client *c, const char *container_id, unsigned hello_timeout_ms,
+                const struct kernel_handlers *h, void *userdata, struct kernel **ret,
+                struct err *reterr);
+struct kernel *kernel_free(struct kernel *k);
+void kernel_set_handlers(struct kernel *k, const struct kernel_handlers *h, void *userdata);
+
+/* Requests; each returns 0, -EPIPE when the connection is closed, -ENOBUFS when the kernel is
+ * not draining its stdin (over 4 MiB queued). */
+int kernel_exec(struct kernel *k, const char *id, const char *code, size_t code_len,
+                uint64_t max_output);
+int kernel_cmd(struct kernel *k, const char *id, json_t *argv, uint64_t max_output);
+int kernel_interrupt(struct kernel *k, const char *id);
+int kernel_restart(struct kernel *k, const char *reason);
+int kernel_bind(struct kernel *k, const char *session_id);
+int kernel_ping(struct kernel *k);
+
+/* Backpressure: stop or resume reading the kernel's output. */
+void kernel_pause(struct kernel *k, bool pause);
+bool kernel_is_open(const struct kernel *k);
+/* The kernel's worker generation as last reported (hello, pong, done, restarted). */
+int64_t kernel_gen(const struct kernel *k);
+const char *kernel_container(const struct kernel *k);
+void kernel_get_stats(const struct kernel *k, struct kernel_stats *ret);

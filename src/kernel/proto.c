@@ -1,0 +1,210 @@
+/* Kernel protocol, daemon side; see proto.h. */
+#include "proto.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "util/macro.h"
+
+static const char *const type_names[KERNEL_MSG__COUNT] = {
+    [KERNEL_MSG_HELLO] = "hello",
+    [KERNEL_MSG_PONG] = "pong",
+    [KERNEL_MSG_OUT] = "out",
+    [KERNEL_MSG_DONE] = "done",
+    [KERNEL_MSG_RESTARTED] = "restarted",
+    [KERNEL_MSG_BOUND] = "bound",
+    [KERNEL_MSG_ERROR] = "error",
+};
+
+/* A string member, or NULL when absent, not a string, or holding NUL. */
+static const char *
+get_str(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    const char *s = json_string_value(v);
+
+    if (s == NULL || strlen(s) != json_string_length(v)) {
+        return NULL;
+    }
+    return s;
+}
+
+static bool
+valid_id(const char *id)
+{
+    return id != NULL && id[0] != '\0' && strlen(id) <= KERNEL_MAX_ID;
+}
+
+int
+kernel_proto_decode(json_t *obj, struct kernel_msg *ret)
+{
+    struct kernel_msg m = {.obj = obj, .gen = -1};
+    const char *t = get_str(obj, "t");
+    json_t *gen = json_object_get(obj, "gen");
+    json_t *data;
+
+    m.type = KERNEL_MSG__INVALID;
+    for (int i = 0; t != NULL && i < KERNEL_MSG__COUNT; i++) {
+        if (strcmp(t, type_names[i]) == 0) {
+            m.type = (enum kernel_msg_type)i;
+        }
+    }
+    if (m.type < 0) {
+        return -EPROTO;
+    }
+    if (json_is_integer(gen) && json_integer_value(gen) >= 0) {
+        m.gen = json_integer_value(gen);
+    }
+    switch (m.type) {
+    case KERNEL_MSG_OUT:
+        m.id = get_str(obj, "id");
+        data = json_object_get(obj, "d");
+        m.text = json_string_value(data);
+        m.text_len = json_string_length(data);
+        m.to_stderr = json_string_value(json_object_get(obj, "s")) != NULL &&
+                      strcmp(json_string_value(json_object_get(obj, "s")), "e") == 0;
+        if (!valid_id(m.id) || m.text == NULL) {
+            return -EPROTO;
+        }
+        break;
+    case KERNEL_MSG_DONE:
+        m.id = get_str(obj, "id");
+        m.status = get_str(obj, "status");
+        if (!valid_id(m.id) || m.status == NULL) {
+            return -EPROTO;
+        }
+        break;
+    case KERNEL_MSG_HELLO:
+        m.busy = get_str(obj, "busy");
+        m.session = get_str(obj, "session");
+        m.used = json_is_true(json_object_get(obj, "used"));
+        if (m.gen < 0) {
+            return -EPROTO;
+        }
+        break;
+    case KERNEL_MSG_RESTARTED:
+        m.text = get_str(obj, "reason");
+        m.text_len = m.text ? strlen(m.text) : 0;
+        if (m.gen < 0) {
+            return -EPROTO;
+        }
+        break;
+    case KERNEL_MSG_BOUND:
+        m.session = get_str(obj, "session");
+        break;
+    case KERNEL_MSG_ERROR:
+        m.text = get_str(obj, "error");
+        m.text_len = m.text ? strlen(m.text) : 0;
+        break;
+    case KERNEL_MSG_PONG:
+    case KERNEL_MSG__COUNT:
+    case KERNEL_MSG__INVALID:
+        break;
+    }
+    *ret = m;
+    return 0;
+}
+
+void
+kernel_splitter_init(struct kernel_splitter *s)
+{
+    memset(s, 0, sizeof(*s));
+    buf_init(&s->line, KERNEL_MAX_LINE);
+}
+
+void
+kernel_splitter_done(struct kernel_splitter *s)
+{
+    buf_done(&s->line);
+}
+
+static int
+emit_line(struct kernel_splitter *s, int (*cb)(json_t *, void *), void *userdata)
+{
+    json_t *obj;
+    int r = 0;
+
+    if (s->line.len == 0) {
+        return 0;
+    }
+    obj = json_loadb(s->line.buf, s->line.len, 0, NULL);
+    buf_reset(&s->line);
+    if (obj == NULL || !json_is_object(obj)) {
+        s->garbage++;
+    } else {
+        r = cb(obj, userdata);
+    }
+    json_decref(obj);
+    return r;
+}
+
+int
+kernel_splitter_feed(struct kernel_splitter *s, const char *data, size_t n,
+                     int (*cb)(json_t *obj, void *userdata), void *userdata)
+{
+    while (n > 0) {
+        const char *nl = memchr(data, '\n', n);
+        size_t take = nl ? (size_t)(nl - data) : n;
+        int r;
+
+        if (!s->discarding && buf_append(&s->line, data, take) < 0) {
+            s->discarding = true; /* over-long: skip it whole */
+            s->garbage++;
+            buf_reset(&s->line);
+        }
+        data += take;
+        n -= take;
+        if (nl == NULL) {
+            break;
+        }
+        data++;
+        n--;
+        if (s->discarding) {
+            s->discarding = false;
+            continue;
+        }
+        r = emit_line(s, cb, userdata);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+static char *
+dump_line(json_t *obj)
+{
+    char *text = OOM_CHECK(json_dumps(obj, JSON_COMPACT));
+    size_t n = strlen(text);
+    char *line = xrealloc(text, n + 2);
+
+    line[n] = '\n';
+    line[n + 1] = '\0';
+    json_decref(obj);
+    return line;
+}
+
+char *
+kernel_proto_exec(const char *id, const char *code, size_t code_len, uint64_t max_output)
+{
+    return dump_line(OOM_CHECK(json_pack("{s:s, s:s, s:s%, s:I}", "t", "exec", "id", id, "code",
+                                         code, code_len, "max_output", (json_int_t)max_output)));
+}
+
+char *
+kernel_proto_cmd(const char *id, json_t *argv, uint64_t max_output)
+{
+    return dump_line(OOM_CHECK(json_pack("{s:s, s:s, s:O, s:I}", "t", "cmd", "id", id, "argv", argv,
+                                         "max_output", (json_int_t)max_output)));
+}
+
+char *
+kernel_proto_simple(const char *type, const char *key, const char *value)
+{
+    if (key == NULL) {
+        return dump_line(OOM_CHECK(json_pack("{s:s}", "t", type)));
+    }
+    return dump_line(OOM_CHECK(json_pack("{s:s, s:s}", "t", type, key, value)));
+}
