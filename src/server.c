@@ -33,6 +33,7 @@
 #include "kernel/kernel.h"
 #include "log/log.h"
 #include "pool/pool.h"
+#include "session/session.h"
 #include "store/redis.h"
 #include "util/macro.h"
 #include "util/time.h"
@@ -53,6 +54,7 @@ struct server {
     struct event_base *base;
     struct docker_client *docker;
     struct store_redis *redis;
+    struct session_manager *sessions;
     struct pool **pools;
     size_t n_pools;
     struct pool_budget budget;
@@ -200,6 +202,7 @@ reconcile_list(struct server *s, json_t *list, uint64_t listed_at_ms)
     for (size_t k = 0; k < s->n_pools; k++) {
         pool_reconcile(s->pools[k], list, listed_at_ms);
     }
+    session_manager_reconcile(s->sessions, list, listed_at_ms);
 }
 
 static void
@@ -345,7 +348,11 @@ on_cron(evutil_socket_t fd, short what, void *arg)
 {
     struct server *s = arg;
 
-    if (s->link != ENGINE_UP || s->stopping) {
+    if (s->stopping) {
+        return;
+    }
+    session_manager_tick(s->sessions);
+    if (s->link != ENGINE_UP) {
         return;
     }
     for (size_t i = 0; i < s->n_pools; i++) {
@@ -366,10 +373,11 @@ static void
 on_found_session(struct pool *p, struct pool_slot *slot, const struct kernel_msg *hello,
                  void *userdata)
 {
-    log_info("container ctr=%.12s serves session '%s', which this daemon does not know: "
-             "removing it",
-             pool_slot_container(slot), hello->session);
-    pool_slot_release(slot);
+    struct server *s = userdata;
+
+    log_info("container ctr=%.12s serves session=%s: re-adopting it", pool_slot_container(slot),
+             hello->session);
+    session_manager_adopt(s->sessions, slot, hello);
 }
 
 static bool
@@ -400,10 +408,81 @@ backend_redis_ok(void *userdata, char *why, size_t n)
 static void
 on_redis_state(bool up, const char *why, void *userdata)
 {
+    struct server *s = userdata;
+
     if (up) {
         log_info("redis connected");
+        session_manager_redis_up(s->sessions);
     } else {
         log_warn("redis unavailable: %s; reconnecting", why);
+    }
+}
+
+/* Prometheus text exposition (format 0.0.4). Appends that do not fit the buffer are dropped:
+ * the buffer is sized for thousands of series. */
+static void
+backend_metrics(void *userdata, struct buf *out)
+{
+    struct server *s = userdata;
+    struct docker_client_stats ds;
+    struct session_manager_stats ss;
+    struct store_redis_stats rs;
+
+    docker_client_get_stats(s->docker, &ds);
+    session_manager_get_stats(s->sessions, &ss);
+    store_redis_get_stats(s->redis, &rs);
+    int r = buf_printf(
+        out,
+        "# HELP sandpool_engine_requests_total Requests sent to the container engine.\n"
+        "# TYPE sandpool_engine_requests_total counter\n"
+        "sandpool_engine_requests_total %llu\n"
+        "# TYPE sandpool_engine_failures_total counter\n"
+        "sandpool_engine_failures_total %llu\n"
+        "# TYPE sandpool_engine_up gauge\n"
+        "sandpool_engine_up %d\n"
+        "# TYPE sandpool_redis_up gauge\n"
+        "sandpool_redis_up %d\n"
+        "# TYPE sandpool_redis_commands_total counter\n"
+        "sandpool_redis_commands_total %llu\n"
+        "# TYPE sandpool_redis_timeouts_total counter\n"
+        "sandpool_redis_timeouts_total %llu\n"
+        "# TYPE sandpool_sessions gauge\n"
+        "sandpool_sessions %zu\n"
+        "# TYPE sandpool_sessions_busy gauge\n"
+        "sandpool_sessions_busy %zu\n"
+        "# TYPE sandpool_sessions_created_total counter\n"
+        "sandpool_sessions_created_total %llu\n"
+        "# TYPE sandpool_sessions_ended_total counter\n"
+        "sandpool_sessions_ended_total %llu\n"
+        "# TYPE sandpool_sessions_reaped_total counter\n"
+        "sandpool_sessions_reaped_total %llu\n"
+        "# TYPE sandpool_executions_total counter\n"
+        "sandpool_executions_total %llu\n",
+        (unsigned long long)ds.requests, (unsigned long long)ds.failures, s->link == ENGINE_UP,
+        store_redis_is_up(s->redis), (unsigned long long)rs.commands,
+        (unsigned long long)rs.timeouts, ss.sessions, ss.busy, (unsigned long long)ss.created_total,
+        (unsigned long long)ss.ended_total, (unsigned long long)ss.reaped_total,
+        (unsigned long long)ss.executions_total);
+
+    if (r < 0 || buf_puts(out, "# TYPE sandpool_pool_containers gauge\n") < 0) {
+        return; /* over the cap: the scrape gets what fitted */
+    }
+    for (size_t i = 0; i < s->n_pools; i++) {
+        struct pool_stats ps;
+        const char *n = pool_name(s->pools[i]);
+
+        pool_get_stats(s->pools[i], &ps);
+        r = buf_printf(out,
+                       "sandpool_pool_containers{profile=\"%s\",state=\"ready\"} %u\n"
+                       "sandpool_pool_containers{profile=\"%s\",state=\"starting\"} %u\n"
+                       "sandpool_pool_containers{profile=\"%s\",state=\"bound\"} %u\n"
+                       "sandpool_pool_warm_target{profile=\"%s\"} %u\n"
+                       "sandpool_pool_failures_total{profile=\"%s\"} %llu\n",
+                       n, ps.ready, n, ps.starting + ps.creating, n, ps.bound, n, ps.warm_target, n,
+                       (unsigned long long)ps.failures_total);
+        if (r < 0) {
+            return;
+        }
     }
 }
 
@@ -473,12 +552,15 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
         s->pools[i] =
             pool_new(s->base, s->docker, &cfg->profiles[i], cfg->node_id, &s->budget, &pcb);
     }
+    s->sessions = session_manager_new(s->base, cfg, s->pools, s->n_pools, s->redis);
     s->backend = (struct api_backend){
         .pools = s->pools,
         .n_pools = s->n_pools,
+        .sessions = s->sessions,
         .engine_ok = backend_engine_ok,
         .redis_ok = backend_redis_ok,
         .draining = backend_draining,
+        .metrics = backend_metrics,
         .userdata = s,
     };
     r = api_new(s->base, cfg, &s->backend, &s->api, reterr);
@@ -526,11 +608,12 @@ server_free(struct server *s)
         docker_call_cancel(o->call);
         orphan_free(o);
     }
+    api_free(s->api);
+    session_manager_free(s->sessions);
     for (size_t i = 0; i < s->n_pools; i++) {
         pool_free(s->pools[i]);
     }
     free(s->pools);
-    api_free(s->api);
     store_redis_free(s->redis);
     docker_client_free(s->docker);
     if (s->cron != NULL) {

@@ -12,7 +12,7 @@ export DOCKER_HOST=${DOCKER_HOST:-unix://$ENGINE_SOCKET}
 SANDPOOL_PACKAGES=(
     docker.io tini redis-server
     meson ninja-build pkg-config gcc clang libclang-rt-14-dev
-    libcurl4-openssl-dev libevent-dev libjansson-dev libhiredis-dev
+    libcurl4-openssl-dev libevent-dev libjansson-dev libhiredis-dev libssl-dev
     debootstrap busybox-static
     curl jq iproute2 procps ca-certificates
 )

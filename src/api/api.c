@@ -23,6 +23,8 @@
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 
+#include "api-internal.h"
+
 #define LOG_MODULE "api"
 #include "log/log.h"
 #include "pool/pool.h"
@@ -32,17 +34,6 @@
 
 #define MAX_HEADERS_BYTES 16384
 #define CONN_TIMEOUT_S    60
-
-struct api {
-    struct event_base *base;           /* borrowed */
-    const struct cfg *cfg;             /* borrowed */
-    const struct api_backend *backend; /* borrowed */
-    struct evhttp *http;
-    struct evhttp_bound_socket *bound;
-    char unix_path[108];
-};
-
-typedef void api_handler_fn(struct api *a, struct evhttp_request *req, const char *path);
 
 struct route {
     enum evhttp_cmd_type method;
@@ -70,7 +61,8 @@ static const struct {
     {-ECONNREFUSED, {503, "unavailable", "Service Unavailable", true}},
     {-ENOTCONN, {503, "unavailable", "Service Unavailable", true}},
     {-ESHUTDOWN, {503, "unavailable", "Service Unavailable", true}},
-    {-ETIMEDOUT, {504, "timeout", "Gateway Timeout", false}},
+    {-ETIMEDOUT, {503, "unavailable", "Service Unavailable", true}},
+    {-EPIPE, {503, "unavailable", "Service Unavailable", true}},
 };
 
 static const struct api_status internal_status = {500, "internal", "Internal Server Error", false};
@@ -138,13 +130,13 @@ api_reply_error(struct evhttp_request *req, int r, const char *fmt, ...)
 /* ---- handlers -------------------------------------------------------------------------------- */
 
 static void
-handle_healthz(struct api *a, struct evhttp_request *req, const char *path)
+handle_healthz(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     api_reply_json_new(req, 200, OOM_CHECK(json_pack("{s:s}", "status", "ok")));
 }
 
 static void
-handle_readyz(struct api *a, struct evhttp_request *req, const char *path)
+handle_readyz(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     const struct api_backend *b = a->backend;
     json_t *checks = OOM_CHECK(json_object());
@@ -188,23 +180,54 @@ handle_readyz(struct api *a, struct evhttp_request *req, const char *path)
                                            "checks", checks)));
 }
 
+static void
+handle_metrics(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    struct buf text = BUF_INIT(8u << 20);
+    struct evbuffer *out = OOM_CHECK(evbuffer_new());
+
+    a->backend->metrics(a->backend->userdata, &text);
+    (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                            "text/plain; version=0.0.4");
+    if (evbuffer_add(out, text.buf, text.len) < 0) {
+        oom();
+    }
+    evhttp_send_reply(req, 200, "OK", out);
+    evbuffer_free(out);
+    buf_done(&text);
+}
+
 static const struct route routes[] = {
     {EVHTTP_REQ_GET, "/healthz", handle_healthz},
+    {EVHTTP_REQ_GET, "/metrics", handle_metrics},
     {EVHTTP_REQ_GET, "/readyz", handle_readyz},
+    {EVHTTP_REQ_POST, "/v1/sessions", api_sessions_create},
+    {EVHTTP_REQ_GET, "/v1/sessions", api_sessions_list},
+    {EVHTTP_REQ_GET, "/v1/sessions/*", api_sessions_get},
+    {EVHTTP_REQ_DELETE, "/v1/sessions/*", api_sessions_delete},
+    {EVHTTP_REQ_POST, "/v1/sessions/*/execute", api_sessions_execute},
 };
 
-/* Matches a path against a pattern where "*" stands for one non-empty segment. */
+#define MAX_PARAMS 4
+#define MAX_PARAM  128
+
+/* Matches a path against a pattern where "*" stands for one non-empty segment, copying the
+ * segments into params (at most MAX_PARAMS of at most MAX_PARAM bytes). */
 static bool
-path_matches(const char *pattern, const char *path)
+path_matches(const char *pattern, const char *path, char params[MAX_PARAMS][MAX_PARAM])
 {
+    int np = 0;
+
     while (*pattern != '\0' && *path != '\0') {
         if (*pattern == '*') {
             const char *slash = strchr(path, '/');
             size_t seg = slash ? (size_t)(slash - path) : strlen(path);
 
-            if (seg == 0) {
+            if (seg == 0 || seg >= MAX_PARAM || np == MAX_PARAMS) {
                 return false;
             }
+            memcpy(params[np], path, seg);
+            params[np++][seg] = '\0';
             path += seg;
             pattern++;
             continue;
@@ -234,13 +257,16 @@ on_request(struct evhttp_request *req, void *arg)
         return;
     }
     for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
-        if (!path_matches(routes[i].pattern, path)) {
+        char params[MAX_PARAMS][MAX_PARAM];
+        const char *p[MAX_PARAMS] = {params[0], params[1], params[2], params[3]};
+
+        if (!path_matches(routes[i].pattern, path, params)) {
             continue;
         }
         path_known = true;
         if (routes[i].method == method ||
             (method == EVHTTP_REQ_HEAD && routes[i].method == EVHTTP_REQ_GET)) {
-            routes[i].handler(a, req, path);
+            routes[i].handler(a, req, p);
             evhttp_uri_free(parsed);
             return;
         }

@@ -10,11 +10,13 @@
 #include <stddef.h>
 
 #include "config/config.h"
+#include "util/buf.h"
 #include "util/err.h"
 
 struct event_base;
 struct evhttp_request;
 struct pool;
+struct session_manager;
 struct api;
 
 typedef struct json_t json_t;
@@ -23,10 +25,13 @@ typedef struct json_t json_t;
 struct api_backend {
     struct pool **pools; /* borrowed array of n_pools */
     size_t n_pools;
+    struct session_manager *sessions; /* borrowed */
     /* Returns true when the engine answered recently; writes a reason otherwise. */
     bool (*engine_ok)(void *userdata, char *why, size_t n);
     bool (*redis_ok)(void *userdata, char *why, size_t n);
     bool (*draining)(void *userdata);
+    /* Appends Prometheus text exposition of every metric to out. */
+    void (*metrics)(void *userdata, struct buf *out);
     void *userdata;
 };
 

@@ -125,6 +125,19 @@ count_coming(const struct pool *p)
            count_state(p, POOL_SLOT_CONNECTING) + count_state(p, POOL_SLOT_ADOPTING);
 }
 
+/* Ready reached the warm target, or as much of it as max leaves once bound containers are
+ * counted: a pool full of sessions is as warm as it can be. */
+static void
+check_warm(struct pool *p)
+{
+    unsigned bound = count_state(p, POOL_SLOT_BOUND);
+    unsigned room = p->profile->max > bound ? p->profile->max - bound : 0;
+
+    if (count_state(p, POOL_SLOT_READY) >= MIN(p->warm, room)) {
+        p->warm_reached = true;
+    }
+}
+
 static void
 kick(struct pool *p)
 {
@@ -338,9 +351,7 @@ slot_ready(struct pool_slot *slot)
     if (serve_waiter(slot)) {
         return;
     }
-    if (count_state(p, POOL_SLOT_READY) >= p->warm) {
-        p->warm_reached = true;
-    }
+    check_warm(p);
 }
 
 static struct pool_slot *
@@ -558,6 +569,7 @@ pool_tick(struct pool *p)
     if (time_now_ms() < p->next_attempt_ms) {
         return;
     }
+    check_warm(p);
     want = p->warm + p->n_waiters;
     have = count_coming(p) + count_state(p, POOL_SLOT_READY);
     live = count_live(p);
@@ -840,9 +852,7 @@ void
 pool_set_warm(struct pool *p, unsigned warm)
 {
     p->warm = MIN(warm, p->profile->max);
-    if (count_state(p, POOL_SLOT_READY) >= p->warm) {
-        p->warm_reached = true;
-    }
+    check_warm(p);
     kick(p);
 }
 

@@ -43,15 +43,17 @@ char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 
 /* Returns p unchanged, or calls oom() when p is NULL: for library constructors such as
- * json_object() whose only failure is memory. */
-#define OOM_CHECK(p)             \
-    ({                           \
-        __typeof__(p) _p_ = (p); \
-        if (_p_ == NULL) {       \
-            oom();               \
-        }                        \
-        _p_;                     \
-    })
+ * json_object() whose only failure is memory. A function behind the macro, so that calls nest. */
+static inline void *
+oom_check(void *p)
+{
+    if (p == NULL) {
+        oom();
+    }
+    return p;
+}
+
+#define OOM_CHECK(p) ((__typeof__(p))oom_check((void *)(p)))
 
 static inline void
 freep(void *p)

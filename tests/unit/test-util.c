@@ -5,6 +5,7 @@
 #include "tap.h"
 #include "util/buf.h"
 #include "util/err.h"
+#include "util/hashmap.h"
 #include "util/parse.h"
 #include "util/random.h"
 #include "util/time.h"
@@ -193,6 +194,41 @@ TEST(utf8)
     buf_done(&b);
 }
 
+TEST(hashmap)
+{
+    struct hashmap *m = hashmap_new();
+    char key[32];
+    int values[2000], wrong = 0;
+
+    for (int i = 0; i < 2000; i++) {
+        values[i] = i;
+        (void)snprintf(key, sizeof(key), "k%d", i);
+        hashmap_put(m, key, &values[i]);
+    }
+    ASSERT_EQ_U(hashmap_size(m), 2000);
+    for (int i = 0; i < 2000; i++) {
+        int *v;
+
+        (void)snprintf(key, sizeof(key), "k%d", i);
+        v = hashmap_get(m, key);
+        wrong += v == NULL || *v != i;
+    }
+    ASSERT_EQ_I(wrong, 0);
+    ASSERT_TRUE(hashmap_get(m, "nope") == NULL);
+    hashmap_put(m, "k5", &values[7]);
+    ASSERT_TRUE(hashmap_get(m, "k5") == &values[7]);
+    ASSERT_EQ_U(hashmap_size(m), 2000);
+    for (int i = 0; i < 2000; i += 2) {
+        (void)snprintf(key, sizeof(key), "k%d", i);
+        wrong += hashmap_remove(m, key) == NULL;
+    }
+    ASSERT_EQ_I(wrong, 0);
+    ASSERT_EQ_U(hashmap_size(m), 1000);
+    ASSERT_TRUE(hashmap_get(m, "k2") == NULL && hashmap_get(m, "k3") == &values[3]);
+    ASSERT_TRUE(hashmap_remove(m, "k2") == NULL);
+    hashmap_free(m);
+}
+
 int
 main(void)
 {
@@ -204,5 +240,6 @@ main(void)
     RUN(random_ids);
     RUN(time_format);
     RUN(utf8);
+    RUN(hashmap);
     return tap_done();
 }

@@ -1,0 +1,24 @@
+/* Bearer-token authentication. Tokens are never stored: the config holds SHA-256 hashes, the
+ * presented token is hashed and compared with every tenant's hash in constant time (no early
+ * exit), so neither timing nor the order of tenants says anything about a near miss. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "config/config.h"
+
+struct evhttp_request;
+
+enum auth_role {
+    AUTH_NONE,   /* missing or wrong token */
+    AUTH_TENANT, /* a tenant's token: *ret_tenant is set */
+    AUTH_ADMIN,  /* the admin token */
+};
+
+/* Checks the Authorization header of req against cfg (borrowed). ret_tenant (borrowed from cfg)
+ * is written for AUTH_TENANT. */
+enum auth_role api_auth(const struct cfg *cfg, struct evhttp_request *req,
+                        const struct cfg_tenant **ret_tenant);
+/* Same, for a token given directly (tests, CLI). */
+enum auth_role api_auth_token(const struct cfg *cfg, const char *token, size_t len,
+                              const struct cfg_tenant **ret_tenant);

@@ -1,0 +1,502 @@
+/* Session endpoints of the HTTP API v1:
+ *
+ *   POST   /v1/sessions                  create (201 + Session)
+ *   GET    /v1/sessions                  list the tenant's sessions
+ *   GET    /v1/sessions/{id}             one Session
+ *   DELETE /v1/sessions/{id}             end it (204)
+ *   POST   /v1/sessions/{id}/execute     run code or a command: one JSON Execution, or SSE
+ *
+ * Every request on a session counts as activity. Another tenant's session answers 404 exactly
+ * like an unknown one.
+ *
+ * Asynchronous handlers keep a `struct call`: the evhttp request belongs to libevent and dies
+ * with its connection, so the call watches the connection's close callback and, once the client
+ * is gone, finishes its work without replying. Exactly one reply per live request. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+
+#define LOG_MODULE "api"
+#include "api/api-internal.h"
+#include "log/log.h"
+#include "session/session.h"
+#include "stream/sse.h"
+#include "util/macro.h"
+#include "util/parse.h"
+#include "util/utf8.h"
+
+#define METADATA_MAX_BYTES 4096
+#define METADATA_MAX_KEYS  32
+
+struct call {
+    struct api *a;
+    struct evhttp_request *req; /* NULL once the client went away */
+    struct evhttp_connection *conn;
+    char tenant[65];
+    struct execution *x;
+    struct stream_sse *sse;
+    bool done; /* the operation completed */
+};
+
+static void
+on_conn_close(struct evhttp_connection *conn, void *arg)
+{
+    struct call *c = arg;
+
+    c->req = NULL;
+    if (c->sse != NULL) {
+        stream_sse_abandon(c->sse);
+        c->sse = NULL;
+    }
+    if (c->x != NULL) {
+        execution_detach(c->x); /* it runs on; its end frees nothing of ours */
+        c->x = NULL;
+        c->done = true;
+    }
+    if (c->done) {
+        free(c);
+    }
+}
+
+static struct call *
+call_new(struct api *a, struct evhttp_request *req, const char *tenant)
+{
+    struct call *c = xcalloc(1, sizeof(*c));
+
+    c->a = a;
+    c->req = req;
+    c->conn = evhttp_request_get_connection(req);
+    (void)snprintf(c->tenant, sizeof(c->tenant), "%s", tenant);
+    evhttp_connection_set_closecb(c->conn, on_conn_close, c);
+    return c;
+}
+
+/* The operation is over: stop watching the connection and free the call. Reply first. */
+static void
+call_end(struct call *c)
+{
+    if (c->req != NULL) {
+        evhttp_connection_set_closecb(c->conn, NULL, NULL);
+    }
+    free(c);
+}
+
+/* ---- helpers --------------------------------------------------------------------------------- */
+
+int
+api_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct err *reterr)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t n = evbuffer_get_length(in);
+    json_error_t jerr;
+    json_t *root;
+
+    if (n == 0 && allow_empty) {
+        *ret = OOM_CHECK(json_object());
+        return 0;
+    }
+    root = json_loadb((const char *)evbuffer_pullup(in, -1), n, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        return err_set(reterr, -EINVAL, "the body is not valid JSON: %s (line %d column %d)",
+                       jerr.text, jerr.line, jerr.column);
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return err_set(reterr, -EINVAL, "the body must be a JSON object");
+    }
+    *ret = root;
+    return 0;
+}
+
+const struct cfg_tenant *
+api_require_tenant(struct api *a, struct evhttp_request *req)
+{
+    const struct cfg_tenant *t = NULL;
+
+    switch (api_auth(a->cfg, req, &t)) {
+    case AUTH_TENANT:
+        return t;
+    case AUTH_ADMIN:
+        api_reply_error(req, -EPERM, "the admin token cannot act as a tenant");
+        return NULL;
+    case AUTH_NONE:
+        break;
+    }
+    (void)evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                            "Bearer realm=\"sandpool\"");
+    api_reply_error(req, -EACCES, "a valid 'Authorization: Bearer <token>' header is required");
+    return NULL;
+}
+
+/* The tenant's session named by params[0], or NULL after replying 404. */
+static struct session *
+find_session(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t, const char *id)
+{
+    struct session *s = str_is_name(id, 64) ? session_find(a->backend->sessions, t->id, id) : NULL;
+
+    if (s == NULL) {
+        api_reply_error(req, -ENOENT, "no such session");
+    }
+    return s;
+}
+
+/* Checks a member's type; returns false after replying 400. */
+static bool
+reject_unknown(struct evhttp_request *req, json_t *body, const char *const *allowed)
+{
+    const char *key;
+    json_t *v;
+
+    json_object_foreach (body, key, v) {
+        bool ok = false;
+
+        for (const char *const *k = allowed; *k != NULL; k++) {
+            ok = ok || strcmp(*k, key) == 0;
+        }
+        if (!ok) {
+            api_reply_error(req, -EINVAL, "unknown field '%.64s'", key);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Reads an optional positive integer member; false after replying 400. */
+static bool
+get_uint(struct evhttp_request *req, json_t *body, const char *key, unsigned *ret)
+{
+    json_t *v = json_object_get(body, key);
+
+    if (v == NULL || json_is_null(v)) {
+        return true;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 31536000) {
+        api_reply_error(req, -EINVAL, "'%s' must be a positive integer", key);
+        return false;
+    }
+    *ret = (unsigned)json_integer_value(v);
+    return true;
+}
+
+/* metadata: an object of at most 32 string values, 4 KiB in all. */
+static bool
+check_metadata(struct evhttp_request *req, json_t *meta, char **ret_text)
+{
+    const char *key;
+    json_t *v;
+    char *text;
+
+    if (meta == NULL || json_is_null(meta)) {
+        *ret_text = NULL;
+        return true;
+    }
+    if (!json_is_object(meta) || json_object_size(meta) > METADATA_MAX_KEYS) {
+        api_reply_error(req, -EINVAL, "'metadata' must be an object of at most %d strings",
+                        METADATA_MAX_KEYS);
+        return false;
+    }
+    json_object_foreach (meta, key, v) {
+        if (!json_is_string(v)) {
+            api_reply_error(req, -EINVAL, "'metadata.%.64s' must be a string", key);
+            return false;
+        }
+    }
+    text = OOM_CHECK(json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS));
+    if (strlen(text) > METADATA_MAX_BYTES) {
+        free(text);
+        api_reply_error(req, -EMSGSIZE, "'metadata' is larger than %d bytes", METADATA_MAX_BYTES);
+        return false;
+    }
+    *ret_text = text;
+    return true;
+}
+
+/* ---- create, list, get, delete -----------------------------------------------------------------
+ */
+
+static void
+on_session_created(int r, struct session *s, const struct err *e, void *userdata)
+{
+    struct call *c = userdata;
+
+    c->done = true;
+    if (c->req != NULL) {
+        if (r < 0) {
+            api_reply_error(c->req, r, "%s", e ? e->msg : strerror(-r));
+        } else {
+            char loc[128];
+
+            (void)snprintf(loc, sizeof(loc), "/v1/sessions/%s", session_id(s));
+            (void)evhttp_add_header(evhttp_request_get_output_headers(c->req), "Location", loc);
+            api_reply_json_new(c->req, 201, session_to_json(s));
+        }
+    }
+    if (r == 0) {
+        log_info("session created session=%s tenant='%s' profile='%s'", session_id(s), c->tenant,
+                 session_profile(s)->name);
+    }
+    call_end(c);
+}
+
+void
+api_sessions_create(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    static const char *const allowed[] = {"profile", "idle_timeout_s", "metadata", NULL};
+    const struct cfg_tenant *t = api_require_tenant(a, req);
+    struct session_create_req cr = {0};
+    char *metadata = NULL;
+    struct err e = {0};
+    json_t *body = NULL;
+    json_t *profile;
+    struct call *c;
+    int r;
+
+    if (t == NULL) {
+        return;
+    }
+    if (api_body_json(req, true, &body, &e) < 0) {
+        api_reply_error(req, e.code, "%s", e.msg);
+        return;
+    }
+    profile = json_object_get(body, "profile");
+    if (!reject_unknown(req, body, allowed) ||
+        !get_uint(req, body, "idle_timeout_s", &cr.idle_timeout_s) ||
+        !check_metadata(req, json_object_get(body, "metadata"), &metadata)) {
+        json_decref(body);
+        return;
+    }
+    if (profile != NULL && !json_is_string(profile)) {
+        api_reply_error(req, -EINVAL, "'profile' must be a string");
+        json_decref(body);
+        free(metadata);
+        return;
+    }
+    cr.tenant = t->id;
+    cr.profile = json_string_value(profile);
+    cr.metadata_json = metadata;
+    c = call_new(a, req, t->id);
+    r = session_create(a->backend->sessions, &cr, on_session_created, c, &e);
+    if (r < 0) {
+        api_reply_error(req, r == -ENOENT ? -EINVAL : r, "%s", e.msg);
+        call_end(c);
+    }
+    json_decref(body);
+    free(metadata);
+}
+
+static void
+append_session(struct session *s, void *userdata)
+{
+    (void)json_array_append_new(userdata, session_to_json(s));
+}
+
+void
+api_sessions_list(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    const struct cfg_tenant *t = api_require_tenant(a, req);
+    json_t *list;
+
+    if (t == NULL) {
+        return;
+    }
+    list = OOM_CHECK(json_array());
+    session_foreach(a->backend->sessions, t->id, append_session, list);
+    api_reply_json_new(req, 200, OOM_CHECK(json_pack("{s:o}", "sessions", list)));
+}
+
+void
+api_sessions_get(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    const struct cfg_tenant *t = api_require_tenant(a, req);
+    struct session *s = t != NULL ? find_session(a, req, t, params[0]) : NULL;
+
+    if (s == NULL) {
+        return;
+    }
+    session_touch(s);
+    api_reply_json_new(req, 200, session_to_json(s));
+}
+
+static void
+on_session_ended(int r, const struct err *e, void *userdata)
+{
+    struct call *c = userdata;
+
+    c->done = true;
+    if (c->req != NULL) {
+        if (r < 0) {
+            api_reply_error(c->req, -ENOTCONN, "%s", e ? e->msg : strerror(-r));
+        } else {
+            evhttp_send_reply(c->req, 204, "No Content", NULL);
+        }
+    }
+    call_end(c);
+}
+
+void
+api_sessions_delete(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    const struct cfg_tenant *t = api_require_tenant(a, req);
+    struct session *s = t != NULL ? find_session(a, req, t, params[0]) : NULL;
+    struct err e = {0};
+    struct call *c;
+
+    if (s == NULL) {
+        return;
+    }
+    log_info("session ending session=%s tenant='%s': deleted by the client", session_id(s), t->id);
+    c = call_new(a, req, t->id);
+    if (session_end(s, on_session_ended, c, &e) < 0) {
+        api_reply_error(req, e.code == -EALREADY ? -ENOENT : e.code, "%s", e.msg);
+        call_end(c);
+    }
+}
+
+/* ---- execute ----------------------------------------------------------------------------------
+ */
+
+static void
+on_exec_output(struct execution *x, bool to_stderr, const char *text, size_t len, void *userdata)
+{
+    struct call *c = userdata;
+    json_t *data;
+
+    if (c->sse == NULL) {
+        return;
+    }
+    data = json_stringn(text, len);
+    if (data == NULL) { /* the kernel sends valid UTF-8; repair anything else */
+        struct buf b = BUF_INIT(len * 3 + 1);
+
+        (void)utf8_append_sanitized(&b, text, len);
+        data = OOM_CHECK(json_stringn(b.buf, b.len));
+        buf_done(&b);
+    }
+    if (stream_sse_send(c->sse, to_stderr ? "stderr" : "stdout",
+                        OOM_CHECK(json_pack("{s:o}", "text", data)))) {
+        execution_pause(x, true); /* the client reads slower than the code prints */
+    }
+}
+
+static void
+on_sse_drained(void *userdata)
+{
+    struct call *c = userdata;
+
+    if (c->x != NULL) {
+        execution_pause(c->x, false);
+    }
+}
+
+static void
+on_exec_done(struct execution *x, void *userdata)
+{
+    struct call *c = userdata;
+
+    c->x = NULL;
+    c->done = true;
+    if (c->sse != NULL) {
+        (void)stream_sse_send(c->sse, "done", execution_to_json(x, false));
+        stream_sse_end(c->sse);
+        c->sse = NULL;
+    } else if (c->req != NULL) {
+        api_reply_json_new(c->req, 200, execution_to_json(x, true));
+    }
+    call_end(c);
+}
+
+static const struct exec_observer exec_observer = {
+    .on_output = on_exec_output,
+    .on_done = on_exec_done,
+};
+
+static bool
+wants_sse(struct evhttp_request *req)
+{
+    const char *accept = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept");
+
+    return accept != NULL && strcasestr(accept, "text/event-stream") != NULL;
+}
+
+/* Validates the body into er (argv and code borrowed from body). False after replying. */
+static bool
+parse_exec(struct evhttp_request *req, json_t *body, struct exec_req *er)
+{
+    static const char *const allowed[] = {"code", "command", "timeout_s", NULL};
+    json_t *code = json_object_get(body, "code");
+    json_t *cmd = json_object_get(body, "command");
+    size_t i;
+    json_t *v;
+
+    if (!reject_unknown(req, body, allowed) || !get_uint(req, body, "timeout_s", &er->timeout_s)) {
+        return false;
+    }
+    if ((code == NULL) == (cmd == NULL)) {
+        api_reply_error(req, -EINVAL, "give exactly one of 'code' and 'command'");
+        return false;
+    }
+    if (code != NULL) {
+        if (!json_is_string(code)) {
+            api_reply_error(req, -EINVAL, "'code' must be a string");
+            return false;
+        }
+        er->code = json_string_value(code);
+        er->code_len = json_string_length(code);
+        return true;
+    }
+    if (!json_is_array(cmd) || json_array_size(cmd) == 0 || json_array_size(cmd) > 4096) {
+        api_reply_error(req, -EINVAL, "'command' must be a non-empty array of strings");
+        return false;
+    }
+    json_array_foreach (cmd, i, v) {
+        if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+            api_reply_error(req, -EINVAL, "'command[%zu]' must be a string without NUL", i);
+            return false;
+        }
+    }
+    er->argv = cmd;
+    return true;
+}
+
+void
+api_sessions_execute(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    const struct cfg_tenant *t = api_require_tenant(a, req);
+    struct session *s = t != NULL ? find_session(a, req, t, params[0]) : NULL;
+    struct exec_req er = {0};
+    struct err e = {0};
+    json_t *body = NULL;
+    bool sse;
+    struct call *c;
+
+    if (s == NULL) {
+        return;
+    }
+    session_touch(s);
+    if (api_body_json(req, false, &body, &e) < 0) {
+        api_reply_error(req, e.code, "%s", e.msg);
+        return;
+    }
+    if (!parse_exec(req, body, &er)) {
+        json_decref(body);
+        return;
+    }
+    sse = wants_sse(req);
+    c = call_new(a, req, t->id);
+    if (session_execute(s, &er, &exec_observer, c, !sse, &c->x, &e) < 0) {
+        api_reply_error(req, e.code, "%s", e.msg);
+        call_end(c);
+        json_decref(body);
+        return;
+    }
+    if (sse) {
+        c->sse = stream_sse_start(req, on_sse_drained, c);
+    }
+    json_decref(body);
+}

@@ -1,0 +1,1323 @@
+/* Sessions and executions; see session.h for the contract.
+ *
+ * Objects and who frees them:
+ *  - struct session: owned by the manager (map + list); freed only by session_destroy(), after
+ *    its record is gone from Redis (end, reap, lost) or at manager shutdown.
+ *  - struct execution: owned by its session (s->exec); freed right after on_done returns.
+ *  - struct sop: one per Redis operation in flight, on the manager's list. Its callback finds
+ *    the session again by id (the session may have ended meanwhile); at manager shutdown every
+ *    sop is detached (m = NULL) and then only frees itself when Redis answers or is freed.
+ *  - pool slots: a session holds one BOUND slot and borrows its kernel connection; ending the
+ *    session releases the slot (the pool removes the container).
+ *
+ * Execution phases: RUNNING -> (deadline) INTERRUPTED: KeyboardInterrupt sent; the namespace
+ * survives if the code stops -> (grace, 2 s) RESTARTING: the kernel kills its worker; the
+ * namespace is lost. The kernel's "done" ends every phase; its status and the phase give the
+ * API status and whether state was preserved.
+ *
+ * Epochs: s->gen is the kernel worker generation the current epoch belongs to. A "done" with
+ * status died means the namespace is gone: the epoch is bumped at once and gen+1 expected; a
+ * "restarted" (or a hello after re-adoption) with any other generation bumps it too. */
+#include "session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "kernel/kernel.h"
+#include "pool/pool.h"
+#include "store/redis.h"
+#include "store/sessions.h"
+#include "util/buf.h"
+#include "util/hashmap.h"
+#include "util/macro.h"
+#include "util/random.h"
+#include "util/time.h"
+#include "util/utf8.h"
+
+#define GRACE_MS         2000u
+#define REAP_BATCH       64u
+#define TOUCH_MAX_MS     5000u
+#define TOUCH_MIN_MS     200u
+#define COLD_WAIT_FACTOR 4u /* a cold create may take this many engine deadlines */
+
+enum exec_phase {
+    PH_RUNNING,
+    PH_INTERRUPTED,
+    PH_RESTARTING,
+};
+
+struct execution {
+    struct session *s;
+    char id[33];
+    bool is_cmd;
+    bool collect;
+    struct exec_observer obs;
+    void *userdata;
+    bool detached;
+    struct buf out, err;
+    uint64_t out_extra, err_extra; /* bytes dropped here, beyond what the kernel reported */
+    uint64_t started_us;
+    struct event *deadline, *grace;
+    enum exec_phase phase;
+    unsigned timeout_s;
+    /* result, valid in on_done */
+    const char *status;
+    json_t *result, *error, *truncated;
+    int exit_code; /* -1: none */
+    uint64_t duration_ms;
+    bool state_preserved;
+};
+
+struct session {
+    TAILQ_ENTRY(session) link;
+    struct session_manager *m;
+    struct store_session_rec rec;
+    const struct cfg_profile *profile;
+    struct pool_slot *slot;
+    struct kernel *kernel; /* borrowed from slot */
+    struct execution *exec;
+    enum session_state state;
+    uint64_t last_touch_ms; /* monotonic */
+};
+
+enum sop_kind {
+    SOP_CREATE,
+    SOP_TOUCH,
+    SOP_EPOCH,
+    SOP_END,
+    SOP_LOST,
+    SOP_CLAIM,
+    SOP_LOAD,
+};
+
+/* A Redis operation in flight. */
+struct sop {
+    TAILQ_ENTRY(sop) link;
+    struct session_manager *m; /* NULL once the manager is gone */
+    enum sop_kind kind;
+    char id[STORE_ID_MAX + 1];
+    /* SOP_CREATE */
+    struct session *pending; /* not in the map yet */
+    session_create_cb *create_cb;
+    /* SOP_END */
+    session_end_cb *end_cb;
+    void *userdata;
+};
+
+/* A create waiting for a container made on demand. */
+struct cold {
+    TAILQ_ENTRY(cold) link;
+    struct session_manager *m;
+    struct pool_waiter *waiter;
+    struct session_create_req req;
+    char tenant[65], profile[49];
+    char *metadata;
+    session_create_cb *cb;
+    void *userdata;
+};
+
+/* A container that serves a session, found before this node's records were loaded. */
+struct held {
+    TAILQ_ENTRY(held) link;
+    struct pool_slot *slot;
+    char session[STORE_ID_MAX + 1];
+    int64_t gen;
+    char busy[KERNEL_MAX_ID + 1];
+};
+
+struct session_manager {
+    struct event_base *base; /* borrowed */
+    const struct cfg *cfg;   /* borrowed */
+    struct pool **pools;     /* borrowed */
+    size_t n_pools;
+    struct store_redis *redis; /* borrowed */
+    struct store_sessions *store;
+    struct hashmap *by_id;
+    TAILQ_HEAD(, session) sessions;
+    TAILQ_HEAD(, sop) sops;
+    TAILQ_HEAD(, cold) colds;
+    TAILQ_HEAD(, held) held;
+    /* Records loaded at start-up and not yet matched with a container. */
+    struct store_session_rec *unmatched;
+    size_t n_unmatched;
+    bool loaded, loading, claiming;
+    struct session_manager_stats stats;
+};
+
+static const char *const state_names[SESSION__COUNT] = {
+    [SESSION_READY] = "ready",
+    [SESSION_BUSY] = "busy",
+    [SESSION_ENDING] = "ending",
+};
+
+const char *
+session_state_to_string(enum session_state s)
+{
+    return s >= 0 && s < SESSION__COUNT ? state_names[s] : NULL;
+}
+
+static void execution_finish(struct execution *x);
+static const struct kernel_handlers session_kernel_handlers;
+
+/* ---- Redis operations ------------------------------------------------------------------------ */
+
+static struct sop *
+sop_new(struct session_manager *m, enum sop_kind kind, const char *id)
+{
+    struct sop *op = xcalloc(1, sizeof(*op));
+
+    op->m = m;
+    op->kind = kind;
+    if (id != NULL) {
+        (void)snprintf(op->id, sizeof(op->id), "%s", id);
+    }
+    TAILQ_INSERT_TAIL(&m->sops, op, link);
+    return op;
+}
+
+/* Unlinks op from its manager (if any) and frees it. */
+static void
+sop_free(struct sop *op)
+{
+    if (op->m != NULL) {
+        TAILQ_REMOVE(&op->m->sops, op, link);
+    }
+    free(op);
+}
+
+/* ---- session objects ------------------------------------------------------------------------- */
+
+static const struct cfg_profile *
+profile_find(const struct session_manager *m, const char *name)
+{
+    if (name == NULL) {
+        return m->n_pools > 0 ? pool_profile(m->pools[0]) : NULL;
+    }
+    return cfg_profile_find(m->cfg, name);
+}
+
+static struct pool *
+pool_for(const struct session_manager *m, const char *profile)
+{
+    for (size_t i = 0; i < m->n_pools; i++) {
+        if (strcmp(pool_name(m->pools[i]), profile) == 0) {
+            return m->pools[i];
+        }
+    }
+    return NULL;
+}
+
+static struct session *
+session_alloc(struct session_manager *m, struct pool_slot *slot, const struct cfg_profile *p)
+{
+    struct session *s = xcalloc(1, sizeof(*s));
+
+    s->m = m;
+    s->profile = p;
+    s->slot = slot;
+    s->kernel = pool_slot_kernel(slot);
+    s->state = SESSION_READY;
+    s->last_touch_ms = time_now_ms();
+    kernel_set_handlers(s->kernel, &session_kernel_handlers, s);
+    return s;
+}
+
+static void
+session_register(struct session *s)
+{
+    hashmap_put(s->m->by_id, s->rec.id, s);
+    TAILQ_INSERT_TAIL(&s->m->sessions, s, link);
+}
+
+/* Frees the session object; the caller has dealt with its record and container. */
+static void
+session_destroy(struct session *s, bool registered)
+{
+    if (s->exec != NULL) {
+        execution_detach(s->exec);
+        execution_finish(s->exec); /* frees it; no callback: detached */
+    }
+    if (registered) {
+        (void)hashmap_remove(s->m->by_id, s->rec.id);
+        TAILQ_REMOVE(&s->m->sessions, s, link);
+    }
+    free(s);
+}
+
+/* Releases the container and forgets the session (its record is already gone or going). */
+static void
+session_drop(struct session *s)
+{
+    struct pool_slot *slot = s->slot;
+
+    s->slot = NULL;
+    s->kernel = NULL;
+    session_destroy(s, true);
+    if (slot != NULL) {
+        pool_slot_release(slot);
+    }
+}
+
+/* ---- epoch -------------------------------------------------------------------------------------
+ */
+
+static void
+on_epoch_saved(int r, void *userdata)
+{
+    sop_free(userdata); /* best effort: the next change or a re-adoption writes it again */
+}
+
+static void
+epoch_bump(struct session *s, int64_t new_gen)
+{
+    struct sop *op;
+
+    s->rec.epoch++;
+    s->rec.gen = new_gen;
+    op = sop_new(s->m, SOP_EPOCH, s->rec.id);
+    if (store_sessions_set_epoch(s->m->store, s->rec.id, s->rec.epoch, s->rec.gen, on_epoch_saved,
+                                 op) < 0) {
+        sop_free(op);
+    }
+}
+
+/* ---- touch -------------------------------------------------------------------------------------
+ */
+
+static void
+on_touched(int r, void *userdata)
+{
+    struct sop *op = userdata;
+
+    /* -ENOENT: the reaper claimed it in the meantime; its ending is on the way. */
+    sop_free(op);
+}
+
+void
+session_touch(struct session *s)
+{
+    struct sop *op;
+    uint64_t now = time_wall_ms();
+
+    s->last_touch_ms = time_now_ms();
+    s->rec.last_active_at = now;
+    op = sop_new(s->m, SOP_TOUCH, s->rec.id);
+    if (store_sessions_touch(s->m->store, s->rec.id, now, on_touched, op) < 0) {
+        sop_free(op);
+    }
+}
+
+/* ---- ending
+ * -------------------------------------------------------------------------------------- */
+
+static void
+on_end_deleted(int r, void *userdata)
+{
+    struct sop *op = userdata;
+    struct session_manager *m = op->m;
+    struct session *s = m != NULL ? hashmap_get(m->by_id, op->id) : NULL;
+    struct err e = {0};
+
+    if (m == NULL) {
+        sop_free(op);
+        return;
+    }
+    if (r < 0) {
+        (void)err_set(&e, r, "could not delete the session record: %s", strerror(-r));
+        if (s != NULL && s->state == SESSION_ENDING) {
+            s->state = s->exec != NULL ? SESSION_BUSY : SESSION_READY;
+        }
+    } else if (s != NULL) {
+        m->stats.ended_total++;
+        session_drop(s);
+    }
+    if (op->end_cb != NULL) {
+        op->end_cb(r, r < 0 ? &e : NULL, op->userdata);
+    }
+    sop_free(op);
+}
+
+int
+session_end(struct session *s, session_end_cb *cb, void *userdata, struct err *reterr)
+{
+    struct sop *op;
+    int r;
+
+    if (s->state == SESSION_ENDING) {
+        return err_set(reterr, -EALREADY, "the session is already ending");
+    }
+    op = sop_new(s->m, SOP_END, s->rec.id);
+    op->end_cb = cb;
+    op->userdata = userdata;
+    r = store_sessions_delete(s->m->store, s->rec.id, on_end_deleted, op);
+    if (r < 0) {
+        sop_free(op);
+        return err_set(reterr, -ENOTCONN, "redis is unavailable");
+    }
+    s->state = SESSION_ENDING;
+    if (s->exec != NULL) {
+        (void)kernel_interrupt(s->kernel, s->exec->id);
+    }
+    return 0;
+}
+
+/* The container or its kernel connection is gone: the session's state is lost, end it. */
+static void
+session_lost(struct session *s, const char *why)
+{
+    struct sop *op;
+
+    if (s->exec != NULL) {
+        struct execution *x = s->exec;
+
+        x->status = "error";
+        x->state_preserved = false;
+        json_decref(x->error);
+        x->error = OOM_CHECK(
+            json_pack("{s:s, s:s, s:[]}", "name", "SandboxLost", "value", why, "traceback"));
+        execution_finish(x);
+    }
+    if (s->state == SESSION_ENDING) {
+        return; /* a delete is already on its way; it drops the session */
+    }
+    s->state = SESSION_ENDING;
+    op = sop_new(s->m, SOP_END, s->rec.id);
+    if (store_sessions_delete(s->m->store, s->rec.id, on_end_deleted, op) < 0) {
+        /* Redis is down: the record stays; at the next start it has no container and ends. */
+        sop_free(op);
+        session_drop(s);
+    }
+}
+
+/* ---- kernel events -----------------------------------------------------------------------------
+ */
+
+static void
+on_kernel_output(struct kernel *k, const char *exec_id, bool to_stderr, const char *text,
+                 size_t len, void *userdata)
+{
+    struct session *s = userdata;
+    struct execution *x = s->exec;
+
+    if (x == NULL || strcmp(exec_id, x->id) != 0) {
+        return; /* late output of an execution already reported */
+    }
+    if (x->collect) {
+        struct buf *b = to_stderr ? &x->err : &x->out;
+        uint64_t *extra = to_stderr ? &x->err_extra : &x->out_extra;
+
+        if (buf_append(b, text, len) < 0) {
+            *extra += len; /* the kernel sent more than its own cap allows */
+        }
+    }
+    if (!x->detached && x->obs.on_output != NULL) {
+        x->obs.on_output(x, to_stderr, text, len, x->userdata);
+    }
+}
+
+static json_t *
+truncation_json(json_t *t, const struct execution *x)
+{
+    json_t *out = OOM_CHECK(json_object());
+    bool any = false;
+    static const char *const keys[2] = {"o", "e"};
+    static const char *const names[2] = {"stdout", "stderr"};
+
+    for (int i = 0; i < 2; i++) {
+        json_t *pair = json_object_get(t, keys[i]);
+        json_int_t total = json_integer_value(json_array_get(pair, 0));
+        json_int_t dropped = json_integer_value(json_array_get(pair, 1));
+        uint64_t extra = i == 0 ? x->out_extra : x->err_extra;
+
+        if (total < 0 || dropped < 0) {
+            total = dropped = 0;
+        }
+        dropped += (json_int_t)extra;
+        if (dropped > 0) {
+            any = true;
+        }
+        (void)json_object_set_new(
+            out, names[i],
+            OOM_CHECK(json_pack("{s:I, s:I}", "bytes_total", total, "bytes_dropped", dropped)));
+    }
+    if (!any) {
+        json_decref(out);
+        return json_null();
+    }
+    return out;
+}
+
+/* Maps the kernel's "done" and our phase to the API status. */
+static void
+classify(struct execution *x, const struct kernel_msg *m)
+{
+    struct session *s = x->s;
+    const char *st = m->status;
+    bool died = strcmp(st, "died") == 0;
+    bool oom_killed = json_is_true(json_object_get(m->obj, "oom"));
+
+    x->state_preserved = !died;
+    if (died) {
+        epoch_bump(s, m->gen >= 0 ? m->gen + 1 : s->rec.gen + 1);
+    }
+    if (x->phase != PH_RUNNING && (died || strcmp(st, "interrupted") == 0)) {
+        x->status = "timeout";
+    } else if (died && oom_killed) {
+        x->status = "oom";
+    } else if (died) {
+        const char *why = json_string_value(json_object_get(m->obj, "reason"));
+
+        x->status = "error";
+        json_decref(x->error);
+        x->error = OOM_CHECK(json_pack("{s:s, s:s, s:[]}", "name", "KernelDied", "value",
+                                       why ? why : "the interpreter exited", "traceback"));
+    } else if (strcmp(st, "ok") == 0) {
+        x->status = "ok";
+    } else if (strcmp(st, "interrupted") == 0) {
+        x->status = "interrupted";
+    } else {
+        x->status = "error";
+    }
+}
+
+static void
+on_kernel_done(struct kernel *k, const struct kernel_msg *m, void *userdata)
+{
+    struct session *s = userdata;
+    struct execution *x = s->exec;
+    json_t *v;
+
+    if (x == NULL || strcmp(m->id, x->id) != 0) {
+        return;
+    }
+    classify(x, m);
+    v = json_object_get(m->obj, "result");
+    if (json_is_string(v)) {
+        x->result = json_incref(v);
+    }
+    v = json_object_get(m->obj, "error");
+    if (json_is_object(v) && x->error == NULL) {
+        x->error = json_incref(v);
+    }
+    v = json_object_get(m->obj, "exit_code");
+    if (json_is_integer(v)) {
+        x->exit_code = (int)json_integer_value(v);
+    }
+    x->truncated = truncation_json(json_object_get(m->obj, "truncated"), x);
+    if (strcmp(m->status, "rejected") == 0) {
+        json_decref(x->error);
+        x->error = OOM_CHECK(json_pack("{s:s, s:s, s:[]}", "name", "Rejected", "value",
+                                       json_string_value(json_object_get(m->obj, "reason"))
+                                           ?: "the kernel refused the request",
+                                       "traceback"));
+    }
+    execution_finish(x);
+    session_touch(s);
+}
+
+static void
+on_kernel_restarted(struct kernel *k, const struct kernel_msg *m, void *userdata)
+{
+    struct session *s = userdata;
+
+    if (m->gen != s->rec.gen) {
+        epoch_bump(s, m->gen);
+    }
+}
+
+static void
+on_kernel_closed(struct kernel *k, int r, const char *why, void *userdata)
+{
+    struct session *s = userdata;
+    char msg[256];
+
+    (void)snprintf(msg, sizeof(msg), "the sandbox was lost: %s", why);
+    session_lost(s, msg);
+}
+
+static void
+on_kernel_hello(struct kernel *k, const struct kernel_msg *m, void *userdata)
+{
+    /* Sessions get their hello through adoption; a later one changes nothing. */
+}
+
+static const struct kernel_handlers session_kernel_handlers = {
+    .on_hello = on_kernel_hello,
+    .on_output = on_kernel_output,
+    .on_done = on_kernel_done,
+    .on_restarted = on_kernel_restarted,
+    .on_closed = on_kernel_closed,
+};
+
+/* ---- executions
+ * ---------------------------------------------------------------------------------- */
+
+static void
+on_grace(evutil_socket_t fd, short what, void *arg)
+{
+    struct execution *x = arg;
+
+    /* Still running after the interrupt: C code or a swallowed KeyboardInterrupt. */
+    x->phase = PH_RESTARTING;
+    if (kernel_restart(x->s->kernel, "execution did not stop after its timeout") < 0) {
+        session_lost(x->s, "the kernel connection broke during a timeout");
+    }
+}
+
+static void
+on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    struct execution *x = arg;
+    struct timeval tv;
+
+    x->phase = PH_INTERRUPTED;
+    if (kernel_interrupt(x->s->kernel, x->id) < 0) {
+        session_lost(x->s, "the kernel connection broke during a timeout");
+        return;
+    }
+    if (x->is_cmd) {
+        return; /* a command's process group is killed outright: done follows */
+    }
+    time_tv_from_ms(&tv, GRACE_MS);
+    (void)evtimer_add(x->grace, &tv);
+}
+
+/* Reports the end and frees the execution. Idempotent through s->exec. */
+static void
+execution_finish(struct execution *x)
+{
+    struct session *s = x->s;
+
+    if (s->exec != x) {
+        return;
+    }
+    x->duration_ms = (time_now_us() - x->started_us) / 1000;
+    if (x->status == NULL) {
+        x->status = "error";
+    }
+    if (x->truncated == NULL) {
+        x->truncated = json_null();
+    }
+    s->exec = NULL;
+    if (s->state == SESSION_BUSY) {
+        s->state = SESSION_READY;
+    }
+    if (!x->detached && x->obs.on_done != NULL) {
+        x->obs.on_done(x, x->userdata);
+    }
+    event_free(x->deadline);
+    event_free(x->grace);
+    buf_done(&x->out);
+    buf_done(&x->err);
+    json_decref(x->result);
+    json_decref(x->error);
+    json_decref(x->truncated);
+    free(x);
+}
+
+int
+session_execute(struct session *s, const struct exec_req *req, const struct exec_observer *obs,
+                void *userdata, bool collect, struct execution **ret, struct err *reterr)
+{
+    uint64_t cap = s->profile->max_output_bytes * 3 + 4096; /* U+FFFD triples bad bytes */
+    struct execution *x;
+    struct timeval tv;
+    int r;
+
+    if (s->state == SESSION_ENDING) {
+        return err_set(reterr, -ENOENT, "the session is ending");
+    }
+    if (s->exec != NULL) {
+        return err_set(reterr, -EBUSY, "an execution is already running in this session");
+    }
+    if (req->timeout_s > s->profile->exec_timeout_s) {
+        return err_set(reterr, -EINVAL, "'timeout_s' must be at most %u for profile '%s'",
+                       s->profile->exec_timeout_s, s->profile->name);
+    }
+    if (!store_redis_is_up(s->m->redis)) {
+        return err_set(reterr, -ENOTCONN, "redis is unavailable");
+    }
+    x = xcalloc(1, sizeof(*x));
+    x->s = s;
+    random_hex(x->id, 16);
+    x->is_cmd = req->code == NULL;
+    x->collect = collect;
+    x->obs = *obs;
+    x->userdata = userdata;
+    x->exit_code = -1;
+    x->timeout_s = req->timeout_s ? req->timeout_s : s->profile->exec_timeout_s;
+    buf_init(&x->out, cap);
+    buf_init(&x->err, cap);
+    x->deadline = OOM_CHECK(evtimer_new(s->m->base, on_deadline, x));
+    x->grace = OOM_CHECK(evtimer_new(s->m->base, on_grace, x));
+    r = x->is_cmd
+            ? kernel_cmd(s->kernel, x->id, req->argv, s->profile->max_output_bytes)
+            : kernel_exec(s->kernel, x->id, req->code, req->code_len, s->profile->max_output_bytes);
+    if (r < 0) {
+        event_free(x->deadline);
+        event_free(x->grace);
+        free(x);
+        return err_set(reterr, r == -ENOBUFS ? -EBUSY : -EPIPE,
+                       r == -ENOBUFS ? "the sandbox is not reading its input"
+                                     : "the sandbox is not reachable");
+    }
+    x->started_us = time_now_us();
+    time_tv_from_ms(&tv, (uint64_t)x->timeout_s * 1000u);
+    (void)evtimer_add(x->deadline, &tv);
+    s->exec = x;
+    s->state = SESSION_BUSY;
+    s->m->stats.executions_total++;
+    session_touch(s);
+    *ret = x;
+    return 0;
+}
+
+void
+execution_detach(struct execution *x)
+{
+    x->detached = true;
+    if (x->s->kernel != NULL) {
+        kernel_pause(x->s->kernel, false); /* never leave a kernel paused for a gone reader */
+    }
+}
+
+void
+execution_pause(struct execution *x, bool pause)
+{
+    if (x->s->kernel != NULL) {
+        kernel_pause(x->s->kernel, pause);
+    }
+}
+
+const char *
+execution_id(const struct execution *x)
+{
+    return x->id;
+}
+
+/* The bytes of a buffer as a JSON string (kernel output is valid UTF-8 already; jansson checks
+ * again and we repair anything that is not). */
+static json_t *
+text_json(const struct buf *b)
+{
+    json_t *v = json_stringn(b->buf, b->len);
+
+    if (v == NULL) {
+        struct buf fixed = BUF_INIT(b->len * 3 + 1);
+
+        (void)utf8_append_sanitized(&fixed, b->buf, b->len);
+        v = OOM_CHECK(json_stringn(fixed.buf, fixed.len));
+        buf_done(&fixed);
+    }
+    return v;
+}
+
+json_t *
+execution_to_json(const struct execution *x, bool with_output)
+{
+    json_t *o = OOM_CHECK(
+        json_pack("{s:s, s:s, s:O, s:O, s:I, s:O, s:I, s:b}", "id", x->id, "status", x->status,
+                  "result", x->result ? x->result : json_null(), "error",
+                  x->error ? x->error : json_null(), "duration_ms", (json_int_t)x->duration_ms,
+                  "truncated", x->truncated ? x->truncated : json_null(), "kernel_epoch",
+                  (json_int_t)x->s->rec.epoch, "state_preserved", x->state_preserved));
+
+    (void)json_object_set_new(
+        o, "exit_code", x->is_cmd && x->exit_code >= 0 ? json_integer(x->exit_code) : json_null());
+    if (with_output) {
+        (void)json_object_set_new(o, "stdout", text_json(&x->out));
+        (void)json_object_set_new(o, "stderr", text_json(&x->err));
+    }
+    return o;
+}
+
+/* ---- creating
+ * ------------------------------------------------------------------------------------ */
+
+static void
+on_created(int r, void *userdata)
+{
+    struct sop *op = userdata;
+    struct session_manager *m = op->m;
+    struct session *s = op->pending;
+    struct err e = {0};
+
+    if (m == NULL) {
+        /* The manager is gone; the record (if written) and the container are found again at
+         * the next start. */
+        free(s);
+        sop_free(op);
+        return;
+    }
+    if (r < 0) {
+        struct pool_slot *slot = s->slot;
+
+        (void)err_set(&e, r == -ENOTCONN || r == -ETIMEDOUT || r == -ECANCELED ? -ENOTCONN : r,
+                      "could not record the session in redis: %s", strerror(-r));
+        session_destroy(s, false);
+        pool_slot_release(slot); /* bound once: never goes back to the pool */
+        op->create_cb(e.code, NULL, &e, op->userdata);
+        sop_free(op);
+        return;
+    }
+    session_register(s);
+    m->stats.created_total++;
+    op->create_cb(0, s, NULL, op->userdata);
+    sop_free(op);
+}
+
+/* Turns a BOUND slot into a session and writes its record. */
+static int
+bind_slot(struct session_manager *m, struct pool_slot *slot, const struct session_create_req *req,
+          const struct cfg_profile *p, session_create_cb *cb, void *userdata)
+{
+    struct session *s = session_alloc(m, slot, p);
+    struct store_session_rec *rec = &s->rec;
+    uint64_t now = time_wall_ms();
+    struct sop *op;
+    int r;
+
+    random_hex(rec->id, 16); /* 128 bits */
+    (void)snprintf(rec->tenant, sizeof(rec->tenant), "%s", req->tenant);
+    (void)snprintf(rec->profile, sizeof(rec->profile), "%s", p->name);
+    (void)snprintf(rec->container, sizeof(rec->container), "%s", pool_slot_container(slot));
+    (void)snprintf(rec->node, sizeof(rec->node), "%s", m->cfg->node_id);
+    (void)snprintf(rec->metadata, sizeof(rec->metadata), "%s",
+                   req->metadata_json ? req->metadata_json : "{}");
+    rec->created_at = rec->last_active_at = now;
+    rec->idle_timeout_s = req->idle_timeout_s ? req->idle_timeout_s : p->idle_timeout_s;
+    rec->expires_at = now + (uint64_t)p->max_lifetime_s * 1000u;
+    rec->epoch = 1;
+    rec->gen = kernel_gen(s->kernel);
+    rec->state = STORE_SESSION_ACTIVE;
+    /* The container remembers whom it serves, even if Redis loses the record. */
+    (void)kernel_bind(s->kernel, rec->id);
+    op = sop_new(m, SOP_CREATE, rec->id);
+    op->pending = s;
+    op->create_cb = cb;
+    op->userdata = userdata;
+    r = store_sessions_create(m->store, rec, on_created, op);
+    if (r < 0) {
+        op->pending = NULL;
+        sop_free(op);
+        session_destroy(s, false);
+        pool_slot_release(slot);
+        return -ENOTCONN;
+    }
+    return 0;
+}
+
+static void
+cold_free(struct cold *c)
+{
+    TAILQ_REMOVE(&c->m->colds, c, link);
+    free(c->metadata);
+    free(c);
+}
+
+static void
+on_cold_slot(int r, struct pool_slot *slot, const struct err *e, void *userdata)
+{
+    struct cold *c = userdata;
+    struct session_manager *m = c->m;
+    session_create_cb *cb = c->cb;
+    void *ud = c->userdata;
+    struct err e2 = {0};
+
+    c->waiter = NULL;
+    if (r == 0) {
+        r = bind_slot(m, slot, &c->req, profile_find(m, c->profile), cb, ud);
+        if (r < 0) {
+            (void)err_set(&e2, r, "redis is unavailable");
+            e = &e2;
+        }
+    }
+    cold_free(c);
+    if (r < 0) {
+        cb(r, NULL, e, ud);
+    }
+}
+
+int
+session_create(struct session_manager *m, const struct session_create_req *req,
+               session_create_cb *cb, void *userdata, struct err *reterr)
+{
+    const struct cfg_profile *p = profile_find(m, req->profile);
+    struct pool *pool = p != NULL ? pool_for(m, p->name) : NULL;
+    struct pool_slot *slot;
+    struct cold *c;
+    int r;
+
+    if (pool == NULL) {
+        return err_set(reterr, -ENOENT, "no profile '%.48s'", req->profile ? req->profile : "");
+    }
+    if (req->idle_timeout_s > p->idle_timeout_s) {
+        return err_set(reterr, -EINVAL, "'idle_timeout_s' must be at most %u for profile '%s'",
+                       p->idle_timeout_s, p->name);
+    }
+    if (!store_redis_is_up(m->redis)) {
+        return err_set(reterr, -ENOTCONN, "redis is unavailable");
+    }
+    if (pool_take(pool, &slot) == 0) {
+        r = bind_slot(m, slot, req, p, cb, userdata);
+        return r < 0 ? err_set(reterr, r, "redis is unavailable") : 0;
+    }
+    c = xcalloc(1, sizeof(*c));
+    c->m = m;
+    c->cb = cb;
+    c->userdata = userdata;
+    (void)snprintf(c->tenant, sizeof(c->tenant), "%s", req->tenant);
+    (void)snprintf(c->profile, sizeof(c->profile), "%s", p->name);
+    c->metadata = req->metadata_json ? xstrdup(req->metadata_json) : NULL;
+    c->req = *req;
+    c->req.tenant = c->tenant;
+    c->req.profile = c->profile;
+    c->req.metadata_json = c->metadata;
+    TAILQ_INSERT_TAIL(&m->colds, c, link);
+    r = pool_wait(pool, COLD_WAIT_FACTOR * m->cfg->engine_timeout_ms, on_cold_slot, c, &c->waiter);
+    if (r < 0) {
+        cold_free(c);
+        return err_set(reterr, -EUSERS,
+                       "profile '%s' is at its maximum of %u containers; retry later", p->name,
+                       p->max);
+    }
+    return 0;
+}
+
+/* ---- lookups and views -------------------------------------------------------------------------
+ */
+
+struct session *
+session_find(struct session_manager *m, const char *tenant, const char *id)
+{
+    struct session *s = hashmap_get(m->by_id, id);
+
+    /* Another tenant's session is exactly as absent as an unknown one. */
+    if (s == NULL || strcmp(s->rec.tenant, tenant) != 0 || s->state == SESSION_ENDING) {
+        return NULL;
+    }
+    return s;
+}
+
+void
+session_foreach(struct session_manager *m, const char *tenant,
+                void (*fn)(struct session *s, void *userdata), void *userdata)
+{
+    struct session *s, *next;
+
+    for (s = TAILQ_FIRST(&m->sessions); s != NULL; s = next) {
+        next = TAILQ_NEXT(s, link);
+        if ((tenant == NULL || strcmp(s->rec.tenant, tenant) == 0) && s->state != SESSION_ENDING) {
+            fn(s, userdata);
+        }
+    }
+}
+
+const char *
+session_id(const struct session *s)
+{
+    return s->rec.id;
+}
+
+const struct cfg_profile *
+session_profile(const struct session *s)
+{
+    return s->profile;
+}
+
+static json_t *
+time_json(uint64_t wall_ms)
+{
+    char ts[40];
+
+    return OOM_CHECK(json_string(time_rfc3339(wall_ms, ts, sizeof(ts))));
+}
+
+json_t *
+session_to_json(const struct session *s)
+{
+    const struct store_session_rec *r = &s->rec;
+    json_t *meta = json_loads(r->metadata, 0, NULL);
+
+    if (!json_is_object(meta)) {
+        json_decref(meta);
+        meta = OOM_CHECK(json_object());
+    }
+
+    return OOM_CHECK(json_pack(
+        "{s:s, s:s, s:s, s:o, s:o, s:I, s:o, s:o, s:I, s:o}", "id", r->id, "profile", r->profile,
+        "state", state_names[s->state], "created_at", time_json(r->created_at), "last_active_at",
+        time_json(r->last_active_at), "idle_timeout_s", (json_int_t)r->idle_timeout_s,
+        "idle_expires_at", time_json(store_session_deadline(r, r->last_active_at)), "expires_at",
+        time_json(r->expires_at), "kernel_epoch", (json_int_t)r->epoch, "metadata",
+        json_is_object(meta) ? meta : (json_decref(meta), OOM_CHECK(json_object()))));
+}
+
+/* ---- recovery
+ * ------------------------------------------------------------------------------------ */
+
+/* Builds a session from a loaded record and an adopted container. */
+static void
+adopt(struct session_manager *m, struct pool_slot *slot, const struct store_session_rec *rec,
+      int64_t gen, const char *busy)
+{
+    const struct cfg_profile *p = profile_find(m, rec->profile);
+    struct session *s;
+
+    if (p == NULL) {
+        pool_slot_release(slot);
+        return;
+    }
+    s = session_alloc(m, slot, p);
+    s->rec = *rec;
+    session_register(s);
+    m->stats.adopted_total++;
+    if (gen != rec->gen) {
+        epoch_bump(s, gen); /* the worker restarted while we were away: the namespace is gone */
+    }
+    if (busy != NULL && busy[0] != '\0') {
+        /* Started by the previous daemon; nobody can receive its result: stop it. */
+        (void)kernel_interrupt(s->kernel, busy);
+    }
+}
+
+static ssize_t
+unmatched_find(struct session_manager *m, const char *id)
+{
+    for (size_t i = 0; i < m->n_unmatched; i++) {
+        if (strcmp(m->unmatched[i].id, id) == 0) {
+            return (ssize_t)i;
+        }
+    }
+    return -1;
+}
+
+static void
+unmatched_take(struct session_manager *m, size_t i)
+{
+    m->unmatched[i] = m->unmatched[--m->n_unmatched];
+}
+
+static void
+on_lost_deleted(int r, void *userdata)
+{
+    sop_free(userdata); /* on failure the next start tries again */
+}
+
+static void
+delete_record(struct session_manager *m, const char *id)
+{
+    struct sop *op = sop_new(m, SOP_LOST, id);
+
+    if (store_sessions_delete(m->store, id, on_lost_deleted, op) < 0) {
+        sop_free(op);
+    }
+}
+
+/* Matches a container with its record once records are loaded. */
+static void
+adopt_or_release(struct session_manager *m, struct pool_slot *slot, const char *session,
+                 int64_t gen, const char *busy)
+{
+    ssize_t i = unmatched_find(m, session);
+    struct store_session_rec rec;
+
+    if (i < 0 || hashmap_get(m->by_id, session) != NULL ||
+        strcmp(m->unmatched[i].container, pool_slot_container(slot)) != 0) {
+        pool_slot_release(slot); /* no record (ended, lost) or not this container */
+        return;
+    }
+    rec = m->unmatched[i];
+    unmatched_take(m, (size_t)i);
+    if (rec.state == STORE_SESSION_ENDING) {
+        pool_slot_release(slot); /* it was being ended when the daemon stopped */
+        delete_record(m, rec.id);
+        return;
+    }
+    adopt(m, slot, &rec, gen, busy);
+}
+
+void
+session_manager_adopt(struct session_manager *m, struct pool_slot *slot,
+                      const struct kernel_msg *hello)
+{
+    struct held *h;
+
+    if (m->loaded) {
+        adopt_or_release(m, slot, hello->session, hello->gen, hello->busy);
+        return;
+    }
+    h = xcalloc(1, sizeof(*h));
+    h->slot = slot;
+    h->gen = hello->gen;
+    (void)snprintf(h->session, sizeof(h->session), "%s", hello->session);
+    (void)snprintf(h->busy, sizeof(h->busy), "%s", hello->busy ? hello->busy : "");
+    TAILQ_INSERT_TAIL(&m->held, h, link);
+}
+
+static void
+on_loaded(int r, const struct store_session_rec *recs, size_t n, size_t malformed, void *userdata)
+{
+    struct sop *op = userdata;
+    struct session_manager *m = op->m;
+    struct held *h;
+
+    sop_free(op);
+    if (m == NULL) {
+        return;
+    }
+    m->loading = false;
+    if (r < 0) {
+        return; /* the next tick tries again */
+    }
+    free(m->unmatched);
+    m->unmatched = xcalloc(n ? n : 1, sizeof(*m->unmatched));
+    for (size_t i = 0; i < n; i++) {
+        if (hashmap_get(m->by_id, recs[i].id) == NULL) {
+            m->unmatched[m->n_unmatched++] = recs[i];
+        }
+    }
+    m->loaded = true;
+    while ((h = TAILQ_FIRST(&m->held)) != NULL) {
+        TAILQ_REMOVE(&m->held, h, link);
+        adopt_or_release(m, h->slot, h->session, h->gen, h->busy);
+        free(h);
+    }
+}
+
+static void
+load_records(struct session_manager *m)
+{
+    struct sop *op;
+
+    if (m->loaded || m->loading || !store_redis_is_up(m->redis)) {
+        return;
+    }
+    op = sop_new(m, SOP_LOAD, NULL);
+    if (store_sessions_load_all(m->store, on_loaded, op) < 0) {
+        sop_free(op);
+        return;
+    }
+    m->loading = true;
+}
+
+void
+session_manager_redis_up(struct session_manager *m)
+{
+    load_records(m);
+}
+
+bool
+session_manager_loaded(const struct session_manager *m)
+{
+    return m->loaded;
+}
+
+static bool
+list_has(json_t *list, const char *id)
+{
+    size_t i;
+    json_t *c;
+
+    json_array_foreach (list, i, c) {
+        const char *cid = json_string_value(json_object_get(c, "Id"));
+
+        if (cid != NULL && strcmp(cid, id) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void
+session_manager_reconcile(struct session_manager *m, json_t *list, uint64_t listed_at_ms)
+{
+    if (!m->loaded) {
+        return; /* nothing can be judged before the records are in */
+    }
+    /* A record whose container is not on the engine lost its state: end it. A record whose
+     * container is there but not adopted yet waits for its kernel's hello. */
+    for (size_t i = 0; i < m->n_unmatched;) {
+        if (!list_has(list, m->unmatched[i].container)) {
+            delete_record(m, m->unmatched[i].id);
+            unmatched_take(m, i);
+            continue;
+        }
+        i++;
+    }
+    (void)listed_at_ms;
+}
+
+/* ---- periodic work
+ * ------------------------------------------------------------------------------- */
+
+static void
+on_claimed(int r, const char *const *ids, size_t n, void *userdata)
+{
+    struct sop *op = userdata;
+    struct session_manager *m = op->m;
+
+    sop_free(op);
+    if (m == NULL) {
+        return;
+    }
+    m->claiming = false;
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        struct session *s = hashmap_get(m->by_id, ids[i]);
+        struct sop *del;
+
+        m->stats.reaped_total++;
+        if (s != NULL && s->state != SESSION_ENDING) {
+            s->state = SESSION_ENDING;
+            if (s->exec != NULL) {
+                (void)kernel_interrupt(s->kernel, s->exec->id);
+            }
+        }
+        /* The claim made this daemon the owner of the ending: delete, then drop. */
+        del = sop_new(m, SOP_END, ids[i]);
+        if (store_sessions_delete(m->store, ids[i], on_end_deleted, del) < 0) {
+            sop_free(del);
+            if (s != NULL) {
+                session_drop(s); /* the record goes at the next start (no container) */
+            }
+        }
+    }
+}
+
+static uint64_t
+touch_interval_ms(const struct session *s)
+{
+    uint64_t third = (uint64_t)s->rec.idle_timeout_s * 1000u / 3;
+
+    return MAX(MIN(third, (uint64_t)TOUCH_MAX_MS), (uint64_t)TOUCH_MIN_MS);
+}
+
+void
+session_manager_tick(struct session_manager *m)
+{
+    struct session *s;
+    struct sop *op;
+    uint64_t now = time_now_ms();
+
+    if (!store_redis_is_up(m->redis)) {
+        return;
+    }
+    load_records(m);
+    /* A running execution is activity: keep its session's deadline ahead. */
+    TAILQ_FOREACH (s, &m->sessions, link) {
+        if (s->exec != NULL && now - s->last_touch_ms >= touch_interval_ms(s)) {
+            session_touch(s);
+        }
+    }
+    if (!m->claiming) {
+        op = sop_new(m, SOP_CLAIM, NULL);
+        if (store_sessions_claim_expired(m->store, time_wall_ms(), REAP_BATCH, on_claimed, op) <
+            0) {
+            sop_free(op);
+        } else {
+            m->claiming = true;
+        }
+    }
+}
+
+bool
+session_manager_busy(const struct session_manager *m)
+{
+    const struct session *s;
+
+    TAILQ_FOREACH (s, &m->sessions, link) {
+        if (s->exec != NULL) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void
+session_manager_cut(struct session_manager *m)
+{
+    struct session *s;
+
+    TAILQ_FOREACH (s, &m->sessions, link) {
+        if (s->exec != NULL) {
+            (void)kernel_interrupt(s->kernel, s->exec->id);
+        }
+    }
+}
+
+void
+session_manager_get_stats(const struct session_manager *m, struct session_manager_stats *ret)
+{
+    const struct session *s;
+
+    *ret = m->stats;
+    ret->sessions = 0;
+    ret->busy = 0;
+    TAILQ_FOREACH (s, &m->sessions, link) {
+        ret->sessions++;
+        ret->busy += s->exec != NULL;
+    }
+}
+
+/* ---- lifecycle
+ * ----------------------------------------------------------------------------------- */
+
+struct session_manager *
+session_manager_new(struct event_base *base, const struct cfg *cfg, struct pool **pools,
+                    size_t n_pools, struct store_redis *redis)
+{
+    struct session_manager *m = xcalloc(1, sizeof(*m));
+
+    m->base = base;
+    m->cfg = cfg;
+    m->pools = pools;
+    m->n_pools = n_pools;
+    m->redis = redis;
+    m->store = store_sessions_new(redis, cfg->redis_prefix, cfg->node_id);
+    m->by_id = hashmap_new();
+    TAILQ_INIT(&m->sessions);
+    TAILQ_INIT(&m->sops);
+    TAILQ_INIT(&m->colds);
+    TAILQ_INIT(&m->held);
+    return m;
+}
+
+struct session_manager *
+session_manager_free(struct session_manager *m)
+{
+    struct session *s;
+    struct sop *op;
+    struct cold *c;
+    struct held *h;
+
+    if (m == NULL) {
+        return NULL;
+    }
+    /* Redis answers (or its own shutdown) still reach these: they find m == NULL. */
+    while ((op = TAILQ_FIRST(&m->sops)) != NULL) {
+        TAILQ_REMOVE(&m->sops, op, link);
+        op->m = NULL;
+    }
+    while ((c = TAILQ_FIRST(&m->colds)) != NULL) {
+        pool_wait_cancel(c->waiter);
+        cold_free(c);
+    }
+    while ((h = TAILQ_FIRST(&m->held)) != NULL) {
+        TAILQ_REMOVE(&m->held, h, link);
+        free(h);
+    }
+    /* Containers stay (the pools are freed next); only the objects go. */
+    while ((s = TAILQ_FIRST(&m->sessions)) != NULL) {
+        session_destroy(s, true);
+    }
+    hashmap_free(m->by_id);
+    store_sessions_free(m->store);
+    free(m->unmatched);
+    free(m);
+    return NULL;
+}

@@ -1,0 +1,142 @@
+/* Sessions: a tenant's binding to one container and its kernel, and the executions run in it.
+ *
+ * A session is created by taking a warm container from its profile's pool (no engine call) or,
+ * when none is ready and the profile is under max, one made on demand; its record is written to
+ * Redis before the session is announced. Its kernel's namespace survives between executions;
+ * `kernel_epoch` increases exactly when that namespace is lost (the kernel's worker restarted:
+ * timeout past the grace period, memory exhaustion, crash, explicit restart).
+ *
+ * Activity (every API call on the session, and a running execution) pushes the idle deadline in
+ * Redis; an open connection alone does not. The reaper claims expired sessions atomically in
+ * Redis and ends them. Ending a session deletes its record and releases its container, which the
+ * pool removes in the background until the engine confirms.
+ *
+ * Crash-only: sessions live in Redis and in their containers (whose kernel remembers the session
+ * it serves). After a restart, session_manager_adopt() receives every container whose kernel
+ * says it serves a session, and session_manager_reconcile() ends records whose container is gone.
+ *
+ * This module knows nothing about HTTP. Loop context only. Callbacks never fire from inside the
+ * call that starts the operation. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/config.h"
+#include "util/err.h"
+
+struct event_base;
+struct kernel_msg;
+struct pool;
+struct pool_slot;
+struct store_redis;
+struct session_manager;
+struct session;
+struct execution;
+
+typedef struct json_t json_t;
+
+enum session_state {
+    SESSION_READY,
+    SESSION_BUSY,
+    SESSION_ENDING,
+    SESSION__COUNT,
+    SESSION__INVALID = -22,
+};
+
+const char *session_state_to_string(enum session_state s);
+
+struct session_manager_stats {
+    size_t sessions, busy;
+    uint64_t created_total, ended_total, reaped_total, executions_total, adopted_total;
+};
+
+/* cfg, pools (n of them), redis: borrowed, must outlive the manager. */
+struct session_manager *session_manager_new(struct event_base *base, const struct cfg *cfg,
+                                            struct pool **pools, size_t n_pools,
+                                            struct store_redis *redis);
+/* Frees every session object (records and containers stay for the next start). Executions are
+ * dropped without callbacks. */
+struct session_manager *session_manager_free(struct session_manager *m);
+/* Periodic work (cron): touch busy sessions, reap expired ones, load records after Redis came
+ * (back) up. Bounded work per call. */
+void session_manager_tick(struct session_manager *m);
+/* Redis came up (again): (re)load this node's records when they have not been loaded yet. */
+void session_manager_redis_up(struct session_manager *m);
+/* A container whose kernel serves a session (pool found_session): adopt it or release it. */
+void session_manager_adopt(struct session_manager *m, struct pool_slot *slot,
+                           const struct kernel_msg *hello);
+/* A full list of this node's containers asked for at listed_at_ms: records whose container is
+ * not in it are ended (their state is gone). */
+void session_manager_reconcile(struct session_manager *m, json_t *list, uint64_t listed_at_ms);
+/* Drain: true while any execution runs; session_manager_cut() interrupts them all. */
+bool session_manager_busy(const struct session_manager *m);
+void session_manager_cut(struct session_manager *m);
+void session_manager_get_stats(const struct session_manager *m, struct session_manager_stats *ret);
+/* True once this node's records were loaded (or there was nothing to load). */
+bool session_manager_loaded(const struct session_manager *m);
+
+/* ---- sessions ----------------------------------------------------------------------------------
+ */
+
+struct session_create_req {
+    const char *tenant;
+    const char *profile;       /* NULL: the first profile */
+    unsigned idle_timeout_s;   /* 0: the profile's */
+    const char *metadata_json; /* a JSON object's text (validated by the caller), or NULL */
+};
+
+/* r == 0 with the new session, or: -ENOENT unknown profile, -EINVAL idle timeout above the
+ * profile's, -EUSERS profile at max, -ETIMEDOUT no container in time, -ENOTCONN Redis down. */
+typedef void session_create_cb(int r, struct session *s, const struct err *e, void *userdata);
+int session_create(struct session_manager *m, const struct session_create_req *req,
+                   session_create_cb *cb, void *userdata, struct err *reterr);
+
+/* The tenant's session with this id, or NULL (also for another tenant's session). */
+struct session *session_find(struct session_manager *m, const char *tenant, const char *id);
+/* Calls fn for every session of tenant. */
+void session_foreach(struct session_manager *m, const char *tenant,
+                     void (*fn)(struct session *s, void *userdata), void *userdata);
+/* Records API activity (pushes the idle deadline; fire and forget). */
+void session_touch(struct session *s);
+/* Ends the session: its record is deleted in Redis first (so the end survives a crash), then its
+ * container released. cb(r) exactly once; -ENOTCONN when Redis is down (nothing changed). */
+typedef void session_end_cb(int r, const struct err *e, void *userdata);
+int session_end(struct session *s, session_end_cb *cb, void *userdata, struct err *reterr);
+/* The API view of the session: a new JSON object. */
+json_t *session_to_json(const struct session *s);
+const char *session_id(const struct session *s);
+const struct cfg_profile *session_profile(const struct session *s);
+
+/* ---- executions --------------------------------------------------------------------------------
+ */
+
+struct exec_req {
+    const char *code; /* Python code, or NULL for a command */
+    size_t code_len;
+    json_t *argv; /* borrowed array of strings, for a command */
+    unsigned timeout_s;
+};
+
+struct exec_observer {
+    /* Output as it arrives (UTF-8, len bytes, may hold NUL). Optional. */
+    void (*on_output)(struct execution *x, bool to_stderr, const char *text, size_t len,
+                      void *userdata);
+    /* The end, exactly once (unless detached first); the result is read with
+     * execution_to_json() during the call. The execution is freed after it returns. */
+    void (*on_done)(struct execution *x, void *userdata);
+};
+
+/* Starts an execution. collect: keep stdout/stderr for execution_to_json (not needed when they
+ * are streamed). Errors: -EBUSY (one already runs), -EINVAL (timeout above the profile's),
+ * -ENOTCONN (Redis down), -EPIPE (the kernel connection is gone). */
+int session_execute(struct session *s, const struct exec_req *req, const struct exec_observer *obs,
+                    void *userdata, bool collect, struct execution **ret, struct err *reterr);
+/* The observer goes away (client disconnected): no more callbacks; the execution runs on. */
+void execution_detach(struct execution *x);
+/* Backpressure from a slow stream reader: stop or resume reading the kernel's output. */
+void execution_pause(struct execution *x, bool pause);
+/* The Execution object of the API; with_output adds stdout and stderr. New reference. */
+json_t *execution_to_json(const struct execution *x, bool with_output);
+const char *execution_id(const struct execution *x);

@@ -1,0 +1,57 @@
+/* Every Redis key and field name sandpool uses, and the session record's (de)serialisation.
+ *
+ * Keys (P = redis.prefix, N = node_id):
+ *   P session:ID          hash: the session record (fields below)
+ *   P node:N:sessions     set: ids of the sessions of node N (active and ending)
+ *   P node:N:deadlines    zset: ID -> the ms wall-clock time it ends, min(last activity +
+ *                         idle timeout, expiry); only active sessions are in it
+ * Pure: record parsing takes field/value pairs as Redis returns them and is fuzzed. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+
+#define STORE_ID_MAX 64
+
+enum store_session_state {
+    STORE_SESSION_ACTIVE,
+    STORE_SESSION_ENDING,
+    STORE_SESSION__COUNT,
+    STORE_SESSION__INVALID = -22,
+};
+
+struct store_session_rec {
+    char id[STORE_ID_MAX + 1];
+    char tenant[65];
+    char profile[49];
+    char container[129];
+    char node[65];
+    uint64_t created_at, last_active_at, expires_at; /* wall-clock ms */
+    unsigned idle_timeout_s;
+    uint64_t epoch;
+    int64_t gen; /* kernel worker generation the epoch was taken at */
+    enum store_session_state state;
+    char metadata[4097]; /* JSON object text */
+};
+
+const char *store_session_state_to_string(enum store_session_state s);
+
+/* Writes "P session:ID" etc. into out (NUL-terminated). -ENAMETOOLONG when it does not fit. */
+int store_key_session(char *out, size_t n, const char *prefix, const char *id);
+int store_key_node_sessions(char *out, size_t n, const char *prefix, const char *node);
+int store_key_node_deadlines(char *out, size_t n, const char *prefix, const char *node);
+
+/* Fills rec from alternating field/value strings (HGETALL order). Unknown fields are ignored
+ * (newer daemons may add some); a missing or malformed required field is -EPROTO. *rec is
+ * untouched on failure. */
+int store_session_parse(const char *const *fields, const size_t *lens, size_t n,
+                        struct store_session_rec *rec);
+/* Appends the record as field/value argv entries (pointing into rec and into `scratch`, which
+ * must outlive the argv) to argv/lens starting at *argc. Needs room for 26 entries. */
+void store_session_fields(const struct store_session_rec *rec, char scratch[6][24],
+                          const char **argv, size_t *lens, int *argc);
+/* Session deadline: min(last activity + idle timeout, expiry), in ms. */
+uint64_t store_session_deadline(const struct store_session_rec *rec, uint64_t last_active_ms);

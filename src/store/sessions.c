@@ -1,0 +1,371 @@
+/* Session records; see sessions.h and schema.h for the key layout.
+ *
+ * Scripts are sent with EVAL (text each time; a few hundred bytes): simpler than EVALSHA with a
+ * NOSCRIPT fallback, and Redis caches the compiled script by its hash anyway. Timestamps are
+ * the daemon's wall clock: one node writes its own deadline set, so clocks of different daemons
+ * never meet in one comparison. */
+#include "sessions.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "util/macro.h"
+
+#define KEY_MAX 256
+
+struct store_sessions {
+    struct store_redis *redis; /* borrowed */
+    char *prefix;
+    char *node;
+    char key_set[KEY_MAX];
+    char key_deadlines[KEY_MAX];
+};
+
+/* KEYS: hash, node set, deadlines. ARGV: id, deadline, field/value pairs. */
+static const char create_lua[] = "redis.call('HSET', KEYS[1], unpack(ARGV, 3))\n"
+                                 "redis.call('SADD', KEYS[2], ARGV[1])\n"
+                                 "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])\n"
+                                 "return 1\n";
+
+/* KEYS: hash, deadlines. ARGV: id, now. A session the reaper has claimed (no longer in the
+ * deadline set) is never brought back. */
+static const char touch_lua[] =
+    "if redis.call('HGET', KEYS[1], 'state') ~= 'active' then return 0 end\n"
+    "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end\n"
+    "local idle = tonumber(redis.call('HGET', KEYS[1], 'idle_timeout_s')) * 1000\n"
+    "local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))\n"
+    "local d = tonumber(ARGV[2]) + idle\n"
+    "if exp < d then d = exp end\n"
+    "redis.call('HSET', KEYS[1], 'last_active_at', ARGV[2])\n"
+    "redis.call('ZADD', KEYS[2], d, ARGV[1])\n"
+    "return 1\n";
+
+/* KEYS: hash, deadlines. ARGV: id. */
+static const char ending_lua[] = "redis.call('ZREM', KEYS[2], ARGV[1])\n"
+                                 "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
+                                 "  redis.call('HSET', KEYS[1], 'state', 'ending')\n"
+                                 "end\n"
+                                 "return 1\n";
+
+/* KEYS: hash, node set, deadlines. ARGV: id. */
+static const char delete_lua[] = "redis.call('ZREM', KEYS[3], ARGV[1])\n"
+                                 "redis.call('SREM', KEYS[2], ARGV[1])\n"
+                                 "redis.call('DEL', KEYS[1])\n"
+                                 "return 1\n";
+
+/* KEYS: deadlines. ARGV: now, max. */
+static const char claim_lua[] =
+    "local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])\n"
+    "for _, id in ipairs(ids) do redis.call('ZREM', KEYS[1], id) end\n"
+    "return ids\n";
+
+/* KEYS: node set, deadlines. ARGV: session key prefix. An active record that lost its deadline
+ * (a daemon died between claiming it and ending the session) gets it back, so it is reaped. */
+static const char load_lua[] =
+    "local out = {}\n"
+    "for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do\n"
+    "  local k = ARGV[1] .. id\n"
+    "  if redis.call('HGET', k, 'state') == 'active' and\n"
+    "     not redis.call('ZSCORE', KEYS[2], id) then\n"
+    "    local d = tonumber(redis.call('HGET', k, 'last_active_at')) +\n"
+    "              tonumber(redis.call('HGET', k, 'idle_timeout_s')) * 1000\n"
+    "    local exp = tonumber(redis.call('HGET', k, 'expires_at'))\n"
+    "    if exp < d then d = exp end\n"
+    "    redis.call('ZADD', KEYS[2], d, id)\n"
+    "  end\n"
+    "  out[#out + 1] = redis.call('HGETALL', k)\n"
+    "end\n"
+    "return out\n";
+
+enum op_kind {
+    OP_OK,
+    OP_TOUCH,
+    OP_CLAIM,
+    OP_LOAD,
+};
+
+struct op {
+    enum op_kind kind;
+    void (*cb)(void);
+    void *userdata;
+};
+
+static int
+reply_error(int r, redisReply *reply)
+{
+    if (r < 0) {
+        return r;
+    }
+    return reply->type == REDIS_REPLY_ERROR ? -EPROTO : 0;
+}
+
+static void
+finish_load(struct op *op, int r, redisReply *reply)
+{
+    store_sessions_load_cb *cb = (store_sessions_load_cb *)op->cb;
+    struct store_session_rec *recs = NULL;
+    size_t n = 0, malformed = 0;
+
+    if (r == 0 && reply->type != REDIS_REPLY_ARRAY) {
+        r = -EPROTO;
+    }
+    if (r == 0) {
+        recs = xcalloc(reply->elements ? reply->elements : 1, sizeof(*recs));
+        for (size_t i = 0; i < reply->elements; i++) {
+            redisReply *h = reply->element[i];
+            const char **kv;
+            size_t *lens;
+
+            if (h->type != REDIS_REPLY_ARRAY || h->elements == 0) {
+                malformed += h->type != REDIS_REPLY_ARRAY || h->elements != 0;
+                continue; /* an empty hash: the set outlived the record */
+            }
+            kv = xcalloc(h->elements, sizeof(*kv));
+            lens = xcalloc(h->elements, sizeof(*lens));
+            for (size_t k = 0; k < h->elements; k++) {
+                kv[k] = h->element[k]->str ? h->element[k]->str : "";
+                lens[k] = h->element[k]->str ? h->element[k]->len : 0;
+            }
+            if (store_session_parse(kv, lens, h->elements, &recs[n]) == 0) {
+                n++;
+            } else {
+                malformed++;
+            }
+            free(kv);
+            free(lens);
+        }
+    }
+    cb(r, recs, n, malformed, op->userdata);
+    free(recs);
+}
+
+static void
+finish_claim(struct op *op, int r, redisReply *reply)
+{
+    store_sessions_claim_cb *cb = (store_sessions_claim_cb *)op->cb;
+    const char **ids = NULL;
+    size_t n = 0;
+
+    if (r == 0 && reply->type != REDIS_REPLY_ARRAY) {
+        r = -EPROTO;
+    }
+    if (r == 0) {
+        ids = xcalloc(reply->elements ? reply->elements : 1, sizeof(*ids));
+        for (size_t i = 0; i < reply->elements; i++) {
+            redisReply *e = reply->element[i];
+
+            if (e->type == REDIS_REPLY_STRING && e->len <= STORE_ID_MAX &&
+                strlen(e->str) == e->len) {
+                ids[n++] = e->str;
+            }
+        }
+    }
+    cb(r, ids, n, op->userdata);
+    free(ids);
+}
+
+static void
+on_reply(int r, redisReply *reply, void *userdata)
+{
+    struct op *op = userdata;
+
+    r = reply_error(r, reply);
+    switch (op->kind) {
+    case OP_OK:
+        ((store_sessions_cb *)op->cb)(r, op->userdata);
+        break;
+    case OP_TOUCH:
+        if (r == 0 && (reply->type != REDIS_REPLY_INTEGER || reply->integer == 0)) {
+            r = reply->type == REDIS_REPLY_INTEGER ? -ENOENT : -EPROTO;
+        }
+        ((store_sessions_cb *)op->cb)(r, op->userdata);
+        break;
+    case OP_CLAIM:
+        finish_claim(op, r, reply);
+        break;
+    case OP_LOAD:
+        finish_load(op, r, reply);
+        break;
+    }
+    free(op);
+}
+
+/* EVAL script with keys and args (all NUL-terminated except where lens says otherwise). */
+static int
+eval(struct store_sessions *s, enum op_kind kind, void (*cb)(void), void *userdata,
+     const char *script, int nkeys, const char **args, const size_t *lens, int nargs)
+{
+    const char *argv[64];
+    size_t argvlen[64];
+    char nk[8];
+    struct op *op;
+    int argc = 0, r;
+
+    if (nargs + 3 > (int)ELEMENTSOF(argv)) {
+        return -E2BIG;
+    }
+    (void)snprintf(nk, sizeof(nk), "%d", nkeys);
+    argv[argc] = "EVAL";
+    argvlen[argc++] = 4;
+    argv[argc] = script;
+    argvlen[argc++] = strlen(script);
+    argv[argc] = nk;
+    argvlen[argc++] = strlen(nk);
+    for (int i = 0; i < nargs; i++) {
+        argv[argc] = args[i];
+        argvlen[argc++] = lens != NULL ? lens[i] : strlen(args[i]);
+    }
+    op = xcalloc(1, sizeof(*op));
+    op->kind = kind;
+    op->cb = cb;
+    op->userdata = userdata;
+    r = store_redis_command(s->redis, on_reply, op, argc, argv, argvlen);
+    if (r < 0) {
+        free(op);
+    }
+    return r;
+}
+
+static int
+session_key(struct store_sessions *s, const char *id, char *out)
+{
+    return store_key_session(out, KEY_MAX, s->prefix, id);
+}
+
+int
+store_sessions_create(struct store_sessions *s, const struct store_session_rec *rec,
+                      store_sessions_cb *cb, void *userdata)
+{
+    char key[KEY_MAX], deadline[24], scratch[6][24];
+    const char *args[40];
+    size_t lens[40];
+    int n = 0;
+
+    if (session_key(s, rec->id, key) < 0) {
+        return -ENAMETOOLONG;
+    }
+    (void)snprintf(deadline, sizeof(deadline), "%llu",
+                   (unsigned long long)store_session_deadline(rec, rec->last_active_at));
+    args[n] = key;
+    lens[n++] = strlen(key);
+    args[n] = s->key_set;
+    lens[n++] = strlen(s->key_set);
+    args[n] = s->key_deadlines;
+    lens[n++] = strlen(s->key_deadlines);
+    args[n] = rec->id;
+    lens[n++] = strlen(rec->id);
+    args[n] = deadline;
+    lens[n++] = strlen(deadline);
+    store_session_fields(rec, scratch, args, lens, &n);
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, create_lua, 3, args, lens, n);
+}
+
+int
+store_sessions_touch(struct store_sessions *s, const char *id, uint64_t now_ms,
+                     store_sessions_cb *cb, void *userdata)
+{
+    char key[KEY_MAX], now[24];
+    const char *args[4] = {key, s->key_deadlines, id, now};
+
+    if (session_key(s, id, key) < 0) {
+        return -ENAMETOOLONG;
+    }
+    (void)snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
+    return eval(s, OP_TOUCH, (void (*)(void))cb, userdata, touch_lua, 2, args, NULL, 4);
+}
+
+int
+store_sessions_set_epoch(struct store_sessions *s, const char *id, uint64_t epoch, int64_t gen,
+                         store_sessions_cb *cb, void *userdata)
+{
+    static const char lua[] = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
+                              "redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'gen', ARGV[2])\n"
+                              "return 1\n";
+    char key[KEY_MAX], e[24], g[24];
+    const char *args[3] = {key, e, g};
+
+    if (session_key(s, id, key) < 0) {
+        return -ENAMETOOLONG;
+    }
+    (void)snprintf(e, sizeof(e), "%llu", (unsigned long long)epoch);
+    (void)snprintf(g, sizeof(g), "%lld", (long long)gen);
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, lua, 1, args, NULL, 3);
+}
+
+int
+store_sessions_mark_ending(struct store_sessions *s, const char *id, store_sessions_cb *cb,
+                           void *userdata)
+{
+    char key[KEY_MAX];
+    const char *args[3] = {key, s->key_deadlines, id};
+
+    if (session_key(s, id, key) < 0) {
+        return -ENAMETOOLONG;
+    }
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, ending_lua, 2, args, NULL, 3);
+}
+
+int
+store_sessions_delete(struct store_sessions *s, const char *id, store_sessions_cb *cb,
+                      void *userdata)
+{
+    char key[KEY_MAX];
+    const char *args[4] = {key, s->key_set, s->key_deadlines, id};
+
+    if (session_key(s, id, key) < 0) {
+        return -ENAMETOOLONG;
+    }
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, delete_lua, 3, args, NULL, 4);
+}
+
+int
+store_sessions_claim_expired(struct store_sessions *s, uint64_t now_ms, unsigned max,
+                             store_sessions_claim_cb *cb, void *userdata)
+{
+    char now[24], lim[16];
+    const char *args[3] = {s->key_deadlines, now, lim};
+
+    (void)snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
+    (void)snprintf(lim, sizeof(lim), "%u", max);
+    return eval(s, OP_CLAIM, (void (*)(void))cb, userdata, claim_lua, 1, args, NULL, 3);
+}
+
+int
+store_sessions_load_all(struct store_sessions *s, store_sessions_load_cb *cb, void *userdata)
+{
+    char prefix[KEY_MAX];
+    const char *args[3] = {s->key_set, s->key_deadlines, prefix};
+
+    if (store_key_session(prefix, sizeof(prefix), s->prefix, "") < 0) {
+        return -ENAMETOOLONG;
+    }
+    return eval(s, OP_LOAD, (void (*)(void))cb, userdata, load_lua, 2, args, NULL, 3);
+}
+
+struct store_sessions *
+store_sessions_new(struct store_redis *redis, const char *prefix, const char *node)
+{
+    struct store_sessions *s = xcalloc(1, sizeof(*s));
+
+    s->redis = redis;
+    s->prefix = xstrdup(prefix);
+    s->node = xstrdup(node);
+    /* prefix <= 64 and node <= 64 bytes (cfg_validate): these always fit. */
+    (void)store_key_node_sessions(s->key_set, sizeof(s->key_set), prefix, node);
+    (void)store_key_node_deadlines(s->key_deadlines, sizeof(s->key_deadlines), prefix, node);
+    return s;
+}
+
+struct store_sessions *
+store_sessions_free(struct store_sessions *s)
+{
+    if (s != NULL) {
+        free(s->prefix);
+        free(s->node);
+        free(s);
+    }
+    return NULL;
+}

@@ -1,0 +1,54 @@
+/* Session records in Redis: create, touch (push the idle deadline), mark ending, delete, claim
+ * the expired ones, load a node's records. Each operation is one atomic Lua script.
+ *
+ * Contract: every function returns 0 and calls its callback exactly once later, or returns a
+ * negative errno (-ENOTCONN: Redis is down) and never calls it. r in the callback: 0, -ENOENT
+ * (no such active session, for touch), -EPROTO (Redis answered something unexpected), or the
+ * connection's -ETIMEDOUT/-ENOTCONN/-ECANCELED.
+ *
+ * The scripts name every key they touch in KEYS except load_all, which reads the session hashes
+ * listed in the node set; Redis Cluster is therefore not supported. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/redis.h"
+#include "store/schema.h"
+
+struct store_sessions;
+
+typedef void store_sessions_cb(int r, void *userdata);
+/* recs (n of them) are borrowed for the call; malformed records are skipped and counted. */
+typedef void store_sessions_load_cb(int r, const struct store_session_rec *recs, size_t n,
+                                    size_t malformed, void *userdata);
+/* ids are borrowed for the call. */
+typedef void store_sessions_claim_cb(int r, const char *const *ids, size_t n, void *userdata);
+
+/* redis is borrowed; prefix and node are copied. */
+struct store_sessions *store_sessions_new(struct store_redis *redis, const char *prefix,
+                                          const char *node);
+struct store_sessions *store_sessions_free(struct store_sessions *s);
+
+/* Writes the record, adds it to the node set and sets its deadline. */
+int store_sessions_create(struct store_sessions *s, const struct store_session_rec *rec,
+                          store_sessions_cb *cb, void *userdata);
+/* Records activity at now_ms and pushes the deadline to min(now + idle, expiry). -ENOENT when
+ * the session is not active (claimed by the reaper, ended). */
+int store_sessions_touch(struct store_sessions *s, const char *id, uint64_t now_ms,
+                         store_sessions_cb *cb, void *userdata);
+/* Records a new kernel epoch and the worker generation it was observed at. */
+int store_sessions_set_epoch(struct store_sessions *s, const char *id, uint64_t epoch, int64_t gen,
+                             store_sessions_cb *cb, void *userdata);
+/* Takes the session out of the deadline set and marks it ending (its container goes next). */
+int store_sessions_mark_ending(struct store_sessions *s, const char *id, store_sessions_cb *cb,
+                               void *userdata);
+/* Removes every trace of the session. */
+int store_sessions_delete(struct store_sessions *s, const char *id, store_sessions_cb *cb,
+                          void *userdata);
+/* Atomically takes up to max ids whose deadline is <= now_ms out of the deadline set: a daemon
+ * that gets an id owns its ending, so two daemons never reap one session twice. */
+int store_sessions_claim_expired(struct store_sessions *s, uint64_t now_ms, unsigned max,
+                                 store_sessions_claim_cb *cb, void *userdata);
+/* Loads every record of this node. */
+int store_sessions_load_all(struct store_sessions *s, store_sessions_load_cb *cb, void *userdata);

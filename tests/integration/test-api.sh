@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# Integration test of the HTTP API v1 against the real engine and a real Redis: sessions,
+# stateful execution, streaming, idle expiry, tenant isolation, crash-only restart, validation.
+# Drives sandpoold only over HTTP. TAP output.
+#
+# Needs: SANDPOOL_TEST_ENGINE_SOCKET, SANDPOOL_TEST_REDIS_SOCKET, SANDPOOLD, image sandpool/python.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/tap.sh"
+
+[ -n "${SANDPOOL_TEST_ENGINE_SOCKET:-}" ] || { echo "1..0 # SKIP SANDPOOL_TEST_ENGINE_SOCKET unset"; exit 77; }
+[ -n "${SANDPOOL_TEST_REDIS_SOCKET:-}" ] || { echo "1..0 # SKIP SANDPOOL_TEST_REDIS_SOCKET unset"; exit 77; }
+export DOCKER_HOST=unix://$SANDPOOL_TEST_ENGINE_SOCKET
+SANDPOOLD=${SANDPOOLD:?path of the sandpoold binary}
+NODE=sandpool-test-api
+LABEL="sandpool.owner=$NODE"
+PREFIX="sandpool-test-api-$$:"
+work=$(mktemp -d /tmp/sandpool-test-api.XXXXXX)
+daemon_pid=
+
+cleanup() {
+    [ -n "$daemon_pid" ] && kill -KILL "$daemon_pid" 2>/dev/null
+    ids=$(docker ps -aq --filter "label=$LABEL")
+    [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1
+    redis-cli -s "$SANDPOOL_TEST_REDIS_SOCKET" --scan --pattern "$PREFIX*" |
+        xargs -r redis-cli -s "$SANDPOOL_TEST_REDIS_SOCKET" del >/dev/null 2>&1
+    rm -rf "$work"
+}
+trap cleanup EXIT
+cleanup_containers() { ids=$(docker ps -aq --filter "label=$LABEL"); [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1; }
+cleanup_containers
+
+port=$(( 20000 + (RANDOM % 20000) ))
+while ss -ltn "sport = :$port" | grep -q LISTEN; do port=$(( port + 1 )); done
+U=http://127.0.0.1:$port
+TA=token-a-$$-$RANDOM
+TB=token-b-$$-$RANDOM
+sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+
+cat >"$work/config.json" <<JSON
+{
+  "listen": "127.0.0.1:$port",
+  "node_id": "$NODE",
+  "engine": {"socket": "$SANDPOOL_TEST_ENGINE_SOCKET"},
+  "redis": {"url": "unix://$SANDPOOL_TEST_REDIS_SOCKET", "prefix": "$PREFIX"},
+  "tenants": [{"id": "a", "token_sha256": "$(sha "$TA")"},
+              {"id": "b", "token_sha256": "$(sha "$TB")"}],
+  "profiles": {
+    "python": {"image": "sandpool/python:latest", "warm": 3, "max": 10, "exec_timeout_s": 20,
+               "max_output_bytes": 65536},
+    "single": {"image": "sandpool/python:latest", "warm": 1, "max": 1}
+  }
+}
+JSON
+
+start_daemon() {
+    "$SANDPOOLD" --config "$work/config.json" >>"$work/daemon.log" 2>&1 &
+    daemon_pid=$!
+}
+stop_daemon() { # SIGTERM, wait
+    kill -TERM "$daemon_pid" 2>/dev/null
+    for _ in $(seq 1 100); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
+    wait "$daemon_pid" 2>/dev/null; daemon_pid=
+}
+ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/readyz")" = 200 ]; }
+
+# api METHOD PATH TOKEN [BODY] -> body on stdout, status in $work/status
+api() {
+    local auth=()
+    [ -n "$3" ] && auth=(-H "Authorization: Bearer $3")
+    curl -s -o "$work/body" -w '%{http_code}' -X "$1" "${auth[@]}" \
+        ${4:+-H 'Content-Type: application/json' --data-binary "$4"} "$U$2" >"$work/status"
+    cat "$work/body"
+}
+status() { cat "$work/status"; }
+new_session() { api POST /v1/sessions "$1" "${2:-}" | jq -r .id; }
+run() { api POST "/v1/sessions/$2/execute" "$1" "$3"; }
+metric() { curl -s "$U/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+listed() { api GET /v1/sessions "$1" | jq -e --arg id "$2" '.sessions[] | select(.id == $id)' >/dev/null; }
+not_listed() { ! listed "$@"; }
+
+start_daemon
+check "readyz turns 200 (engine, redis, warm pools)" wait_for 120 ready
+
+# ---- stateful execution -----------------------------------------------------------------------
+s1=$(new_session "$TA")
+check_eq "POST /v1/sessions answers 201" "$(status)" 201
+check "session id has 128 bits of hex" bash -c "[[ '$s1' =~ ^[0-9a-f]{32}$ ]]"
+run "$TA" "$s1" '{"code": "x = 41"}' >/dev/null
+check_eq "x + 1 returns result 42" "$(run "$TA" "$s1" '{"code": "x + 1"}' | jq -r .result)" 42
+check_eq "the execution status is ok with epoch 1" \
+    "$(jq -r '[.status, .kernel_epoch, .state_preserved] | join(",")' "$work/body")" "ok,1,true"
+s2=$(new_session "$TA")
+check_eq "a new session does not see x" \
+    "$(run "$TA" "$s2" '{"code": "x"}' | jq -r '.status + " " + .error.name')" "error NameError"
+check "the traceback holds no kernel frame" bash -c "! jq -r '.error.traceback[]' '$work/body' | grep -q kernel.py"
+check_eq "print and stderr come back apart" \
+    "$(run "$TA" "$s1" '{"code": "import sys\nprint(\"out\")\nprint(\"err\", file=sys.stderr)"}' | jq -c '[.stdout, .stderr]')" \
+    '["out\n","err\n"]'
+check_eq "a command runs in /workspace with its exit code" \
+    "$(run "$TA" "$s1" '{"command": ["sh", "-c", "pwd; exit 3"]}' | jq -c '[.status, .exit_code, .stdout]')" \
+    '["error",3,"/workspace\n"]'
+
+# ---- streaming -------------------------------------------------------------------------------------
+curl -sN -X POST -H "Authorization: Bearer $TA" -H 'Accept: text/event-stream' \
+    --data-binary '{"code": "import time\nfor i in range(3): print(i, flush=True); time.sleep(0.5)"}' \
+    "$U/v1/sessions/$s1/execute" |
+    while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done >"$work/sse"
+first=$(awk '$2 == "event:" && $3 == "stdout" {print $1; exit}' "$work/sse")
+done_at=$(awk '$2 == "event:" && $3 == "done" {print $1; exit}' "$work/sse")
+check "SSE: first stdout event arrives at least 0.9 s before done" \
+    awk -v a="$first" -v b="$done_at" 'BEGIN { exit !(a != "" && b != "" && b - a >= 0.9) }'
+check_eq "SSE: the three lines arrive as stdout events" \
+    "$(awk '$2 == "data:" {sub(/^[^ ]+ data: /, ""); print}' "$work/sse" | head -3 | jq -r .text | tr -d '\n')" "012"
+check "SSE: every event has an id" bash -c "[ \$(grep -c ' id: ' '$work/sse') -eq 4 ]"
+check_eq "SSE: done carries the execution without output" \
+    "$(awk '$2 == "data:" {sub(/^[^ ]+ data: /, ""); print}' "$work/sse" | tail -1 | jq -c '[.status, has("stdout")]')" \
+    '["ok",false]'
+
+# ---- limits: busy, timeout, truncation ----------------------------------------------------------
+run "$TA" "$s2" '{"code": "import time; time.sleep(2)"}' >/dev/null &
+bg=$!
+sleep 0.5
+check_eq "a second execution while one runs is 409 session_busy" \
+    "$(run "$TA" "$s2" '{"code": "1"}' | jq -r .error.code)/$(status)" "session_busy/409"
+wait $bg
+check_eq "timeout_s is enforced and the namespace survives" \
+    "$(run "$TA" "$s2" '{"code": "import time\ny = 5\ntime.sleep(100)", "timeout_s": 1}' | jq -c '[.status, .state_preserved, .kernel_epoch]')" \
+    '["timeout",true,1]'
+check_eq "variables set before the timeout are still there" \
+    "$(run "$TA" "$s2" '{"code": "y"}' | jq -r .result)" 5
+run "$TA" "$s2" '{"code": "print(\"z\" * 1000000)"}' >"$work/big.json"
+check_eq "output past max_output_bytes is cut, with exact counts" \
+    "$(jq -c '.truncated.stdout' "$work/big.json")" '{"bytes_total":1000001,"bytes_dropped":934465}'
+check "the cut output says where it was cut" grep -q 'bytes of output cut' "$work/big.json"
+check_eq "the cut output keeps the head and the tail" \
+    "$(jq -r '.stdout[0:3] + "|" + .stdout[-4:]' "$work/big.json" | tr '\n' N)" "zzz|zzzNN"
+check_eq "timeout_s above the profile's limit is 400" \
+    "$(run "$TA" "$s2" '{"code": "1", "timeout_s": 99}' | jq -r .error.code)/$(status)" "invalid_argument/400"
+
+# ---- validation and auth ----------------------------------------------------------------------
+check_eq "no token: 401" "$(api GET /v1/sessions '' | jq -r .error.code)/$(status)" "unauthenticated/401"
+check_eq "wrong token: 401" "$(api GET /v1/sessions nope | jq -r .error.code)/$(status)" "unauthenticated/401"
+check_eq "malformed JSON: 400" "$(run "$TA" "$s1" '{"code": ' | jq -r .error.code)/$(status)" "invalid_argument/400"
+check_eq "unknown field: 400" "$(run "$TA" "$s1" '{"cod": "1"}' | jq -r .error.message)/$(status)" "unknown field 'cod'/400"
+check_eq "code and command together: 400" "$(run "$TA" "$s1" '{"code": "1", "command": ["true"]}' >/dev/null; status)" 400
+check_eq "unknown profile: 400" "$(api POST /v1/sessions "$TA" '{"profile": "nope"}' | jq -r .error.code)" invalid_argument
+check_eq "idle timeout above the profile's: 400" "$(api POST /v1/sessions "$TA" '{"idle_timeout_s": 100000}' >/dev/null; status)" 400
+check_eq "metadata round-trips" \
+    "$(api POST /v1/sessions "$TA" '{"metadata": {"user": "u1"}}' | jq -c .metadata)" '{"user":"u1"}'
+
+# ---- tenant isolation ------------------------------------------------------------------------------
+check_eq "tenant B: GET of A's session is 404" "$(api GET "/v1/sessions/$s1" "$TB" | jq -r .error.code)/$(status)" "not_found/404"
+check_eq "tenant B: execute in A's session is 404" "$(run "$TB" "$s1" '{"code": "x"}' | jq -r .error.code)/$(status)" "not_found/404"
+check_eq "tenant B: DELETE of A's session is 404" "$(api DELETE "/v1/sessions/$s1" "$TB" | jq -r .error.code)/$(status)" "not_found/404"
+check "tenant B: A's sessions are not listed" not_listed "$TB" "$s1"
+check_eq "unknown session: the same 404" "$(api GET /v1/sessions/0123456789abcdef0123456789abcdef "$TA" | jq -r .error.code)" not_found
+check "A's session still works after B's attempts" bash -c "[ \"\$(curl -s -X POST -H 'Authorization: Bearer $TA' --data-binary '{\"code\": \"x\"}' $U/v1/sessions/$s1/execute | jq -r .result)\" = 41 ]"
+
+# ---- warm acquire makes no engine call ----------------------------------------------------------
+check "the single-container profile is warm" wait_for 60 bash -c "curl -s $U/metrics | grep -q 'sandpool_pool_containers{profile=\"single\",state=\"ready\"} 1'"
+before=$(metric sandpool_engine_requests_total)
+single=$(new_session "$TA" '{"profile": "single"}')
+sleep 0.5
+after=$(metric sandpool_engine_requests_total)
+check_eq "a warm POST /v1/sessions makes no engine request" "$((after - before))" 0
+check_eq "the profile at max answers 503 capacity_exhausted with Retry-After" \
+    "$(api POST /v1/sessions "$TA" '{"profile": "single"}' | jq -r .error.code)/$(status)" "capacity_exhausted/503"
+
+# ---- idle expiry -------------------------------------------------------------------------------------
+idle=$(new_session "$TA" '{"idle_timeout_s": 2}')
+busy=$(new_session "$TA" '{"idle_timeout_s": 2}')
+run "$TA" "$busy" '{"code": "import time; time.sleep(5); v = 1"}' >"$work/busy.json" &
+bgbusy=$!
+check "an idle session (idle_timeout_s 2) is gone within 4 s" wait_for 4 not_listed "$TA" "$idle"
+check_eq "its API answers 404 afterwards" "$(api GET "/v1/sessions/$idle" "$TA" >/dev/null; status)" 404
+wait $bgbusy
+check_eq "a session kept busy by a 5 s execution was not reaped" "$(jq -r .status "$work/busy.json")" ok
+check_eq "it still answers" "$(run "$TA" "$busy" '{"code": "v"}' | jq -r .result)" 1
+
+# ---- crash-only: kill -9 and restart ---------------------------------------------------------------
+declare -A want
+for i in 1 2 3; do
+    id=$(new_session "$TA")
+    run "$TA" "$id" "{\"code\": \"kept = $i * 11\"}" >/dev/null
+    want[$id]=$((i * 11))
+done
+kill -KILL "$daemon_pid"; wait "$daemon_pid" 2>/dev/null; daemon_pid=
+start_daemon
+check "readyz 200 after kill -9 and restart" wait_for 60 ready
+for id in "${!want[@]}"; do
+    check_eq "session ${id:0:8} kept its variables across kill -9" \
+        "$(run "$TA" "$id" '{"code": "kept"}' | jq -c '[.result, .kernel_epoch]')" "[\"${want[$id]}\",1]"
+done
+check_eq "s1 kept x too" "$(run "$TA" "$s1" '{"code": "x"}' | jq -r .result)" 41
+sessions=$(api GET /v1/sessions "$TA" | jq '.sessions | length')
+pool_ctrs=$(curl -s "$U/metrics" | awk '/^sandpool_pool_containers/ && /state="(ready|starting)"/ {n += $2} END {print n + 0}')
+check_eq "every container belongs to a session or the pool" \
+    "$(docker ps -q --filter "label=$LABEL" | wc -l)" "$((sessions + pool_ctrs))"
+
+# ---- delete everything, stop, start: only the pool comes back ----------------------------------
+for id in $(api GET /v1/sessions "$TA" | jq -r '.sessions[].id'); do
+    api DELETE "/v1/sessions/$id" "$TA" >/dev/null
+    [ "$(status)" = 204 ] || not_ok "DELETE $id answered $(status)"
+done
+check_eq "no session is left" "$(api GET /v1/sessions "$TA" | jq '.sessions | length')" 0
+check "deleted sessions' containers are removed" wait_for 30 bash -c \
+    "[ \$(docker ps -aq --filter label=$LABEL | wc -l) -le 4 ]"
+stop_daemon
+left=$(docker ps -aq --no-trunc --filter "label=$LABEL" | sort)
+start_daemon
+check "a fresh start is ready" wait_for 60 ready
+sleep 1
+check_eq "what was left after shutdown is exactly what a fresh start re-adopts" \
+    "$(docker ps -aq --no-trunc --filter "label=$LABEL" | sort | head -"$(echo "$left" | wc -l)")" "$left"
+check "and was adopted, not recreated" grep -q "adopting container" "$work/daemon.log"
+check_eq "no record is left in Redis" \
+    "$(redis-cli -s "$SANDPOOL_TEST_REDIS_SOCKET" --scan --pattern "${PREFIX}session:*" | wc -l)" 0
+stop_daemon
+
+if [ "$TAP_FAILED" -gt 0 ]; then
+    echo "# daemon log:"; sed 's/^/# /' "$work/daemon.log" | tail -40
+fi
+tap_done
