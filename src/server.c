@@ -42,6 +42,7 @@
 #define RECONCILE_MS     30000u
 #define ENGINE_RETRY_MIN 250u
 #define ENGINE_RETRY_MAX 5000u
+#define DRAIN_CUT_MS     2000u
 
 enum engine_link {
     ENGINE_DOWN,
@@ -72,11 +73,14 @@ struct server {
     TAILQ_HEAD(, orphan) orphans;
     bool reconciling;
     bool stopping;
+    bool drain_cut;
+    uint64_t drain_deadline_ms;
     char engine_why[192];
     char label_owner[128]; /* "sandpool.owner=<node>" */
 };
 
 static void engine_connect(struct server *s);
+static void drain_step(struct server *s);
 
 /* ---- engine link ----------------------------------------------------------------------------- */
 
@@ -343,12 +347,35 @@ on_engine_retry(evutil_socket_t fd, short what, void *arg)
 
 /* ---- cron, pools, signals -------------------------------------------------------------------- */
 
+/* Drain: wait for running executions until the deadline, then interrupt them and give their
+ * answers DRAIN_CUT_MS to go out; then leave the loop. */
+static void
+drain_step(struct server *s)
+{
+    uint64_t now = time_now_ms();
+
+    if (!session_manager_busy(s->sessions)) {
+        (void)event_base_loopexit(s->base, NULL);
+        return;
+    }
+    if (now >= s->drain_deadline_ms && !s->drain_cut) {
+        log_warn("drain deadline passed: interrupting running executions");
+        session_manager_cut(s->sessions);
+        s->drain_cut = true;
+    }
+    if (now >= s->drain_deadline_ms + DRAIN_CUT_MS) {
+        log_warn("executions still running after the drain: leaving them to the next start");
+        (void)event_base_loopexit(s->base, NULL);
+    }
+}
+
 static void
 on_cron(evutil_socket_t fd, short what, void *arg)
 {
     struct server *s = arg;
 
     if (s->stopping) {
+        drain_step(s);
         return;
     }
     session_manager_tick(s->sessions);
@@ -504,15 +531,17 @@ on_stop_signal(evutil_socket_t sig, short what, void *arg)
         (void)event_base_loopbreak(s->base);
         return;
     }
-    log_info("%s received: stopping; containers stay for the next start",
-             sig == SIGINT ? "SIGINT" : "SIGTERM");
+    log_info("%s received: draining (up to %u s for running executions); sessions and "
+             "containers stay for the next start",
+             sig == SIGINT ? "SIGINT" : "SIGTERM", s->cfg->drain_timeout_s);
     s->stopping = true;
+    s->drain_deadline_ms = time_now_ms() + (uint64_t)s->cfg->drain_timeout_s * 1000u;
     api_stop_listening(s->api);
     docker_call_cancel(s->engine_call);
     s->engine_call = NULL;
     docker_call_cancel(s->events_call);
     s->events_call = NULL;
-    (void)event_base_loopexit(s->base, NULL);
+    drain_step(s);
 }
 
 static void

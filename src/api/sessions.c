@@ -260,6 +260,10 @@ api_sessions_create(struct api *a, struct evhttp_request *req, const char *const
     if (t == NULL) {
         return;
     }
+    if (a->backend->draining != NULL && a->backend->draining(a->backend->userdata)) {
+        api_reply_error(req, -ESHUTDOWN, "this daemon is shutting down; retry on another");
+        return;
+    }
     if (api_body_json(req, true, &body, &e) < 0) {
         api_reply_error(req, e.code, "%s", e.msg);
         return;
@@ -476,6 +480,10 @@ api_sessions_execute(struct api *a, struct evhttp_request *req, const char *cons
     struct call *c;
 
     if (s == NULL) {
+        return;
+    }
+    if (a->backend->draining != NULL && a->backend->draining(a->backend->userdata)) {
+        api_reply_error(req, -ESHUTDOWN, "this daemon is shutting down; retry shortly");
         return;
     }
     session_touch(s);

@@ -81,6 +81,8 @@ static const struct cfg_option options[] = {
     OPT("log.level", CFG_STRING, log_level, "info", 0, 0, CFG_RELOADABLE,
         "debug, info, warn or error"),
     OPT("log.format", CFG_STRING, log_format, "text", 0, 0, CFG_RELOADABLE, "text or json"),
+    OPT("drain_timeout_s", CFG_UINT, drain_timeout_s, "20", 0, 3600, CFG_RELOADABLE,
+        "on SIGTERM, how long running executions may go on before they are interrupted"),
     OPT("http.max_body_bytes", CFG_UINT, http_max_body_bytes, "8388608", 1024, 1073741824, 0,
         "largest JSON request body"),
 };

@@ -51,6 +51,7 @@ struct cfg {
     char *admin_token_sha256; /* hex, "" when no admin token is configured */
     char *log_level;
     char *log_format;
+    unsigned drain_timeout_s;
     unsigned http_max_body_bytes;
 
     struct cfg_profile *profiles;

@@ -129,7 +129,8 @@ emit_line(struct kernel_splitter *s, int (*cb)(json_t *, void *), void *userdata
     if (s->line.len == 0) {
         return 0;
     }
-    obj = json_loadb(s->line.buf, s->line.len, 0, NULL);
+    /* User output may hold NUL (print("\\0")): allow it in strings. */
+    obj = json_loadb(s->line.buf, s->line.len, JSON_ALLOW_NUL, NULL);
     buf_reset(&s->line);
     if (obj == NULL || !json_is_object(obj)) {
         s->garbage++;

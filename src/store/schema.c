@@ -56,20 +56,16 @@ enum field_kind {
 
 struct field {
     const char *name;
-    enum field_kind kind;
     size_t offset, size;
+    enum field_kind kind;
     bool required;
 };
 
-#define FS(n, m, req)                                       \
-    {                                                       \
-        n, F_STR, offsetof(struct store_session_rec, m),    \
-            sizeof(((struct store_session_rec *)0)->m), req \
-    }
-#define FN(n, k, m)                                          \
-    {                                                        \
-        n, k, offsetof(struct store_session_rec, m), 0, true \
-    }
+/* clang-format off */
+#define FS(n, m, req) \
+    {n, offsetof(struct store_session_rec, m), sizeof(((struct store_session_rec *)0)->m), F_STR, req}
+#define FN(n, k, m) {n, offsetof(struct store_session_rec, m), 0, k, true}
+/* clang-format on */
 
 static const struct field fields[] = {
     FS("id", id, true),

@@ -37,7 +37,7 @@ hashmap_new(void)
     struct hashmap *m = xcalloc(1, sizeof(*m));
 
     m->n_buckets = 64;
-    m->buckets = xcalloc(m->n_buckets, sizeof(*m->buckets));
+    m->buckets = xcalloc(m->n_buckets, sizeof(struct entry *));
     return m;
 }
 
@@ -64,7 +64,7 @@ static void
 grow(struct hashmap *m)
 {
     size_t n = m->n_buckets * 2;
-    struct entry **b = xcalloc(n, sizeof(*b));
+    struct entry **b = xcalloc(n, sizeof(struct entry *));
 
     for (size_t i = 0; i < m->n_buckets; i++) {
         struct entry *e = m->buckets[i], *next;

@@ -102,6 +102,10 @@ check_eq "a command runs in /workspace with its exit code" \
     "$(run "$TA" "$s1" '{"command": ["sh", "-c", "pwd; exit 3"]}' | jq -c '[.status, .exit_code, .stdout]')" \
     '["error",3,"/workspace\n"]'
 
+run "$TA" "$s1" '{"code": "import sys\nsys.stdout.buffer.write(b\"a\\x00b \\xff\\xfe end\")"}' >"$work/bin.json"
+check "binary and NUL output comes back as valid JSON" jq -e . "$work/bin.json"
+check_eq "NUL kept, invalid bytes replaced by U+FFFD" "$(jq -c .stdout "$work/bin.json")" "\"a\\u0000b $(printf '\xef\xbf\xbd\xef\xbf\xbd') end\""
+
 # ---- streaming -------------------------------------------------------------------------------------
 curl -sN -X POST -H "Authorization: Bearer $TA" -H 'Accept: text/event-stream' \
     --data-binary '{"code": "import time\nfor i in range(3): print(i, flush=True); time.sleep(0.5)"}' \
@@ -217,7 +221,20 @@ check_eq "what was left after shutdown is exactly what a fresh start re-adopts" 
 check "and was adopted, not recreated" grep -q "adopting container" "$work/daemon.log"
 check_eq "no record is left in Redis" \
     "$(redis-cli -s "$SANDPOOL_TEST_REDIS_SOCKET" --scan --pattern "${PREFIX}session:*" | wc -l)" 0
-stop_daemon
+
+# ---- SIGTERM drains: a running execution finishes and is answered ---------------------------
+d=$(new_session "$TA")
+run "$TA" "$d" '{"code": "import time; time.sleep(1.5); 99"}' >"$work/drain.json" &
+bgdrain=$!
+sleep 0.5
+kill -TERM "$daemon_pid"
+wait $bgdrain
+check_eq "an execution running at SIGTERM still gets its result" "$(jq -r .result "$work/drain.json")" 99
+rc=0
+for _ in $(seq 1 100); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$daemon_pid" 2>/dev/null; then rc=timeout; else wait "$daemon_pid"; rc=$?; fi
+daemon_pid=
+check_eq "the daemon exits 0 after the drain" "$rc" 0
 
 if [ "$TAP_FAILED" -gt 0 ]; then
     echo "# daemon log:"; sed 's/^/# /' "$work/daemon.log" | tail -40

@@ -1,0 +1,226 @@
+/* Unit tests for the pure parts of the session store (key names, record round trip, parsing of
+ * what Redis returns) and of the kernel protocol (message decoding, a line splitter that must
+ * survive garbage written by user code). */
+#include <errno.h>
+
+#include <jansson.h>
+
+#include "kernel/proto.h"
+#include "store/schema.h"
+#include "tap.h"
+
+static struct store_session_rec
+sample(void)
+{
+    struct store_session_rec r = {0};
+
+    (void)snprintf(r.id, sizeof(r.id), "0123456789abcdef0123456789abcdef");
+    (void)snprintf(r.tenant, sizeof(r.tenant), "acme");
+    (void)snprintf(r.profile, sizeof(r.profile), "python");
+    (void)snprintf(r.container, sizeof(r.container), "c0ffee");
+    (void)snprintf(r.node, sizeof(r.node), "node-1");
+    (void)snprintf(r.metadata, sizeof(r.metadata), "{\"k\":\"v\"}");
+    r.created_at = 1000;
+    r.last_active_at = 2000;
+    r.expires_at = 50000;
+    r.idle_timeout_s = 30;
+    r.epoch = 3;
+    r.gen = -1;
+    r.state = STORE_SESSION_ACTIVE;
+    return r;
+}
+
+TEST(keys)
+{
+    char k[64];
+
+    ASSERT_OK(store_key_session(k, sizeof(k), "sp:", "abc"));
+    ASSERT_STREQ(k, "sp:session:abc");
+    ASSERT_OK(store_key_node_deadlines(k, sizeof(k), "sp:", "n1"));
+    ASSERT_STREQ(k, "sp:node:n1:deadlines");
+    ASSERT_OK(store_key_node_sessions(k, sizeof(k), "", "n1"));
+    ASSERT_STREQ(k, "node:n1:sessions");
+    ASSERT_ERR(store_key_session(k, 8, "sp:", "abc"), ENAMETOOLONG);
+}
+
+TEST(record_round_trip)
+{
+    struct store_session_rec in = sample(), out;
+    char scratch[6][24];
+    const char *argv[32];
+    size_t lens[32];
+    int n = 0;
+
+    store_session_fields(&in, scratch, argv, lens, &n);
+    ASSERT_EQ_I(n, 26);
+    ASSERT_OK(store_session_parse(argv, lens, (size_t)n, &out));
+    ASSERT_STREQ(out.id, in.id);
+    ASSERT_STREQ(out.tenant, "acme");
+    ASSERT_STREQ(out.metadata, "{\"k\":\"v\"}");
+    ASSERT_EQ_U(out.expires_at, 50000);
+    ASSERT_EQ_U(out.idle_timeout_s, 30);
+    ASSERT_EQ_U(out.epoch, 3);
+    ASSERT_EQ_I(out.gen, -1);
+    ASSERT_EQ_I(out.state, STORE_SESSION_ACTIVE);
+    /* deadline: idle bound, then the lifetime bound */
+    ASSERT_EQ_U(store_session_deadline(&in, 2000), 32000);
+    ASSERT_EQ_U(store_session_deadline(&in, 40000), 50000);
+}
+
+TEST(record_rejects)
+{
+    struct store_session_rec in = sample(), out = {0};
+    char scratch[6][24];
+    const char *argv[40];
+    size_t lens[40];
+    int n = 0;
+
+    store_session_fields(&in, scratch, argv, lens, &n);
+    /* odd count */
+    ASSERT_ERR(store_session_parse(argv, lens, 3, &out), EPROTO);
+    /* a required field missing: drop "id" (first pair) */
+    ASSERT_ERR(store_session_parse(argv + 2, lens + 2, (size_t)n - 2, &out), EPROTO);
+    /* bad number, bad state, invalid UTF-8, unknown fields ignored */
+    {
+        const char *bad[] = {"epoch", "x1"};
+        size_t bl[] = {5, 2};
+        const char *kv[40];
+        size_t kl[40];
+
+        memcpy(kv, argv, sizeof(argv[0]) * (size_t)n);
+        memcpy(kl, lens, sizeof(lens[0]) * (size_t)n);
+        kv[n] = bad[0];
+        kl[n] = bl[0];
+        kv[n + 1] = bad[1];
+        kl[n + 1] = bl[1];
+        ASSERT_ERR(store_session_parse(kv, kl, (size_t)n + 2, &out), EPROTO);
+        kv[n] = "state";
+        kl[n] = 5;
+        kv[n + 1] = "gone";
+        kl[n + 1] = 4;
+        ASSERT_ERR(store_session_parse(kv, kl, (size_t)n + 2, &out), EPROTO);
+        kv[n] = "tenant";
+        kl[n] = 6;
+        kv[n + 1] = "\xff";
+        kl[n + 1] = 1;
+        ASSERT_ERR(store_session_parse(kv, kl, (size_t)n + 2, &out), EPROTO);
+        kv[n] = "future_field";
+        kl[n] = 12;
+        kv[n + 1] = "whatever";
+        kl[n + 1] = 8;
+        ASSERT_OK(store_session_parse(kv, kl, (size_t)n + 2, &out));
+    }
+    ASSERT_STREQ(out.tenant, "acme");
+}
+
+static int seen_msgs;
+static char last_type[16];
+
+static int
+on_obj(json_t *obj, void *userdata)
+{
+    struct kernel_msg m;
+
+    if (kernel_proto_decode(obj, &m) == 0) {
+        seen_msgs++;
+        (void)snprintf(last_type, sizeof(last_type), "%s",
+                       json_string_value(json_object_get(obj, "t")));
+    }
+    return 0;
+}
+
+TEST(splitter_survives_garbage)
+{
+    struct kernel_splitter sp;
+    static const char stream[] =
+        "{\"t\":\"hello\",\"v\":1,\"gen\":1,\"busy\":null,\"session\":null,\"used\":false}\n"
+        "not json at all\n"
+        "[1,2,3]\n"
+        "\n"
+        "{\"t\":\"out\",\"id\":\"e1\",\"s\":\"o\",\"d\":\"a\\u0000b\"}\n"
+        "{\"t\":\"out\",\"id\":\"e1\"}\n" /* no data: not a valid message */
+        "{\"t\":\"done\",\"id\":\"e1\",\"status\":\"ok\",\"gen\":1}\n";
+
+    seen_msgs = 0;
+    kernel_splitter_init(&sp);
+    /* byte by byte */
+    int errors = 0;
+
+    for (size_t i = 0; i < sizeof(stream) - 1; i++) {
+        errors += kernel_splitter_feed(&sp, stream + i, 1, on_obj, NULL) != 0;
+    }
+    ASSERT_EQ_I(errors, 0);
+    ASSERT_EQ_I(seen_msgs, 3); /* hello, out (with a NUL), done; the out without data fails */
+    ASSERT_STREQ(last_type, "done");
+    ASSERT_EQ_U(sp.garbage, 2); /* "not json" and the array */
+    kernel_splitter_done(&sp);
+}
+
+TEST(splitter_long_line)
+{
+    struct kernel_splitter sp;
+    size_t n = KERNEL_MAX_LINE + 100;
+    char *big = malloc(n);
+
+    memset(big, 'x', n);
+    seen_msgs = 0;
+    kernel_splitter_init(&sp);
+    ASSERT_OK(kernel_splitter_feed(&sp, big, n, on_obj, NULL));
+    ASSERT_OK(kernel_splitter_feed(&sp, "\n{\"t\":\"pong\",\"gen\":2}\n", 22, on_obj, NULL));
+    ASSERT_EQ_I(seen_msgs, 1); /* resynchronised after the over-long line */
+    ASSERT_EQ_U(sp.garbage, 1);
+    ASSERT_TRUE(sp.line.alloc <= KERNEL_MAX_LINE + 1); /* never held more than the cap */
+    kernel_splitter_done(&sp);
+    free(big);
+}
+
+TEST(decode)
+{
+    struct kernel_msg m;
+    json_t *o;
+
+    o = json_loads("{\"t\":\"out\",\"id\":\"e1\",\"s\":\"e\",\"d\":\"x\"}", 0, NULL);
+    ASSERT_OK(kernel_proto_decode(o, &m));
+    ASSERT_TRUE(m.type == KERNEL_MSG_OUT && m.to_stderr && m.text_len == 1);
+    json_decref(o);
+    o = json_loads("{\"t\":\"hello\",\"gen\":4,\"session\":\"s\",\"used\":true,\"busy\":\"e\"}", 0,
+                   NULL);
+    ASSERT_OK(kernel_proto_decode(o, &m));
+    ASSERT_TRUE(m.gen == 4 && m.used && strcmp(m.session, "s") == 0 && strcmp(m.busy, "e") == 0);
+    json_decref(o);
+    o = json_loads("{\"t\":\"hello\"}", 0, NULL); /* no generation */
+    ASSERT_ERR(kernel_proto_decode(o, &m), EPROTO);
+    json_decref(o);
+    o = json_loads("{\"t\":\"done\",\"id\":\"e\\u0000x\",\"status\":\"ok\"}", 0, NULL);
+    ASSERT_ERR(kernel_proto_decode(o, &m), EPROTO); /* NUL in an id */
+    json_decref(o);
+    o = json_loads("{\"t\":\"nope\"}", 0, NULL);
+    ASSERT_ERR(kernel_proto_decode(o, &m), EPROTO);
+    json_decref(o);
+}
+
+TEST(encode)
+{
+    char *line = kernel_proto_exec("e1", "print(1)\n", 9, 4096);
+    json_t *o;
+
+    ASSERT_TRUE(line[strlen(line) - 1] == '\n' && strchr(line, '\n') == line + strlen(line) - 1);
+    o = json_loads(line, 0, NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(o, "code")), "print(1)\n");
+    ASSERT_EQ_I(json_integer_value(json_object_get(o, "max_output")), 4096);
+    json_decref(o);
+    free(line);
+}
+
+int
+main(void)
+{
+    RUN(keys);
+    RUN(record_round_trip);
+    RUN(record_rejects);
+    RUN(splitter_survives_garbage);
+    RUN(splitter_long_line);
+    RUN(decode);
+    RUN(encode);
+    return tap_done();
+}
