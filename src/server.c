@@ -223,7 +223,7 @@ on_event(json_t *ev, void *userdata)
         strcmp(action, "remove") == 0) {
         for (size_t i = 0; i < s->n_pools; i++) {
             if (pool_container_gone(s->pools[i], id)) {
-                log_info("container ctr=%.12s %s; replacing it", id, action);
+                log_info("container ctr=%.12s: %s", id, action);
                 break;
             }
         }
@@ -394,6 +394,13 @@ static void
 on_pool_notify(struct pool *p, const char *what, int r, const char *msg, void *userdata)
 {
     log_warn("pool '%s': %s", pool_name(p), msg);
+}
+
+static void
+on_session_event(const char *event, const char *id, const char *tenant, const char *detail,
+                 void *userdata)
+{
+    log_info("session %s session=%s tenant='%s': %s", event, id, tenant, detail);
 }
 
 static void
@@ -582,6 +589,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
             pool_new(s->base, s->docker, &cfg->profiles[i], cfg->node_id, &s->budget, &pcb);
     }
     s->sessions = session_manager_new(s->base, cfg, s->pools, s->n_pools, s->redis);
+    session_manager_set_notify(s->sessions, on_session_event, s);
     s->backend = (struct api_backend){
         .pools = s->pools,
         .n_pools = s->n_pools,

@@ -147,7 +147,25 @@ struct session_manager {
     size_t n_unmatched;
     bool loaded, loading, claiming;
     struct session_manager_stats stats;
+    session_notify_cb *notify;
+    void *notify_userdata;
 };
+
+static void
+notify(struct session_manager *m, const char *event, const struct store_session_rec *rec,
+       const char *detail)
+{
+    if (m->notify != NULL) {
+        m->notify(event, rec->id, rec->tenant, detail, m->notify_userdata);
+    }
+}
+
+void
+session_manager_set_notify(struct session_manager *m, session_notify_cb *cb, void *userdata)
+{
+    m->notify = cb;
+    m->notify_userdata = userdata;
+}
 
 static const char *const state_names[SESSION__COUNT] = {
     [SESSION_READY] = "ready",
@@ -273,11 +291,15 @@ on_epoch_saved(int r, void *userdata)
 }
 
 static void
-epoch_bump(struct session *s, int64_t new_gen)
+epoch_bump(struct session *s, int64_t new_gen, const char *why)
 {
     struct sop *op;
+    char detail[160];
 
     s->rec.epoch++;
+    (void)snprintf(detail, sizeof(detail), "kernel_epoch is now %llu: %s",
+                   (unsigned long long)s->rec.epoch, why);
+    notify(s->m, "epoch", &s->rec, detail);
     s->rec.gen = new_gen;
     op = sop_new(s->m, SOP_EPOCH, s->rec.id);
     if (store_sessions_set_epoch(s->m->store, s->rec.id, s->rec.epoch, s->rec.gen, on_epoch_saved,
@@ -372,6 +394,7 @@ session_lost(struct session *s, const char *why)
 {
     struct sop *op;
 
+    notify(s->m, "ended", &s->rec, why);
     if (s->exec != NULL) {
         struct execution *x = s->exec;
 
@@ -463,7 +486,12 @@ classify(struct execution *x, const struct kernel_msg *m)
 
     x->state_preserved = !died;
     if (died) {
-        epoch_bump(s, m->gen >= 0 ? m->gen + 1 : s->rec.gen + 1);
+        const char *why = json_string_value(json_object_get(m->obj, "reason"));
+
+        epoch_bump(s, m->gen >= 0 ? m->gen + 1 : s->rec.gen + 1,
+                   oom_killed ? "out of memory"
+                   : why      ? why
+                              : "the interpreter died");
     }
     if (x->phase != PH_RUNNING && (died || strcmp(st, "interrupted") == 0)) {
         x->status = "timeout";
@@ -526,7 +554,7 @@ on_kernel_restarted(struct kernel *k, const struct kernel_msg *m, void *userdata
     struct session *s = userdata;
 
     if (m->gen != s->rec.gen) {
-        epoch_bump(s, m->gen);
+        epoch_bump(s, m->gen, m->text ? m->text : "the interpreter restarted");
     }
 }
 
@@ -977,8 +1005,10 @@ adopt(struct session_manager *m, struct pool_slot *slot, const struct store_sess
     s->rec = *rec;
     session_register(s);
     m->stats.adopted_total++;
+    notify(m, "adopted", rec, "re-adopted after a restart");
     if (gen != rec->gen) {
-        epoch_bump(s, gen); /* the worker restarted while we were away: the namespace is gone */
+        /* The worker restarted while we were away: the namespace is gone. */
+        epoch_bump(s, gen, "the interpreter restarted while the daemon was down");
     }
     if (busy != NULL && busy[0] != '\0') {
         /* Started by the previous daemon; nobody can receive its result: stop it. */
@@ -1144,6 +1174,7 @@ session_manager_reconcile(struct session_manager *m, json_t *list, uint64_t list
      * container is there but not adopted yet waits for its kernel's hello. */
     for (size_t i = 0; i < m->n_unmatched;) {
         if (!list_has(list, m->unmatched[i].container)) {
+            notify(m, "ended", &m->unmatched[i], "its container is gone: its state was lost");
             delete_record(m, m->unmatched[i].id);
             unmatched_take(m, i);
             continue;
@@ -1173,6 +1204,7 @@ on_claimed(int r, const char *const *ids, size_t n, void *userdata)
 
         m->stats.reaped_total++;
         if (s != NULL && s->state != SESSION_ENDING) {
+            notify(m, "ended", &s->rec, "idle or past its lifetime");
             s->state = SESSION_ENDING;
             if (s->exec != NULL) {
                 (void)kernel_interrupt(s->kernel, s->exec->id);

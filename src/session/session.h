@@ -52,6 +52,11 @@ struct session_manager_stats {
     uint64_t created_total, ended_total, reaped_total, executions_total, adopted_total;
 };
 
+/* Reports what the edge should log: event is "ended" (reaped or lost), "epoch" (the namespace
+ * was lost) or "adopted"; detail says why. All strings borrowed for the call. */
+typedef void session_notify_cb(const char *event, const char *session_id, const char *tenant,
+                               const char *detail, void *userdata);
+
 /* cfg, pools (n of them), redis: borrowed, must outlive the manager. */
 struct session_manager *session_manager_new(struct event_base *base, const struct cfg *cfg,
                                             struct pool **pools, size_t n_pools,
@@ -59,6 +64,7 @@ struct session_manager *session_manager_new(struct event_base *base, const struc
 /* Frees every session object (records and containers stay for the next start). Executions are
  * dropped without callbacks. */
 struct session_manager *session_manager_free(struct session_manager *m);
+void session_manager_set_notify(struct session_manager *m, session_notify_cb *cb, void *userdata);
 /* Periodic work (cron): touch busy sessions, reap expired ones, load records after Redis came
  * (back) up. Bounded work per call. */
 void session_manager_tick(struct session_manager *m);
