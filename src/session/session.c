@@ -1136,10 +1136,34 @@ load_records(struct session_manager *m)
     m->loading = true;
 }
 
+static void
+on_restored(int r, void *userdata)
+{
+    sop_free(userdata);
+}
+
 void
 session_manager_redis_up(struct session_manager *m)
 {
+    struct session *s;
+
     load_records(m);
+    if (!m->loaded) {
+        return;
+    }
+    /* Redis may have come back empty (restarted without persistence): what we hold in memory
+     * is then the only copy; write back whatever it lost. */
+    TAILQ_FOREACH (s, &m->sessions, link) {
+        struct sop *op;
+
+        if (s->state == SESSION_ENDING) {
+            continue;
+        }
+        op = sop_new(m, SOP_EPOCH, s->rec.id);
+        if (store_sessions_restore(m->store, &s->rec, on_restored, op) < 0) {
+            sop_free(op);
+        }
+    }
 }
 
 bool

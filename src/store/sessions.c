@@ -30,6 +30,13 @@ static const char create_lua[] = "redis.call('HSET', KEYS[1], unpack(ARGV, 3))\n
                                  "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])\n"
                                  "return 1\n";
 
+/* KEYS: hash, node set, deadlines. ARGV: id, deadline, field/value pairs. */
+static const char restore_lua[] = "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
+                                  "redis.call('HSET', KEYS[1], unpack(ARGV, 3))\n"
+                                  "redis.call('SADD', KEYS[2], ARGV[1])\n"
+                                  "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])\n"
+                                  "return 1\n";
+
 /* KEYS: hash, deadlines. ARGV: id, now. A session the reaper has claimed (no longer in the
  * deadline set) is never brought back. */
 static const char touch_lua[] =
@@ -235,9 +242,9 @@ session_key(struct store_sessions *s, const char *id, char *out)
     return store_key_session(out, KEY_MAX, s->prefix, id);
 }
 
-int
-store_sessions_create(struct store_sessions *s, const struct store_session_rec *rec,
-                      store_sessions_cb *cb, void *userdata)
+static int
+write_record(struct store_sessions *s, const char *script, const struct store_session_rec *rec,
+             store_sessions_cb *cb, void *userdata)
 {
     char key[KEY_MAX], deadline[24], scratch[6][24];
     const char *args[40];
@@ -260,7 +267,21 @@ store_sessions_create(struct store_sessions *s, const struct store_session_rec *
     args[n] = deadline;
     lens[n++] = strlen(deadline);
     store_session_fields(rec, scratch, args, lens, &n);
-    return eval(s, OP_OK, (void (*)(void))cb, userdata, create_lua, 3, args, lens, n);
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, script, 3, args, lens, n);
+}
+
+int
+store_sessions_create(struct store_sessions *s, const struct store_session_rec *rec,
+                      store_sessions_cb *cb, void *userdata)
+{
+    return write_record(s, create_lua, rec, cb, userdata);
+}
+
+int
+store_sessions_restore(struct store_sessions *s, const struct store_session_rec *rec,
+                       store_sessions_cb *cb, void *userdata)
+{
+    return write_record(s, restore_lua, rec, cb, userdata);
 }
 
 int

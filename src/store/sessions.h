@@ -33,6 +33,10 @@ struct store_sessions *store_sessions_free(struct store_sessions *s);
 /* Writes the record, adds it to the node set and sets its deadline. */
 int store_sessions_create(struct store_sessions *s, const struct store_session_rec *rec,
                           store_sessions_cb *cb, void *userdata);
+/* Writes the record back only if Redis lost it (restarted without persistence); an existing
+ * record is left alone. Used to resynchronise after a reconnect. */
+int store_sessions_restore(struct store_sessions *s, const struct store_session_rec *rec,
+                           store_sessions_cb *cb, void *userdata);
 /* Records activity at now_ms and pushes the deadline to min(now + idle, expiry). -ENOENT when
  * the session is not active (claimed by the reaper, ended). */
 int store_sessions_touch(struct store_sessions *s, const char *id, uint64_t now_ms,

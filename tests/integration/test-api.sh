@@ -3,14 +3,15 @@
 # stateful execution, streaming, idle expiry, tenant isolation, crash-only restart, validation.
 # Drives sandpoold only over HTTP. TAP output.
 #
-# Needs: SANDPOOL_TEST_ENGINE_SOCKET, SANDPOOL_TEST_REDIS_SOCKET, SANDPOOLD, image sandpool/python.
+# Needs: SANDPOOL_TEST_ENGINE_SOCKET, SANDPOOLD, image sandpool/python, redis-server (the test runs
+# its own, so that it can kill and restart it).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
 
 [ -n "${SANDPOOL_TEST_ENGINE_SOCKET:-}" ] || { echo "1..0 # SKIP SANDPOOL_TEST_ENGINE_SOCKET unset"; exit 77; }
-[ -n "${SANDPOOL_TEST_REDIS_SOCKET:-}" ] || { echo "1..0 # SKIP SANDPOOL_TEST_REDIS_SOCKET unset"; exit 77; }
+command -v redis-server >/dev/null || { echo "1..0 # SKIP redis-server not installed"; exit 77; }
 export DOCKER_HOST=unix://$SANDPOOL_TEST_ENGINE_SOCKET
 SANDPOOLD=${SANDPOOLD:?path of the sandpoold binary}
 NODE=sandpool-test-api
@@ -18,13 +19,21 @@ LABEL="sandpool.owner=$NODE"
 PREFIX="sandpool-test-api-$$:"
 work=$(mktemp -d /tmp/sandpool-test-api.XXXXXX)
 daemon_pid=
+redis_pid=
+# A Redis of its own, so that the test can kill and restart it.
+REDIS_SOCK=$work/redis.sock
+start_redis() {
+    redis-server --port 0 --unixsocket "$REDIS_SOCK" --save '' --appendonly no --dir "$work" \
+        --loglevel warning >>"$work/redis.log" 2>&1 &
+    redis_pid=$!
+    wait_for 10 redis-cli -s "$REDIS_SOCK" ping >/dev/null
+}
 
 cleanup() {
     [ -n "$daemon_pid" ] && kill -KILL "$daemon_pid" 2>/dev/null
+    [ -n "$redis_pid" ] && kill -KILL "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
     ids=$(docker ps -aq --filter "label=$LABEL")
     [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1
-    redis-cli -s "$SANDPOOL_TEST_REDIS_SOCKET" --scan --pattern "$PREFIX*" |
-        xargs -r redis-cli -s "$SANDPOOL_TEST_REDIS_SOCKET" del >/dev/null 2>&1
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -43,7 +52,7 @@ cat >"$work/config.json" <<JSON
   "listen": "127.0.0.1:$port",
   "node_id": "$NODE",
   "engine": {"socket": "$SANDPOOL_TEST_ENGINE_SOCKET"},
-  "redis": {"url": "unix://$SANDPOOL_TEST_REDIS_SOCKET", "prefix": "$PREFIX"},
+  "redis": {"url": "unix://$REDIS_SOCK", "prefix": "$PREFIX"},
   "tenants": [{"id": "a", "token_sha256": "$(sha "$TA")"},
               {"id": "b", "token_sha256": "$(sha "$TB")"}],
   "profiles": {
@@ -80,6 +89,7 @@ metric() { curl -s "$U/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 listed() { api GET /v1/sessions "$1" | jq -e --arg id "$2" '.sessions[] | select(.id == $id)' >/dev/null; }
 not_listed() { ! listed "$@"; }
 
+start_redis
 start_daemon
 check "readyz turns 200 (engine, redis, warm pools)" wait_for 120 ready
 
@@ -183,6 +193,18 @@ wait $bgbusy
 check_eq "a session kept busy by a 5 s execution was not reaped" "$(jq -r .status "$work/busy.json")" ok
 check_eq "it still answers" "$(run "$TA" "$busy" '{"code": "v"}' | jq -r .result)" 1
 
+# ---- Redis killed and restarted empty ------------------------------------------------------------
+kill -KILL "$redis_pid"; wait "$redis_pid" 2>/dev/null; redis_pid=
+check_eq "Redis down: creating a session is 503 unavailable" \
+    "$(api POST /v1/sessions "$TA" | jq -r .error.code)/$(status)" "unavailable/503"
+check_eq "Redis down: readyz says so" "$(curl -s "$U/readyz" | jq -r '.status')" not_ready
+start_redis
+check "readyz recovers when Redis is back" wait_for 15 ready
+check_eq "sessions kept their variables through the Redis outage" \
+    "$(run "$TA" "$s1" '{"code": "x"}' | jq -r .result)" 41
+check "the records Redis lost were written back" wait_for 5 bash -c \
+    "[ -n \"\$(redis-cli -s '$REDIS_SOCK' hget '${PREFIX}session:$s1' tenant)\" ]"
+
 # ---- crash-only: kill -9 and restart ---------------------------------------------------------------
 declare -A want
 for i in 1 2 3; do
@@ -220,7 +242,7 @@ check_eq "what was left after shutdown is exactly what a fresh start re-adopts" 
     "$(docker ps -aq --no-trunc --filter "label=$LABEL" | sort | head -"$(echo "$left" | wc -l)")" "$left"
 check "and was adopted, not recreated" grep -q "adopting container" "$work/daemon.log"
 check_eq "no record is left in Redis" \
-    "$(redis-cli -s "$SANDPOOL_TEST_REDIS_SOCKET" --scan --pattern "${PREFIX}session:*" | wc -l)" 0
+    "$(redis-cli -s "$REDIS_SOCK" --scan --pattern "${PREFIX}session:*" | wc -l)" 0
 
 # ---- SIGTERM drains: a running execution finishes and is answered ---------------------------
 d=$(new_session "$TA")
