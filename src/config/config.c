@@ -114,7 +114,7 @@ static const struct cfg_option profile_options[] = {
          "output kept per stream and execution"),
 };
 
-/* ---- typed field access ------------------------------------------------------------------ */
+/* ---- typed field access ---------------------------------------------------------------------- */
 
 static void *
 field(void *base, const struct cfg_option *o)
@@ -255,7 +255,7 @@ apply_defaults(void *base, const struct cfg_option *tab, size_t n)
     }
 }
 
-/* ---- profiles and tenants ------------------------------------------------------------------ */
+/* ---- profiles and tenants -------------------------------------------------------------------- */
 
 static void
 profile_done(struct cfg_profile *p)
@@ -466,7 +466,7 @@ load_tenants(struct cfg *c, json_t *arr, struct err *reterr)
     return 0;
 }
 
-/* ---- the daemon-wide table ----------------------------------------------------------------- */
+/* ---- the daemon-wide table ------------------------------------------------------------------- */
 
 static const struct cfg_option *
 option_find(const char *name)
@@ -702,7 +702,7 @@ cfg_apply_env(struct cfg *c, const char *const *envp, char *ret_unknown, size_t 
     return 0;
 }
 
-/* ---- validation ---------------------------------------------------------------------------- */
+/* ---- validation ------------------------------------------------------------------------------ */
 
 static int
 validate_profile(const struct cfg_profile *p, struct err *reterr)
@@ -872,7 +872,7 @@ cfg_profile_find(const struct cfg *c, const char *name)
     return NULL;
 }
 
-/* ---- rendering ----------------------------------------------------------------------------- */
+/* ---- rendering ------------------------------------------------------------------------------- */
 
 /* Sets the value at dotted path `name` inside root, creating section objects on the way. */
 static void

@@ -88,7 +88,7 @@ struct sock_ctx {
 
 static void dispatch(struct docker_client *c);
 
-/* ---- libcurl -> libevent glue ------------------------------------------------------------- */
+/* ---- libcurl -> libevent glue ---------------------------------------------------------------- */
 
 static void
 on_socket_event(evutil_socket_t fd, short what, void *arg)
@@ -212,7 +212,7 @@ on_curl_header(char *data, size_t size, size_t nmemb, void *userp)
     return n;
 }
 
-/* ---- call lifecycle ------------------------------------------------------------------------- */
+/* ---- call lifecycle -------------------------------------------------------------------------- */
 
 static void
 call_free(struct docker_call *call)
@@ -349,7 +349,7 @@ docker_call_cancel(struct docker_call *call)
     call_free(call);
 }
 
-/* ---- completion ----------------------------------------------------------------------------- */
+/* ---- completion ------------------------------------------------------------------------------ */
 
 static int
 curl_code_to_errno(CURLcode code)
@@ -495,7 +495,7 @@ dispatch(struct docker_client *c)
     c->dispatching = false;
 }
 
-/* ---- client --------------------------------------------------------------------------------- */
+/* ---- client ---------------------------------------------------------------------------------- */
 
 struct docker_client *
 docker_client_new(struct event_base *base, const char *socket_path, unsigned default_timeout_ms)

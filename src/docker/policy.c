@@ -83,7 +83,7 @@ docker_policy_create_body(const struct cfg_profile *p, const char *node_id, cons
     return body;
 }
 
-/* ---- verification -------------------------------------------------------------------------- */
+/* ---- verification ---------------------------------------------------------------------------- */
 
 static int
 want_int(json_t *obj, const char *key, json_int_t want, struct err *reterr)

@@ -335,7 +335,7 @@ pool_wait_cancel(struct pool_waiter *w)
     }
 }
 
-/* ---- kernel connection of pool slots -------------------------------------------------------- */
+/* ---- kernel connection of pool slots --------------------------------------------------------- */
 
 static void
 slot_ready(struct pool_slot *slot)
@@ -463,7 +463,7 @@ slot_connect(struct pool_slot *slot)
     }
 }
 
-/* ---- creation ------------------------------------------------------------------------------- */
+/* ---- creation -------------------------------------------------------------------------------- */
 
 static void
 on_started(int r, json_t *result, const struct err *e, void *userdata)
@@ -632,7 +632,7 @@ pool_slot_release(struct pool_slot *slot)
     kick(p);
 }
 
-/* ---- adoption and external events -------------------------------------------------------- */
+/* ---- adoption and external events ------------------------------------------------------------ */
 
 static struct pool_slot *
 slot_find(const struct pool *p, const char *container_id)
@@ -793,7 +793,7 @@ pool_container_gone(struct pool *p, const char *container_id)
     return true;
 }
 
-/* ---- lifecycle ------------------------------------------------------------------------------ */
+/* ---- lifecycle ------------------------------------------------------------------------------- */
 
 struct pool *
 pool_new(struct event_base *base, struct docker_client *docker, const struct cfg_profile *profile,

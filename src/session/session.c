@@ -334,8 +334,7 @@ session_touch(struct session *s)
     }
 }
 
-/* ---- ending
- * -------------------------------------------------------------------------------------- */
+/* ---- ending ---------------------------------------------------------------------------------- */
 
 static void
 on_end_deleted(int r, void *userdata)
@@ -582,8 +581,7 @@ static const struct kernel_handlers session_kernel_handlers = {
     .on_closed = on_kernel_closed,
 };
 
-/* ---- executions
- * ---------------------------------------------------------------------------------- */
+/* ---- executions ------------------------------------------------------------------------------ */
 
 static void
 on_grace(evutil_socket_t fd, short what, void *arg)
@@ -764,8 +762,7 @@ execution_to_json(const struct execution *x, bool with_output)
     return o;
 }
 
-/* ---- creating
- * ------------------------------------------------------------------------------------ */
+/* ---- creating -------------------------------------------------------------------------------- */
 
 static void
 on_created(int r, void *userdata)
@@ -986,8 +983,7 @@ session_to_json(const struct session *s)
         json_is_object(meta) ? meta : (json_decref(meta), OOM_CHECK(json_object()))));
 }
 
-/* ---- recovery
- * ------------------------------------------------------------------------------------ */
+/* ---- recovery -------------------------------------------------------------------------------- */
 
 /* Builds a session from a loaded record and an adopted container. */
 static void
@@ -1208,8 +1204,7 @@ session_manager_reconcile(struct session_manager *m, json_t *list, uint64_t list
     (void)listed_at_ms;
 }
 
-/* ---- periodic work
- * ------------------------------------------------------------------------------- */
+/* ---- periodic work --------------------------------------------------------------------------- */
 
 static void
 on_claimed(int r, const char *const *ids, size_t n, void *userdata)
@@ -1320,8 +1315,7 @@ session_manager_get_stats(const struct session_manager *m, struct session_manage
     }
 }
 
-/* ---- lifecycle
- * ----------------------------------------------------------------------------------- */
+/* ---- lifecycle ------------------------------------------------------------------------------- */
 
 struct session_manager *
 session_manager_new(struct event_base *base, const struct cfg *cfg, struct pool **pools,
