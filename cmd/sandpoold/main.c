@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define LOG_MODULE "main"
 #include "config/config.h"
@@ -130,6 +131,24 @@ load_config(int argc, char **argv, struct cfg **ret, struct args *a, char *unkno
     return 0;
 }
 
+/* Every session and warm container holds one connection to the engine, every client one to
+ * us: lift the soft limit on open files to the hard one. Returns the new soft limit. */
+static unsigned long
+raise_nofile(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        return 0;
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    return (unsigned long)rl.rlim_cur;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -158,6 +177,9 @@ main(int argc, char **argv)
     }
     /* Writes to a peer that went away must fail with EPIPE, not kill the daemon. */
     (void)signal(SIGPIPE, SIG_IGN);
+    unsigned long nofile = raise_nofile(); /* not inside log_debug(): it may not evaluate */
+
+    log_debug("open files limit: %lu", nofile);
 
     r = server_new(c, &s, &e);
     if (r < 0) {
