@@ -354,7 +354,13 @@ drain_step(struct server *s)
 {
     uint64_t now = time_now_ms();
 
-    if (!session_manager_busy(s->sessions)) {
+    bool removing = false;
+
+    for (size_t i = 0; i < s->n_pools; i++) {
+        pool_tick(s->pools[i]); /* retries removals the engine budget held back */
+        removing = removing || pool_removing(s->pools[i]);
+    }
+    if (!session_manager_busy(s->sessions) && !removing) {
         (void)event_base_loopexit(s->base, NULL);
         return;
     }
@@ -538,8 +544,8 @@ on_stop_signal(evutil_socket_t sig, short what, void *arg)
         (void)event_base_loopbreak(s->base);
         return;
     }
-    log_info("%s received: draining (up to %u s for running executions); sessions and "
-             "containers stay for the next start",
+    log_info("%s received: draining (up to %u s for running executions); sessions stay for "
+             "the next start, warm containers are removed",
              sig == SIGINT ? "SIGINT" : "SIGTERM", s->cfg->drain_timeout_s);
     s->stopping = true;
     s->drain_deadline_ms = time_now_ms() + (uint64_t)s->cfg->drain_timeout_s * 1000u;
@@ -548,6 +554,10 @@ on_stop_signal(evutil_socket_t sig, short what, void *arg)
     s->engine_call = NULL;
     docker_call_cancel(s->events_call);
     s->events_call = NULL;
+    /* Warm containers go: the next start creates fresh ones (it never reuses unbound ones). */
+    for (size_t i = 0; i < s->n_pools; i++) {
+        pool_shutdown(s->pools[i]);
+    }
     drain_step(s);
 }
 

@@ -279,8 +279,7 @@ on_request(struct evhttp_request *req, void *arg)
     evhttp_uri_free(parsed);
 }
 
-/* ---- listening ---------------------------------------------------------------------------------
- */
+/* ---- listening ------------------------------------------------------------------------------- */
 
 static int
 listen_unix(struct api *a, const char *path, struct err *reterr)

@@ -217,8 +217,7 @@ check_metadata(struct evhttp_request *req, json_t *meta, char **ret_text)
     return true;
 }
 
-/* ---- create, list, get, delete -----------------------------------------------------------------
- */
+/* ---- create, list, get, delete --------------------------------------------------------------- */
 
 static void
 on_session_created(int r, struct session *s, const struct err *e, void *userdata)
@@ -240,6 +239,12 @@ on_session_created(int r, struct session *s, const struct err *e, void *userdata
     if (r == 0) {
         log_info("session created session=%s tenant='%s' profile='%s'", session_id(s), c->tenant,
                  session_profile(s)->name);
+    }
+    if (r == 0 && c->req == NULL) {
+        /* Nobody got its id: end it rather than keep it until its idle timeout. */
+        log_info("session ending session=%s: its client went away before the answer",
+                 session_id(s));
+        (void)session_end(s, NULL, NULL, NULL);
     }
     call_end(c);
 }
@@ -362,8 +367,7 @@ api_sessions_delete(struct api *a, struct evhttp_request *req, const char *const
     }
 }
 
-/* ---- execute ----------------------------------------------------------------------------------
- */
+/* ---- execute --------------------------------------------------------------------------------- */
 
 static void
 on_exec_output(struct execution *x, bool to_stderr, const char *text, size_t len, void *userdata)

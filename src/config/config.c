@@ -83,7 +83,7 @@ static const struct cfg_option options[] = {
     OPT("log.format", CFG_STRING, log_format, "text", 0, 0, CFG_RELOADABLE, "text or json"),
     OPT("drain_timeout_s", CFG_UINT, drain_timeout_s, "20", 0, 3600, CFG_RELOADABLE,
         "on SIGTERM, how long running executions may go on before they are interrupted"),
-    OPT("http.max_body_bytes", CFG_UINT, http_max_body_bytes, "8388608", 1024, 1073741824, 0,
+    OPT("http.max_body_bytes", CFG_UINT, http_max_body_bytes, "8388608", 1024, 8388608, 0,
         "largest JSON request body"),
 };
 

@@ -186,6 +186,7 @@ kernel_open(struct docker_client *c, const char *container_id, unsigned hello_ti
 {
     struct kernel *k = xcalloc(1, sizeof(*k));
     struct docker_hijack_opts o = {
+        .max_queued = KERNEL_MAX_QUEUE,
         .on_data = on_stream_data,
         .on_event = on_stream_event,
         .userdata = k,

@@ -16,7 +16,10 @@ typedef struct json_t json_t;
 
 #define KERNEL_PROTO_VERSION 1
 #define KERNEL_MAX_LINE      (8u << 20)
-#define KERNEL_MAX_ID        64
+/* Requests queued towards one kernel: the largest request body JSON-escaped (up to 6 bytes per
+ * byte of code) still fits. */
+#define KERNEL_MAX_QUEUE ((size_t)64 << 20)
+#define KERNEL_MAX_ID    64
 
 enum kernel_msg_type {
     KERNEL_MSG_HELLO,

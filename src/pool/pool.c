@@ -386,10 +386,12 @@ on_pool_hello(struct kernel *k, const struct kernel_msg *m, void *userdata)
         }
         return;
     }
-    if (m->used || m->session != NULL || m->busy != NULL) {
-        /* Someone ran code here: never hand it to anybody else. */
-        (void)snprintf(why, sizeof(why), "container %.12s was used before: removing it",
-                       slot->container_id);
+    if (slot->adopted || m->used || m->session != NULL || m->busy != NULL) {
+        /* A container found on the engine is never handed to anybody: what its kernel says
+         * could be forged by code that ran in it before. Only a container we created and that
+         * nobody used is warm. */
+        (void)snprintf(why, sizeof(why), "container %.12s %s: removing it", slot->container_id,
+                       slot->adopted ? "serves no session" : "was used before");
         notify(p, "adopt", -EBUSY, why);
         slot_remove(slot);
         kick(p);
@@ -586,8 +588,7 @@ on_kick(evutil_socket_t fd, short what, void *arg)
     pool_tick(arg);
 }
 
-/* ---- taking and releasing ----------------------------------------------------------------------
- */
+/* ---- taking and releasing -------------------------------------------------------------------- */
 
 int
 pool_take(struct pool *p, struct pool_slot **ret)
@@ -846,6 +847,26 @@ const struct cfg_profile *
 pool_profile(const struct pool *p)
 {
     return p->profile;
+}
+
+void
+pool_shutdown(struct pool *p)
+{
+    struct pool_slot *slot, *next;
+
+    p->warm = 0;
+    for (slot = TAILQ_FIRST(&p->slots); slot != NULL; slot = next) {
+        next = TAILQ_NEXT(slot, link);
+        if (slot->state != POOL_SLOT_BOUND && slot->state != POOL_SLOT_REMOVING) {
+            slot_remove(slot);
+        }
+    }
+}
+
+bool
+pool_removing(const struct pool *p)
+{
+    return count_state(p, POOL_SLOT_REMOVING) > 0;
 }
 
 void

@@ -96,6 +96,11 @@ struct pool *pool_free(struct pool *p);
 const char *pool_name(const struct pool *p);
 const struct cfg_profile *pool_profile(const struct pool *p);
 void pool_set_warm(struct pool *p, unsigned warm);
+/* Shutdown: stops refilling and removes every container not bound to a session (a restarted
+ * daemon never reuses an unbound container, see pool_adopt). */
+void pool_shutdown(struct pool *p);
+/* True while removals are in flight. */
+bool pool_removing(const struct pool *p);
 /* Starts creations the pool is short of (bounded by max, backoff and the budget). Cheap. */
 void pool_tick(struct pool *p);
 void pool_get_stats(const struct pool *p, struct pool_stats *ret);
@@ -119,9 +124,11 @@ struct pool *pool_slot_pool(const struct pool_slot *slot);
 void pool_slot_release(struct pool_slot *slot);
 
 /* Offers a container found on the engine (list answer object, borrowed). A running container
- * whose inspect matches the profile's policy and whose kernel is unused becomes READY; one whose
- * kernel serves a session goes to found_session; anything else is removed. Returns 0 when taken
- * on, -EEXIST when the pool already tracks it, -EINVAL for a malformed entry. */
+ * whose inspect matches the profile's policy and whose kernel says it serves a session goes to
+ * found_session (which checks the claim against the session's record); anything else is
+ * removed: a container found on the engine never joins the warm pool, since code that ran in it
+ * could forge its kernel's answers. Returns 0 when taken on, -EEXIST when the pool already
+ * tracks it, -EINVAL for a malformed entry. */
 int pool_adopt(struct pool *p, json_t *summary);
 /* Tells the pool that a container died or vanished (events, reconcile). READY and earlier
  * slots are removed and replaced; BOUND slots are left to their owner. Returns true when the

@@ -83,6 +83,8 @@ struct session {
     struct execution *exec;
     enum session_state state;
     uint64_t last_touch_ms; /* monotonic */
+    bool registered;        /* in the map and list (its record was written) */
+    bool lost;              /* its kernel went away before it was registered */
 };
 
 enum sop_kind {
@@ -180,6 +182,7 @@ session_state_to_string(enum session_state s)
 }
 
 static void execution_finish(struct execution *x);
+static void delete_record(struct session_manager *m, const char *id);
 static const struct kernel_handlers session_kernel_handlers;
 
 /* ---- Redis operations ------------------------------------------------------------------------ */
@@ -250,17 +253,29 @@ session_register(struct session *s)
 {
     hashmap_put(s->m->by_id, s->rec.id, s);
     TAILQ_INSERT_TAIL(&s->m->sessions, s, link);
+    s->registered = true;
 }
 
-/* Frees the session object; the caller has dealt with its record and container. */
+/* Ends a running execution with an error of our own: its observer is answered (once). */
 static void
-session_destroy(struct session *s, bool registered)
+execution_abort(struct execution *x, const char *name, const char *why)
+{
+    x->status = "error";
+    x->state_preserved = false;
+    json_decref(x->error);
+    x->error = OOM_CHECK(json_pack("{s:s, s:s, s:[]}", "name", name, "value", why, "traceback"));
+    execution_finish(x);
+}
+
+/* Frees the session object; the caller has dealt with its record and container. A running
+ * execution is answered first: no request is left without a reply. */
+static void
+session_destroy(struct session *s)
 {
     if (s->exec != NULL) {
-        execution_detach(s->exec);
-        execution_finish(s->exec); /* frees it; no callback: detached */
+        execution_abort(s->exec, "SessionEnded", "the session ended while this was running");
     }
-    if (registered) {
+    if (s->registered) {
         (void)hashmap_remove(s->m->by_id, s->rec.id);
         TAILQ_REMOVE(&s->m->sessions, s, link);
     }
@@ -275,14 +290,13 @@ session_drop(struct session *s)
 
     s->slot = NULL;
     s->kernel = NULL;
-    session_destroy(s, true);
+    session_destroy(s);
     if (slot != NULL) {
         pool_slot_release(slot);
     }
 }
 
-/* ---- epoch -------------------------------------------------------------------------------------
- */
+/* ---- epoch ----------------------------------------------------------------------------------- */
 
 static void
 on_epoch_saved(int r, void *userdata)
@@ -308,8 +322,7 @@ epoch_bump(struct session *s, int64_t new_gen, const char *why)
     }
 }
 
-/* ---- touch -------------------------------------------------------------------------------------
- */
+/* ---- touch ----------------------------------------------------------------------------------- */
 
 static void
 on_touched(int r, void *userdata)
@@ -393,16 +406,13 @@ session_lost(struct session *s, const char *why)
 {
     struct sop *op;
 
+    if (!s->registered) {
+        s->lost = true; /* a create in flight: on_created fails it */
+        return;
+    }
     notify(s->m, "ended", &s->rec, why);
     if (s->exec != NULL) {
-        struct execution *x = s->exec;
-
-        x->status = "error";
-        x->state_preserved = false;
-        json_decref(x->error);
-        x->error = OOM_CHECK(
-            json_pack("{s:s, s:s, s:[]}", "name", "SandboxLost", "value", why, "traceback"));
-        execution_finish(x);
+        execution_abort(s->exec, "SandboxLost", why);
     }
     if (s->state == SESSION_ENDING) {
         return; /* a delete is already on its way; it drops the session */
@@ -416,8 +426,7 @@ session_lost(struct session *s, const char *why)
     }
 }
 
-/* ---- kernel events -----------------------------------------------------------------------------
- */
+/* ---- kernel events --------------------------------------------------------------------------- */
 
 static void
 on_kernel_output(struct kernel *k, const char *exec_id, bool to_stderr, const char *text,
@@ -602,6 +611,9 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
     struct timeval tv;
 
     x->phase = PH_INTERRUPTED;
+    /* From now on the kernel must be heard whatever the reader's pace: its answer to the
+     * interrupt would otherwise wait behind output nobody reads. */
+    kernel_pause(x->s->kernel, false);
     if (kernel_interrupt(x->s->kernel, x->id) < 0) {
         session_lost(x->s, "the kernel connection broke during a timeout");
         return;
@@ -630,6 +642,9 @@ execution_finish(struct execution *x)
         x->truncated = json_null();
     }
     s->exec = NULL;
+    if (s->kernel != NULL) {
+        kernel_pause(s->kernel, false); /* a paused stream must not outlive its execution */
+    }
     if (s->state == SESSION_BUSY) {
         s->state = SESSION_READY;
     }
@@ -646,11 +661,45 @@ execution_finish(struct execution *x)
     free(x);
 }
 
+static struct execution *
+execution_alloc(struct session *s)
+{
+    uint64_t cap = s->profile->max_output_bytes * 3 + 4096; /* U+FFFD triples bad bytes */
+    struct execution *x = xcalloc(1, sizeof(*x));
+
+    x->s = s;
+    x->exit_code = -1;
+    buf_init(&x->out, cap);
+    buf_init(&x->err, cap);
+    x->deadline = OOM_CHECK(evtimer_new(s->m->base, on_deadline, x));
+    x->grace = OOM_CHECK(evtimer_new(s->m->base, on_grace, x));
+    x->started_us = time_now_us();
+    return x;
+}
+
+/* An execution the previous daemon started, found running at re-adoption: nobody can receive its
+ * result, so it is interrupted, and restarted after the grace period if it does not stop (like a
+ * timeout), so the session never stays wedged behind it. */
+static void
+execution_orphan(struct session *s, const char *id)
+{
+    struct execution *x = execution_alloc(s);
+    struct timeval tv;
+
+    (void)snprintf(x->id, sizeof(x->id), "%s", id);
+    x->detached = true;
+    x->phase = PH_INTERRUPTED;
+    s->exec = x;
+    s->state = SESSION_BUSY;
+    (void)kernel_interrupt(s->kernel, id);
+    time_tv_from_ms(&tv, GRACE_MS);
+    (void)evtimer_add(x->grace, &tv);
+}
+
 int
 session_execute(struct session *s, const struct exec_req *req, const struct exec_observer *obs,
                 void *userdata, bool collect, struct execution **ret, struct err *reterr)
 {
-    uint64_t cap = s->profile->max_output_bytes * 3 + 4096; /* U+FFFD triples bad bytes */
     struct execution *x;
     struct timeval tv;
     int r;
@@ -668,28 +717,24 @@ session_execute(struct session *s, const struct exec_req *req, const struct exec
     if (!store_redis_is_up(s->m->redis)) {
         return err_set(reterr, -ENOTCONN, "redis is unavailable");
     }
-    x = xcalloc(1, sizeof(*x));
-    x->s = s;
+    x = execution_alloc(s);
     random_hex(x->id, 16);
     x->is_cmd = req->code == NULL;
     x->collect = collect;
     x->obs = *obs;
     x->userdata = userdata;
-    x->exit_code = -1;
     x->timeout_s = req->timeout_s ? req->timeout_s : s->profile->exec_timeout_s;
-    buf_init(&x->out, cap);
-    buf_init(&x->err, cap);
-    x->deadline = OOM_CHECK(evtimer_new(s->m->base, on_deadline, x));
-    x->grace = OOM_CHECK(evtimer_new(s->m->base, on_grace, x));
     r = x->is_cmd
             ? kernel_cmd(s->kernel, x->id, req->argv, s->profile->max_output_bytes)
             : kernel_exec(s->kernel, x->id, req->code, req->code_len, s->profile->max_output_bytes);
     if (r < 0) {
         event_free(x->deadline);
         event_free(x->grace);
+        buf_done(&x->out);
+        buf_done(&x->err);
         free(x);
-        return err_set(reterr, r == -ENOBUFS ? -EBUSY : -EPIPE,
-                       r == -ENOBUFS ? "the sandbox is not reading its input"
+        return err_set(reterr, r == -ENOBUFS ? -EMSGSIZE : -EPIPE,
+                       r == -ENOBUFS ? "the code is too large for the sandbox's input queue"
                                      : "the sandbox is not reachable");
     }
     x->started_us = time_now_us();
@@ -715,7 +760,9 @@ execution_detach(struct execution *x)
 void
 execution_pause(struct execution *x, bool pause)
 {
-    if (x->s->kernel != NULL) {
+    /* Past the deadline, output is bounded by the kernel's own cap: stop applying backpressure
+     * so that the interrupt and the restart are not stuck behind it. */
+    if (x->s->kernel != NULL && (!pause || x->phase == PH_RUNNING)) {
         kernel_pause(x->s->kernel, pause);
     }
 }
@@ -779,12 +826,21 @@ on_created(int r, void *userdata)
         sop_free(op);
         return;
     }
+    if (r == 0 && s->lost) {
+        /* The container went away while its record was written: undo the record. */
+        delete_record(m, s->rec.id);
+        r = -EPIPE;
+    }
     if (r < 0) {
         struct pool_slot *slot = s->slot;
 
-        (void)err_set(&e, r == -ENOTCONN || r == -ETIMEDOUT || r == -ECANCELED ? -ENOTCONN : r,
-                      "could not record the session in redis: %s", strerror(-r));
-        session_destroy(s, false);
+        if (r == -EPIPE) {
+            (void)err_set(&e, -EPIPE, "the sandbox was lost while the session was created");
+        } else {
+            (void)err_set(&e, r == -ENOTCONN || r == -ETIMEDOUT || r == -ECANCELED ? -ENOTCONN : r,
+                          "could not record the session in redis: %s", strerror(-r));
+        }
+        session_destroy(s);
         pool_slot_release(slot); /* bound once: never goes back to the pool */
         op->create_cb(e.code, NULL, &e, op->userdata);
         sop_free(op);
@@ -830,7 +886,7 @@ bind_slot(struct session_manager *m, struct pool_slot *slot, const struct sessio
     if (r < 0) {
         op->pending = NULL;
         sop_free(op);
-        session_destroy(s, false);
+        session_destroy(s);
         pool_slot_release(slot);
         return -ENOTCONN;
     }
@@ -914,8 +970,7 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     return 0;
 }
 
-/* ---- lookups and views -------------------------------------------------------------------------
- */
+/* ---- lookups and views ----------------------------------------------------------------------- */
 
 struct session *
 session_find(struct session_manager *m, const char *tenant, const char *id)
@@ -1007,8 +1062,7 @@ adopt(struct session_manager *m, struct pool_slot *slot, const struct store_sess
         epoch_bump(s, gen, "the interpreter restarted while the daemon was down");
     }
     if (busy != NULL && busy[0] != '\0') {
-        /* Started by the previous daemon; nobody can receive its result: stop it. */
-        (void)kernel_interrupt(s->kernel, busy);
+        execution_orphan(s, busy);
     }
 }
 
@@ -1363,7 +1417,7 @@ session_manager_free(struct session_manager *m)
     }
     /* Containers stay (the pools are freed next); only the objects go. */
     while ((s = TAILQ_FIRST(&m->sessions)) != NULL) {
-        session_destroy(s, true);
+        session_destroy(s);
     }
     hashmap_free(m->by_id);
     store_sessions_free(m->store);

@@ -83,8 +83,7 @@ void session_manager_get_stats(const struct session_manager *m, struct session_m
 /* True once this node's records were loaded (or there was nothing to load). */
 bool session_manager_loaded(const struct session_manager *m);
 
-/* ---- sessions ----------------------------------------------------------------------------------
- */
+/* ---- sessions -------------------------------------------------------------------------------- */
 
 struct session_create_req {
     const char *tenant;
@@ -115,8 +114,7 @@ json_t *session_to_json(const struct session *s);
 const char *session_id(const struct session *s);
 const struct cfg_profile *session_profile(const struct session *s);
 
-/* ---- executions --------------------------------------------------------------------------------
- */
+/* ---- executions ------------------------------------------------------------------------------ */
 
 struct exec_req {
     const char *code; /* Python code, or NULL for a command */

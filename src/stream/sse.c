@@ -74,7 +74,9 @@ stream_sse_send(struct stream_sse *s, const char *event, json_t *obj)
     }
     free(data);
     over = backlog(s) + evbuffer_get_length(b) > STREAM_SSE_HIGH_WATER;
-    if (over && !s->waiting) {
+    if (over || s->waiting) {
+        /* A plain send would clear the connection's write callback (evhttp keeps one): while
+         * waiting, every chunk carries it, so the drain is always reported. */
         s->waiting = true;
         evhttp_send_reply_chunk_with_cb(s->req, b, on_chunk_written, s);
     } else {

@@ -176,8 +176,7 @@ fake_stop(struct fake *f)
     (void)unlink(f->path);
 }
 
-/* ---- completion recorders ---------------------------------------------------------------------
- */
+/* ---- completion recorders -------------------------------------------------------------------- */
 
 struct done {
     bool fired;
@@ -443,8 +442,7 @@ TEST(cancel_suppresses_callback)
     event_base_free(base);
 }
 
-/* ---- hijack ------------------------------------------------------------------------------------
- */
+/* ---- hijack ---------------------------------------------------------------------------------- */
 
 struct stream {
     bool open, closed;

@@ -58,7 +58,20 @@ WORKSPACE = os.environ.get("SANDPOOL_WORKSPACE", "/workspace")
 
 
 def jdump(obj):
-    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    # "replace": a lone surrogate (from surrogateescape'd bytes in an exception message, say)
+    # cannot be encoded and must not take the kernel down.
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode(
+        "utf-8", errors="replace")
+
+
+def set_dumpable(on):
+    """PR_SET_DUMPABLE: a non-dumpable process cannot be ptraced, nor its /proc/PID/fd opened,
+    by other processes of the same uid, i.e. by user code. Best effort."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(4, 1 if on else 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,6 +191,7 @@ class Worker:
 def worker_main(ctl, out_w, err_w):
     """In the forked child: wire the descriptors, then serve exec requests forever."""
     os.setpgid(0, 0)
+    set_dumpable(True)  # user code may debug its own processes
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -339,6 +353,31 @@ class Supervisor:
             self.pipes[fd] = ("worker", tag)
             self.sel.register(fd, selectors.EVENT_READ, self.on_pipe_data)
 
+    def kill_strays(self):
+        """A new generation starts clean: every process of the container but PID 1, this
+        supervisor and a running command goes (daemons of the old namespace, setsid'd
+        children), as the sandbox user may signal them all."""
+        uid = os.getuid()
+        if uid == 0:
+            return  # never outside a sandbox: as root this would reach the whole host
+        keep = {1, os.getpid()}
+        ex = self.current
+        if ex is not None and ex.proc is not None:
+            keep.add(ex.proc.pid)
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in keep:
+                continue
+            try:
+                if os.stat("/proc/" + name).st_uid != uid:
+                    continue
+                with open("/proc/%s/stat" % name, "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                if ex is not None and ex.proc is not None and int(fields[2]) == ex.proc.pid:
+                    continue  # the running command's process group
+                os.kill(int(name), signal.SIGKILL)
+            except (OSError, ValueError, IndexError):
+                continue
+
     def stop_worker(self):
         if self.worker_pid is None:
             return None
@@ -347,6 +386,7 @@ class Supervisor:
         except ProcessLookupError:
             pass
         _, status = os.waitpid(self.worker_pid, 0)
+        self.kill_strays()
         self.drain_pipes("worker")
         self.close_pipes("worker")
         self.sel.unregister(self.ctl)
@@ -408,8 +448,7 @@ class Supervisor:
             self.sel.unregister(fd)
             if owner != "worker":
                 os.close(fd)
-                del self.pipes[fd]
-                self.poll_cmd()
+                del self.pipes[fd]  # the loop calls poll_cmd() after this round
             else:
                 self.pipes[fd] = ("worker-eof", tag)  # user code closed it: wait for ctl EOF
             return False
@@ -487,7 +526,8 @@ class Supervisor:
 
     def poll_cmd(self, *_):
         """Finishes a command once it exited and its pipes reached EOF, or 2 s after it exited
-        while background children still hold the pipes (what dockerd does, too)."""
+        while background children still hold the pipes (what dockerd does, too). Never called
+        from inside another call of itself (drain_pipes below does not call it)."""
         ex = self.current
         if ex is None or ex.kind != "cmd" or ex.proc is None or ex.proc.poll() is None:
             return
@@ -506,6 +546,8 @@ class Supervisor:
             pass
         self.drain_pipes("cmd")
         self.close_pipes("cmd")
+        if self.current is not ex:
+            return
         code = ex.proc.returncode
         status = "interrupted" if ex.interrupted else ("ok" if code == 0 else "error")
         self.finish({"status": status, "exit_code": code if code >= 0 else 128 - code})
@@ -619,7 +661,12 @@ class Supervisor:
                 return
             line = bytes(self.ctl_buf[:nl])
             del self.ctl_buf[:nl + 1]
-            reply = json.loads(line)
+            try:
+                reply = json.loads(line)
+                if not isinstance(reply, dict) or not isinstance(reply.get("status"), str):
+                    raise ValueError("not a reply")
+            except ValueError:
+                continue  # user code wrote into the control socket: ignore it
             if self.current is not None and self.current.id == reply.get("id"):
                 # Everything the worker printed is in the pipes already: take it first.
                 self.drain_pipes("worker")
@@ -654,6 +701,7 @@ def describe_status(status):
 def main():
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    set_dumpable(False)  # before any descriptor worth protecting exists
     Supervisor().loop()
 
 
