@@ -86,6 +86,12 @@ api() {
 status() { cat "$work/status"; }
 new_session() { api POST /v1/sessions "$1" "${2:-}" | jq -r .id; }
 run() { api POST "/v1/sessions/$2/execute" "$1" "$3"; }
+# run_bg TOKEN SESSION BODY OUTFILE: for executions sent in the background; leaves the shared
+# $work/body and $work/status files to the foreground calls.
+run_bg() {
+    curl -s -o "$4" -X POST -H "Authorization: Bearer $1" -H 'Content-Type: application/json' \
+        --data-binary "$3" "$U/v1/sessions/$2/execute" &
+}
 metric() { curl -s "$U/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 listed() { api GET /v1/sessions "$1" | jq -e --arg id "$2" '.sessions[] | select(.id == $id)' >/dev/null; }
 not_listed() { ! listed "$@"; }
@@ -150,7 +156,7 @@ check_eq "every line arrived once, in order" \
 api DELETE "/v1/sessions/$big" "$TA" >/dev/null
 
 # ---- limits: busy, timeout, truncation ----------------------------------------------------------
-run "$TA" "$s2" '{"code": "import time; time.sleep(2)"}' >/dev/null &
+run_bg "$TA" "$s2" '{"code": "import time; time.sleep(2)"}' /dev/null
 bg=$!
 sleep 0.5
 check_eq "a second execution while one runs is 409 session_busy" \
@@ -181,7 +187,7 @@ done
 check_eq "commands killed at their deadline leave the kernel intact (5 of 5)" "$crashes" 0
 check_eq "and the namespace too" "$(run "$TA" "$s2" '{"code": "y"}' | jq -r .result)" 5
 gone=$(new_session "$TA")
-run "$TA" "$gone" '{"code": "import time; time.sleep(30)"}' >"$work/gone.json" &
+run_bg "$TA" "$gone" '{"code": "import time; time.sleep(30)"}' "$work/gone.json"
 bggone=$!
 sleep 0.5
 api DELETE "/v1/sessions/$gone" "$TA" >/dev/null
@@ -222,7 +228,7 @@ check_eq "the profile at max answers 503 capacity_exhausted with Retry-After" \
 # ---- idle expiry -------------------------------------------------------------------------------------
 idle=$(new_session "$TA" '{"idle_timeout_s": 2}')
 busy=$(new_session "$TA" '{"idle_timeout_s": 2}')
-run "$TA" "$busy" '{"code": "import time; time.sleep(5); v = 1"}' >"$work/busy.json" &
+run_bg "$TA" "$busy" '{"code": "import time; time.sleep(5); v = 1"}' "$work/busy.json"
 bgbusy=$!
 check "an idle session (idle_timeout_s 2) is gone within 4 s" wait_for 4 not_listed "$TA" "$idle"
 check_eq "its API answers 404 afterwards" "$(api GET "/v1/sessions/$idle" "$TA" >/dev/null; status)" 404
@@ -295,7 +301,7 @@ check_eq "no record is left in Redis" \
 
 # ---- SIGTERM drains: a running execution finishes and is answered ---------------------------
 d=$(new_session "$TA")
-run "$TA" "$d" '{"code": "import time; time.sleep(1.5); 99"}' >"$work/drain.json" &
+run_bg "$TA" "$d" '{"code": "import time; time.sleep(1.5); 99"}' "$work/drain.json"
 bgdrain=$!
 sleep 0.5
 kill -TERM "$daemon_pid"
