@@ -531,6 +531,11 @@ on_kernel_done(struct kernel *k, const struct kernel_msg *m, void *userdata)
     if (x == NULL || strcmp(m->id, x->id) != 0) {
         return;
     }
+    if (s->state == SESSION_ENDING) {
+        /* Interrupted because the session is ending: say so, whatever the kernel saw. */
+        execution_abort(x, "SessionEnded", "the session ended while this was running");
+        return;
+    }
     classify(x, m);
     v = json_object_get(m->obj, "result");
     if (json_is_string(v)) {

@@ -286,7 +286,8 @@ check "every container belongs to a session or the pool" wait_for 30 owned_all
 # ---- delete everything, stop, start: only the pool comes back ----------------------------------
 for id in $(api GET /v1/sessions "$TA" | jq -r '.sessions[].id'); do
     api DELETE "/v1/sessions/$id" "$TA" >/dev/null
-    [ "$(status)" = 204 ] || not_ok "DELETE $id answered $(status)"
+    # 404: a 2 s idle session of the tests above may expire between the list and the DELETE.
+    case "$(status)" in 204|404) ;; *) not_ok "DELETE $id answered $(status)" ;; esac
 done
 check_eq "no session is left" "$(api GET /v1/sessions "$TA" | jq '.sessions | length')" 0
 check "deleted sessions' containers are removed" wait_for 30 bash -c \
