@@ -80,13 +80,15 @@ stop_docker_if_started() {
 }
 
 # Starts a private redis-server on the unix socket $1 (its directory is created); sets
-# STARTED_REDIS_PID. Persistence off: the tests and the local run own their data.
+# STARTED_REDIS_PID. With $2 = persist, an append-only file in that directory keeps the session
+# records across restarts (the local run); without, nothing is written (the tests).
 start_redis() {
-    local sock=$1 dir i
+    local sock=$1 dir i aof=no
     dir=$(dirname "$sock")
+    [ "${2:-}" = persist ] && aof=yes
     mkdir -p "$dir"
     redis-server --port 0 --unixsocket "$sock" --unixsocketperm 600 --save '' \
-        --appendonly no --dir "$dir" --daemonize no --loglevel warning \
+        --appendonly "$aof" --dir "$dir" --daemonize no --loglevel warning \
         >"$dir/redis.log" 2>&1 &
     STARTED_REDIS_PID=$!
     for i in $(seq 1 100); do

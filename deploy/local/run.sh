@@ -42,7 +42,7 @@ mkdir -p "$STATE_DIR"
 chmod 0755 "$STATE_DIR"
 if [ -z "${SANDPOOL_REDIS_URL:-}" ]; then
     say "starting a private redis-server on $STATE_DIR/redis.sock"
-    start_redis "$STATE_DIR/redis.sock"
+    start_redis "$STATE_DIR/redis.sock" persist
     export SANDPOOL_REDIS_URL="unix://$STATE_DIR/redis.sock"
 fi
 
