@@ -8,7 +8,10 @@
 #include <sys/resource.h>
 
 #define LOG_MODULE "main"
+#include <jansson.h>
+
 #include "config/config.h"
+#include "docker/policy.h"
 #include "log/log.h"
 #include "sandpool/api.h"
 #include "server.h"
@@ -27,6 +30,7 @@ usage(FILE *f)
         "\n"
         "  --config FILE              JSON configuration (also SANDPOOL_CONFIG)\n"
         "  --print-config             print the effective configuration and exit\n"
+        "  --print-create-body=PROFILE  print the engine create body of PROFILE and exit\n"
         "  --version                  print the version and exit\n"
         "  -h, --help                 this help\n"
         "\n"
@@ -38,6 +42,7 @@ usage(FILE *f)
 struct args {
     const char *config;
     bool print_config;
+    const char *print_create_body; /* profile name */
 };
 
 /* Applies --name=value / --name value flags to c. Returns 0, 1 (exit 0: help/version shown) or a
@@ -62,6 +67,10 @@ parse_args(int argc, char **argv, struct cfg *c, struct args *a, bool apply)
         }
         if (strcmp(arg, "--print-config") == 0) {
             a->print_config = true;
+            continue;
+        }
+        if (strncmp(arg, "--print-create-body=", 20) == 0) {
+            a->print_create_body = arg + 20;
             continue;
         }
         if (strncmp(arg, "--", 2) != 0) {
@@ -162,6 +171,24 @@ main(int argc, char **argv)
     r = load_config(argc, argv, &c, &a, unknown_env, sizeof(unknown_env));
     if (r != 0) {
         return r > 0 ? EXIT_SUCCESS : 2;
+    }
+    if (a.print_create_body != NULL) {
+        const struct cfg_profile *p = cfg_profile_find(c, a.print_create_body);
+        json_t *body;
+        char *text;
+
+        if (p == NULL) {
+            (void)fprintf(stderr, "sandpoold: no profile '%s'\n", a.print_create_body);
+            cfg_free(c);
+            return 2;
+        }
+        body = docker_policy_create_body(p, c->node_id, "SLOT");
+        text = OOM_CHECK(json_dumps(body, JSON_INDENT(2) | JSON_SORT_KEYS));
+        (void)printf("%s\n", text);
+        free(text);
+        json_decref(body);
+        cfg_free(c);
+        return EXIT_SUCCESS;
     }
     if (a.print_config) {
         cleanup_free char *text = cfg_dump(c);

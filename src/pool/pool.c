@@ -33,6 +33,10 @@
 
 #define BACKOFF_MIN_MS 250u
 #define BACKOFF_MAX_MS 30000u
+/* A take refills after this delay: the engine's work for the replacement (create, start, the
+ * interpreter's start-up: about 150 ms of CPU) then does not compete with the request that took
+ * the container, nor with the first calls of its session, on small machines. */
+#define REFILL_DELAY_MS 50u
 
 struct pool_slot {
     TAILQ_ENTRY(pool_slot) link;
@@ -75,7 +79,8 @@ struct pool {
     uint64_t next_attempt_ms;
     uint64_t created_total, failures_total, removed_total;
     bool warm_reached;
-    struct event *kick; /* runs pool_tick() outside the current callback */
+    struct event *kick;   /* runs pool_tick() outside the current callback */
+    struct event *refill; /* runs pool_tick() a little after a take */
     char last_failure[192];
 };
 
@@ -204,7 +209,8 @@ record_failure(struct pool *p, const char *what, int r, const char *msg)
     p->failures_total++;
     p->consecutive_failures++;
     p->next_attempt_ms = time_now_ms() + MIN(BACKOFF_MIN_MS << shift, BACKOFF_MAX_MS);
-    (void)snprintf(p->last_failure, sizeof(p->last_failure), "%s: %s", what,
+    /* %.170s: the message is cut, not the failure's kind before it. */
+    (void)snprintf(p->last_failure, sizeof(p->last_failure), "%.16s: %.170s", what,
                    msg ? msg : strerror(-r));
     notify(p, what, r, p->last_failure);
 }
@@ -597,8 +603,13 @@ pool_take(struct pool *p, struct pool_slot **ret)
 
     TAILQ_FOREACH (slot, &p->slots, link) {
         if (slot->state == POOL_SLOT_READY && kernel_is_open(slot->kernel)) {
+            struct timeval tv;
+
             slot->state = POOL_SLOT_BOUND;
-            kick(p); /* refill off the request path */
+            if (!evtimer_pending(p->refill, NULL)) { /* refill off the request path */
+                time_tv_from_ms(&tv, REFILL_DELAY_MS);
+                (void)evtimer_add(p->refill, &tv);
+            }
             *ret = slot;
             return 0;
         }
@@ -811,6 +822,7 @@ pool_new(struct event_base *base, struct docker_client *docker, const struct cfg
     p->warm = profile->warm;
     p->warm_reached = profile->warm == 0;
     p->kick = OOM_CHECK(event_new(base, -1, 0, on_kick, p));
+    p->refill = OOM_CHECK(evtimer_new(base, on_kick, p));
     TAILQ_INIT(&p->slots);
     TAILQ_INIT(&p->waiters);
     return p;
@@ -832,6 +844,7 @@ pool_free(struct pool *p)
         slot_free(slot);
     }
     event_free(p->kick);
+    event_free(p->refill);
     free(p->node_id);
     free(p);
     return NULL;

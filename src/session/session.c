@@ -42,7 +42,7 @@
 #define GRACE_MS         2000u
 #define REAP_BATCH       64u
 #define TOUCH_MAX_MS     5000u
-#define TOUCH_MIN_MS     200u
+#define TOUCH_MIN_MS     250u
 #define COLD_WAIT_FACTOR 4u /* a cold create may take this many engine deadlines */
 
 enum exec_phase {
@@ -337,10 +337,16 @@ void
 session_touch(struct session *s)
 {
     struct sop *op;
-    uint64_t now = time_wall_ms();
+    uint64_t now = time_wall_ms(), mono = time_now_ms();
 
-    s->last_touch_ms = time_now_ms();
     s->rec.last_active_at = now;
+    /* A deadline is pushed at most every TOUCH_MIN_MS (or a tenth of the idle timeout, when
+     * shorter): a busy session then costs Redis a few scripts a second, not one per call, and
+     * its deadline is never more than that early. */
+    if (mono - s->last_touch_ms < MIN((uint64_t)TOUCH_MIN_MS, s->rec.idle_timeout_s * 100ull)) {
+        return;
+    }
+    s->last_touch_ms = mono;
     op = sop_new(s->m, SOP_TOUCH, s->rec.id);
     if (store_sessions_touch(s->m->store, s->rec.id, now, on_touched, op) < 0) {
         sop_free(op);

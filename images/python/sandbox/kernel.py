@@ -294,7 +294,6 @@ class Supervisor:
         os.close(null)
         os.set_blocking(self.proto_in, False)
         self.sel = selectors.DefaultSelector()
-        self.sel.register(self.proto_in, selectors.EVENT_READ, self.on_request_data)
         self.inbuf = bytearray()
         self.gen = 0
         self.worker_pid = None
@@ -306,10 +305,24 @@ class Supervisor:
         self.used = False         # any request that could leave user state happened
         self.oom_count = self.read_oom_count()
         self.start_worker("start")
+        self.warm_up()
+
+    def warm_up(self):
+        """Runs one execution through the whole path (worker, pipes, capture, encoder) before the
+        daemon is listened to, so that a user's first request does not pay one-off costs."""
+        self.start_exec({"id": "__warm_up__", "code": "print()\n0"})
+        end = time.monotonic() + 10
+        while self.current is not None and time.monotonic() < end:
+            for key, _ in self.sel.select(timeout=0.05):
+                key.data(key.fd)
+        self.sel.register(self.proto_in, selectors.EVENT_READ, self.on_request_data)
 
     # ---- output to the daemon ----------------------------------------------------------------
 
     def send(self, obj):
+        if obj.get("id") == "__warm_up__":
+            jdump(obj)  # the encoder is part of what is warmed up
+            return
         data = jdump(obj)
         view = memoryview(data)
         while view:

@@ -1,0 +1,565 @@
+#!/usr/bin/python3
+"""sandpool benchmarks: sandpoold against the designs users would otherwise pick, in one run, on
+the same engine, image and lock-down. Driven by tests/bench/run.sh, which starts the engine,
+Redis and sandpoold and cleans up afterwards.
+
+Every figure is a latency distribution (p50/p90/p99 over n samples, after a warm-up) or a rate;
+goals are checked, but nothing here gates a test run: this machine is shared and noisy, so the
+figures that matter are the ratios measured side by side.
+
+Talks only to loopback (sandpoold) and to the engine's unix socket.
+"""
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import platform
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+LABEL = "sandpool.bench"  # every container this script creates directly carries it
+
+
+def pct(samples, p):
+    s = sorted(samples)
+    if not s:
+        return float("nan")
+    k = min(len(s) - 1, max(0, int(round(p / 100.0 * (len(s) - 1)))))
+    return s[k]
+
+
+def summary(samples):
+    return {"n": len(samples), "p50": pct(samples, 50), "p90": pct(samples, 90),
+            "p99": pct(samples, 99)}
+
+
+def now_ms():
+    return time.perf_counter() * 1000.0
+
+
+# ---- clients ------------------------------------------------------------------------------------
+
+class Api:
+    """Keep-alive HTTP client for sandpoold."""
+
+    def __init__(self, port, token):
+        self.port = port
+        self.token = token
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+    def call(self, method, path, body=None, headers=None):
+        h = {"Authorization": "Bearer " + self.token}
+        if body is not None:
+            h["Content-Type"] = "application/json"
+            body = json.dumps(body)
+        h.update(headers or {})
+        self.conn.request(method, path, body=body, headers=h)
+        r = self.conn.getresponse()
+        data = r.read()
+        return r.status, data
+
+    def metrics(self):
+        self.conn.request("GET", "/metrics")
+        r = self.conn.getresponse()
+        out = {}
+        for line in r.read().decode().splitlines():
+            if line and not line.startswith("#"):
+                k, _, v = line.rpartition(" ")
+                out[k] = float(v)
+        return out
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=120):
+        super().__init__("docker", timeout=timeout)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+class Engine:
+    """The engine API over its socket, the way a gateway would use it (docker-py does the same)."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.conn = UnixHTTPConnection(sock)
+        self.prefix = "/v1.41"
+
+    def call(self, method, path, body=None):
+        h = {}
+        if body is not None:
+            h["Content-Type"] = "application/json"
+            body = json.dumps(body)
+        try:
+            self.conn.request(method, self.prefix + path, body=body, headers=h)
+            r = self.conn.getresponse()
+        except (http.client.HTTPException, OSError):
+            self.conn = UnixHTTPConnection(self.sock)
+            self.conn.request(method, self.prefix + path, body=body, headers=h)
+            r = self.conn.getresponse()
+        data = r.read()
+        if r.status >= 300 and r.status != 304:
+            raise RuntimeError("%s %s -> %d %s" % (method, path, r.status, data[:200]))
+        return json.loads(data) if data else None
+
+    def exec_output(self, cid, argv):
+        """exec create + start (output collected) + inspect: one gateway-style execution."""
+        e = self.call("POST", "/containers/%s/exec" % cid,
+                      {"AttachStdout": True, "AttachStderr": True, "Cmd": argv})
+        conn = UnixHTTPConnection(self.sock)
+        conn.request("POST", self.prefix + "/exec/%s/start" % e["Id"],
+                     body=json.dumps({"Detach": False, "Tty": False}),
+                     headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        raw = r.read()
+        conn.close()
+        out = demux(raw)
+        while True:
+            st = self.call("GET", "/exec/%s/json" % e["Id"])
+            if not st["Running"]:
+                return out, st["ExitCode"]
+
+    def attach_hello(self, cid):
+        """Attaches to a container's kernel and waits for its answer to hello."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(self.sock)
+        s.sendall(("POST %s/containers/%s/attach?stream=1&stdin=1&stdout=1&stderr=1 HTTP/1.1\r\n"
+                   "Host: docker\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n"
+                   "Content-Length: 0\r\n\r\n" % (self.prefix, cid)).encode())
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += s.recv(65536)
+        buf = buf.split(b"\r\n\r\n", 1)[1]
+        s.sendall(b'{"t":"hello"}\n')
+        while b'"t":"hello"' not in demux(buf):
+            buf += s.recv(65536)
+        s.close()
+
+
+def demux(raw):
+    out, i = b"", 0
+    while i + 8 <= len(raw):
+        n = struct.unpack(">I", raw[i + 4:i + 8])[0]
+        out += raw[i + 8:i + 8 + n]
+        i += 8 + n
+    return out
+
+
+# ---- sandpool measurements ------------------------------------------------------------------------
+
+def ready_count(api, profile):
+    m = api.metrics()
+    return m.get('sandpool_pool_containers{profile="%s",state="ready"}' % profile, 0)
+
+
+def wait_ready(api, profile, n, timeout=300):
+    end = time.time() + timeout
+    while time.time() < end:
+        if ready_count(api, profile) >= n:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def settle(api, profile, warm):
+    """Waits until the pool is back at its warm target and nothing is starting: the background
+    work a previous sample caused (a container created and one removed) must not be measured as
+    latency of the next one. Latency is measured at a load the pool sustains; the sustainable
+    rate itself is B5."""
+    end = time.time() + 60
+    while time.time() < end:
+        m = api.metrics()
+        if (m.get('sandpool_pool_containers{profile="%s",state="ready"}' % profile, 0) >= warm and
+                m.get('sandpool_pool_containers{profile="%s",state="starting"}' % profile, 0) == 0):
+            return
+        time.sleep(0.01)
+
+
+def warm_acquire(api, n, profile="python", warm=8):
+    """B1 and B7: create from a warm pool, then delete; every sample starts from a settled, warm
+    pool, so every create is a warm one."""
+    acq, dele = [], []
+    for _ in range(n):
+        settle(api, profile, warm)
+        t = now_ms()
+        st, d = api.call("POST", "/v1/sessions", {"profile": profile})
+        acq.append(now_ms() - t)
+        assert st == 201, d
+        sid = json.loads(d)["id"]
+        t = now_ms()
+        st, _ = api.call("DELETE", "/v1/sessions/" + sid)
+        dele.append(now_ms() - t)
+        assert st == 204
+    return acq, dele
+
+
+def run_code(api, sid, code):
+    st, d = api.call("POST", "/v1/sessions/%s/execute" % sid, {"code": code})
+    assert st == 200, d
+    return json.loads(d)
+
+
+def print_rtt(api, sid, n):
+    for _ in range(50):
+        run_code(api, sid, "print(1)")
+    out = []
+    for _ in range(n):
+        t = now_ms()
+        r = run_code(api, sid, "print(1)")
+        out.append(now_ms() - t)
+        assert r["stdout"] == "1\n", r
+    return out
+
+
+def first_sse_byte(port, token, sid, n):
+    """B4: from sending the request to the first stdout event, for code that prints at once and
+    then sleeps 0.2 s (so the first byte cannot be confused with the end)."""
+    out = []
+    body = json.dumps({"code": "import time\nprint('a', flush=True)\ntime.sleep(0.2)"})
+    for _ in range(n):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        t = now_ms()
+        c.request("POST", "/v1/sessions/%s/execute" % sid, body=body,
+                  headers={"Authorization": "Bearer " + token, "Accept": "text/event-stream",
+                           "Content-Type": "application/json"})
+        r = c.getresponse()
+        seen = b""
+        while b"event: stdout" not in seen:
+            chunk = r.read1(65536)
+            if not chunk:
+                break
+            seen += chunk
+        out.append(now_ms() - t)
+        r.read()
+        c.close()
+    return out
+
+
+def lifecycle(api, n):
+    """B11: create + print(1) + delete, from the warm pool."""
+    out = []
+    for _ in range(n):
+        settle(api, "python", 8)
+        t = now_ms()
+        st, d = api.call("POST", "/v1/sessions", {})
+        sid = json.loads(d)["id"]
+        run_code(api, sid, "print(1)")
+        st, _ = api.call("DELETE", "/v1/sessions/" + sid)
+        out.append(now_ms() - t)
+    return out
+
+
+def _throughput_worker(args):
+    port, token, sid, seconds, start_at = args
+    api = Api(port, token)
+    while time.time() < start_at:
+        time.sleep(0.001)
+    n, end = 0, start_at + seconds
+    while time.time() < end:
+        run_code(api, sid, "x = 1")
+        n += 1
+    return n
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def throughput(api, port, token, daemon_pid, sessions, seconds):
+    """B6: trivial statements/s with `sessions` clients in parallel (one process each)."""
+    start = time.time() + 0.5
+    cpu0 = cpu_seconds(daemon_pid)
+    with multiprocessing.Pool(len(sessions)) as pool:
+        counts = pool.map(_throughput_worker,
+                          [(port, token, s, seconds, start) for s in sessions])
+    cpu = cpu_seconds(daemon_pid) - cpu0
+    total = sum(counts)
+    return total / seconds, 100.0 * cpu / seconds
+
+
+def refill(api, engine, body, profile, n, concurrency):
+    """B5: the pool refills from empty to n ready after n sessions took its containers (the
+    profile's max leaves room for n more); against the engine's own parallel create+start with
+    the same parallelism."""
+    sids = []
+    wait_ready(api, profile, n)
+    settle(api, profile, n)
+    t = now_ms()
+    for _ in range(n):
+        st, d = api.call("POST", "/v1/sessions", {"profile": profile})
+        sids.append(json.loads(d)["id"])
+    wait_ready(api, profile, n)
+    pool_ms = now_ms() - t
+    for s in sids:
+        api.call("DELETE", "/v1/sessions/" + s)
+    settle(api, profile, n)
+    # The engine alone: n creates+starts, `concurrency` at a time (threads over the socket).
+    import concurrent.futures
+    ids = []
+
+    def one(i):
+        e = Engine(engine.sock)
+        b = dict(body)
+        b["Labels"] = dict(b["Labels"])
+        b["Labels"][LABEL] = "1"
+        b["Labels"]["sandpool.owner"] = "sandpool-bench-raw"
+        c = e.call("POST", "/containers/create", b)
+        e.call("POST", "/containers/%s/start" % c["Id"])
+        return c["Id"]
+
+    t = now_ms()
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as ex:
+        ids = list(ex.map(one, range(n)))
+    engine_ms = now_ms() - t
+    for cid in ids:
+        engine.call("DELETE", "/containers/%s?force=1" % cid)
+    return n / (pool_ms / 1000.0), n / (engine_ms / 1000.0)
+
+
+# ---- baselines ----------------------------------------------------------------------------------
+
+def baseline_docker_run(image, n):
+    """(a) docker run --rm with the same restrictions, one per request."""
+    argv = ["docker", "run", "--rm", "--label", LABEL + "=1", "--network", "none", "--read-only",
+            "--user", "1000:1000", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+            "--pids-limit", "128", "--memory", "512m", "--memory-swap", "512m", "--cpus", "1",
+            "--tmpfs", "/workspace:rw,nosuid,nodev,size=256m,uid=1000,gid=1000",
+            "--tmpfs", "/tmp:rw,noexec,nosuid,nodev,size=64m", "--init",
+            image, "python3", "-c", "print(1)"]
+    subprocess.run(argv, check=True, capture_output=True)  # warm-up
+    out = []
+    for _ in range(n):
+        t = now_ms()
+        r = subprocess.run(argv, check=True, capture_output=True)
+        out.append(now_ms() - t)
+        assert r.stdout == b"1\n"
+    return out
+
+
+def baseline_exec(engine, cid, n):
+    """(b) one exec of python3 -c per request in an already running container (API, as a
+    gateway does it)."""
+    for _ in range(3):
+        engine.exec_output(cid, ["python3", "-c", "print(1)"])
+    out = []
+    for _ in range(n):
+        t = now_ms()
+        o, code = engine.exec_output(cid, ["python3", "-c", "print(1)"])
+        out.append(now_ms() - t)
+        assert o == b"1\n" and code == 0
+    return out
+
+
+def engine_floors(engine, body, n):
+    """(c) the engine's raw floors over the socket: exec round trip of `true` (create, start,
+    inspect), container create, start, remove; and create+start+kernel hello (B2's floor)."""
+    fl = {"exec": [], "create": [], "start": [], "remove": [], "ready": []}
+    b = dict(body)
+    b["Labels"] = dict(b["Labels"])
+    b["Labels"][LABEL] = "1"
+    b["Labels"]["sandpool.owner"] = "sandpool-bench-raw"
+    for i in range(n):
+        t = now_ms()
+        c = engine.call("POST", "/containers/create", b)
+        t1 = now_ms()
+        engine.call("POST", "/containers/%s/start" % c["Id"])
+        t2 = now_ms()
+        engine.attach_hello(c["Id"])
+        t3 = now_ms()
+        if i < n:
+            te = now_ms()
+            engine.exec_output(c["Id"], ["true"])
+            fl["exec"].append(now_ms() - te)
+        t4 = now_ms()
+        engine.call("DELETE", "/containers/%s?force=1" % c["Id"])
+        t5 = now_ms()
+        fl["create"].append(t1 - t)
+        fl["start"].append(t2 - t1)
+        fl["ready"].append(t3 - t)
+        fl["remove"].append(t5 - t4)
+    return fl
+
+
+def cold_acquire(api, n):
+    """B2: create with the warm pool empty (profile "cold": warm 0)."""
+    out = []
+    for _ in range(n):
+        t = now_ms()
+        st, d = api.call("POST", "/v1/sessions", {"profile": "cold"})
+        out.append(now_ms() - t)
+        assert st == 201, d
+        api.call("DELETE", "/v1/sessions/" + json.loads(d)["id"])
+        time.sleep(0.3)  # let the removal finish: each sample starts from an empty pool
+    return out
+
+
+def wrk_healthz(port, seconds):
+    r = subprocess.run(["wrk", "-t", "2", "-c", "50", "-d", "%ds" % seconds,
+                        "http://127.0.0.1:%d/healthz" % port], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        if line.startswith("Requests/sec:"):
+            return float(line.split()[1])
+    raise RuntimeError("wrk: " + r.stdout + r.stderr)
+
+
+def density(port, token, daemon_pid, total, checkpoints):
+    """B9 and B10: daemon RSS per session, with `total` idle sessions created by 8 clients at
+    once (profile "dense" refills behind them)."""
+    import concurrent.futures
+    rss = {0: rss_kb(daemon_pid)}
+    sids = []
+
+    def make(_):
+        a = Api(port, token)
+        st, d = a.call("POST", "/v1/sessions", {"profile": "dense"})
+        assert st == 201, d
+        return json.loads(d)["id"]
+
+    step = sorted(checkpoints)
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        done = 0
+        for mark in step:
+            sids += list(ex.map(make, range(mark - done)))
+            done = mark
+            rss[mark] = rss_kb(daemon_pid)
+    return sids, rss
+
+
+# ---- report -----------------------------------------------------------------------------------------
+
+def fmt(v):
+    return "%.3f" % v if v < 10 else "%.1f" % v
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--token", required=True)
+    ap.add_argument("--engine", required=True)
+    ap.add_argument("--daemon-pid", type=int, required=True)
+    ap.add_argument("--create-body", required=True, help="file with the python profile's body")
+    ap.add_argument("--image", default="sandpool/python:latest")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--quick", action="store_true", help="fewer samples (smoke run)")
+    ap.add_argument("--concurrency", type=int, default=4)
+    args = ap.parse_args()
+    q = args.quick
+    N = 200 if q else 1000
+
+    api = Api(args.port, args.token)
+    engine = Engine(args.engine)
+    body = json.load(open(args.create_body))
+    res = {"machine": {}, "metrics": {}, "baselines": {}}
+    ver = engine.call("GET", "/version")
+    res["machine"] = {"cores": os.cpu_count(), "engine": "%s %s (API %s)" % (
+        "podman" if "Podman" in json.dumps(ver) else "docker", ver.get("Version"),
+        ver.get("ApiVersion")), "runtime": "runc", "kernel": platform.release(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    log = lambda m: print("bench: " + m, file=sys.stderr, flush=True)  # noqa: E731
+
+    # Start from a settled daemon: every pool warm, no container starting in the background.
+    assert wait_ready(api, "python", 8) and wait_ready(api, "refill", 20), "pools never got warm"
+    time.sleep(2)
+    res["idle_rss_kb"] = rss_kb(args.daemon_pid)
+    res["metrics"]["B8"] = {"rate": wrk_healthz(args.port, 5 if q else 10)}
+    log("B8 %.0f req/s" % res["metrics"]["B8"]["rate"])
+
+    st, d = api.call("POST", "/v1/sessions", {})
+    sid = json.loads(d)["id"]
+    time.sleep(2)  # the pool refills the container this took
+    rtt = print_rtt(api, sid, N)
+    res["metrics"]["B3"] = summary(rtt)
+    res["samples"] = {"B3": rtt}
+    log("B3 %s" % res["metrics"]["B3"])
+    res["metrics"]["B4"] = summary(first_sse_byte(args.port, args.token, sid, 50 if q else 200))
+    log("B4 %s" % res["metrics"]["B4"])
+
+    sessions = [json.loads(api.call("POST", "/v1/sessions", {})[1])["id"] for _ in range(8)]
+    wait_ready(api, "python", 8)
+    time.sleep(2)
+    rate, cpu = throughput(api, args.port, args.token, args.daemon_pid, sessions, 3 if q else 8)
+    res["metrics"]["B6"] = {"rate": rate, "cpu_pct": cpu}
+    log("B6 %.0f/s, daemon CPU %.1f%%" % (rate, cpu))
+    for s in sessions + [sid]:
+        api.call("DELETE", "/v1/sessions/" + s)
+
+    acq, dele = warm_acquire(api, 50 if q else 300)
+    res["metrics"]["B1"] = summary(acq)
+    res["metrics"]["B7"] = summary(dele)
+    log("B1 %s B7 %s" % (res["metrics"]["B1"], res["metrics"]["B7"]))
+
+    life = lifecycle(api, 50 if q else 200)
+    res["metrics"]["B11"] = summary(life)
+    res["samples"]["B11"] = life
+    log("B11 %s" % res["metrics"]["B11"])
+
+    cold = cold_acquire(api, 10 if q else 30)
+    res["metrics"]["B2"] = summary(cold)
+    fl = engine_floors(engine, body, 10 if q else 30)
+    res["baselines"]["floors"] = {k: summary(v) for k, v in fl.items()}
+    log("B2 %s floors %s" % (res["metrics"]["B2"], res["baselines"]["floors"]))
+
+    pool_rate, engine_rate = refill(api, engine, body, "refill", 20, args.concurrency)
+    res["metrics"]["B5"] = {"pool_rate": pool_rate, "engine_rate": engine_rate}
+    log("B5 pool %.1f/s engine %.1f/s" % (pool_rate, engine_rate))
+
+    a = baseline_docker_run(args.image, 10 if q else 30)
+    res["baselines"]["docker_run"] = summary(a)
+    res["samples"]["docker_run"] = a
+    log("(a) %s" % res["baselines"]["docker_run"])
+    c = body_container(engine, body)
+    bexec = baseline_exec(engine, c, 30 if q else 100)
+    engine.call("DELETE", "/containers/%s?force=1" % c)
+    res["baselines"]["docker_exec"] = summary(bexec)
+    res["samples"]["docker_exec"] = bexec
+    log("(b) %s" % res["baselines"]["docker_exec"])
+
+    total = 60 if q else 500
+    dense, rss = density(args.port, args.token, args.daemon_pid, total, {50, 100, 200, total})
+    res["density_rss_kb"] = rss
+    acq2, _ = warm_acquire(api, 30 if q else 100, "python")
+    st, d = api.call("POST", "/v1/sessions", {})
+    sid2 = json.loads(d)["id"]
+    rtt2 = print_rtt(api, sid2, 200 if q else 500)
+    api.call("DELETE", "/v1/sessions/" + sid2)
+    res["metrics"]["B10"] = {"sessions": total, "B1": summary(acq2), "B3": summary(rtt2)}
+    log("B10 %s rss %s" % (res["metrics"]["B10"], rss))
+    for s in dense:
+        api.call("DELETE", "/v1/sessions/" + s)
+    res["metrics"]["B9"] = {"idle_rss_kb": res["idle_rss_kb"],
+                            "per_session_kb": (rss[200] - rss[0]) / 200.0 if 200 in rss else None}
+
+    with open(args.out, "w") as f:
+        json.dump(res, f, indent=1)
+
+
+def body_container(engine, body):
+    b = dict(body)
+    b["Labels"] = dict(b["Labels"])
+    b["Labels"][LABEL] = "1"
+    b["Labels"]["sandpool.owner"] = "sandpool-bench-raw"
+    c = engine.call("POST", "/containers/create", b)
+    engine.call("POST", "/containers/%s/start" % c["Id"])
+    return c["Id"]
+
+
+if __name__ == "__main__":
+    main()

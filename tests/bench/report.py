@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""Turns the JSON written by bench.py into tests/bench/results/latest.md (the table README.md
+shows) and latency.png (sandpool's latency distributions against the baselines)."""
+
+import json
+import sys
+
+
+def row(mid, metric, figs, goal, ok, note=""):
+    mark = "pass" if ok else "**miss**"
+    if ok is None:
+        mark = "n/a"
+    return "| %s | %s | %s | %s | %s | %s |" % (mid, metric, figs, goal, mark, note)
+
+
+def lat(s):
+    return "%.2f / %.2f / %.2f ms (n=%d)" % (s["p50"], s["p90"], s["p99"], s["n"])
+
+
+def main(src, md_out, png_out):
+    r = json.load(open(src))
+    m, b = r["metrics"], r["baselines"]
+    fl = b["floors"]
+    a, bx = b["docker_run"], b["docker_exec"]
+    rows = [
+        row("B1", "warm session acquire", lat(m["B1"]), "p50 ≤ 1 ms, p99 ≤ 5 ms",
+            m["B1"]["p50"] <= 1 and m["B1"]["p99"] <= 5),
+        row("B2", "acquire, warm pool empty", lat(m["B2"]),
+            "≤ 1.1× engine create+start+ready (%.1f ms)" % fl["ready"]["p50"],
+            m["B2"]["p50"] <= 1.1 * fl["ready"]["p50"],
+            "ratio %.2f" % (m["B2"]["p50"] / fl["ready"]["p50"])),
+        row("B3", "`print(1)` round trip, JSON", lat(m["B3"]), "p50 ≤ 2 ms, p99 ≤ 10 ms",
+            m["B3"]["p50"] <= 2 and m["B3"]["p99"] <= 10,
+            "%.0f× faster than (a), %.0f× than (b)" % (a["p50"] / m["B3"]["p50"],
+                                                      bx["p50"] / m["B3"]["p50"])),
+        row("B4", "first SSE byte", lat(m["B4"]), "p50 ≤ 3 ms", m["B4"]["p50"] <= 3),
+        row("B5", "pool refill, empty to 20 ready", "%.1f containers/s" % m["B5"]["pool_rate"],
+            "≥ 90%% of engine create+start (%.1f/s)" % m["B5"]["engine_rate"],
+            m["B5"]["pool_rate"] >= 0.9 * m["B5"]["engine_rate"],
+            "%.0f%%" % (100 * m["B5"]["pool_rate"] / m["B5"]["engine_rate"])),
+        row("B6", "trivial statements/s, 8 sessions", "%.0f/s, daemon CPU %.1f%%" % (
+            m["B6"]["rate"], m["B6"]["cpu_pct"]), "≥ 2000/s, CPU ≤ 25%",
+            m["B6"]["rate"] >= 2000 and m["B6"]["cpu_pct"] <= 25),
+        row("B7", "`DELETE /v1/sessions/{id}`", lat(m["B7"]), "p50 ≤ 1 ms", m["B7"]["p50"] <= 1),
+        row("B8", "`GET /healthz`, 50 connections", "%.0f req/s" % m["B8"]["rate"],
+            "≥ 50,000 req/s", m["B8"]["rate"] >= 50000),
+        row("B9", "daemon memory", "idle %.1f MB, %.1f KB/session" % (
+            m["B9"]["idle_rss_kb"] / 1024.0, m["B9"]["per_session_kb"] or -1),
+            "idle ≤ 8 MB, ≤ 64 KB/session", m["B9"]["idle_rss_kb"] <= 8192 and
+            (m["B9"]["per_session_kb"] or 1e9) <= 64),
+        row("B10", "with %d idle sessions" % m["B10"]["sessions"],
+            "B1 %s; B3 %s" % (lat(m["B10"]["B1"]), lat(m["B10"]["B3"])),
+            "B1, B3 within 2× of their goals",
+            m["B10"]["B1"]["p50"] <= 2 and m["B10"]["B1"]["p99"] <= 10 and
+            m["B10"]["B3"]["p50"] <= 4 and m["B10"]["B3"]["p99"] <= 20),
+        row("B11", "create + `print(1)` + delete", lat(m["B11"]),
+            "≥ 100× faster than (a), ≥ 25× than (b)",
+            a["p50"] / m["B11"]["p50"] >= 100 and bx["p50"] / m["B11"]["p50"] >= 25,
+            "%.0f× (a), %.1f× (b)" % (a["p50"] / m["B11"]["p50"], bx["p50"] / m["B11"]["p50"])),
+    ]
+    mc = r["machine"]
+    out = ["Measured %s on %d cores, %s, runtime %s, kernel %s." % (
+        mc["date"], mc["cores"], mc["engine"], mc["runtime"], mc["kernel"]), "",
+        "| id | metric | p50 / p90 / p99 (or rate) | goal | result | note |",
+        "|---|---|---|---|---|---|"] + rows + ["", "Baselines, same run, same image and lock-down:", "",
+        "| baseline | p50 / p90 / p99 |", "|---|---|",
+        "| (a) `docker run --rm … python3 -c 'print(1)'` (CLI) | %s |" % lat(a),
+        "| (b) one exec of `python3 -c 'print(1)'` per request (API) | %s |" % lat(bx),
+        "| (c) engine: exec of `true` (create+start+inspect) | %s |" % lat(fl["exec"]),
+        "| (c) engine: container create | %s |" % lat(fl["create"]),
+        "| (c) engine: container start | %s |" % lat(fl["start"]),
+        "| (c) engine: container remove (force) | %s |" % lat(fl["remove"]),
+        "| (c) engine: create+start+kernel hello | %s |" % lat(fl["ready"]), "",
+        "B9 detail: daemon RSS by number of idle sessions: %s." % ", ".join(
+            "%s → %.1f MB" % (k, v / 1024.0) for k, v in sorted(
+                r["density_rss_kb"].items(), key=lambda kv: int(kv[0]))), ""]
+    open(md_out, "w").write("\n".join(out))
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    series = [("sandpool: print(1) in a session (B3)", r["samples"]["B3"]),
+              ("sandpool: create + print(1) + delete (B11)", r["samples"]["B11"]),
+              ("(b) exec python3 -c per request", r["samples"]["docker_exec"]),
+              ("(a) docker run --rm per request", r["samples"]["docker_run"])]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for name, s in series:
+        s = sorted(s)
+        ax.step(s, [(i + 1) / len(s) for i in range(len(s))], where="post",
+                label="%s, p50 %.2f ms" % (name, s[len(s) // 2]))
+    ax.set_xscale("log")
+    ax.set_xlabel("latency (ms, log scale)")
+    ax.set_ylabel("fraction of requests")
+    ax.set_title("Running print(1): sandpool vs the usual designs (%s)" % mc["date"])
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png_out, dpi=110)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

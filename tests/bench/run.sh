@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Benchmarks sandpoold against the designs users would otherwise pick (docker run per request,
+# docker exec per request, the engine's own floors), in one run, on this machine's engine, with
+# the same image and lock-down. Writes tests/bench/results/latest.md and latency.png.
+#
+#   sudo tests/bench/run.sh            # full run (about 10 minutes)
+#   sudo tests/bench/run.sh --quick    # fewer samples (about 3 minutes)
+#
+# Loopback only; bounded in time; removes every container and process it started. Never part of
+# tests/run.sh: benchmarks do not gate anything (this machine is shared and noisy).
+set -uo pipefail
+
+. "$(cd "$(dirname "$0")" && pwd)/../../deploy/local/lib.sh"
+
+QUICK=
+[ "${1:-}" = --quick ] && QUICK=--quick
+BUILD=${SANDPOOL_BENCH_BUILD_DIR:-$SANDPOOL_ROOT/build-bench}
+RESULTS=$SANDPOOL_ROOT/tests/bench/results
+NODE=sandpool-bench
+tmp=
+daemon_pid=
+
+cleanup() {
+    trap - EXIT INT TERM
+    [ -n "$daemon_pid" ] && kill -TERM "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
+    remove_labelled "sandpool.owner=$NODE"
+    remove_labelled "sandpool.bench=1"
+    stop_redis_if_started
+    stop_docker_if_started
+    [ -n "$tmp" ] && rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+require_root
+SANDPOOL_PACKAGES+=(wrk python3-matplotlib)
+ensure_packages
+ensure_docker
+remove_labelled "sandpool.owner=$NODE"
+remove_labelled "sandpool.bench=1"
+ensure_images
+say "building a release build in $BUILD"
+build_sandpool "$BUILD" -Dbuildtype=release || die "build failed"
+tmp=$(mktemp -d /tmp/sandpool-bench.XXXXXX)
+start_redis "$tmp/redis/redis.sock"
+
+port=$(( 20000 + (RANDOM % 20000) ))
+while ss -ltn "sport = :$port" | grep -q LISTEN; do port=$(( port + 1 )); done
+token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+cat >"$tmp/config.json" <<JSON
+{
+  "listen": "127.0.0.1:$port",
+  "node_id": "$NODE",
+  "engine": {"socket": "$ENGINE_SOCKET", "max_concurrency": 8},
+  "redis": {"url": "unix://$tmp/redis/redis.sock"},
+  "log": {"level": "warn"},
+  "tenants": [{"id": "bench", "token_sha256": "$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)"}],
+  "profiles": {
+    "python": {"image": "sandpool/python:latest", "warm": 8, "max": 40},
+    "cold": {"image": "sandpool/python:latest", "warm": 0, "max": 2},
+    "refill": {"image": "sandpool/python:latest", "warm": 20, "max": 40},
+    "dense": {"image": "sandpool/python:latest", "warm": 0, "max": 520, "memory_mb": 128}
+  }
+}
+JSON
+"$BUILD/sandpoold" --config "$tmp/config.json" --print-create-body=python >"$tmp/body.json" ||
+    die "cannot print the create body"
+"$BUILD/sandpoold" --config "$tmp/config.json" >"$tmp/daemon.log" 2>&1 &
+daemon_pid=$!
+for _ in $(seq 1 300); do
+    curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
+    sleep 0.2
+done
+curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || { tail "$tmp/daemon.log"; die "sandpoold not ready"; }
+
+say "measuring (see tests/bench/bench.py for what and how)"
+timeout 1800 /usr/bin/python3 "$SANDPOOL_ROOT/tests/bench/bench.py" $QUICK --port "$port" \
+    --token "$token" --engine "$ENGINE_SOCKET" --daemon-pid "$daemon_pid" \
+    --create-body "$tmp/body.json" --concurrency 8 --out "$tmp/results.json" ||
+    { tail -20 "$tmp/daemon.log"; die "benchmark failed"; }
+mkdir -p "$RESULTS"
+/usr/bin/python3 "$SANDPOOL_ROOT/tests/bench/report.py" "$tmp/results.json" "$RESULTS/latest.md" \
+    "$RESULTS/latency.png" || die "report failed"
+cp "$tmp/results.json" "$RESULTS/latest.json"
+say "wrote $RESULTS/latest.md and latency.png"
+cat "$RESULTS/latest.md"
