@@ -52,20 +52,31 @@ class Api:
         self.token = token
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
 
+    def _send(self, method, path, body, headers):
+        # The daemon closes keep-alive connections idle for 60 s: reconnect once.
+        for attempt in (0, 1):
+            try:
+                self.conn.request(method, path, body=body, headers=headers)
+                return self.conn.getresponse()
+            except (http.client.RemoteDisconnected, ConnectionError, BrokenPipeError):
+                self.conn.close()
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+                if attempt:
+                    raise
+        return None
+
     def call(self, method, path, body=None, headers=None):
         h = {"Authorization": "Bearer " + self.token}
         if body is not None:
             h["Content-Type"] = "application/json"
             body = json.dumps(body)
         h.update(headers or {})
-        self.conn.request(method, path, body=body, headers=h)
-        r = self.conn.getresponse()
+        r = self._send(method, path, body, h)
         data = r.read()
         return r.status, data
 
     def metrics(self):
-        self.conn.request("GET", "/metrics")
-        r = self.conn.getresponse()
+        r = self._send("GET", "/metrics", None, {})
         out = {}
         for line in r.read().decode().splitlines():
             if line and not line.startswith("#"):
