@@ -155,6 +155,16 @@ class Engine:
         s.close()
 
 
+def raw_body(body):
+    """The daemon's create body for containers this script makes itself: labelled so that
+    run.sh removes them, and with an owner no daemon adopts."""
+    b = dict(body)
+    b["Labels"] = dict(b["Labels"])
+    b["Labels"][LABEL] = "1"
+    b["Labels"]["sandpool.owner"] = "sandpool-bench-raw"
+    return b
+
+
 def demux(raw):
     out, i = b"", 0
     while i + 8 <= len(raw):
@@ -328,11 +338,7 @@ def refill(api, engine, body, profile, n, concurrency):
 
     def one(i):
         e = Engine(engine.sock)
-        b = dict(body)
-        b["Labels"] = dict(b["Labels"])
-        b["Labels"][LABEL] = "1"
-        b["Labels"]["sandpool.owner"] = "sandpool-bench-raw"
-        c = e.call("POST", "/containers/create", b)
+        c = e.call("POST", "/containers/create", raw_body(body))
         e.call("POST", "/containers/%s/start" % c["Id"])
         return c["Id"]
 
@@ -383,10 +389,7 @@ def engine_floors(engine, body, n):
     """(c) the engine's raw floors over the socket: exec round trip of `true` (create, start,
     inspect), container create, start, remove; and create+start+kernel hello (B2's floor)."""
     fl = {"exec": [], "create": [], "start": [], "remove": [], "ready": []}
-    b = dict(body)
-    b["Labels"] = dict(b["Labels"])
-    b["Labels"][LABEL] = "1"
-    b["Labels"]["sandpool.owner"] = "sandpool-bench-raw"
+    b = raw_body(body)
     for i in range(n):
         t = now_ms()
         c = engine.call("POST", "/containers/create", b)
@@ -563,10 +566,7 @@ def main():
 
 
 def body_container(engine, body):
-    b = dict(body)
-    b["Labels"] = dict(b["Labels"])
-    b["Labels"][LABEL] = "1"
-    b["Labels"]["sandpool.owner"] = "sandpool-bench-raw"
+    b = raw_body(body)
     c = engine.call("POST", "/containers/create", b)
     engine.call("POST", "/containers/%s/start" % c["Id"])
     return c["Id"]
