@@ -27,6 +27,8 @@ api_handler_fn api_sessions_list;
 api_handler_fn api_sessions_get;
 api_handler_fn api_sessions_delete;
 api_handler_fn api_sessions_execute;
+api_handler_fn api_sessions_interrupt;
+api_handler_fn api_sessions_restart;
 
 /* Parses the request body as a JSON object (an empty body gives an empty object when
  * allow_empty). 0 with a new reference, or -EINVAL/-EMSGSIZE with a message in reterr. */

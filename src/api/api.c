@@ -54,6 +54,7 @@ static const struct {
     {-EOPNOTSUPP, {405, "method_not_allowed", "Method Not Allowed", false}},
     {-EBUSY, {409, "session_busy", "Conflict", false}},
     {-EEXIST, {409, "session_busy", "Conflict", false}},
+    {-ESRCH, {409, "not_running", "Conflict", false}},
     {-EMSGSIZE, {413, "payload_too_large", "Payload Too Large", false}},
     {-EDQUOT, {429, "quota_exceeded", "Too Many Requests", true}},
     {-EUSERS, {503, "capacity_exhausted", "Service Unavailable", true}},
@@ -206,6 +207,8 @@ static const struct route routes[] = {
     {EVHTTP_REQ_GET, "/v1/sessions/*", api_sessions_get},
     {EVHTTP_REQ_DELETE, "/v1/sessions/*", api_sessions_delete},
     {EVHTTP_REQ_POST, "/v1/sessions/*/execute", api_sessions_execute},
+    {EVHTTP_REQ_POST, "/v1/sessions/*/interrupt", api_sessions_interrupt},
+    {EVHTTP_REQ_POST, "/v1/sessions/*/restart", api_sessions_restart},
 };
 
 #define MAX_PARAMS 4

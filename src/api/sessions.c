@@ -5,6 +5,8 @@
  *   GET    /v1/sessions/{id}             one Session
  *   DELETE /v1/sessions/{id}             end it (204)
  *   POST   /v1/sessions/{id}/execute     run code or a command: one JSON Execution, or SSE
+ *   POST   /v1/sessions/{id}/interrupt   interrupt the running execution (202)
+ *   POST   /v1/sessions/{id}/restart     restart the kernel: variables lost, new kernel_epoch
  *
  * Every request on a session counts as activity. Another tenant's session answers 404 exactly
  * like an unknown one.
@@ -40,6 +42,7 @@ struct call {
     struct evhttp_connection *conn;
     char tenant[65];
     struct execution *x;
+    struct session_restart *restart;
     struct stream_sse *sse;
     bool done; /* the operation completed */
 };
@@ -57,6 +60,11 @@ on_conn_close(struct evhttp_connection *conn, void *arg)
     if (c->x != NULL) {
         execution_detach(c->x); /* it runs on; its end frees nothing of ours */
         c->x = NULL;
+        c->done = true;
+    }
+    if (c->restart != NULL) {
+        session_restart_cancel(c->restart); /* the restart itself goes on */
+        c->restart = NULL;
         c->done = true;
     }
     if (c->done) {
@@ -393,6 +401,16 @@ on_exec_output(struct execution *x, bool to_stderr, const char *text, size_t len
 }
 
 static void
+on_exec_artifact(struct execution *x, json_t *entry, void *userdata)
+{
+    struct call *c = userdata;
+
+    if (c->sse != NULL && stream_sse_send(c->sse, "artifact", json_incref(entry))) {
+        execution_pause(x, true);
+    }
+}
+
+static void
 on_sse_drained(void *userdata)
 {
     struct call *c = userdata;
@@ -421,6 +439,7 @@ on_exec_done(struct execution *x, void *userdata)
 
 static const struct exec_observer exec_observer = {
     .on_output = on_exec_output,
+    .on_artifact = on_exec_artifact,
     .on_done = on_exec_done,
 };
 
@@ -511,4 +530,63 @@ api_sessions_execute(struct api *a, struct evhttp_request *req, const char *cons
         c->sse = stream_sse_start(req, on_sse_drained, c);
     }
     json_decref(body);
+}
+
+/* ---- interrupt, restart ---------------------------------------------------------------------- */
+
+void
+api_sessions_interrupt(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    const struct cfg_tenant *t = api_require_tenant(a, req);
+    struct session *s = t != NULL ? find_session(a, req, t, params[0]) : NULL;
+    const char *exec_id = NULL;
+    struct err e = {0};
+
+    if (s == NULL) {
+        return;
+    }
+    session_touch(s);
+    if (session_interrupt(s, &exec_id, &e) < 0) {
+        api_reply_error(req, e.code, "%s", e.msg);
+        return;
+    }
+    api_reply_json_new(req, 202, OOM_CHECK(json_pack("{s:s}", "execution_id", exec_id)));
+}
+
+static void
+on_session_restarted(int r, uint64_t epoch, const struct err *e, void *userdata)
+{
+    struct call *c = userdata;
+
+    c->restart = NULL;
+    c->done = true;
+    if (c->req != NULL) {
+        if (r < 0) {
+            api_reply_error(c->req, r, "%s", e->msg);
+        } else {
+            api_reply_json_new(c->req, 200,
+                               OOM_CHECK(json_pack("{s:I}", "kernel_epoch", (json_int_t)epoch)));
+        }
+    }
+    call_end(c);
+}
+
+void
+api_sessions_restart(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    const struct cfg_tenant *t = api_require_tenant(a, req);
+    struct session *s = t != NULL ? find_session(a, req, t, params[0]) : NULL;
+    struct err e = {0};
+    struct call *c;
+
+    if (s == NULL) {
+        return;
+    }
+    session_touch(s);
+    log_info("session restart session=%s tenant='%s': asked by the client", session_id(s), t->id);
+    c = call_new(a, req, t->id);
+    if (session_restart(s, on_session_restarted, c, &c->restart, &e) < 0) {
+        api_reply_error(req, e.code, "%s", e.msg);
+        call_end(c);
+    }
 }

@@ -112,6 +112,11 @@ static const struct cfg_option profile_options[] = {
          "longest execution"),
     POPT("max_output_bytes", CFG_U64, max_output_bytes, "1048576", 1024, 1073741824, CFG_RELOADABLE,
          "output kept per stream and execution"),
+    POPT("interrupt_grace_ms", CFG_UINT, interrupt_grace_ms, "2000", 100, 600000, CFG_RELOADABLE,
+         "after an interrupt or a timeout, how long code may go on before its kernel is "
+         "restarted (variables lost)"),
+    POPT("max_file_bytes", CFG_U64, max_file_bytes, "1073741824", 1, 1099511627776.0,
+         CFG_RELOADABLE, "largest file upload (the workspace size caps it too)"),
 };
 
 /* ---- typed field access ---------------------------------------------------------------------- */

@@ -32,6 +32,8 @@ struct cfg_profile {
     unsigned nofile, nproc;
     unsigned idle_timeout_s, max_lifetime_s, exec_timeout_s;
     uint64_t max_output_bytes;
+    unsigned interrupt_grace_ms;
+    uint64_t max_file_bytes;
 };
 
 struct cfg_tenant {

@@ -106,6 +106,11 @@ on_message(json_t *obj, void *userdata)
             k->h.on_restarted(k, &m, k->userdata);
         }
         break;
+    case KERNEL_MSG_ARTIFACT:
+        if (k->h.on_artifact != NULL) {
+            k->h.on_artifact(k, &m, k->userdata);
+        }
+        break;
     case KERNEL_MSG_PONG:
     case KERNEL_MSG_BOUND:
     case KERNEL_MSG_ERROR:

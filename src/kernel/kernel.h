@@ -27,6 +27,8 @@ struct kernel_handlers {
     void (*on_output)(struct kernel *k, const char *exec_id, bool to_stderr, const char *text,
                       size_t len, void *userdata);
     void (*on_done)(struct kernel *k, const struct kernel_msg *m, void *userdata);
+    /* A file the running execution produced (checked; see struct kernel_msg). */
+    void (*on_artifact)(struct kernel *k, const struct kernel_msg *m, void *userdata);
     void (*on_restarted)(struct kernel *k, const struct kernel_msg *m, void *userdata);
     void (*on_closed)(struct kernel *k, int r, const char *why, void *userdata);
 };

@@ -16,6 +16,7 @@ static const char *const type_names[KERNEL_MSG__COUNT] = {
     [KERNEL_MSG_RESTARTED] = "restarted",
     [KERNEL_MSG_BOUND] = "bound",
     [KERNEL_MSG_ERROR] = "error",
+    [KERNEL_MSG_ARTIFACT] = "artifact",
 };
 
 /* A string member, or NULL when absent, not a string, or holding NUL. */
@@ -35,6 +36,48 @@ static bool
 valid_id(const char *id)
 {
     return id != NULL && id[0] != '\0' && strlen(id) <= KERNEL_MAX_ID;
+}
+
+/* An artifact's path as the kernel names them: KERNEL_ARTIFACT_DIR, then one plain file name. */
+static bool
+valid_artifact_path(const char *p)
+{
+    size_t pre = strlen(KERNEL_ARTIFACT_DIR), n;
+
+    if (p == NULL || strncmp(p, KERNEL_ARTIFACT_DIR, pre) != 0) {
+        return false;
+    }
+    p += pre;
+    n = strlen(p);
+    if (n == 0 || n > 128 || p[0] == '.') {
+        return false;
+    }
+    return strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
+}
+
+static bool
+valid_sha256(const char *h)
+{
+    return h != NULL && strlen(h) == 64 && strspn(h, "0123456789abcdef") == 64;
+}
+
+static int
+decode_artifact(json_t *obj, struct kernel_msg *m)
+{
+    json_t *entry = json_object_get(obj, "entry");
+    json_t *size = json_object_get(entry, "size");
+
+    m->id = get_str(obj, "id");
+    m->path = get_str(entry, "path");
+    m->mime = get_str(entry, "mime");
+    m->sha256 = get_str(entry, "sha256");
+    if (!valid_id(m->id) || !valid_artifact_path(m->path) || m->mime == NULL ||
+        strcmp(m->mime, "image/png") != 0 || !valid_sha256(m->sha256) || !json_is_integer(size) ||
+        json_integer_value(size) < 0) {
+        return -EPROTO;
+    }
+    m->size = json_integer_value(size);
+    return 0;
 }
 
 int
@@ -97,6 +140,11 @@ kernel_proto_decode(json_t *obj, struct kernel_msg *ret)
     case KERNEL_MSG_ERROR:
         m.text = get_str(obj, "error");
         m.text_len = m.text ? strlen(m.text) : 0;
+        break;
+    case KERNEL_MSG_ARTIFACT:
+        if (decode_artifact(obj, &m) < 0) {
+            return -EPROTO;
+        }
         break;
     case KERNEL_MSG_PONG:
     case KERNEL_MSG__COUNT:

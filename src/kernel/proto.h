@@ -29,6 +29,7 @@ enum kernel_msg_type {
     KERNEL_MSG_RESTARTED,
     KERNEL_MSG_BOUND,
     KERNEL_MSG_ERROR,
+    KERNEL_MSG_ARTIFACT,
     KERNEL_MSG__COUNT,
     KERNEL_MSG__INVALID = -22,
 };
@@ -37,7 +38,7 @@ enum kernel_msg_type {
 struct kernel_msg {
     enum kernel_msg_type type;
     json_t *obj;
-    const char *id;   /* OUT, DONE */
+    const char *id;   /* OUT, DONE, ARTIFACT */
     bool to_stderr;   /* OUT */
     const char *text; /* OUT: data; RESTARTED: reason; ERROR: error */
     size_t text_len;
@@ -46,7 +47,13 @@ struct kernel_msg {
     const char *session; /* HELLO, BOUND */
     bool used;           /* HELLO */
     const char *status;  /* DONE */
+    /* ARTIFACT: a file the execution produced, checked: path (relative to the workspace, under
+     * KERNEL_ARTIFACT_DIR, plain characters), mime, size, sha256 (lowercase hex). */
+    const char *path, *mime, *sha256;
+    int64_t size;
 };
+
+#define KERNEL_ARTIFACT_DIR ".sandpool/artifacts/"
 
 /* Decodes one message object. -EPROTO when it is not a well-formed kernel message. */
 int kernel_proto_decode(json_t *obj, struct kernel_msg *ret);

@@ -39,16 +39,25 @@
 #include "util/time.h"
 #include "util/utf8.h"
 
-#define GRACE_MS         2000u
-#define REAP_BATCH       64u
-#define TOUCH_MAX_MS     5000u
-#define TOUCH_MIN_MS     250u
-#define COLD_WAIT_FACTOR 4u /* a cold create may take this many engine deadlines */
+#define MAX_ARTIFACTS       64u /* per execution; the kernel saves at most 33 */
+#define MAX_RESTART_WAITERS 16u
+#define RESTART_REASON      "restart requested by the client"
+#define REAP_BATCH          64u
+#define TOUCH_MAX_MS        5000u
+#define TOUCH_MIN_MS        250u
+#define COLD_WAIT_FACTOR    4u /* a cold create may take this many engine deadlines */
 
 enum exec_phase {
     PH_RUNNING,
     PH_INTERRUPTED,
     PH_RESTARTING,
+};
+
+/* Why an execution left PH_RUNNING. */
+enum exec_cause {
+    CAUSE_NONE,
+    CAUSE_TIMEOUT,
+    CAUSE_CLIENT, /* interrupt or restart asked for over the API */
 };
 
 struct execution {
@@ -64,13 +73,23 @@ struct execution {
     uint64_t started_us;
     struct event *deadline, *grace;
     enum exec_phase phase;
+    enum exec_cause cause;
     unsigned timeout_s;
+    json_t *artifacts; /* array, filled as the kernel announces files */
     /* result, valid in on_done */
     const char *status;
-    json_t *result, *error, *truncated;
+    json_t *result, *error, *truncated, *resources;
     int exit_code; /* -1: none */
     uint64_t duration_ms;
     bool state_preserved;
+};
+
+/* A client waiting for the restart it asked for. */
+struct session_restart {
+    TAILQ_ENTRY(session_restart) link;
+    struct session *s;
+    session_restart_cb *cb;
+    void *userdata;
 };
 
 struct session {
@@ -81,6 +100,10 @@ struct session {
     struct pool_slot *slot;
     struct kernel *kernel; /* borrowed from slot */
     struct execution *exec;
+    /* Restarts asked for and not yet confirmed by the kernel; one restart request is in flight
+     * while this is not empty (later requests join it). */
+    TAILQ_HEAD(, session_restart) restarts;
+    struct event *restart_timer;
     enum session_state state;
     uint64_t last_touch_ms; /* monotonic */
     bool registered;        /* in the map and list (its record was written) */
@@ -182,6 +205,9 @@ session_state_to_string(enum session_state s)
 }
 
 static void execution_finish(struct execution *x);
+static void execution_free(struct execution *x);
+static void restarts_answer(struct session *s, int r, const char *why);
+static void on_restart_timeout(evutil_socket_t fd, short what, void *arg);
 static void delete_record(struct session_manager *m, const char *id);
 static const struct kernel_handlers session_kernel_handlers;
 
@@ -244,6 +270,8 @@ session_alloc(struct session_manager *m, struct pool_slot *slot, const struct cf
     s->kernel = pool_slot_kernel(slot);
     s->state = SESSION_READY;
     s->last_touch_ms = time_now_ms();
+    TAILQ_INIT(&s->restarts);
+    s->restart_timer = OOM_CHECK(evtimer_new(m->base, on_restart_timeout, s));
     kernel_set_handlers(s->kernel, &session_kernel_handlers, s);
     return s;
 }
@@ -275,6 +303,8 @@ session_destroy(struct session *s)
     if (s->exec != NULL) {
         execution_abort(s->exec, "SessionEnded", "the session ended while this was running");
     }
+    restarts_answer(s, -ENOENT, "the session ended before its kernel restarted");
+    event_free(s->restart_timer);
     if (s->registered) {
         (void)hashmap_remove(s->m->by_id, s->rec.id);
         TAILQ_REMOVE(&s->m->sessions, s, link);
@@ -489,6 +519,28 @@ truncation_json(json_t *t, const struct execution *x)
     return out;
 }
 
+/* The kernel's resource record, checked member by member (it comes from inside the sandbox). */
+static json_t *
+resources_json(json_t *r)
+{
+    static const char *const keys[] = {"cpu_ms", "peak_memory_bytes"};
+    json_t *out;
+
+    if (!json_is_object(r)) {
+        return NULL;
+    }
+    out = OOM_CHECK(json_object());
+    for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+        json_t *v = json_object_get(r, keys[i]);
+
+        (void)json_object_set_new(out, keys[i],
+                                  json_is_integer(v) && json_integer_value(v) >= 0
+                                      ? json_integer(json_integer_value(v))
+                                      : json_null());
+    }
+    return out;
+}
+
 /* Maps the kernel's "done" and our phase to the API status. */
 static void
 classify(struct execution *x, const struct kernel_msg *m)
@@ -508,7 +560,8 @@ classify(struct execution *x, const struct kernel_msg *m)
                               : "the interpreter died");
     }
     if (x->phase != PH_RUNNING && (died || strcmp(st, "interrupted") == 0)) {
-        x->status = "timeout";
+        x->status = x->cause == CAUSE_TIMEOUT ? "timeout" : "interrupted";
+        x->state_preserved = x->phase != PH_RESTARTING && !died;
     } else if (died && oom_killed) {
         x->status = "oom";
     } else if (died) {
@@ -556,6 +609,7 @@ on_kernel_done(struct kernel *k, const struct kernel_msg *m, void *userdata)
         x->exit_code = (int)json_integer_value(v);
     }
     x->truncated = truncation_json(json_object_get(m->obj, "truncated"), x);
+    x->resources = resources_json(json_object_get(m->obj, "resources"));
     if (strcmp(m->status, "rejected") == 0) {
         json_decref(x->error);
         x->error = OOM_CHECK(json_pack("{s:s, s:s, s:[]}", "name", "Rejected", "value",
@@ -575,6 +629,28 @@ on_kernel_restarted(struct kernel *k, const struct kernel_msg *m, void *userdata
     if (m->gen != s->rec.gen) {
         epoch_bump(s, m->gen, m->text ? m->text : "the interpreter restarted");
     }
+    if (m->text != NULL && strcmp(m->text, RESTART_REASON) == 0) {
+        restarts_answer(s, 0, NULL);
+    }
+}
+
+static void
+on_kernel_artifact(struct kernel *k, const struct kernel_msg *m, void *userdata)
+{
+    struct session *s = userdata;
+    struct execution *x = s->exec;
+    json_t *entry;
+
+    if (x == NULL || strcmp(m->id, x->id) != 0 || json_array_size(x->artifacts) >= MAX_ARTIFACTS) {
+        return;
+    }
+    entry = OOM_CHECK(json_pack("{s:s, s:s, s:I, s:s}", "path", m->path, "mime", m->mime, "size",
+                                (json_int_t)m->size, "sha256", m->sha256));
+    (void)json_array_append(x->artifacts, entry);
+    if (!x->detached && x->obs.on_artifact != NULL) {
+        x->obs.on_artifact(x, entry, x->userdata);
+    }
+    json_decref(entry);
 }
 
 static void
@@ -597,6 +673,7 @@ static const struct kernel_handlers session_kernel_handlers = {
     .on_hello = on_kernel_hello,
     .on_output = on_kernel_output,
     .on_done = on_kernel_done,
+    .on_artifact = on_kernel_artifact,
     .on_restarted = on_kernel_restarted,
     .on_closed = on_kernel_closed,
 };
@@ -610,30 +687,46 @@ on_grace(evutil_socket_t fd, short what, void *arg)
 
     /* Still running after the interrupt: C code or a swallowed KeyboardInterrupt. */
     x->phase = PH_RESTARTING;
-    if (kernel_restart(x->s->kernel, "execution did not stop after its timeout") < 0) {
-        session_lost(x->s, "the kernel connection broke during a timeout");
+    if (kernel_restart(x->s->kernel, x->cause == CAUSE_TIMEOUT
+                                         ? "execution did not stop after its timeout"
+                                         : "execution did not stop after an interrupt") < 0) {
+        session_lost(x->s, "the kernel connection broke during an interrupt");
     }
+}
+
+/* KeyboardInterrupt now, a kernel restart after the grace period if the code goes on. A command's
+ * process group is killed outright: its done follows. */
+static int
+execution_interrupt(struct execution *x, enum exec_cause cause)
+{
+    struct timeval tv;
+
+    if (x->phase != PH_RUNNING) {
+        return 0; /* already on its way out */
+    }
+    x->phase = PH_INTERRUPTED;
+    x->cause = cause;
+    /* From now on the kernel must be heard whatever the reader's pace: its answer to the
+     * interrupt would otherwise wait behind output nobody reads. */
+    kernel_pause(x->s->kernel, false);
+    if (kernel_interrupt(x->s->kernel, x->id) < 0) {
+        return -EPIPE;
+    }
+    if (!x->is_cmd) {
+        time_tv_from_ms(&tv, x->s->profile->interrupt_grace_ms);
+        (void)evtimer_add(x->grace, &tv);
+    }
+    return 0;
 }
 
 static void
 on_deadline(evutil_socket_t fd, short what, void *arg)
 {
     struct execution *x = arg;
-    struct timeval tv;
 
-    x->phase = PH_INTERRUPTED;
-    /* From now on the kernel must be heard whatever the reader's pace: its answer to the
-     * interrupt would otherwise wait behind output nobody reads. */
-    kernel_pause(x->s->kernel, false);
-    if (kernel_interrupt(x->s->kernel, x->id) < 0) {
+    if (execution_interrupt(x, CAUSE_TIMEOUT) < 0) {
         session_lost(x->s, "the kernel connection broke during a timeout");
-        return;
     }
-    if (x->is_cmd) {
-        return; /* a command's process group is killed outright: done follows */
-    }
-    time_tv_from_ms(&tv, GRACE_MS);
-    (void)evtimer_add(x->grace, &tv);
 }
 
 /* Reports the end and frees the execution. Idempotent through s->exec. */
@@ -662,6 +755,12 @@ execution_finish(struct execution *x)
     if (!x->detached && x->obs.on_done != NULL) {
         x->obs.on_done(x, x->userdata);
     }
+    execution_free(x);
+}
+
+static void
+execution_free(struct execution *x)
+{
     event_free(x->deadline);
     event_free(x->grace);
     buf_done(&x->out);
@@ -669,6 +768,8 @@ execution_finish(struct execution *x)
     json_decref(x->result);
     json_decref(x->error);
     json_decref(x->truncated);
+    json_decref(x->resources);
+    json_decref(x->artifacts);
     free(x);
 }
 
@@ -684,6 +785,7 @@ execution_alloc(struct session *s)
     buf_init(&x->err, cap);
     x->deadline = OOM_CHECK(evtimer_new(s->m->base, on_deadline, x));
     x->grace = OOM_CHECK(evtimer_new(s->m->base, on_grace, x));
+    x->artifacts = OOM_CHECK(json_array());
     x->started_us = time_now_us();
     return x;
 }
@@ -695,16 +797,12 @@ static void
 execution_orphan(struct session *s, const char *id)
 {
     struct execution *x = execution_alloc(s);
-    struct timeval tv;
 
     (void)snprintf(x->id, sizeof(x->id), "%s", id);
     x->detached = true;
-    x->phase = PH_INTERRUPTED;
     s->exec = x;
     s->state = SESSION_BUSY;
-    (void)kernel_interrupt(s->kernel, id);
-    time_tv_from_ms(&tv, GRACE_MS);
-    (void)evtimer_add(x->grace, &tv);
+    (void)execution_interrupt(x, CAUSE_CLIENT);
 }
 
 int
@@ -739,11 +837,7 @@ session_execute(struct session *s, const struct exec_req *req, const struct exec
             ? kernel_cmd(s->kernel, x->id, req->argv, s->profile->max_output_bytes)
             : kernel_exec(s->kernel, x->id, req->code, req->code_len, s->profile->max_output_bytes);
     if (r < 0) {
-        event_free(x->deadline);
-        event_free(x->grace);
-        buf_done(&x->out);
-        buf_done(&x->err);
-        free(x);
+        execution_free(x);
         return err_set(reterr, r == -ENOBUFS ? -EMSGSIZE : -EPIPE,
                        r == -ENOBUFS ? "the code is too large for the sandbox's input queue"
                                      : "the sandbox is not reachable");
@@ -776,6 +870,96 @@ execution_pause(struct execution *x, bool pause)
     if (x->s->kernel != NULL && (!pause || x->phase == PH_RUNNING)) {
         kernel_pause(x->s->kernel, pause);
     }
+}
+
+/* ---- interrupt and restart ------------------------------------------------------------------- */
+
+int
+session_interrupt(struct session *s, const char **ret_exec_id, struct err *reterr)
+{
+    struct execution *x = s->exec;
+
+    if (s->state == SESSION_ENDING) {
+        return err_set(reterr, -ENOENT, "the session is ending");
+    }
+    if (x == NULL) {
+        return err_set(reterr, -ESRCH, "no execution is running in this session");
+    }
+    if (execution_interrupt(x, CAUSE_CLIENT) < 0) {
+        return err_set(reterr, -EPIPE, "the sandbox is not reachable");
+    }
+    *ret_exec_id = x->id;
+    return 0;
+}
+
+/* Answers every waiting client (r == 0: the restart happened and the epoch is current). */
+static void
+restarts_answer(struct session *s, int r, const char *why)
+{
+    struct session_restart *w;
+    struct err e = {0};
+
+    (void)event_del(s->restart_timer);
+    if (r < 0) {
+        (void)err_set(&e, r, "%s", why);
+    }
+    while ((w = TAILQ_FIRST(&s->restarts)) != NULL) {
+        TAILQ_REMOVE(&s->restarts, w, link);
+        w->cb(r, s->rec.epoch, r < 0 ? &e : NULL, w->userdata);
+        free(w);
+    }
+}
+
+static void
+on_restart_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    restarts_answer(arg, -ETIMEDOUT, "the kernel did not confirm the restart in time");
+}
+
+int
+session_restart(struct session *s, session_restart_cb *cb, void *userdata,
+                struct session_restart **ret, struct err *reterr)
+{
+    struct session_restart *w;
+    struct timeval tv;
+    size_t n = 0;
+
+    if (s->state == SESSION_ENDING) {
+        return err_set(reterr, -ENOENT, "the session is ending");
+    }
+    TAILQ_FOREACH (w, &s->restarts, link) {
+        n++;
+    }
+    if (n >= MAX_RESTART_WAITERS) {
+        return err_set(reterr, -EBUSY, "too many restarts of this session are pending");
+    }
+    if (n == 0) {
+        if (s->exec != NULL && s->exec->phase != PH_RESTARTING) {
+            /* The running execution ends as interrupted, its namespace gone. */
+            s->exec->phase = PH_RESTARTING;
+            s->exec->cause = CAUSE_CLIENT;
+            kernel_pause(s->kernel, false);
+        }
+        if (kernel_restart(s->kernel, RESTART_REASON) < 0) {
+            return err_set(reterr, -EPIPE, "the sandbox is not reachable");
+        }
+        time_tv_from_ms(&tv, s->m->cfg->engine_timeout_ms);
+        (void)evtimer_add(s->restart_timer, &tv);
+    }
+    w = xcalloc(1, sizeof(*w));
+    w->s = s;
+    w->cb = cb;
+    w->userdata = userdata;
+    TAILQ_INSERT_TAIL(&s->restarts, w, link);
+    *ret = w;
+    return 0;
+}
+
+void
+session_restart_cancel(struct session_restart *w)
+{
+    TAILQ_REMOVE(&w->s->restarts, w, link);
+    free(w);
 }
 
 const char *
@@ -813,6 +997,8 @@ execution_to_json(const struct execution *x, bool with_output)
 
     (void)json_object_set_new(
         o, "exit_code", x->is_cmd && x->exit_code >= 0 ? json_integer(x->exit_code) : json_null());
+    (void)json_object_set(o, "artifacts", x->artifacts);
+    (void)json_object_set(o, "resources", x->resources ? x->resources : json_null());
     if (with_output) {
         (void)json_object_set_new(o, "stdout", text_json(&x->out));
         (void)json_object_set_new(o, "stderr", text_json(&x->err));

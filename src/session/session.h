@@ -127,6 +127,9 @@ struct exec_observer {
     /* Output as it arrives (UTF-8, len bytes, may hold NUL). Optional. */
     void (*on_output)(struct execution *x, bool to_stderr, const char *text, size_t len,
                       void *userdata);
+    /* A file the execution produced, complete in the workspace: the artifact entry of the API
+     * (borrowed). Optional. */
+    void (*on_artifact)(struct execution *x, json_t *entry, void *userdata);
     /* The end, exactly once (unless detached first); the result is read with
      * execution_to_json() during the call. The execution is freed after it returns. */
     void (*on_done)(struct execution *x, void *userdata);
@@ -137,6 +140,23 @@ struct exec_observer {
  * -ENOTCONN (Redis down), -EPIPE (the kernel connection is gone). */
 int session_execute(struct session *s, const struct exec_req *req, const struct exec_observer *obs,
                     void *userdata, bool collect, struct execution **ret, struct err *reterr);
+/* Interrupts the running execution: KeyboardInterrupt now (its namespace survives), a kernel
+ * restart after the profile's interrupt_grace_ms if the code goes on; a command is killed with
+ * its process group. *ret_exec_id names it (valid until it ends). -ESRCH when nothing runs;
+ * interrupting an execution already interrupted changes nothing. */
+int session_interrupt(struct session *s, const char **ret_exec_id, struct err *reterr);
+
+/* Restarts the kernel on purpose: the namespace is lost and kernel_epoch increases. A running
+ * execution ends as interrupted with state_preserved false. cb(r, epoch) once the kernel confirms
+ * (r == 0, epoch is the new one) or fails: -ETIMEDOUT, -ENOENT (the session ended). Requests
+ * made while one restart is in flight join it. -EBUSY when too many wait. */
+struct session_restart;
+typedef void session_restart_cb(int r, uint64_t epoch, const struct err *e, void *userdata);
+int session_restart(struct session *s, session_restart_cb *cb, void *userdata,
+                    struct session_restart **ret, struct err *reterr);
+/* The waiting client went away: no callback. */
+void session_restart_cancel(struct session_restart *w);
+
 /* The observer goes away (client disconnected): no more callbacks; the execution runs on. */
 void execution_detach(struct execution *x);
 /* Backpressure from a slow stream reader: stop or resume reading the kernel's output. */

@@ -9,43 +9,8 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
-
-[ -n "${SANDPOOL_TEST_ENGINE_SOCKET:-}" ] || { echo "1..0 # SKIP SANDPOOL_TEST_ENGINE_SOCKET unset"; exit 77; }
-command -v redis-server >/dev/null || { echo "1..0 # SKIP redis-server not installed"; exit 77; }
-export DOCKER_HOST=unix://$SANDPOOL_TEST_ENGINE_SOCKET
-SANDPOOLD=${SANDPOOLD:?path of the sandpoold binary}
 NODE=sandpool-test-api
-LABEL="sandpool.owner=$NODE"
-PREFIX="sandpool-test-api-$$:"
-work=$(mktemp -d /tmp/sandpool-test-api.XXXXXX)
-daemon_pid=
-redis_pid=
-# A Redis of its own, so that the test can kill and restart it.
-REDIS_SOCK=$work/redis.sock
-start_redis() {
-    redis-server --port 0 --unixsocket "$REDIS_SOCK" --save '' --appendonly no --dir "$work" \
-        --loglevel warning >>"$work/redis.log" 2>&1 &
-    redis_pid=$!
-    wait_for 10 redis-cli -s "$REDIS_SOCK" ping >/dev/null
-}
-
-cleanup() {
-    [ -n "$daemon_pid" ] && kill -KILL "$daemon_pid" 2>/dev/null
-    [ -n "$redis_pid" ] && kill -KILL "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
-    ids=$(docker ps -aq --filter "label=$LABEL")
-    [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1
-    rm -rf "$work"
-}
-trap cleanup EXIT
-cleanup_containers() { ids=$(docker ps -aq --filter "label=$LABEL"); [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1; }
-cleanup_containers
-
-port=$(( 20000 + (RANDOM % 20000) ))
-while ss -ltn "sport = :$port" | grep -q LISTEN; do port=$(( port + 1 )); done
-U=http://127.0.0.1:$port
-TA=token-a-$$-$RANDOM
-TB=token-b-$$-$RANDOM
-sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+. "$here/../lib/api.sh"
 
 cat >"$work/config.json" <<JSON
 {
@@ -63,38 +28,6 @@ cat >"$work/config.json" <<JSON
   }
 }
 JSON
-
-start_daemon() {
-    "$SANDPOOLD" --config "$work/config.json" >>"$work/daemon.log" 2>&1 &
-    daemon_pid=$!
-}
-stop_daemon() { # SIGTERM, wait
-    kill -TERM "$daemon_pid" 2>/dev/null
-    for _ in $(seq 1 100); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
-    wait "$daemon_pid" 2>/dev/null; daemon_pid=
-}
-ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/readyz")" = 200 ]; }
-
-# api METHOD PATH TOKEN [BODY] -> body on stdout, status in $work/status
-api() {
-    local auth=()
-    [ -n "$3" ] && auth=(-H "Authorization: Bearer $3")
-    curl -s -o "$work/body" -w '%{http_code}' -X "$1" "${auth[@]}" \
-        ${4:+-H 'Content-Type: application/json' --data-binary "$4"} "$U$2" >"$work/status"
-    cat "$work/body"
-}
-status() { cat "$work/status"; }
-new_session() { api POST /v1/sessions "$1" "${2:-}" | jq -r .id; }
-run() { api POST "/v1/sessions/$2/execute" "$1" "$3"; }
-# run_bg TOKEN SESSION BODY OUTFILE: for executions sent in the background; leaves the shared
-# $work/body and $work/status files to the foreground calls.
-run_bg() {
-    curl -s -o "$4" -X POST -H "Authorization: Bearer $1" -H 'Content-Type: application/json' \
-        --data-binary "$3" "$U/v1/sessions/$2/execute" &
-}
-metric() { curl -s "$U/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
-listed() { api GET /v1/sessions "$1" | jq -e --arg id "$2" '.sessions[] | select(.id == $id)' >/dev/null; }
-not_listed() { ! listed "$@"; }
 
 start_redis
 start_daemon

@@ -38,6 +38,7 @@ it comes) and the last 1/4 (sent before "done"); "done" carries the exact byte c
 import ast
 import codecs
 import errno
+import hashlib
 import json
 import os
 import selectors
@@ -55,6 +56,8 @@ RESULT_REPR_MAX = 65536      # a trailing expression's repr is cut beyond this
 DEFAULT_MAX_OUTPUT = 1 << 20
 KERNEL_FILE = os.path.abspath(__file__)
 WORKSPACE = os.environ.get("SANDPOOL_WORKSPACE", "/workspace")
+ARTIFACTS = os.path.join(WORKSPACE, ".sandpool", "artifacts")
+MAX_ARTIFACTS = 32  # figures saved per execution
 
 
 def jdump(obj):
@@ -140,11 +143,13 @@ class Worker:
         self.counter = 0
         self.ns = {"__name__": "__main__", "__builtins__": __builtins__}
 
-    def run(self, code):
-        """Runs code like the Python prompt: statements, then the value of a trailing expression."""
+    def run(self, code, exec_id="x"):
+        """Runs code like the Python prompt: statements, then the value of a trailing expression.
+        Figures left open and a trailing value with _repr_png_ become PNG artifacts."""
         self.counter += 1
         filename = "<cell-%d>" % self.counter
         reply = {"status": "ok", "result": None, "error": None}
+        value = None
         try:
             tree = ast.parse(code, filename, "exec")
             last = None
@@ -163,7 +168,47 @@ class Worker:
             reply = {"status": "interrupted", "result": None, "error": describe_error(exc)}
         except BaseException as exc:  # noqa: BLE001 - SystemExit too: the namespace stays
             reply = {"status": "error", "result": None, "error": describe_error(exc)}
+        self.save_artifacts(exec_id, value)
         return reply
+
+    def artifact(self, exec_id, data_or_fig):
+        """Writes one PNG under ARTIFACTS and announces it on the control channel as soon as the
+        file is complete (the daemon streams it as an SSE event)."""
+        self.n_artifacts += 1
+        name = "%s-%d.png" % (exec_id, self.n_artifacts)
+        path = os.path.join(ARTIFACTS, name)
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        tmp = path + ".part"
+        if isinstance(data_or_fig, (bytes, bytearray)):
+            with open(tmp, "wb") as f:
+                f.write(data_or_fig)
+        else:
+            data_or_fig.savefig(tmp, format="png")
+        os.rename(tmp, path)
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 16), b""):
+                digest.update(chunk)
+        entry = {"path": os.path.relpath(path, WORKSPACE), "mime": "image/png",
+                 "size": os.path.getsize(path), "sha256": digest.hexdigest()}
+        self.ctl.sendall(jdump({"t": "artifact", "id": exec_id, "entry": entry}))
+
+    def save_artifacts(self, exec_id, value):
+        self.n_artifacts = 0
+        try:
+            png = getattr(value, "_repr_png_", None)
+            if callable(png) and not isinstance(value, type):
+                data = png()
+                if isinstance(data, (bytes, bytearray)) and data:
+                    self.artifact(exec_id, data)
+            plt = sys.modules.get("matplotlib.pyplot")
+            if plt is not None:
+                for num in plt.get_fignums()[:MAX_ARTIFACTS]:
+                    self.artifact(exec_id, plt.figure(num))
+                plt.close("all")
+        except Exception as exc:  # noqa: BLE001 - a broken figure must not cost the namespace
+            print("sandpool: could not save a figure: %s: %s" % (type(exc).__name__, exc),
+                  file=sys.stderr)
 
     def loop(self):
         buf = b""
@@ -178,7 +223,13 @@ class Worker:
                 buf += chunk
             line, buf = buf.split(b"\n", 1)
             req = json.loads(line)
-            reply = self.run(req["code"])
+            try:  # peak resident memory of this execution: reset the high-water mark first
+                with open("/proc/self/clear_refs", "w") as f:
+                    f.write("5")
+            except OSError:
+                pass
+            reply = self.run(req["code"], req["id"])
+            reply["peak_rss"] = vm_hwm()
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()
@@ -186,6 +237,49 @@ class Worker:
                     pass
             reply["id"] = req["id"]
             self.ctl.sendall(jdump(reply))
+
+
+def vm_hwm():
+    """This process's peak resident memory in bytes since the last reset."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def cgroup_read(paths):
+    """The first readable value among (path, key): a whole file (key None) or a "key value"
+    line. cgroup v1 and v2 lay the same counters out differently."""
+    for path, key in paths:
+        try:
+            with open(path) as f:
+                if key is None:
+                    return int(f.read().split()[0])
+                for line in f:
+                    k, _, v = line.partition(" ")
+                    if k == key:
+                        return int(v)
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def cgroup_cpu_ns():
+    v = cgroup_read([("/sys/fs/cgroup/cpuacct/cpuacct.usage", None),
+                     ("/sys/fs/cgroup/cpu.stat", "usage_usec")])
+    if v is not None and os.path.exists("/sys/fs/cgroup/cpu.stat") and \
+            not os.path.exists("/sys/fs/cgroup/cpuacct"):
+        v *= 1000  # v2 counts microseconds
+    return v
+
+
+def cgroup_peak():
+    return cgroup_read([("/sys/fs/cgroup/memory/memory.max_usage_in_bytes", None),
+                        ("/sys/fs/cgroup/memory.peak", None)])
 
 
 def worker_main(ctl, out_w, err_w):
@@ -213,6 +307,9 @@ def worker_main(ctl, out_w, err_w):
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1,
                       closefd=False)
     sys.__stdout__, sys.__stderr__, sys.__stdin__ = sys.stdout, sys.stderr, sys.stdin
+    # plt.show() has nowhere to show on Agg: figures come back as artifacts, not as a warning.
+    import warnings
+    warnings.filterwarnings("ignore", message=".*non-interactive.*")
     try:
         os.chdir(WORKSPACE)
     except OSError:
@@ -282,6 +379,9 @@ class Execution:
         self.exited_at = None
         self.started = time.monotonic()
         self.interrupted = False
+        self.cpu0 = cgroup_cpu_ns()
+        self.peak0 = cgroup_peak()
+        self.peak_rss = 0
 
 
 class Supervisor:
@@ -489,10 +589,26 @@ class Supervisor:
                 self.send({"t": "out", "id": ex.id, "s": cap.tag, "d": text})
             trunc[cap.tag] = [cap.total, dropped]
         msg = {"t": "done", "id": ex.id, "gen": self.gen, "truncated": trunc,
-               "duration_ms": int((time.monotonic() - ex.started) * 1000)}
+               "duration_ms": int((time.monotonic() - ex.started) * 1000),
+               "resources": self.resources(ex)}
         msg.update(fields)
         self.current = None
         self.send(msg)
+
+    @staticmethod
+    def resources(ex):
+        """CPU of the whole container during the execution (its cgroup), and the execution's
+        peak memory: the container's cgroup peak when the execution set a new one, otherwise
+        the peak of the interpreter (code) or of the command's processes."""
+        cpu1, peak1 = cgroup_cpu_ns(), cgroup_peak()
+        cpu_ms = (cpu1 - ex.cpu0) // 1000000 if cpu1 is not None and ex.cpu0 is not None else None
+        peak = ex.peak_rss
+        if ex.kind == "cmd":
+            import resource
+            peak = max(peak, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+        if peak1 is not None and ex.peak0 is not None and peak1 > ex.peak0:
+            peak = max(peak, peak1)
+        return {"cpu_ms": cpu_ms, "peak_memory_bytes": peak or None}
 
     def start_exec(self, req):
         code = req.get("code")
@@ -676,11 +792,20 @@ class Supervisor:
             del self.ctl_buf[:nl + 1]
             try:
                 reply = json.loads(line)
-                if not isinstance(reply, dict) or not isinstance(reply.get("status"), str):
-                    raise ValueError("not a reply")
+                if not isinstance(reply, dict):
+                    raise ValueError("not an object")
             except ValueError:
                 continue  # user code wrote into the control socket: ignore it
+            if reply.get("t") == "artifact":
+                if self.current is not None and self.current.id == reply.get("id"):
+                    self.drain_pipes("worker")  # output printed before it comes first
+                    self.send(reply)
+                continue
+            if not isinstance(reply.get("status"), str):
+                continue
             if self.current is not None and self.current.id == reply.get("id"):
+                if isinstance(reply.get("peak_rss"), int):
+                    self.current.peak_rss = reply["peak_rss"]
                 # Everything the worker printed is in the pipes already: take it first.
                 self.drain_pipes("worker")
                 self.finish({"status": reply["status"], "result": reply.get("result"),

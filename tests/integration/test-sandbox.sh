@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Integration test of the sandbox side against the real engine and a real Redis: the Python
+# kernel (REPL semantics, rich results, structured errors, stdin, interrupts and the grace
+# restart, the state epoch, OOM, resource records) and the files API. Drives sandpoold only over
+# HTTP. TAP output.
+#
+# Needs: SANDPOOL_TEST_ENGINE_SOCKET, SANDPOOLD, image sandpool/python, redis-server.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/tap.sh"
+NODE=sandpool-test-sandbox
+. "$here/../lib/api.sh"
+
+cat >"$work/config.json" <<JSON
+{
+  "listen": "127.0.0.1:$port",
+  "node_id": "$NODE",
+  "engine": {"socket": "$SANDPOOL_TEST_ENGINE_SOCKET"},
+  "redis": {"url": "unix://$REDIS_SOCK", "prefix": "$PREFIX"},
+  "tenants": [{"id": "a", "token_sha256": "$(sha "$TA")"},
+              {"id": "b", "token_sha256": "$(sha "$TB")"}],
+  "profiles": {
+    "python": {"image": "sandpool/python:latest", "warm": 3, "max": 8, "exec_timeout_s": 20,
+               "memory_mb": 512, "workspace_mb": 160, "interrupt_grace_ms": 2000}
+  }
+}
+JSON
+
+# sse TOKEN SESSION BODY OUTFILE: an execution as an event stream.
+sse() {
+    curl -sN -X POST -H "Authorization: Bearer $1" -H 'Accept: text/event-stream' \
+        --data-binary "$3" "$U/v1/sessions/$2/execute" >"$4"
+}
+epoch() { api GET "/v1/sessions/$2" "$1" | jq -r .kernel_epoch; }
+
+# png_ok FILE: the file is a PNG whose chunks all pass their CRC, IHDR first, IEND last, and
+# whose image data inflates to exactly height * (1 + width * bytes per pixel) bytes.
+png_ok() {
+    python3 - "$1" <<'PY'
+import struct, sys, zlib
+data = open(sys.argv[1], "rb").read()
+assert data[:8] == b"\x89PNG\r\n\x1a\n", "signature"
+pos, chunks, idat = 8, [], b""
+while pos < len(data):
+    n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+    body = data[pos + 8:pos + 8 + n]
+    crc, = struct.unpack(">I", data[pos + 8 + n:pos + 12 + n])
+    assert zlib.crc32(kind + body) == crc, "crc of %r" % kind
+    chunks.append(kind)
+    if kind == b"IDAT":
+        idat += body
+    if kind == b"IHDR":
+        w, h, depth, color = struct.unpack(">IIBB", body[:10])
+    pos += 12 + n
+assert chunks[0] == b"IHDR" and chunks[-1] == b"IEND", chunks
+channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[color]
+assert len(zlib.decompress(idat)) == h * (1 + w * channels * depth // 8), "image data size"
+PY
+}
+
+start_redis
+start_daemon
+check "readyz turns 200" wait_for 120 ready
+
+s=$(new_session "$TA")
+check_eq "a session is created" "$(status)" 201
+
+# ---- REPL semantics and errors ----------------------------------------------------------------
+run "$TA" "$s" '{"code": "def f(v):\n    return v * 2\nimport math"}' >/dev/null
+check_eq "functions and imports persist; a trailing expression is the result" \
+    "$(run "$TA" "$s" '{"code": "f(21), math.pi > 3, __name__"}' | jq -r .result)" "(42, True, '__main__')"
+run "$TA" "$s" '{"code": "x = 1\nif x:\n  y = (1,\n"}' >"$work/syntax.json"
+check_eq "SyntaxError reports its line and column" \
+    "$(jq -c '[.status, .error.name, .error.line, .error.column]' "$work/syntax.json")" '["error","SyntaxError",3,7]'
+check_eq "a traceback lists user frames only" \
+    "$(run "$TA" "$s" '{"code": "def g():\n    1 / 0\ng()"}' | jq -c '[.error.name, (.error.traceback | map(select(test("File"))) | length)]')" \
+    '["ZeroDivisionError",2]'
+run "$TA" "$s" '{"code": "input(\"name? \")", "timeout_s": 15}' >"$work/input.json"
+check_eq "input() fails at once with a clear error, not at the timeout" \
+    "$(jq -r '.status + ": " + .error.value' "$work/input.json")" \
+    "error: [Errno 9] stdin is not available in the sandbox: pass data in the code or upload a file instead"
+check "the input() failure takes well under its 15 s timeout" \
+    test "$(jq -r .duration_ms "$work/input.json")" -lt 5000
+
+# ---- rich results -----------------------------------------------------------------------------
+run "$TA" "$s" '{"code": "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])"}' >"$work/plot.json"
+check_eq "plt.plot leaves one figure: one PNG artifact" \
+    "$(jq -c '[.status, (.artifacts | length), .artifacts[0].mime]' "$work/plot.json")" '["ok",1,"image/png"]'
+art=$(jq -r '.artifacts[0].path' "$work/plot.json")
+art_sha=$(jq -r '.artifacts[0].sha256' "$work/plot.json")
+check "the artifact lives under .sandpool/artifacts/" bash -c "[[ '$art' == .sandpool/artifacts/*.png ]]"
+check_eq "the file in the sandbox has the announced size and sha256" \
+    "$(run "$TA" "$s" "{\"command\": [\"sh\", \"-c\", \"stat -c %s '$art'; sha256sum '$art'\"]}" | jq -r .stdout | tr '\n' ' ' | cut -d' ' -f1,2)" \
+    "$(jq -r '.artifacts[0] | "\(.size) \(.sha256)"' "$work/plot.json")"
+check_eq "the figure was closed: the next execution has no artifact" \
+    "$(run "$TA" "$s" '{"code": "len(plt.get_fignums())"}' | jq -c '[.result, (.artifacts | length)]')" '["0",0]'
+check_eq "an object with _repr_png_ as the trailing value becomes an artifact" \
+    "$(run "$TA" "$s" '{"code": "import io\nclass Img:\n    def _repr_png_(self):\n        b = io.BytesIO()\n        plt.figure(figsize=(1, 1)).savefig(b, format=\"png\")\n        plt.close(\"all\")\n        return b.getvalue()\nImg()"}' | jq -c '[(.artifacts | length), .artifacts[0].mime]')" \
+    '[1,"image/png"]'
+sse "$TA" "$s" '{"code": "print(\"before\")\nplt.figure(); plt.plot([3, 1])\nplt.figure(); plt.bar([1], [2])"}' "$work/art.sse"
+check_eq "SSE: output, then one artifact event per figure, then done" \
+    "$(grep '^event:' "$work/art.sse" | cut -d' ' -f2 | tr '\n' ' ')" "stdout artifact artifact done "
+check_eq "SSE: the artifact events carry the entries of the done event" \
+    "$(grep '^data:' "$work/art.sse" | sed -n 2,3p | cut -c7- | jq -s -c 'map(.sha256)')" \
+    "$(grep '^data:' "$work/art.sse" | tail -1 | cut -c7- | jq -c '.artifacts | map(.sha256)')"
+
+# ---- resources ---------------------------------------------------------------------------------
+run "$TA" "$s" '{"code": "big = b\"a\" * (200 * 1024 * 1024)\ndel big\nsum(range(3 * 10**7))"}' >"$work/res.json"
+check "resources: peak memory covers a 200 MiB allocation" \
+    test "$(jq -r '.resources.peak_memory_bytes' "$work/res.json")" -ge $((200 * 1024 * 1024))
+check "resources: a busy loop is counted in cpu_ms" \
+    test "$(jq -r '.resources.cpu_ms' "$work/res.json")" -gt 0
+run "$TA" "$s" '{"code": "1"}' >"$work/res2.json"
+check "resources: the peak is per execution (a trivial one stays far below 200 MiB)" \
+    test "$(jq -r '.resources.peak_memory_bytes' "$work/res2.json")" -lt $((100 * 1024 * 1024))
+
+# ---- timeouts, interrupts, epochs --------------------------------------------------------------
+e0=$(epoch "$TA" "$s")
+check_eq "the epoch starts at 1" "$e0" 1
+check_eq "sleep past timeout_s: timeout, state preserved, same epoch" \
+    "$(run "$TA" "$s" '{"code": "import time\nx = 5\ntime.sleep(100)", "timeout_s": 1}' | jq -c '[.status, .state_preserved, .kernel_epoch]')" \
+    '["timeout",true,1]'
+check_eq "x is still 5" "$(run "$TA" "$s" '{"code": "x"}' | jq -r .result)" 5
+check_eq "catastrophic re backtracking is interrupted at the deadline, state kept" \
+    "$(run "$TA" "$s" '{"code": "import re\nre.match(r\"(a+)+$\", \"a\" * 40 + \"b\")", "timeout_s": 1}' | jq -c '[.status, .state_preserved, .kernel_epoch]')" \
+    '["timeout",true,1]'
+# CPython's re checks for signals while it backtracks; sum() over a C iterator never does.
+run "$TA" "$s" '{"code": "import itertools\nsum(itertools.repeat(1, 10**13))", "timeout_s": 1}' >"$work/re.json"
+check_eq "a busy loop in C that never sees KeyboardInterrupt: timeout, state lost, new epoch" \
+    "$(jq -c '[.status, .state_preserved, .kernel_epoch]' "$work/re.json")" '["timeout",false,2]'
+check "it ended no sooner than deadline + grace (1 s + 2 s)" \
+    test "$(jq -r .duration_ms "$work/re.json")" -ge 2900
+check_eq "the session's epoch moved with it" "$(epoch "$TA" "$s")" 2
+check_eq "the namespace is fresh: x is gone" \
+    "$(run "$TA" "$s" '{"code": "x"}' | jq -r .error.name)" NameError
+
+check_eq "interrupt with nothing running: 409 not_running" \
+    "$(api POST "/v1/sessions/$s/interrupt" "$TA" | jq -r .error.code)/$(status)" "not_running/409"
+run "$TA" "$s" '{"code": "kept = 7"}' >/dev/null
+run_bg "$TA" "$s" '{"code": "import time\ntime.sleep(30)"}' "$work/int.json"
+bg=$!
+sleep 1
+api POST "/v1/sessions/$s/interrupt" "$TA" >"$work/int-reply.json"
+check_eq "POST interrupt answers 202 with the execution's id" "$(status)" 202
+wait $bg
+check_eq "the interrupted execution: interrupted, state preserved, same epoch" \
+    "$(jq -c '[.status, .state_preserved, .kernel_epoch, .error.name]' "$work/int.json")" '["interrupted",true,2,"KeyboardInterrupt"]'
+check_eq "the reply named that execution" "$(jq -r .execution_id "$work/int-reply.json")" "$(jq -r .id "$work/int.json")"
+check_eq "variables survive the interrupt" "$(run "$TA" "$s" '{"code": "kept"}' | jq -r .result)" 7
+run_bg "$TA" "$s" '{"code": "import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass"}' "$work/swallow.json"
+bg=$!
+sleep 1
+api POST "/v1/sessions/$s/interrupt" "$TA" >/dev/null
+wait $bg
+check_eq "code that swallows the interrupt is restarted after the grace period" \
+    "$(jq -c '[.status, .state_preserved, .kernel_epoch]' "$work/swallow.json")" '["interrupted",false,3]'
+
+run "$TA" "$s" '{"code": "v = 1"}' >/dev/null
+check_eq "POST restart answers the new epoch" \
+    "$(api POST "/v1/sessions/$s/restart" "$TA" | jq -c .)/$(status)" '{"kernel_epoch":4}/200'
+check_eq "after a restart the variables are gone" \
+    "$(run "$TA" "$s" '{"code": "v"}' | jq -c '[.error.name, .kernel_epoch]')" '["NameError",4]'
+run_bg "$TA" "$s" '{"code": "import time\ntime.sleep(30)"}' "$work/rs.json"
+bg=$!
+sleep 1
+api POST "/v1/sessions/$s/restart" "$TA" >/dev/null
+wait $bg
+check_eq "a restart during an execution ends it as interrupted, state lost" \
+    "$(jq -c '[.status, .state_preserved, .kernel_epoch]' "$work/rs.json")" '["interrupted",false,5]'
+check_eq "and the session answers at once afterwards" \
+    "$(run "$TA" "$s" '{"code": "print(1)"}' | jq -c '[.status, .stdout, .kernel_epoch]')" '["ok","1\n",5]'
+check_eq "restart of another tenant's session: 404" \
+    "$(api POST "/v1/sessions/$s/restart" "$TB" | jq -r .error.code)/$(status)" "not_found/404"
+
+# ---- OOM ---------------------------------------------------------------------------------------
+n=$(new_session "$TA")
+run "$TA" "$n" '{"code": "neighbour = 42"}' >/dev/null
+run "$TA" "$s" '{"code": "mine = 1\nhog = b\"x\" * (2 * 1024**3)"}' >"$work/oom.json"
+check_eq "2 GiB in a 512 MB profile: status oom, state lost, new epoch" \
+    "$(jq -c '[.status, .state_preserved, .kernel_epoch]' "$work/oom.json")" '["oom",false,6]'
+check_eq "the session runs print(1) fine afterwards" \
+    "$(run "$TA" "$s" '{"code": "print(1)"}' | jq -c '[.status, .stdout, .kernel_epoch]')" '["ok","1\n",6]'
+check_eq "the neighbour session's variables are untouched" \
+    "$(run "$TA" "$n" '{"code": "neighbour"}' | jq -c '[.result, .kernel_epoch]')" '["42",1]'
+
+if [ "$TAP_FAILED" -gt 0 ]; then
+    echo "# daemon log:"; sed 's/^/# /' "$work/daemon.log" | tail -40
+fi
+tap_done
