@@ -604,6 +604,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
         .pools = s->pools,
         .n_pools = s->n_pools,
         .sessions = s->sessions,
+        .engine = s->docker,
         .engine_ok = backend_engine_ok,
         .redis_ok = backend_redis_ok,
         .draining = backend_draining,

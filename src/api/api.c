@@ -29,11 +29,9 @@
 #include "log/log.h"
 #include "pool/pool.h"
 #include "sandpool/api.h"
+#include "util/hashmap.h"
 #include "util/macro.h"
 #include "util/parse.h"
-
-#define MAX_HEADERS_BYTES 16384
-#define CONN_TIMEOUT_S    60
 
 struct route {
     enum evhttp_cmd_type method;
@@ -209,19 +207,31 @@ static const struct route routes[] = {
     {EVHTTP_REQ_POST, "/v1/sessions/*/execute", api_sessions_execute},
     {EVHTTP_REQ_POST, "/v1/sessions/*/interrupt", api_sessions_interrupt},
     {EVHTTP_REQ_POST, "/v1/sessions/*/restart", api_sessions_restart},
+    {EVHTTP_REQ_GET, "/v1/sessions/*/files", api_files_list},
+    {EVHTTP_REQ_GET, "/v1/sessions/*/files/**", api_files_get},
+    {EVHTTP_REQ_PUT, "/v1/sessions/*/files/**", api_files_put},
+    {EVHTTP_REQ_DELETE, "/v1/sessions/*/files/**", api_files_delete},
 };
 
 #define MAX_PARAMS 4
 #define MAX_PARAM  128
 
-/* Matches a path against a pattern where "*" stands for one non-empty segment, copying the
- * segments into params (at most MAX_PARAMS of at most MAX_PARAM bytes). */
+/* Matches a path against a pattern where "*" stands for one non-empty segment and a final "**"
+ * for the non-empty rest of the path, slashes included. The segments are copied into params:
+ * at most MAX_PARAMS, each "*" of at most MAX_PARAM bytes; "**" is left in the path and its
+ * offset stored in *rest. */
 static bool
-path_matches(const char *pattern, const char *path, char params[MAX_PARAMS][MAX_PARAM])
+path_matches(const char *pattern, const char *path, char params[MAX_PARAMS][MAX_PARAM],
+             size_t *rest)
 {
+    const char *start = path;
     int np = 0;
 
     while (*pattern != '\0' && *path != '\0') {
+        if (pattern[0] == '*' && pattern[1] == '*') {
+            *rest = (size_t)(path - start);
+            return true;
+        }
         if (*pattern == '*') {
             const char *slash = strchr(path, '/');
             size_t seg = slash ? (size_t)(slash - path) : strlen(path);
@@ -259,12 +269,21 @@ on_request(struct evhttp_request *req, void *arg)
         evhttp_uri_free(parsed);
         return;
     }
+    if (api_body_held(a, req) != NULL) {
+        /* A held body (body.c) not consumed by its handler closes the connection after the
+         * reply: its bytes must never be read as the next request. */
+        (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+    }
     for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
         char params[MAX_PARAMS][MAX_PARAM];
-        const char *p[MAX_PARAMS] = {params[0], params[1], params[2], params[3]};
+        const char *p[MAX_PARAMS + 1] = {params[0], params[1], params[2], params[3], NULL};
+        size_t rest = 0;
 
-        if (!path_matches(routes[i].pattern, path, params)) {
+        if (!path_matches(routes[i].pattern, path, params, &rest)) {
             continue;
+        }
+        if (rest > 0) {
+            p[1] = path + rest; /* routes with "**" have one "*" before it */
         }
         path_known = true;
         if (routes[i].method == method ||
@@ -329,9 +348,11 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
     a->cfg = cfg;
     a->backend = backend;
     a->http = OOM_CHECK(evhttp_new(base));
-    evhttp_set_max_headers_size(a->http, MAX_HEADERS_BYTES);
+    a->conns = hashmap_new();
+    evhttp_set_bevcb(a->http, api_conn_bev_new, a); /* streamed uploads: body.c */
+    evhttp_set_max_headers_size(a->http, API_MAX_HEADERS_BYTES);
     evhttp_set_max_body_size(a->http, cfg->http_max_body_bytes);
-    evhttp_set_timeout(a->http, CONN_TIMEOUT_S);
+    evhttp_set_timeout(a->http, API_CONN_TIMEOUT_S);
     evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
                                             EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD);
     evhttp_set_gencb(a->http, on_request, a);
@@ -373,6 +394,7 @@ api_free(struct api *a)
         return NULL;
     }
     evhttp_free(a->http);
+    hashmap_free(a->conns);
     if (a->unix_path[0] != '\0') {
         (void)unlink(a->unix_path);
     }

@@ -14,6 +14,7 @@
 #include "util/err.h"
 
 struct event_base;
+struct docker_client;
 struct evhttp_request;
 struct pool;
 struct session_manager;
@@ -26,6 +27,7 @@ struct api_backend {
     struct pool **pools; /* borrowed array of n_pools */
     size_t n_pools;
     struct session_manager *sessions; /* borrowed */
+    struct docker_client *engine;     /* borrowed: file transfers exec in the sandboxes */
     /* Returns true when the engine answered recently; writes a reason otherwise. */
     bool (*engine_ok)(void *userdata, char *why, size_t n);
     bool (*redis_ok)(void *userdata, char *why, size_t n);

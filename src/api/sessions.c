@@ -142,9 +142,9 @@ api_require_tenant(struct api *a, struct evhttp_request *req)
     return NULL;
 }
 
-/* The tenant's session named by params[0], or NULL after replying 404. */
-static struct session *
-find_session(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t, const char *id)
+struct session *
+api_find_session(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t,
+                 const char *id)
 {
     struct session *s = str_is_name(id, 64) ? session_find(a->backend->sessions, t->id, id) : NULL;
 
@@ -331,7 +331,7 @@ void
 api_sessions_get(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     const struct cfg_tenant *t = api_require_tenant(a, req);
-    struct session *s = t != NULL ? find_session(a, req, t, params[0]) : NULL;
+    struct session *s = t != NULL ? api_find_session(a, req, t, params[0]) : NULL;
 
     if (s == NULL) {
         return;
@@ -360,7 +360,7 @@ void
 api_sessions_delete(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     const struct cfg_tenant *t = api_require_tenant(a, req);
-    struct session *s = t != NULL ? find_session(a, req, t, params[0]) : NULL;
+    struct session *s = t != NULL ? api_find_session(a, req, t, params[0]) : NULL;
     struct err e = {0};
     struct call *c;
 
@@ -495,7 +495,7 @@ void
 api_sessions_execute(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     const struct cfg_tenant *t = api_require_tenant(a, req);
-    struct session *s = t != NULL ? find_session(a, req, t, params[0]) : NULL;
+    struct session *s = t != NULL ? api_find_session(a, req, t, params[0]) : NULL;
     struct exec_req er = {0};
     struct err e = {0};
     json_t *body = NULL;
@@ -538,7 +538,7 @@ void
 api_sessions_interrupt(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     const struct cfg_tenant *t = api_require_tenant(a, req);
-    struct session *s = t != NULL ? find_session(a, req, t, params[0]) : NULL;
+    struct session *s = t != NULL ? api_find_session(a, req, t, params[0]) : NULL;
     const char *exec_id = NULL;
     struct err e = {0};
 
@@ -575,7 +575,7 @@ void
 api_sessions_restart(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     const struct cfg_tenant *t = api_require_tenant(a, req);
-    struct session *s = t != NULL ? find_session(a, req, t, params[0]) : NULL;
+    struct session *s = t != NULL ? api_find_session(a, req, t, params[0]) : NULL;
     struct err e = {0};
     struct call *c;
 

@@ -2,9 +2,9 @@
  *
  * Steps: CREATE (POST /containers/{id}/exec) -> STREAM (hijacked start; stdin is written in
  * slices of at most 1 MiB as the socket drains, then half-closed) -> INSPECT (GET /exec/{id}/json
- * until Running is false, backing off 5..100 ms) -> done. One evtimer bounds the whole run. The
- * runner owns whichever engine call or stream is in flight and cancels it on every exit path, so
- * exactly one completion reaches the caller. */
+ * until Running is false, backing off 5..100 ms) -> done. One evtimer bounds the whole run, or,
+ * when streaming, the time without progress. The runner owns whichever engine call or stream is
+ * in flight and cancels it on every exit path, so exactly one completion reaches the caller. */
 #include "exec.h"
 
 #include <errno.h>
@@ -31,6 +31,9 @@ struct docker_exec_run {
     size_t stdin_len, stdin_off;
     bool with_stdin;
     unsigned retry_ms;
+    /* streaming: the caller feeds stdin and takes stdout */
+    const struct docker_exec_io *io;
+    unsigned idle_ms;
     struct docker_exec_result res;
     docker_exec_run_cb *cb;
     void *userdata;
@@ -114,6 +117,18 @@ on_retry(evutil_socket_t fd, short what, void *arg)
     start_inspect(arg);
 }
 
+/* Streaming: progress pushes the deadline back. */
+static void
+touch(struct docker_exec_run *run)
+{
+    struct timeval tv;
+
+    if (run->io != NULL) {
+        time_tv_from_ms(&tv, run->idle_ms);
+        (void)evtimer_add(run->deadline, &tv);
+    }
+}
+
 static void
 feed_stdin(struct docker_exec_run *run)
 {
@@ -139,6 +154,11 @@ on_stream_data(struct docker_hijack *h, enum docker_stream stream, const char *d
     /* The engine's own error text (stream 3) goes with stderr: it is not program output. */
     bool to_err = stream == DOCKER_STREAM_STDERR || stream == DOCKER_STREAM_SYSTEMERR;
     struct buf *b = to_err ? &run->res.err : &run->res.out;
+
+    if (run->io != NULL && !to_err) {
+        touch(run);
+        return run->io->on_stdout(data, n, run->userdata);
+    }
     bool *trunc = to_err ? &run->res.err_truncated : &run->res.out_truncated;
     size_t room = b->max - b->len;
 
@@ -157,7 +177,12 @@ on_stream_event(struct docker_hijack *h, enum docker_hijack_event ev, int r, con
     switch (ev) {
     case DOCKER_HIJACK_OPEN:
     case DOCKER_HIJACK_DRAINED:
-        if (run->with_stdin) {
+        if (run->io != NULL) {
+            touch(run);
+            if (run->io->on_writable != NULL) {
+                run->io->on_writable(run->userdata);
+            }
+        } else if (run->with_stdin) {
             feed_stdin(run);
         }
         return;
@@ -201,33 +226,95 @@ on_created(int r, json_t *result, const struct err *e, void *userdata)
     }
 }
 
-struct docker_exec_run *
-docker_exec_run(struct docker_client *c, const char *id, const struct docker_exec_spec *spec,
-                const void *stdin_data, size_t stdin_len, size_t max_output, unsigned timeout_ms,
-                docker_exec_run_cb *cb, void *userdata)
+static struct docker_exec_run *
+run_new(struct docker_client *c, size_t max_output, unsigned timeout_ms, docker_exec_run_cb *cb,
+        void *userdata)
 {
     struct docker_exec_run *run = xcalloc(1, sizeof(*run));
-    struct docker_exec_spec s = *spec;
     struct timeval tv;
 
     run->client = c;
     run->cb = cb;
     run->userdata = userdata;
-    run->with_stdin = stdin_data != NULL;
-    if (run->with_stdin) {
-        run->stdin_data = xmalloc(stdin_len);
-        memcpy(run->stdin_data, stdin_data, stdin_len);
-        run->stdin_len = stdin_len;
-    }
     buf_init(&run->res.out, max_output);
     buf_init(&run->res.err, max_output);
     run->deadline = OOM_CHECK(evtimer_new(docker_client_base(c), on_deadline, run));
     run->retry = OOM_CHECK(evtimer_new(docker_client_base(c), on_retry, run));
     time_tv_from_ms(&tv, timeout_ms);
     (void)evtimer_add(run->deadline, &tv);
+    return run;
+}
+
+struct docker_exec_run *
+docker_exec_run(struct docker_client *c, const char *id, const struct docker_exec_spec *spec,
+                const void *stdin_data, size_t stdin_len, size_t max_output, unsigned timeout_ms,
+                docker_exec_run_cb *cb, void *userdata)
+{
+    struct docker_exec_run *run = run_new(c, max_output, timeout_ms, cb, userdata);
+    struct docker_exec_spec s = *spec;
+
+    run->with_stdin = stdin_data != NULL;
+    if (run->with_stdin) {
+        run->stdin_data = xmalloc(stdin_len);
+        memcpy(run->stdin_data, stdin_data, stdin_len);
+        run->stdin_len = stdin_len;
+    }
     s.attach_stdin = run->with_stdin;
     run->call = docker_exec_create(c, id, &s, on_created, run);
     return run;
+}
+
+struct docker_exec_run *
+docker_exec_stream(struct docker_client *c, const char *id, const struct docker_exec_spec *spec,
+                   const struct docker_exec_io *io, size_t max_stderr, unsigned idle_ms,
+                   docker_exec_run_cb *cb, void *userdata)
+{
+    struct docker_exec_run *run = run_new(c, max_stderr, idle_ms, cb, userdata);
+
+    run->io = io;
+    run->idle_ms = idle_ms;
+    run->with_stdin = spec->attach_stdin;
+    run->call = docker_exec_create(c, id, spec, on_created, run);
+    return run;
+}
+
+int
+docker_exec_write(struct docker_exec_run *run, const void *data, size_t n)
+{
+    if (run->stream == NULL || !docker_hijack_is_open(run->stream)) {
+        return -EPIPE;
+    }
+    touch(run);
+    return docker_hijack_write(run->stream, data, n);
+}
+
+size_t
+docker_exec_queued(const struct docker_exec_run *run)
+{
+    return run->stream != NULL ? docker_hijack_queued(run->stream) : 0;
+}
+
+void
+docker_exec_close_stdin(struct docker_exec_run *run)
+{
+    if (run->stream != NULL) {
+        docker_hijack_shutdown_write(run->stream);
+    }
+}
+
+void
+docker_exec_pause(struct docker_exec_run *run, bool pause)
+{
+    if (run->stream != NULL) {
+        docker_hijack_pause_read(run->stream, pause);
+    }
+    /* The idle clock runs only while the process may make progress: a slow reader on the
+     * caller's side is the caller's to bound. */
+    if (pause) {
+        (void)evtimer_del(run->deadline);
+    } else {
+        touch(run);
+    }
 }
 
 void

@@ -1207,6 +1207,12 @@ session_profile(const struct session *s)
     return s->profile;
 }
 
+const char *
+session_container(const struct session *s)
+{
+    return s->state != SESSION_ENDING && s->slot != NULL ? pool_slot_container(s->slot) : NULL;
+}
+
 static json_t *
 time_json(uint64_t wall_ms)
 {

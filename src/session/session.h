@@ -113,6 +113,8 @@ int session_end(struct session *s, session_end_cb *cb, void *userdata, struct er
 json_t *session_to_json(const struct session *s);
 const char *session_id(const struct session *s);
 const struct cfg_profile *session_profile(const struct session *s);
+/* The id of the container serving the session, or NULL while it is being ended. */
+const char *session_container(const struct session *s);
 
 /* ---- executions ------------------------------------------------------------------------------ */
 

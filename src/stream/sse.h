@@ -15,8 +15,6 @@ struct stream_sse;
 
 typedef struct json_t json_t;
 
-#define STREAM_SSE_HIGH_WATER (1u << 20)
-
 /* Called when a backlog that passed the high-water mark has been written. */
 typedef void stream_sse_drained_cb(void *userdata);
 

@@ -1,0 +1,568 @@
+/* File endpoints of the HTTP API v1 (the workspace of a session, /workspace):
+ *
+ *   GET    /v1/sessions/{id}/files?dir=D    list a directory (the workspace itself by default)
+ *   GET    /v1/sessions/{id}/files/{path}   download, streamed, with Content-Length
+ *   PUT    /v1/sessions/{id}/files/{path}   upload the raw body, streamed (201)
+ *   DELETE /v1/sessions/{id}/files/{path}   delete a file or a directory tree (204)
+ *
+ * {path} is percent-decoded and then checked by files_normalize(); the in-sandbox helper checks
+ * it again and never follows a symlink (files.h). Bytes go through the daemon in bounded slices
+ * both ways: an upload's body is read from the socket only as fast as the sandbox takes it
+ * (body.c), a download is read from the sandbox only as fast as the client takes it
+ * (stream/out.h). Neither is ever held whole in memory.
+ *
+ * An upload that is refused while its body is still unread (too large, bad path, no space) is
+ * answered at once when the client waits for "100 Continue" or the rest is too large to be worth
+ * reading; the connection then closes. Otherwise the rest of the body is read and dropped first,
+ * so that the client, which is still sending, reads the answer instead of a reset. */
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+
+#define LOG_MODULE "api"
+#include "api/api-internal.h"
+#include "files/files.h"
+#include "log/log.h"
+#include "session/session.h"
+#include "stream/out.h"
+#include "util/macro.h"
+#include "util/parse.h"
+
+#define DISCARD_MAX ((uint64_t)16 << 20) /* an unwanted body up to this size is read, not reset */
+#define FEED_SLICE  65536u
+
+struct fcall {
+    struct api *a;
+    struct evhttp_request *req; /* NULL once the client went away */
+    struct evhttp_connection *conn;
+    struct files_op *op; /* NULL once it completed */
+    char tenant[65], session[65];
+    char path[FILES_PATH_MAX + 1];
+    /* upload */
+    struct api_conn *held;     /* the body waiting in the socket, or NULL: ... */
+    struct evbuffer *buffered; /* ... evhttp read it (chunked or empty) */
+    EVP_MD_CTX *sha;
+    uint64_t size, received;
+    bool fed;      /* every byte went to the helper */
+    bool paused;   /* the body read waits for the sandbox */
+    int pending_r; /* the answer waiting for an unwanted body to be read */
+    char pending_msg[256];
+    /* download */
+    struct stream_out *out;
+    bool head;
+};
+
+static void
+fcall_free(struct fcall *fc)
+{
+    EVP_MD_CTX_free(fc->sha);
+    free(fc);
+}
+
+static void
+on_conn_close(struct evhttp_connection *conn, void *arg)
+{
+    struct fcall *fc = arg;
+
+    files_cancel(fc->op); /* the helper sees its stream close and cleans up after itself */
+    if (fc->held != NULL) {
+        api_body_cancel(fc->held);
+    }
+    if (fc->out != NULL) {
+        stream_out_abandon(fc->out);
+    }
+    fcall_free(fc);
+}
+
+static struct fcall *
+fcall_new(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t, struct session *s,
+          const char *path)
+{
+    struct fcall *fc = xcalloc(1, sizeof(*fc));
+
+    fc->a = a;
+    fc->req = req;
+    fc->conn = evhttp_request_get_connection(req);
+    (void)snprintf(fc->tenant, sizeof(fc->tenant), "%s", t->id);
+    (void)snprintf(fc->session, sizeof(fc->session), "%s", session_id(s));
+    (void)snprintf(fc->path, sizeof(fc->path), "%s", path);
+    evhttp_connection_set_closecb(fc->conn, on_conn_close, fc);
+    return fc;
+}
+
+/* The request is answered (or about to be): stop watching the connection, free the call. */
+static void
+fcall_end(struct fcall *fc)
+{
+    struct session *s = session_find(fc->a->backend->sessions, fc->tenant, fc->session);
+
+    if (s != NULL) {
+        session_touch(s); /* a long transfer is activity until its end */
+    }
+    evhttp_connection_set_closecb(fc->conn, NULL, NULL);
+    files_cancel(fc->op);
+    if (fc->held != NULL) {
+        api_body_cancel(fc->held);
+    }
+    fcall_free(fc);
+}
+
+/* ---- common checks --------------------------------------------------------------------------- */
+
+/* Authenticates, finds the session, normalizes the client's path (decoded, len bytes) and starts
+ * the call that follows the request, with the path in fc->path and the sandbox in *ft. NULL after
+ * replying. */
+static struct fcall *
+begin(struct api *a, struct evhttp_request *req, const char *const *params, const char *path,
+      size_t len, bool allow_root, struct files_target *ft, struct session **ret_s)
+{
+    const struct cfg_tenant *t = api_require_tenant(a, req);
+    struct session *s = t != NULL ? api_find_session(a, req, t, params[0]) : NULL;
+    char out[FILES_PATH_MAX + 1];
+    struct err e = {0};
+
+    if (s == NULL) {
+        return NULL;
+    }
+    ft->engine = a->backend->engine;
+    ft->container = session_container(s);
+    ft->user = session_profile(s)->user;
+    if (ft->container == NULL) {
+        api_reply_error(req, -ENOENT, "no such session (it is ending)");
+        return NULL;
+    }
+    session_touch(s);
+    if (files_normalize(path, len, allow_root, out, sizeof(out), &e) < 0) {
+        api_reply_error(req, e.code, "%s", e.msg);
+        return NULL;
+    }
+    if (ret_s != NULL) {
+        *ret_s = s;
+    }
+    return fcall_new(a, req, t, s, out);
+}
+
+/* begin() for the percent-encoded path of the URL (params[1]). */
+static struct fcall *
+begin_url(struct api *a, struct evhttp_request *req, const char *const *params,
+          struct files_target *ft, struct session **ret_s)
+{
+    size_t len = 0;
+    char *path = evhttp_uridecode(params[1], 0, &len);
+    struct fcall *fc;
+
+    if (path == NULL) {
+        api_reply_error(req, -EINVAL, "the path is not valid percent-encoding");
+        return NULL;
+    }
+    fc = begin(a, req, params, path, len, false, ft, ret_s); /* a NUL is refused there */
+    free(path);
+    return fc;
+}
+
+/* The helper's error, said the way the API says it. */
+static void
+reply_op_error(struct evhttp_request *req, int r, const struct err *e)
+{
+    api_reply_error(req, r, "%s", e != NULL && e->msg[0] != '\0' ? e->msg : strerror(-r));
+}
+
+/* ---- list and delete ------------------------------------------------------------------------- */
+
+static void
+on_listed(int r, json_t *result, const struct err *e, void *userdata)
+{
+    struct fcall *fc = userdata;
+
+    fc->op = NULL;
+    if (r < 0) {
+        reply_op_error(fc->req, r, e);
+    } else if (!json_is_array(json_object_get(result, "entries"))) {
+        api_reply_error(fc->req, -EPROTO, "the sandbox's file helper gave no listing");
+    } else {
+        api_reply_json_new(fc->req, 200, json_incref(result));
+    }
+    fcall_end(fc);
+}
+
+void
+api_files_list(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *query = uri != NULL ? evhttp_uri_get_query(uri) : NULL;
+    struct evkeyvalq q = {0};
+    struct files_target ft;
+    struct fcall *fc;
+    const char *dir = NULL;
+
+    TAILQ_INIT(&q);
+    if (query != NULL && evhttp_parse_query_str(query, &q) < 0) {
+        api_reply_error(req, -EINVAL, "the query string is malformed");
+        return;
+    }
+    if (query != NULL && strcasestr(query, "%00") != NULL) {
+        /* Decoded values are C strings: a NUL would cut the path silently. */
+        evhttp_clear_headers(&q);
+        api_reply_error(req, -EINVAL, "the path holds a NUL or control character");
+        return;
+    }
+    dir = evhttp_find_header(&q, "dir");
+    fc = begin(a, req, params, dir != NULL ? dir : "", dir != NULL ? strlen(dir) : 0, true, &ft,
+               NULL);
+    evhttp_clear_headers(&q);
+    if (fc != NULL) {
+        fc->op = files_list(&ft, fc->path, on_listed, fc);
+    }
+}
+
+static void
+on_deleted(int r, json_t *result, const struct err *e, void *userdata)
+{
+    struct fcall *fc = userdata;
+
+    fc->op = NULL;
+    if (r < 0) {
+        reply_op_error(fc->req, r, e);
+    } else {
+        log_info("file deleted session=%s", fc->session);
+        evhttp_send_reply(fc->req, 204, "No Content", NULL);
+    }
+    fcall_end(fc);
+}
+
+void
+api_files_delete(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    struct files_target ft;
+    struct fcall *fc = begin_url(a, req, params, &ft, NULL);
+
+    if (fc != NULL) {
+        fc->op = files_delete(&ft, fc->path, on_deleted, fc);
+    }
+}
+
+/* ---- download -------------------------------------------------------------------------------- */
+
+/* filename*=UTF-8''... (RFC 6266/8187) of the last path segment. */
+static void
+add_disposition(struct evkeyvalq *h, const char *path)
+{
+    const char *base = strrchr(path, '/');
+    char *enc = evhttp_encode_uri(base != NULL ? base + 1 : path);
+    char *v = NULL;
+
+    if (enc == NULL || asprintf(&v, "attachment; filename*=UTF-8''%s", enc) < 0) {
+        oom();
+    }
+    (void)evhttp_add_header(h, "Content-Disposition", v);
+    free(v);
+    free(enc);
+}
+
+static void
+on_get_drained(void *userdata)
+{
+    struct fcall *fc = userdata;
+
+    if (fc->op != NULL) {
+        files_pause(fc->op, false);
+    }
+}
+
+static int
+on_get_header(uint64_t size, double mtime, void *userdata)
+{
+    struct fcall *fc = userdata;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(fc->req);
+    char len[24], date[64];
+    time_t t = mtime > 0 ? (time_t)mtime : 0;
+    struct tm tm;
+
+    (void)snprintf(len, sizeof(len), "%llu", (unsigned long long)size);
+    (void)evhttp_add_header(h, "Content-Type", files_content_type(fc->path));
+    (void)evhttp_add_header(h, "Content-Length", len);
+    /* What the sandbox wrote is never rendered as this origin's content. */
+    (void)evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+    (void)evhttp_add_header(h, "Content-Security-Policy", "sandbox");
+    (void)evhttp_add_header(h, "Cache-Control", "no-store");
+    add_disposition(h, fc->path);
+    if (t > 0 && gmtime_r(&t, &tm) != NULL &&
+        strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm) > 0) {
+        (void)evhttp_add_header(h, "Last-Modified", date);
+    }
+    fc->out = stream_out_start(fc->req, 200, "OK", on_get_drained, fc);
+    return fc->head ? -ECANCELED : 0; /* HEAD: the headers were all it wanted */
+}
+
+static int
+on_get_data(const char *data, size_t n, void *userdata)
+{
+    struct fcall *fc = userdata;
+    struct evbuffer *b = OOM_CHECK(evbuffer_new());
+    bool over;
+
+    if (evbuffer_add(b, data, n) < 0) {
+        oom();
+    }
+    over = stream_out_send(fc->out, b);
+    evbuffer_free(b);
+    if (over) {
+        files_pause(fc->op, true);
+    }
+    return 0;
+}
+
+static void
+on_got(int r, json_t *result, const struct err *e, void *userdata)
+{
+    struct fcall *fc = userdata;
+
+    fc->op = NULL;
+    if (fc->out != NULL) {
+        bool broken = r < 0 && !(fc->head && r == -ECANCELED);
+
+        if (broken) {
+            log_warn("download cut session=%s: %s", fc->session, e ? e->msg : strerror(-r));
+        }
+        stream_out_end(fc->out, broken);
+        fc->out = NULL;
+    } else {
+        reply_op_error(fc->req, r, e);
+    }
+    fcall_end(fc);
+}
+
+static const struct files_get_io get_io = {
+    .on_header = on_get_header,
+    .on_data = on_get_data,
+};
+
+void
+api_files_get(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    struct files_target ft;
+    struct fcall *fc = begin_url(a, req, params, &ft, NULL);
+
+    if (fc != NULL) {
+        fc->head = evhttp_request_get_command(req) == EVHTTP_REQ_HEAD;
+        fc->op = files_get(&ft, fc->path, &get_io, on_got, fc);
+    }
+}
+
+/* ---- upload ---------------------------------------------------------------------------------- */
+
+/* Sends the answer now that the body is out of the way (read, or never to be read). */
+static void
+put_reply(struct fcall *fc, int r, const char *msg, json_t *result)
+{
+    if (fc->held != NULL && !api_body_unread(fc->held)) {
+        /* Every byte was read: the connection can take the next request (api.c added a
+         * "Connection: close" for the case it could not). */
+        (void)evhttp_remove_header(evhttp_request_get_output_headers(fc->req), "Connection");
+    }
+    if (r < 0) {
+        api_reply_error(fc->req, r, "%s", msg);
+    } else {
+        api_reply_json_new(fc->req, 201, json_incref(result));
+    }
+    fcall_end(fc);
+}
+
+static void
+on_discarded(int r, void *userdata)
+{
+    struct fcall *fc = userdata;
+
+    put_reply(fc, fc->pending_r, fc->pending_msg, NULL);
+}
+
+/* Refuses the upload: at once, or once the rest of its body was read and dropped. */
+static void put_refuse(struct fcall *fc, int r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+put_refuse(struct fcall *fc, int r, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(fc->pending_msg, sizeof(fc->pending_msg), fmt, ap);
+    va_end(ap);
+    fc->pending_r = r;
+    files_cancel(fc->op);
+    fc->op = NULL;
+    if (fc->held == NULL || !api_body_unread(fc->held) || api_body_awaits_continue(fc->held) ||
+        api_body_left(fc->held) > DISCARD_MAX) {
+        put_reply(fc, r, fc->pending_msg, NULL);
+        return;
+    }
+    api_body_read(fc->held, NULL, on_discarded, fc);
+}
+
+static void
+put_data(struct fcall *fc, const void *data, size_t n)
+{
+    if (EVP_DigestUpdate(fc->sha, data, n) != 1) {
+        oom();
+    }
+    fc->received += n;
+    /* -EPIPE: the helper is gone and its completion says why; the rest is dropped. */
+    (void)files_put_write(fc->op, data, n);
+}
+
+static void
+on_body_data(const char *data, size_t n, void *userdata)
+{
+    struct fcall *fc = userdata;
+
+    put_data(fc, data, n);
+    if (files_put_congested(fc->op)) {
+        fc->paused = true;
+        api_body_pause(fc->held, true);
+    }
+}
+
+static void
+on_body_end(int r, void *userdata)
+{
+    struct fcall *fc = userdata;
+
+    if (r < 0) {
+        /* The client stopped sending: the helper sees stdin close early and drops the part
+         * file. The connection is done for; the answer (if it can still arrive) says why. */
+        const char *why = r == -ETIMEDOUT ? "the client stopped sending" : strerror(-r);
+
+        files_cancel(fc->op);
+        fc->op = NULL;
+        log_info("upload cut session=%s after %llu of %llu bytes: %s", fc->session,
+                 (unsigned long long)fc->received, (unsigned long long)fc->size, why);
+        api_reply_error(fc->req, -EINVAL, "the upload ended after %llu of %llu bytes: %s",
+                        (unsigned long long)fc->received, (unsigned long long)fc->size, why);
+        fcall_end(fc);
+        return;
+    }
+    fc->fed = true;
+    files_put_end(fc->op);
+}
+
+/* A body evhttp read (chunked, or empty): fed from its buffer in slices. */
+static void
+feed_buffered(struct fcall *fc)
+{
+    while (!fc->fed && !files_put_congested(fc->op)) {
+        size_t n = MIN(evbuffer_get_length(fc->buffered), (size_t)FEED_SLICE);
+
+        if (n == 0) {
+            fc->fed = true;
+            files_put_end(fc->op);
+            return;
+        }
+        put_data(fc, evbuffer_pullup(fc->buffered, (ev_ssize_t)n), n);
+        (void)evbuffer_drain(fc->buffered, n);
+    }
+}
+
+static void
+on_put_ready(void *userdata)
+{
+    struct fcall *fc = userdata;
+
+    if (fc->held != NULL) {
+        api_body_read(fc->held, on_body_data, on_body_end, fc);
+    } else {
+        feed_buffered(fc);
+    }
+}
+
+static void
+on_put_writable(void *userdata)
+{
+    struct fcall *fc = userdata;
+
+    if (fc->held == NULL) {
+        feed_buffered(fc);
+    } else if (fc->paused && !files_put_congested(fc->op)) {
+        fc->paused = false;
+        api_body_pause(fc->held, false);
+    }
+}
+
+static void
+on_put(int r, json_t *result, const struct err *e, void *userdata)
+{
+    struct fcall *fc = userdata;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned md_len = 0;
+    char hex[2 * EVP_MAX_MD_SIZE + 1];
+    const char *theirs = json_string_value(json_object_get(result, "sha256"));
+
+    fc->op = NULL;
+    if (r < 0) {
+        put_refuse(fc, r, "%s", e != NULL && e->msg[0] != '\0' ? e->msg : strerror(-r));
+        return;
+    }
+    if (EVP_DigestFinal_ex(fc->sha, md, &md_len) != 1) {
+        oom();
+    }
+    for (unsigned i = 0; i < md_len; i++) {
+        (void)snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    }
+    if (theirs == NULL || strcmp(theirs, hex) != 0) {
+        /* Never seen; the file is in place but not what was sent. */
+        log_error("upload corrupted session=%s: sent sha256 %s, stored %.64s", fc->session, hex,
+                  theirs ? theirs : "(none)");
+        put_reply(fc, -EIO, "the stored file differs from the upload", NULL);
+        return;
+    }
+    log_info("file uploaded session=%s size=%llu", fc->session, (unsigned long long)fc->size);
+    put_reply(fc, 0, NULL, result);
+}
+
+static const struct files_put_io put_io = {
+    .on_ready = on_put_ready,
+    .on_writable = on_put_writable,
+};
+
+void
+api_files_put(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    struct api_conn *held = api_body_held(a, req);
+    struct files_target ft;
+    struct session *s = NULL;
+    struct fcall *fc = begin_url(a, req, params, &ft, &s);
+    const struct cfg_profile *p;
+    uint64_t workspace;
+
+    if (fc == NULL) {
+        return;
+    }
+    p = session_profile(s);
+    workspace = (uint64_t)p->workspace_mb << 20;
+    fc->held = held;
+    fc->buffered = evhttp_request_get_input_buffer(req);
+    fc->size = held != NULL ? api_body_length(held) : evbuffer_get_length(fc->buffered);
+    fc->sha = OOM_CHECK(EVP_MD_CTX_new());
+    if (EVP_DigestInit_ex(fc->sha, EVP_sha256(), NULL) != 1) {
+        oom();
+    }
+    if (fc->size > p->max_file_bytes) {
+        put_refuse(fc, -EMSGSIZE, "the file (%llu bytes) is larger than the per-file limit of %llu",
+                   (unsigned long long)fc->size, (unsigned long long)p->max_file_bytes);
+        return;
+    }
+    if (fc->size > workspace) {
+        put_refuse(fc, -EMSGSIZE, "the file (%llu bytes) is larger than the workspace (%u MiB)",
+                   (unsigned long long)fc->size, p->workspace_mb);
+        return;
+    }
+    fc->op = files_put(&ft, fc->path, fc->size, &put_io, on_put, fc);
+}
