@@ -12,7 +12,7 @@ struct bufferevent;
 struct event_base;
 struct evhttp;
 struct evhttp_bound_socket;
-struct hashmap;
+struct api_conns;
 struct session;
 
 #define API_MAX_HEADERS_BYTES 16384u
@@ -24,7 +24,7 @@ struct api {
     const struct api_backend *backend; /* borrowed */
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
-    struct hashmap *conns; /* the filter bufferevent's address -> struct api_conn (body.c) */
+    struct api_conns *conns; /* body.c */
     char unix_path[108];
 };
 
@@ -49,32 +49,42 @@ api_handler_fn api_files_delete;
 /* ---- streamed request bodies (body.c) ---- */
 
 struct api_conn;
-/* evhttp_set_bevcb callback: the bufferevent of a new connection, with the body filter. */
+/* The connections of an api (they may outlive it by a loop iteration) and their lingering
+ * closes. api_conns_free() ends the lingering closes. */
+struct api_conns *api_conns_new(void);
+void api_conns_free(struct api_conns *reg);
+/* Open connections. */
+size_t api_conns_count(const struct api_conns *reg);
+/* evhttp_set_bevcb callback (arg: the api): the bufferevent of a new connection, with the body
+ * filter. */
 struct bufferevent *api_conn_bev_new(struct event_base *base, void *arg);
-/* The body this request's connection holds back for its handler, or NULL when evhttp read the
+
+/* A body the connection holds back for its request's handler. */
+struct api_body {
+    struct api_conn *conn;
+    uint64_t seq; /* which of the connection's held bodies */
+};
+/* True, with *ret, when this request's body is held for its handler; false when evhttp read the
  * body (if any) the usual way. */
-struct api_conn *api_body_held(struct api *a, struct evhttp_request *req);
-uint64_t api_body_length(const struct api_conn *c);
-/* True until every byte of the held body was read. */
-bool api_body_unread(const struct api_conn *c);
-/* The bytes still to read. */
-uint64_t api_body_left(const struct api_conn *c);
-/* The client asked for "100 Continue" and got none yet: it waits before sending the body, so an
- * answer now needs nothing read (the connection then closes, see api.c). */
-bool api_body_awaits_continue(const struct api_conn *c);
-/* Sends "100 Continue" if the client asked for it and nothing was read yet. */
-void api_body_continue(struct api_conn *c);
+bool api_body_held(struct api *a, struct evhttp_request *req, struct api_body *ret);
+uint64_t api_body_length(const struct api_body *b);
+/* True until every byte of the body was read (also after a failed read). While it is, the
+ * connection must close after the reply: api.c adds "Connection: close" to such requests, and a
+ * handler that read the whole body removes it. */
+bool api_body_unread(const struct api_body *b);
+/* The client asked for "100 Continue" and got none yet: it waits before sending the body. */
+bool api_body_awaits_continue(const struct api_body *b);
 typedef void api_body_data_cb(const char *data, size_t n, void *userdata);
 /* r == 0: every byte came; r < 0: the client went away, stopped sending for API_CONN_TIMEOUT_S
  * (-ETIMEDOUT) or the socket failed. The connection is unusable after a failure. */
 typedef void api_body_end_cb(int r, void *userdata);
-/* Starts reading the held body (sending "100 Continue" first when asked for). on_data NULL
- * discards it. Callbacks never fire from inside this call. */
-void api_body_read(struct api_conn *c, api_body_data_cb *on_data, api_body_end_cb *on_end,
+/* Starts reading the body (sending "100 Continue" first when asked for). on_data NULL discards
+ * it. Callbacks never fire from inside this call. */
+void api_body_read(const struct api_body *b, api_body_data_cb *on_data, api_body_end_cb *on_end,
                    void *userdata);
-void api_body_pause(struct api_conn *c, bool pause);
+void api_body_pause(const struct api_body *b, bool pause);
 /* No more callbacks (the request is gone or answered). */
-void api_body_cancel(struct api_conn *c);
+void api_body_cancel(const struct api_body *b);
 
 /* Parses the request body as a JSON object (an empty body gives an empty object when
  * allow_empty). 0 with a new reference, or -EINVAL/-EMSGSIZE with a message in reterr. */

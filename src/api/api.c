@@ -29,7 +29,6 @@
 #include "log/log.h"
 #include "pool/pool.h"
 #include "sandpool/api.h"
-#include "util/hashmap.h"
 #include "util/macro.h"
 #include "util/parse.h"
 
@@ -262,6 +261,7 @@ on_request(struct evhttp_request *req, void *arg)
     struct evhttp_uri *parsed = evhttp_uri_parse_with_flags(uri, 0);
     const char *path = parsed ? evhttp_uri_get_path(parsed) : NULL;
     enum evhttp_cmd_type method = evhttp_request_get_command(req);
+    struct api_body held;
     bool path_known = false;
 
     if (path == NULL || path[0] != '/') {
@@ -269,7 +269,7 @@ on_request(struct evhttp_request *req, void *arg)
         evhttp_uri_free(parsed);
         return;
     }
-    if (api_body_held(a, req) != NULL) {
+    if (api_body_held(a, req, &held)) {
         /* A held body (body.c) not consumed by its handler closes the connection after the
          * reply: its bytes must never be read as the next request. */
         (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
@@ -348,7 +348,7 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
     a->cfg = cfg;
     a->backend = backend;
     a->http = OOM_CHECK(evhttp_new(base));
-    a->conns = hashmap_new();
+    a->conns = api_conns_new();
     evhttp_set_bevcb(a->http, api_conn_bev_new, a); /* streamed uploads: body.c */
     evhttp_set_max_headers_size(a->http, API_MAX_HEADERS_BYTES);
     evhttp_set_max_body_size(a->http, cfg->http_max_body_bytes);
@@ -394,7 +394,7 @@ api_free(struct api *a)
         return NULL;
     }
     evhttp_free(a->http);
-    hashmap_free(a->conns);
+    api_conns_free(a->conns);
     if (a->unix_path[0] != '\0') {
         (void)unlink(a->unix_path);
     }

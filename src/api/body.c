@@ -5,28 +5,38 @@
  * bufferevent filter between the socket and evhttp (evhttp_set_bevcb). The filter follows the
  * request framing and passes every byte on unchanged, except for one kind of request: a PUT to
  * /v1/sessions/{id}/files/{path} with a Content-Length. Its head goes to evhttp with
- * "Content-Length: 0", and its body is held back in the socket: evhttp dispatches the request at
- * once, and the handler reads the body itself, at the pace the sandbox takes it
- * (api_body_read()).
+ * "Content-Length: 0" and a marker header naming it (X-Sandpool-Held: N, the connection's Nth
+ * held body), and its body is held back in the socket: evhttp dispatches the request at once,
+ * and the handler reads the body itself, at the pace the sandbox takes it (api_body_read()).
+ * Heads are passed on as they complete, so evhttp may still be answering earlier requests of
+ * the connection when a held head goes by: the marker ties the held body to its request.
  *
  * While a handler runs, evhttp has disabled reading on the connection (which suspends the
  * socket's bufferevent), so the held body is read straight from the socket with an event of its
  * own: first what the socket's bufferevent had already buffered, then the descriptor, never past
  * the body's last byte. Once the body is consumed the filter goes back to reading request heads,
- * and any pipelined request already buffered is pushed through it for evhttp.
+ * and any pipelined request already buffered is pushed through it for evhttp, which looks at it
+ * once the current reply is out. A connection that closes with a held body unread (the request
+ * was refused before its body was wanted) drains it for a while first, so that the client, still
+ * sending, reads the answer instead of a reset.
  *
  * The filter is deliberately a follower, not a parser: it holds a body back only when it
- * understands the head completely (a known method, HTTP/1.0 or 1.1, exactly one Content-Length
- * of plain digits, no Transfer-Encoding, no folded or malformed header line) by the same rules
- * evhttp applies (lines end in LF or CRLF; GET, POST, PUT, DELETE, PATCH and OPTIONS may carry
- * a body, HEAD does not). On anything else it stops looking for the rest of the connection and
- * passes bytes blindly: evhttp then sees exactly what the client sent and frames it itself, so
- * the two can never disagree about where a request ends. Such an upload is read by evhttp like
- * any body, within http.max_body_bytes. */
+ * understands the head completely (a method evhttp serves here, HTTP/1.0 or 1.1, exactly one
+ * Content-Length of plain digits, no Transfer-Encoding, at most one Expect and only
+ * "100-continue", no folded or malformed line, no stray CR, a head of at most HEAD_MAX bytes) by
+ * the same rules evhttp applies. On anything else it stops looking for the rest of the
+ * connection and passes bytes blindly: evhttp then sees exactly what the client sent and judges
+ * and frames it itself, so the two never disagree about where a request ends. Such an upload is
+ * read by evhttp like any body, within http.max_body_bytes.
+ *
+ * Output goes from the filter straight to the descriptor, asynchronously, on an event of the
+ * filter's own (filter_out()); see there for why. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,32 +50,58 @@
 #include "util/buf.h"
 #include "util/hashmap.h"
 #include "util/macro.h"
+#include "util/parse.h"
+#include "util/time.h"
 
-#define HEAD_MAX   (API_MAX_HEADERS_BYTES + 4096u) /* a longer head: blind */
-#define READ_CHUNK 65536u
+#define HEAD_MAX       8192u /* a longer head goes blind: evhttp judges it */
+#define READ_CHUNK     65536u
+#define HELD_HEADER    "X-Sandpool-Held"
+#define LINGER_TOTAL_S 30 /* a closing connection drains a held body this long at most, */
+#define LINGER_IDLE_S  5  /* and this long without a byte */
 
 /* A held body that makes no progress this long fails, like evhttp's own read timeout. */
 static const struct timeval read_timeout = {.tv_sec = API_CONN_TIMEOUT_S};
+static const struct timeval linger_idle = {.tv_sec = LINGER_IDLE_S};
 
 enum conn_state {
-    CONN_HEAD,  /* reading a request head */
-    CONN_BODY,  /* passing on `left` body bytes */
-    CONN_HELD,  /* a held body of `left` bytes waits in the socket for its handler */
-    CONN_BLIND, /* passing everything on */
+    CONN_HEAD,   /* reading a request head */
+    CONN_BODY,   /* passing on `left` body bytes */
+    CONN_HELD,   /* held body number `seq` of `left` bytes waits in the socket for its handler */
+    CONN_BLIND,  /* passing everything on */
+    CONN_BROKEN, /* a held body failed half-way: nothing more is passed on */
+};
+
+struct lingering {
+    LIST_ENTRY(lingering) link;
+    int fd;
+    struct event *ev;
+    uint64_t until_ms;
+};
+
+/* The connections of an api. A connection's memory lives until libevent's deferred finalizer,
+ * which may run after the api is gone: the registry outlives both, counted. */
+struct api_conns {
+    struct hashmap *map; /* the filter bufferevent's address -> struct api_conn */
+    LIST_HEAD(, lingering) lingers;
+    size_t refs;   /* the api, and each connection */
+    bool api_gone; /* no more lingering closes */
 };
 
 struct api_conn {
-    struct api *a;
+    struct api_conns *reg;
     struct bufferevent *bev;  /* the filter evhttp uses */
     struct bufferevent *sock; /* the socket under it */
     enum conn_state state;
     struct buf head;
     size_t line_start; /* where the incomplete line of head starts */
     uint64_t left, length;
+    uint64_t seq;          /* of the last held body */
+    uint64_t consumed_seq; /* of the last held body read to its end */
     bool expect_continue;
-    struct event *kick;     /* see on_output_added() */
-    struct event *writable; /* the socket takes output again (filter_out()) */
-    bool write_failed;
+    /* output */
+    struct event *kick;     /* writes what evhttp queued, next loop iteration */
+    struct event *writable; /* the socket takes output again */
+    bool flushing, write_failed;
     /* the reader of a held body */
     struct event *readable;
     api_body_data_cb *on_data; /* NULL: discard */
@@ -108,13 +144,7 @@ next_line(const char **pos, const char *end, struct line *ret)
     return true;
 }
 
-static bool
-line_is(const struct line *l, size_t off, size_t n, const char *word)
-{
-    return n == strlen(word) && strncasecmp(l->p + off, word, n) == 0;
-}
-
-/* evhttp's value trimming: leading blanks, trailing whitespace. */
+/* evhttp's value trimming: leading and trailing blanks. */
 static struct line
 header_value(const struct line *l, size_t colon)
 {
@@ -124,7 +154,7 @@ header_value(const struct line *l, size_t colon)
         v.p++;
         v.n--;
     }
-    while (v.n > 0 && (v.p[v.n - 1] == ' ' || v.p[v.n - 1] == '\t' || v.p[v.n - 1] == '\r')) {
+    while (v.n > 0 && (v.p[v.n - 1] == ' ' || v.p[v.n - 1] == '\t')) {
         v.n--;
     }
     return v;
@@ -132,8 +162,8 @@ header_value(const struct line *l, size_t colon)
 
 struct head_info {
     bool understood; /* false: go blind */
-    bool may_have_body, is_put, is_upload_path;
-    int n_length;
+    bool http11, may_have_body, is_put, is_upload_path;
+    int n_length, n_expect;
     uint64_t length;
     bool expect_continue;
 };
@@ -141,31 +171,36 @@ struct head_info {
 static void
 parse_request_line(const struct line *l, struct head_info *h)
 {
-    static const char *const with_body[] = {"GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
+    /* The methods api.c allows, which evhttp dispatches; it answers others itself. */
+    static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "HEAD"};
     static const char prefix[] = "/v1/sessions/";
     const char *sp1 = memchr(l->p, ' ', l->n);
     const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(l->p + l->n - sp1 - 1)) : NULL;
-    size_t mlen, ulen;
-    const char *uri;
+    size_t mlen, ulen, vlen;
+    const char *uri, *version;
+    bool known = false;
 
-    if (sp1 == NULL || sp2 == NULL) {
+    if (sp1 == NULL || sp2 == NULL || memchr(l->p, '\r', l->n) != NULL) {
         return;
     }
     mlen = (size_t)(sp1 - l->p);
     uri = sp1 + 1;
     ulen = (size_t)(sp2 - uri);
-    if (!line_is(l, (size_t)(sp2 + 1 - l->p), (size_t)(l->p + l->n - sp2 - 1), "HTTP/1.1") &&
-        !line_is(l, (size_t)(sp2 + 1 - l->p), (size_t)(l->p + l->n - sp2 - 1), "HTTP/1.0")) {
+    version = sp2 + 1;
+    vlen = (size_t)(l->p + l->n - version);
+    h->http11 = vlen == 8 && memcmp(version, "HTTP/1.1", 8) == 0;
+    if (!h->http11 && !(vlen == 8 && memcmp(version, "HTTP/1.0", 8) == 0)) {
         return;
     }
-    for (size_t i = 0; i < ELEMENTSOF(with_body); i++) {
-        if (mlen == strlen(with_body[i]) && memcmp(l->p, with_body[i], mlen) == 0) {
-            h->may_have_body = true;
+    for (size_t i = 0; i < ELEMENTSOF(methods); i++) {
+        if (mlen == strlen(methods[i]) && memcmp(l->p, methods[i], mlen) == 0) {
+            known = true;
+            h->may_have_body = i != 4; /* HEAD has none */
             h->is_put = i == 2;
         }
     }
-    if (!h->may_have_body && !(mlen == 4 && memcmp(l->p, "HEAD", 4) == 0)) {
-        return; /* a method evhttp may treat otherwise */
+    if (!known) {
+        return;
     }
     h->is_upload_path = ulen > sizeof(prefix) - 1 && memcmp(uri, prefix, sizeof(prefix) - 1) == 0 &&
                         memmem(uri, ulen, "/files/", 7) != NULL;
@@ -179,31 +214,27 @@ parse_header_line(const struct line *l, struct head_info *h)
     size_t c = colon ? (size_t)(colon - l->p) : 0;
     struct line v;
 
-    if (l->p[0] == ' ' || l->p[0] == '\t' || colon == NULL) {
-        h->understood = false; /* folded or malformed */
+    if (l->p[0] == ' ' || l->p[0] == '\t' || colon == NULL || memchr(l->p, '\r', l->n) != NULL) {
+        h->understood = false; /* folded, malformed, or a CR evhttp may judge otherwise */
         return;
     }
     v = header_value(l, c);
-    if (line_is(l, 0, c, "Transfer-Encoding")) {
+    if (strn_case_eq(l->p, c, "Transfer-Encoding") || strn_case_eq(l->p, c, HELD_HEADER)) {
         h->understood = false;
-    } else if (line_is(l, 0, c, "Content-Length")) {
-        uint64_t n = 0;
-
-        if (v.n == 0 || v.n > 18) {
+    } else if (strn_case_eq(l->p, c, "Content-Length")) {
+        /* Plain digits only (evhttp also takes a sign and blanks: blind then). */
+        if (v.n > 18 || parse_u64n(v.p, v.n, &h->length) < 0) {
             h->understood = false;
             return;
         }
-        for (size_t i = 0; i < v.n; i++) {
-            if (v.p[i] < '0' || v.p[i] > '9') {
-                h->understood = false;
-                return;
-            }
-            n = n * 10 + (uint64_t)(v.p[i] - '0');
-        }
         h->n_length++;
-        h->length = n;
-    } else if (line_is(l, 0, c, "Expect")) {
-        h->expect_continue = v.n == 12 && strncasecmp(v.p, "100-continue", 12) == 0;
+    } else if (strn_case_eq(l->p, c, "Expect")) {
+        /* evhttp answers any other expectation with 417, but only for a body it reads. */
+        h->n_expect++;
+        h->expect_continue = strn_case_eq(v.p, v.n, "100-continue");
+        if (!h->expect_continue) {
+            h->understood = false;
+        }
     }
 }
 
@@ -224,7 +255,7 @@ emit_head(struct api_conn *c, struct evbuffer *dst)
             parse_header_line(&l, &h);
         }
     }
-    if (!h.understood || h.n_length > 1) {
+    if (!h.understood || h.n_length > 1 || h.n_expect > 1) {
         c->state = CONN_BLIND;
         add(dst, c->head.buf, c->head.len);
         return;
@@ -233,21 +264,25 @@ emit_head(struct api_conn *c, struct evbuffer *dst)
         h.length = 0;
     }
     if (h.is_put && h.is_upload_path && h.length > 0) {
-        /* Everything but Content-Length, which becomes 0 for evhttp. */
+        /* Everything but Content-Length, which becomes 0 for evhttp, and the marker. */
         pos = c->head.buf;
         while (next_line(&pos, end, &l) && l.n > 0) {
             const char *colon = memchr(l.p, ':', l.n);
 
-            if (colon != NULL && line_is(&l, 0, (size_t)(colon - l.p), "Content-Length")) {
+            if (colon != NULL && strn_case_eq(l.p, (size_t)(colon - l.p), "Content-Length")) {
                 continue;
             }
             add(dst, l.p, l.n);
             add(dst, "\r\n", 2);
         }
-        add(dst, "Content-Length: 0\r\n\r\n", 21);
+        c->seq++;
+        if (evbuffer_add_printf(dst, "Content-Length: 0\r\n" HELD_HEADER ": %llu\r\n\r\n",
+                                (unsigned long long)c->seq) < 0) {
+            oom();
+        }
         c->state = CONN_HELD;
         c->left = c->length = h.length;
-        c->expect_continue = h.expect_continue;
+        c->expect_continue = h.expect_continue && h.http11; /* evhttp's rule too */
         return;
     }
     add(dst, c->head.buf, c->head.len);
@@ -266,7 +301,7 @@ scan_head(struct api_conn *c, struct evbuffer *src, struct evbuffer *dst)
     struct line l;
 
     if (take == 0) {
-        c->state = CONN_BLIND; /* longer than any head evhttp accepts */
+        c->state = CONN_BLIND; /* a long head: evhttp decides what it is */
         add(dst, c->head.buf, c->head.len);
         c->head.len = 0;
         return true;
@@ -316,6 +351,9 @@ filter_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
                 moved = true;
             }
             return moved ? BEV_OK : BEV_NEED_MORE;
+        case CONN_BROKEN:
+            (void)evbuffer_drain(src, avail); /* the rest of a body nobody reads */
+            return moved ? BEV_OK : BEV_NEED_MORE;
         case CONN_HELD:
             return moved ? BEV_OK : BEV_NEED_MORE;
         case CONN_BODY:
@@ -342,34 +380,19 @@ filter_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
     }
 }
 
-/* ---- connections ----------------------------------------------------------------------------- */
-
-static void
-conn_key(char *key, size_t n, const struct bufferevent *bev)
-{
-    (void)snprintf(key, n, "%p", (const void *)bev);
-}
-
 /* ---- output ---------------------------------------------------------------------------------- */
 
 static void on_writable(evutil_socket_t fd, short what, void *arg);
 
 /* Replies go from the filter straight to the descriptor, never into the socket bufferevent's
- * output. evhttp learns that a reply is written when the filter's output runs empty, and then
- * may close the connection at once (Connection: close, HTTP/1.0): bytes still queued in the
- * socket bufferevent at that moment would be lost. Written here, they are in the kernel by then.
- * The filter's output is also the one backlog that stream writers measure (stream/out.c). */
-static void
-write_failed(struct api_conn *c, struct evbuffer *src)
-{
-    int fd = bufferevent_getfd(c->sock);
-
-    c->write_failed = true;
-    (void)evbuffer_drain(src, evbuffer_get_length(src));
-    /* evhttp reads while it writes, to notice a close: make that read see the end. */
-    (void)shutdown(fd, SHUT_RDWR);
-}
-
+ * output, and only from the filter's own events (c->flushing), never from inside the call that
+ * queued them:
+ * - evhttp learns that a reply is written when the filter's output runs empty, and may then close
+ *   the connection at once (Connection: close, HTTP/1.0): bytes still queued in the socket
+ *   bufferevent at that moment would be lost. Written here, they are in the kernel by then.
+ * - evhttp queues bytes first and sets the callback that expects their completion after (reply
+ *   chunks, "100 Continue"), as a socket bufferevent never completes a write synchronously.
+ * The filter's output is also the one backlog stream writers measure (stream/out.c). */
 static enum bufferevent_filter_result
 filter_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
            enum bufferevent_flush_mode mode, void *ctx)
@@ -381,6 +404,10 @@ filter_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
     if (c->write_failed) {
         (void)evbuffer_drain(src, evbuffer_get_length(src));
         return BEV_ERROR;
+    }
+    if (!c->flushing) {
+        (void)event_active(c->kick, EV_WRITE, 0);
+        return BEV_NEED_MORE;
     }
     while (evbuffer_get_length(src) > 0) {
         int n = evbuffer_write(src, fd);
@@ -397,29 +424,35 @@ filter_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
             (void)event_add(c->writable, NULL); /* evhttp's write timeout bounds the wait */
             break;
         }
-        write_failed(c, src);
+        c->write_failed = true;
+        (void)evbuffer_drain(src, evbuffer_get_length(src));
+        /* evhttp reads while it writes, to notice a close: make that read see the end. */
+        (void)shutdown(fd, SHUT_RDWR);
         return BEV_ERROR;
     }
     return wrote ? BEV_OK : BEV_NEED_MORE;
 }
 
-/* Also the kick (below): a filter passes output on only while writing is enabled on it, and
- * enabling does not pass on what is already there (libevent 2.1). evhttp writes a reply first and
- * enables writing after, so without a kick the reply would wait for an unrelated event. The kick
- * runs on the next loop iteration, once evhttp has enabled writing. The flush may end in evhttp
- * freeing the connection (the reply done, Connection: close): nothing may touch c->bev after. */
+/* The kick and the writable event. A filter passes output on only while writing is enabled on
+ * it, and enabling does not pass on what is already there (libevent 2.1); evhttp enables writing
+ * right after it queues a reply, so by the next loop iteration it is. */
 static void
 on_writable(evutil_socket_t fd, short what, void *arg)
 {
     struct api_conn *c = arg;
     bufferevent_data_cb filter_readcb = NULL;
 
-    /* evhttp may have freed the filter since this was scheduled (its memory lives until the
-     * deferred finalizer frees c too): freeing it unhooked the socket bufferevent. */
+    /* evhttp may have freed the filter since this was scheduled (c lives until the deferred
+     * finalizer): freeing it unhooked the socket bufferevent. */
     bufferevent_getcb(c->sock, &filter_readcb, NULL, NULL, NULL);
-    if (filter_readcb != NULL) {
-        (void)bufferevent_flush(c->bev, EV_WRITE, BEV_NORMAL);
+    if (filter_readcb == NULL) {
+        return;
     }
+    /* The flush holds a reference: evhttp may free the connection inside it (reply done,
+     * Connection: close), and c stays valid until the finalizer. */
+    c->flushing = true;
+    (void)bufferevent_flush(c->bev, EV_WRITE, BEV_NORMAL);
+    c->flushing = false;
 }
 
 static void
@@ -427,16 +460,127 @@ on_output_added(struct evbuffer *b, const struct evbuffer_cb_info *info, void *a
 {
     struct api_conn *c = arg;
 
-    if (info->n_added > 0 && !(bufferevent_get_enabled(c->bev) & EV_WRITE)) {
-        event_active(c->kick, EV_WRITE, 0);
+    if (info->n_added > 0) {
+        (void)event_active(c->kick, EV_WRITE, 0);
     }
 }
 
+/* ---- lingering close ---------------------------------------------------------------------------
+ */
+
+static void
+linger_end(struct lingering *l)
+{
+    LIST_REMOVE(l, link);
+    event_free(l->ev);
+    (void)close(l->fd);
+    free(l);
+}
+
+static void
+on_linger(evutil_socket_t fd, short what, void *arg)
+{
+    struct lingering *l = arg;
+    char sink[16384];
+
+    if (what & EV_TIMEOUT) {
+        linger_end(l);
+        return;
+    }
+    for (;;) {
+        ssize_t n = read(fd, sink, sizeof(sink));
+
+        if (n > 0) {
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR) && time_now_ms() < l->until_ms) {
+            (void)event_add(l->ev, &linger_idle);
+            return;
+        }
+        linger_end(l); /* the client is done, gone, or took too long */
+        return;
+    }
+}
+
+/* The connection closes with a held body unread: evhttp has written the answer and shut down
+ * the sending side. Closing now, with the client's bytes unread, would make the kernel reset the
+ * connection, and the client could lose the answer; so a duplicate of the descriptor drains what
+ * comes until the client closes, for LINGER_TOTAL_S at most. */
+static void
+linger_start(struct api_conn *c)
+{
+    int fd = bufferevent_getfd(c->sock);
+    struct lingering *l;
+    int dup_fd;
+
+    if (fd < 0 || (dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        return;
+    }
+    (void)shutdown(dup_fd, SHUT_WR);
+    l = xcalloc(1, sizeof(*l));
+    l->fd = dup_fd;
+    l->until_ms = time_now_ms() + (uint64_t)LINGER_TOTAL_S * 1000;
+    l->ev = OOM_CHECK(event_new(bufferevent_get_base(c->sock), dup_fd, EV_READ, on_linger, l));
+    LIST_INSERT_HEAD(&c->reg->lingers, l, link);
+    (void)event_add(l->ev, &linger_idle);
+}
+
+/* ---- connections ----------------------------------------------------------------------------- */
+
+static void
+conn_key(char *key, size_t n, const struct bufferevent *bev)
+{
+    (void)snprintf(key, n, "%p", (const void *)bev);
+}
+
+static void
+reg_unref(struct api_conns *reg)
+{
+    if (--reg->refs == 0) {
+        hashmap_free(reg->map);
+        free(reg);
+    }
+}
+
+struct api_conns *
+api_conns_new(void)
+{
+    struct api_conns *reg = xcalloc(1, sizeof(*reg));
+
+    reg->map = hashmap_new();
+    LIST_INIT(&reg->lingers);
+    reg->refs = 1;
+    return reg;
+}
+
+void
+api_conns_free(struct api_conns *reg)
+{
+    if (reg == NULL) {
+        return;
+    }
+    reg->api_gone = true;
+    while (!LIST_EMPTY(&reg->lingers)) {
+        linger_end(LIST_FIRST(&reg->lingers));
+    }
+    reg_unref(reg);
+}
+
+size_t
+api_conns_count(const struct api_conns *reg)
+{
+    return hashmap_size(reg->map);
+}
+
+/* The filter's context destructor: the connection is gone (libevent's deferred finalizer). */
 static void
 conn_free(void *ctx)
 {
     struct api_conn *c = ctx;
 
+    if (c->state == CONN_HELD && c->left > 0 && !c->reg->api_gone) {
+        linger_start(c);
+    }
     event_free(c->kick);
     if (c->writable != NULL) {
         event_free(c->writable);
@@ -444,7 +588,8 @@ conn_free(void *ctx)
     if (c->readable != NULL) {
         event_free(c->readable);
     }
-    (void)hashmap_remove(c->a->conns, c->key);
+    (void)hashmap_remove(c->reg->map, c->key);
+    reg_unref(c->reg);
     buf_done(&c->head);
     free(c);
 }
@@ -455,7 +600,8 @@ api_conn_bev_new(struct event_base *base, void *arg)
     struct api *a = arg;
     struct api_conn *c = xcalloc(1, sizeof(*c));
 
-    c->a = a;
+    c->reg = a->conns;
+    c->reg->refs++;
     buf_init(&c->head, HEAD_MAX);
     c->sock = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (c->sock == NULL) {
@@ -466,73 +612,88 @@ api_conn_bev_new(struct event_base *base, void *arg)
     if (c->bev == NULL) {
         oom();
     }
+    /* Nothing is ever written through the socket bufferevent: its write events would only run
+     * the filter's write path without a reference held. */
+    (void)bufferevent_disable(c->sock, EV_WRITE);
     c->kick = OOM_CHECK(event_new(base, -1, 0, on_writable, c));
     if (evbuffer_add_cb(bufferevent_get_output(c->bev), on_output_added, c) == NULL) {
         oom();
     }
     conn_key(c->key, sizeof(c->key), c->bev);
-    hashmap_put(a->conns, c->key, c);
+    hashmap_put(c->reg->map, c->key, c);
     return c->bev;
 }
 
-struct api_conn *
-api_body_held(struct api *a, struct evhttp_request *req)
+/* ---- held bodies ----------------------------------------------------------------------------- */
+
+/* The handle names the body the filter holds now (not one already read, nor the next one). */
+static bool
+current(const struct api_body *b)
+{
+    return b->conn != NULL && b->conn->state == CONN_HELD && b->conn->seq == b->seq;
+}
+
+bool
+api_body_held(struct api *a, struct evhttp_request *req, struct api_body *ret)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-    struct api_conn *c;
+    const char *marker = evhttp_find_header(evhttp_request_get_input_headers(req), HELD_HEADER);
     char key[32];
 
-    if (bev == NULL) {
-        return NULL;
+    *ret = (struct api_body){0};
+    if (bev == NULL || marker == NULL) {
+        return false;
     }
     conn_key(key, sizeof(key), bev);
-    c = hashmap_get(a->conns, key);
-    return c != NULL && c->state == CONN_HELD ? c : NULL;
-}
-
-uint64_t
-api_body_length(const struct api_conn *c)
-{
-    return c->length;
-}
-
-bool
-api_body_unread(const struct api_conn *c)
-{
-    return c->state == CONN_HELD;
-}
-
-uint64_t
-api_body_left(const struct api_conn *c)
-{
-    return c->state == CONN_HELD ? c->left : 0;
-}
-
-bool
-api_body_awaits_continue(const struct api_conn *c)
-{
-    return c->state == CONN_HELD && c->expect_continue && c->left == c->length;
-}
-
-void
-api_body_continue(struct api_conn *c)
-{
-    if (c->expect_continue && c->left == c->length) {
-        static const char line[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        int fd = bufferevent_getfd(c->sock);
-
-        c->expect_continue = false;
-        /* Nothing else is queued while a handler runs (the last reply was written out, see
-         * filter_out()): an idle socket takes these few bytes at once, or it is broken and the
-         * body read then sees the end. */
-        if (send(fd, line, sizeof(line) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(line) - 1)) {
-            (void)shutdown(fd, SHUT_RDWR);
-        }
+    ret->conn = hashmap_get(a->conns->map, key);
+    if (parse_u64(marker, &ret->seq) < 0 || !current(ret)) {
+        *ret = (struct api_body){0};
+        return false;
     }
+    return true;
+}
+
+uint64_t
+api_body_length(const struct api_body *b)
+{
+    return b->conn->length;
+}
+
+bool
+api_body_unread(const struct api_body *b)
+{
+    return b->conn->consumed_seq != b->seq;
+}
+
+bool
+api_body_awaits_continue(const struct api_body *b)
+{
+    const struct api_conn *c = b->conn;
+
+    return current(b) && c->expect_continue && c->left == c->length;
 }
 
 /* ---- reading a held body --------------------------------------------------------------------- */
+
+/* "100 Continue" if the client waits for it before sending the body. */
+static void
+send_continue(struct api_conn *c)
+{
+    static const char line[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    int fd = bufferevent_getfd(c->sock);
+
+    if (!c->expect_continue || c->left != c->length) {
+        return;
+    }
+    c->expect_continue = false;
+    /* Nothing else is queued while a handler runs (the last reply was written out, see
+     * filter_out()): an idle socket takes these few bytes at once, or it is broken and the body
+     * read then sees the end. */
+    if (send(fd, line, sizeof(line) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(line) - 1)) {
+        (void)shutdown(fd, SHUT_RDWR);
+    }
+}
 
 static void
 reader_stop(struct api_conn *c)
@@ -554,22 +715,14 @@ reader_end(struct api_conn *c, int r)
     if (r == 0) {
         /* Back to heads; a pipelined request already in the socket's buffer goes to evhttp,
          * which looks at it once this request's reply is out. */
+        c->consumed_seq = c->seq;
         c->state = CONN_HEAD;
         (void)bufferevent_flush(c->bev, EV_READ, BEV_FLUSH);
     } else {
-        c->state = CONN_BLIND; /* the connection is done for */
+        c->state = CONN_BROKEN; /* where the next request starts is unknown */
     }
     if (cb != NULL) {
         cb(r, c->userdata);
-    }
-}
-
-static void
-deliver(struct api_conn *c, const char *data, size_t n)
-{
-    c->left -= n;
-    if (c->on_data != NULL) {
-        c->on_data(data, n, c->userdata);
     }
 }
 
@@ -594,7 +747,10 @@ pump(struct api_conn *c)
             n = read(bufferevent_getfd(c->sock), chunk, want);
         }
         if (n > 0) {
-            deliver(c, chunk, (size_t)n);
+            c->left -= (uint64_t)n;
+            if (c->on_data != NULL) {
+                c->on_data(chunk, (size_t)n, c->userdata);
+            }
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -627,15 +783,20 @@ on_readable(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-api_body_read(struct api_conn *c, api_body_data_cb *on_data, api_body_end_cb *on_end,
+api_body_read(const struct api_body *b, api_body_data_cb *on_data, api_body_end_cb *on_end,
               void *userdata)
 {
+    struct api_conn *c = b->conn;
+
+    if (!current(b)) {
+        return;
+    }
     c->on_data = on_data;
     c->on_end = on_end;
     c->userdata = userdata;
     c->reading = true;
     c->paused = false;
-    api_body_continue(c);
+    send_continue(c);
     if (c->readable == NULL) {
         c->readable = OOM_CHECK(event_new(bufferevent_get_base(c->sock), bufferevent_getfd(c->sock),
                                           EV_READ, on_readable, c));
@@ -644,9 +805,11 @@ api_body_read(struct api_conn *c, api_body_data_cb *on_data, api_body_end_cb *on
 }
 
 void
-api_body_pause(struct api_conn *c, bool pause)
+api_body_pause(const struct api_body *b, bool pause)
 {
-    if (!c->reading || c->paused == pause) {
+    struct api_conn *c = b->conn;
+
+    if (!current(b) || !c->reading || c->paused == pause) {
         return;
     }
     c->paused = pause;
@@ -658,8 +821,13 @@ api_body_pause(struct api_conn *c, bool pause)
 }
 
 void
-api_body_cancel(struct api_conn *c)
+api_body_cancel(const struct api_body *b)
 {
+    struct api_conn *c = b->conn;
+
+    if (!current(b)) {
+        return;
+    }
     reader_stop(c);
     c->reading = false;
     c->on_data = NULL;

@@ -11,10 +11,9 @@
  * (body.c), a download is read from the sandbox only as fast as the client takes it
  * (stream/out.h). Neither is ever held whole in memory.
  *
- * An upload that is refused while its body is still unread (too large, bad path, no space) is
- * answered at once when the client waits for "100 Continue" or the rest is too large to be worth
- * reading; the connection then closes. Otherwise the rest of the body is read and dropped first,
- * so that the client, which is still sending, reads the answer instead of a reset. */
+ * An upload refused while its body is still unread (too large, bad path, no space) is answered
+ * at once, before a byte is read: a client that waits for "100 Continue" never sends it. The
+ * connection then closes, draining what the client still sends (body.c). */
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
@@ -37,8 +36,7 @@
 #include "util/macro.h"
 #include "util/parse.h"
 
-#define DISCARD_MAX ((uint64_t)16 << 20) /* an unwanted body up to this size is read, not reset */
-#define FEED_SLICE  65536u
+#define FEED_SLICE 65536u
 
 struct fcall {
     struct api *a;
@@ -48,14 +46,12 @@ struct fcall {
     char tenant[65], session[65];
     char path[FILES_PATH_MAX + 1];
     /* upload */
-    struct api_conn *held;     /* the body waiting in the socket, or NULL: ... */
+    struct api_body held;      /* the body waiting in the socket (held.conn), or: ... */
     struct evbuffer *buffered; /* ... evhttp read it (chunked or empty) */
     EVP_MD_CTX *sha;
     uint64_t size, received;
-    bool fed;      /* every byte went to the helper */
-    bool paused;   /* the body read waits for the sandbox */
-    int pending_r; /* the answer waiting for an unwanted body to be read */
-    char pending_msg[256];
+    bool fed;    /* every byte went to the helper */
+    bool paused; /* the body read waits for the sandbox */
     /* download */
     struct stream_out *out;
     bool head;
@@ -74,8 +70,8 @@ on_conn_close(struct evhttp_connection *conn, void *arg)
     struct fcall *fc = arg;
 
     files_cancel(fc->op); /* the helper sees its stream close and cleans up after itself */
-    if (fc->held != NULL) {
-        api_body_cancel(fc->held);
+    if (fc->held.conn != NULL) {
+        api_body_cancel(&fc->held);
     }
     if (fc->out != NULL) {
         stream_out_abandon(fc->out);
@@ -110,8 +106,8 @@ fcall_end(struct fcall *fc)
     }
     evhttp_connection_set_closecb(fc->conn, NULL, NULL);
     files_cancel(fc->op);
-    if (fc->held != NULL) {
-        api_body_cancel(fc->held);
+    if (fc->held.conn != NULL) {
+        api_body_cancel(&fc->held);
     }
     fcall_free(fc);
 }
@@ -360,13 +356,13 @@ api_files_get(struct api *a, struct evhttp_request *req, const char *const *para
 
 /* ---- upload ---------------------------------------------------------------------------------- */
 
-/* Sends the answer now that the body is out of the way (read, or never to be read). */
+/* Sends the answer. With the held body unread, the connection closes after it (api.c), and the
+ * closing drains what the client still sends (body.c). */
 static void
 put_reply(struct fcall *fc, int r, const char *msg, json_t *result)
 {
-    if (fc->held != NULL && !api_body_unread(fc->held)) {
-        /* Every byte was read: the connection can take the next request (api.c added a
-         * "Connection: close" for the case it could not). */
+    if (fc->held.conn != NULL && !api_body_unread(&fc->held)) {
+        /* Every byte was read: the connection can take the next request. */
         (void)evhttp_remove_header(evhttp_request_get_output_headers(fc->req), "Connection");
     }
     if (r < 0) {
@@ -377,35 +373,21 @@ put_reply(struct fcall *fc, int r, const char *msg, json_t *result)
     fcall_end(fc);
 }
 
-static void
-on_discarded(int r, void *userdata)
-{
-    struct fcall *fc = userdata;
-
-    put_reply(fc, fc->pending_r, fc->pending_msg, NULL);
-}
-
-/* Refuses the upload: at once, or once the rest of its body was read and dropped. */
 static void put_refuse(struct fcall *fc, int r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static void
 put_refuse(struct fcall *fc, int r, const char *fmt, ...)
 {
+    char msg[256];
     va_list ap;
 
     va_start(ap, fmt);
-    (void)vsnprintf(fc->pending_msg, sizeof(fc->pending_msg), fmt, ap);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    fc->pending_r = r;
     files_cancel(fc->op);
     fc->op = NULL;
-    if (fc->held == NULL || !api_body_unread(fc->held) || api_body_awaits_continue(fc->held) ||
-        api_body_left(fc->held) > DISCARD_MAX) {
-        put_reply(fc, r, fc->pending_msg, NULL);
-        return;
-    }
-    api_body_read(fc->held, NULL, on_discarded, fc);
+    put_reply(fc, r, msg, NULL);
 }
 
 static void
@@ -427,7 +409,7 @@ on_body_data(const char *data, size_t n, void *userdata)
     put_data(fc, data, n);
     if (files_put_congested(fc->op)) {
         fc->paused = true;
-        api_body_pause(fc->held, true);
+        api_body_pause(&fc->held, true);
     }
 }
 
@@ -476,8 +458,8 @@ on_put_ready(void *userdata)
 {
     struct fcall *fc = userdata;
 
-    if (fc->held != NULL) {
-        api_body_read(fc->held, on_body_data, on_body_end, fc);
+    if (fc->held.conn != NULL) {
+        api_body_read(&fc->held, on_body_data, on_body_end, fc);
     } else {
         feed_buffered(fc);
     }
@@ -488,11 +470,11 @@ on_put_writable(void *userdata)
 {
     struct fcall *fc = userdata;
 
-    if (fc->held == NULL) {
+    if (fc->held.conn == NULL) {
         feed_buffered(fc);
     } else if (fc->paused && !files_put_congested(fc->op)) {
         fc->paused = false;
-        api_body_pause(fc->held, false);
+        api_body_pause(&fc->held, false);
     }
 }
 
@@ -502,7 +484,7 @@ on_put(int r, json_t *result, const struct err *e, void *userdata)
     struct fcall *fc = userdata;
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned md_len = 0;
-    char hex[2 * EVP_MAX_MD_SIZE + 1];
+    char hex[2 * EVP_MAX_MD_SIZE + 1] = "";
     const char *theirs = json_string_value(json_object_get(result, "sha256"));
 
     fc->op = NULL;
@@ -513,7 +495,7 @@ on_put(int r, json_t *result, const struct err *e, void *userdata)
     if (EVP_DigestFinal_ex(fc->sha, md, &md_len) != 1) {
         oom();
     }
-    for (unsigned i = 0; i < md_len; i++) {
+    for (size_t i = 0; i < md_len; i++) {
         (void)snprintf(hex + 2 * i, 3, "%02x", md[i]);
     }
     if (theirs == NULL || strcmp(theirs, hex) != 0) {
@@ -535,7 +517,8 @@ static const struct files_put_io put_io = {
 void
 api_files_put(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    struct api_conn *held = api_body_held(a, req);
+    struct api_body held;
+    bool is_held = api_body_held(a, req, &held);
     struct files_target ft;
     struct session *s = NULL;
     struct fcall *fc = begin_url(a, req, params, &ft, &s);
@@ -549,7 +532,7 @@ api_files_put(struct api *a, struct evhttp_request *req, const char *const *para
     workspace = (uint64_t)p->workspace_mb << 20;
     fc->held = held;
     fc->buffered = evhttp_request_get_input_buffer(req);
-    fc->size = held != NULL ? api_body_length(held) : evbuffer_get_length(fc->buffered);
+    fc->size = is_held ? api_body_length(&held) : evbuffer_get_length(fc->buffered);
     fc->sha = OOM_CHECK(EVP_MD_CTX_new());
     if (EVP_DigestInit_ex(fc->sha, EVP_sha256(), NULL) != 1) {
         oom();

@@ -150,7 +150,7 @@ ws_all() { run "$TA" "$f" '{"command": ["sh", "-c", "cd /workspace && find . -mi
 head -c $((70 << 20)) /dev/zero >"$work/b70"
 check_eq "an upload past the workspace's free space: 413 (client waits for 100-continue)" \
     "$(fcurl -T "$work/b70" "$F/data/b70.bin")/$(jq -r .error.code "$work/fbody")" "413/payload_too_large"
-check_eq "the same without Expect: 413 too, after the body was read" \
+check_eq "the same without Expect: 413 too (the closing connection drains the body)" \
     "$(fcurl -H 'Expect:' -T "$work/b70" "$F/data/b70.bin")/$(jq -r .error.code "$work/fbody")" "413/payload_too_large"
 check_eq "nothing partial is left behind" "$(ws_all)" "./data ./data/big.bin"
 head -c $((130 << 20)) /dev/zero >"$work/b130"
