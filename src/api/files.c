@@ -324,16 +324,18 @@ on_got(int r, json_t *result, const struct err *e, void *userdata)
 
     fc->op = NULL;
     if (fc->out != NULL) {
+        struct stream_out *out = fc->out;
         bool broken = r < 0 && !(fc->head && r == -ECANCELED);
 
         if (broken) {
             log_warn("download cut session=%s: %s", fc->session, e ? e->msg : strerror(-r));
         }
-        stream_out_end(fc->out, broken);
         fc->out = NULL;
-    } else {
-        reply_op_error(fc->req, r, e);
+        fcall_end(fc); /* first: the end may free the connection at once (stream/out.h) */
+        stream_out_end(out, broken);
+        return;
     }
+    reply_op_error(fc->req, r, e);
     fcall_end(fc);
 }
 

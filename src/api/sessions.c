@@ -428,10 +428,15 @@ on_exec_done(struct execution *x, void *userdata)
     c->x = NULL;
     c->done = true;
     if (c->sse != NULL) {
-        (void)stream_sse_send(c->sse, "done", execution_to_json(x, false));
-        stream_sse_end(c->sse);
+        struct stream_sse *sse = c->sse;
+
         c->sse = NULL;
-    } else if (c->req != NULL) {
+        call_end(c); /* first: the end may free the connection at once (stream/out.h) */
+        (void)stream_sse_send(sse, "done", execution_to_json(x, false));
+        stream_sse_end(sse);
+        return;
+    }
+    if (c->req != NULL) {
         api_reply_json_new(c->req, 200, execution_to_json(x, true));
     }
     call_end(c);

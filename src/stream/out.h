@@ -26,7 +26,9 @@ struct stream_out *stream_out_start(struct evhttp_request *req, int status, cons
 bool stream_out_send(struct stream_out *s, struct evbuffer *b);
 /* Ends the reply and frees s. broken, for a reply with Content-Length whose body came short: the
  * connection closes once what was sent is out, so the client sees the loss instead of taking a
- * short body for the whole. */
+ * short body for the whole. When everything was written already, evhttp completes the reply
+ * inside this call and may free the connection (running its close callback): detach from the
+ * request and the connection before, and touch neither after. */
 void stream_out_end(struct stream_out *s, bool broken);
 /* The client went away: frees s without touching the request (which is dead). */
 void stream_out_abandon(struct stream_out *s);

@@ -225,6 +225,14 @@ check_eq "keep-alive: uploads and downloads leave the connection usable" \
     "$(cat "$work/ka.out")" "201:0 200:200000 201:0 200:5 200 same-socket"
 check_eq "an HTTP/1.0 client gets the whole reply before the close" \
     "$(curl -s -0 -o "$work/fbody" -w '%{http_code}' -H "Authorization: Bearer $TA" "$F/k2.txt")/$(cat "$work/fbody")" "200/alive"
+# A reply that is all written when it ends completes at once and frees its connection (HTTP/1.0
+# closes): downloads and event streams in a row, then the daemon must still be there.
+for _ in $(seq 1 15); do
+    curl -s -0 -o /dev/null -H "Authorization: Bearer $TA" "$F/k2.txt"
+    curl -s -0 -o /dev/null -X POST -H "Authorization: Bearer $TA" -H 'Accept: text/event-stream' \
+        --data-binary '{"code": "1"}' "$U/v1/sessions/$f/execute"
+done
+check "the daemon survives 15 HTTP/1.0 downloads and event streams" kill -0 "$daemon_pid"
 
 # ---- resources ---------------------------------------------------------------------------------
 run "$TA" "$s" '{"code": "big = b\"a\" * (200 * 1024 * 1024)\ndel big\nsum(range(3 * 10**7))"}' >"$work/res.json"
