@@ -13,6 +13,7 @@ struct event_base;
 struct evhttp;
 struct evhttp_bound_socket;
 struct api_conns;
+struct evconnlistener;
 struct session;
 
 #define API_MAX_HEADERS_BYTES 16384u
@@ -50,8 +51,12 @@ api_handler_fn api_files_delete;
 
 struct api_conn;
 /* The connections of an api (they may outlive it by a loop iteration) and their lingering
- * closes. api_conns_free() ends the lingering closes. */
-struct api_conns *api_conns_new(void);
+ * closes. At max connections (0: no bound) the listener is paused until one closes; a request
+ * head must arrive within head_timeout_s (0: no bound) once it started. api_conns_free() ends the
+ * lingering closes. */
+struct api_conns *api_conns_new(size_t max, unsigned head_timeout_s);
+/* The listener to pause at the bound (borrowed), or NULL once it is gone. */
+void api_conns_set_listener(struct api_conns *reg, struct evconnlistener *listener);
 void api_conns_free(struct api_conns *reg);
 /* Open connections. */
 size_t api_conns_count(const struct api_conns *reg);

@@ -348,7 +348,7 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
     a->cfg = cfg;
     a->backend = backend;
     a->http = OOM_CHECK(evhttp_new(base));
-    a->conns = api_conns_new();
+    a->conns = api_conns_new(cfg->http_max_connections, cfg->http_header_timeout_s);
     evhttp_set_bevcb(a->http, api_conn_bev_new, a); /* streamed uploads: body.c */
     evhttp_set_max_headers_size(a->http, API_MAX_HEADERS_BYTES);
     evhttp_set_max_body_size(a->http, cfg->http_max_body_bytes);
@@ -374,6 +374,7 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
         api_free(a);
         return r;
     }
+    api_conns_set_listener(a->conns, evhttp_bound_socket_get_listener(a->bound));
     *ret = a;
     return 0;
 }
@@ -382,6 +383,7 @@ void
 api_stop_listening(struct api *a)
 {
     if (a->bound != NULL) {
+        api_conns_set_listener(a->conns, NULL);
         evhttp_del_accept_socket(a->http, a->bound);
         a->bound = NULL;
     }

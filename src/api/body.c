@@ -45,8 +45,11 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 
+#define LOG_MODULE "api"
 #include "api/api-internal.h"
+#include "log/log.h"
 #include "util/buf.h"
 #include "util/hashmap.h"
 #include "util/macro.h"
@@ -85,6 +88,12 @@ struct api_conns {
     LIST_HEAD(, lingering) lingers;
     size_t refs;   /* the api, and each connection */
     bool api_gone; /* no more lingering closes */
+    /* bounds */
+    struct evconnlistener *listener; /* borrowed; NULL when not listening */
+    size_t max;                      /* connections at most; then the listener pauses */
+    bool paused;
+    uint64_t warned_ms;
+    struct timeval head_timeout; /* zero: none */
 };
 
 struct api_conn {
@@ -99,8 +108,9 @@ struct api_conn {
     uint64_t consumed_seq; /* of the last held body read to its end */
     bool expect_continue;
     /* output */
-    struct event *kick;     /* writes what evhttp queued, next loop iteration */
-    struct event *writable; /* the socket takes output again */
+    struct event *head_timer; /* a head that started must complete in time */
+    struct event *kick;       /* writes what evhttp queued, next loop iteration */
+    struct event *writable;   /* the socket takes output again */
     bool flushing, write_failed;
     /* the reader of a held body */
     struct event *readable;
@@ -300,7 +310,11 @@ scan_head(struct api_conn *c, struct evbuffer *src, struct evbuffer *dst)
     const char *pos, *end;
     struct line l;
 
+    if (before == 0 && take > 0 && c->reg->head_timeout.tv_sec > 0) {
+        (void)event_add(c->head_timer, &c->reg->head_timeout);
+    }
     if (take == 0) {
+        (void)event_del(c->head_timer);
         c->state = CONN_BLIND; /* a long head: evhttp decides what it is */
         add(dst, c->head.buf, c->head.len);
         c->head.len = 0;
@@ -313,6 +327,7 @@ scan_head(struct api_conn *c, struct evbuffer *src, struct evbuffer *dst)
     end = c->head.buf + c->head.len;
     while (next_line(&pos, end, &l)) {
         if (l.n == 0) {
+            (void)event_del(c->head_timer);
             if (c->line_start == 0) {
                 /* An empty line before the request line: evhttp's business. */
                 c->state = CONN_BLIND;
@@ -527,6 +542,42 @@ linger_start(struct api_conn *c)
 
 /* ---- connections ----------------------------------------------------------------------------- */
 
+/* A client that trickles a request head (slowloris): the connection ends. Shutting the socket
+ * down makes the read evhttp waits on see the end, and evhttp frees the connection. */
+static void
+on_head_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct api_conn *c = arg;
+
+    if (c->state == CONN_HEAD && c->head.len > 0) {
+        (void)shutdown(bufferevent_getfd(c->sock), SHUT_RDWR);
+    }
+}
+
+/* Pauses accepting at the cap (the kernel's listen backlog holds what comes), resumes below. */
+static void
+update_listener(struct api_conns *reg)
+{
+    size_t n = hashmap_size(reg->map);
+
+    if (reg->listener == NULL || reg->max == 0) {
+        return;
+    }
+    if (!reg->paused && n >= reg->max) {
+        uint64_t now = time_now_ms();
+
+        (void)evconnlistener_disable(reg->listener);
+        reg->paused = true;
+        if (now - reg->warned_ms >= 10000) {
+            reg->warned_ms = now;
+            log_warn("%zu client connections open (http.max_connections): new ones wait", n);
+        }
+    } else if (reg->paused && n < reg->max) {
+        (void)evconnlistener_enable(reg->listener);
+        reg->paused = false;
+    }
+}
+
 static void
 conn_key(char *key, size_t n, const struct bufferevent *bev)
 {
@@ -543,14 +594,24 @@ reg_unref(struct api_conns *reg)
 }
 
 struct api_conns *
-api_conns_new(void)
+api_conns_new(size_t max, unsigned head_timeout_s)
 {
     struct api_conns *reg = xcalloc(1, sizeof(*reg));
 
     reg->map = hashmap_new();
     LIST_INIT(&reg->lingers);
     reg->refs = 1;
+    reg->max = max;
+    reg->head_timeout.tv_sec = (time_t)head_timeout_s;
     return reg;
+}
+
+void
+api_conns_set_listener(struct api_conns *reg, struct evconnlistener *listener)
+{
+    reg->listener = listener;
+    reg->paused = false; /* a new listener accepts; a gone one is nothing to resume */
+    update_listener(reg);
 }
 
 void
@@ -560,6 +621,7 @@ api_conns_free(struct api_conns *reg)
         return;
     }
     reg->api_gone = true;
+    reg->listener = NULL;
     while (!LIST_EMPTY(&reg->lingers)) {
         linger_end(LIST_FIRST(&reg->lingers));
     }
@@ -581,6 +643,7 @@ conn_free(void *ctx)
     if (c->state == CONN_HELD && c->left > 0 && !c->reg->api_gone) {
         linger_start(c);
     }
+    event_free(c->head_timer);
     event_free(c->kick);
     if (c->writable != NULL) {
         event_free(c->writable);
@@ -589,6 +652,7 @@ conn_free(void *ctx)
         event_free(c->readable);
     }
     (void)hashmap_remove(c->reg->map, c->key);
+    update_listener(c->reg);
     reg_unref(c->reg);
     buf_done(&c->head);
     free(c);
@@ -615,12 +679,14 @@ api_conn_bev_new(struct event_base *base, void *arg)
     /* Nothing is ever written through the socket bufferevent: its write events would only run
      * the filter's write path without a reference held. */
     (void)bufferevent_disable(c->sock, EV_WRITE);
+    c->head_timer = OOM_CHECK(evtimer_new(base, on_head_timeout, c));
     c->kick = OOM_CHECK(event_new(base, -1, 0, on_writable, c));
     if (evbuffer_add_cb(bufferevent_get_output(c->bev), on_output_added, c) == NULL) {
         oom();
     }
     conn_key(c->key, sizeof(c->key), c->bev);
     hashmap_put(c->reg->map, c->key, c);
+    update_listener(c->reg);
     return c->bev;
 }
 

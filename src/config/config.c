@@ -85,6 +85,10 @@ static const struct cfg_option options[] = {
         "on SIGTERM, how long running executions may go on before they are interrupted"),
     OPT("http.max_body_bytes", CFG_UINT, http_max_body_bytes, "8388608", 1024, 8388608, 0,
         "largest JSON request body"),
+    OPT("http.max_connections", CFG_UINT, http_max_connections, "1024", 8, 1000000, 0,
+        "client connections open at most; more wait in the listen backlog"),
+    OPT("http.header_timeout_s", CFG_UINT, http_header_timeout_s, "10", 1, 600, 0,
+        "a request head must arrive whole within this time"),
 };
 
 static const struct cfg_option profile_options[] = {

@@ -55,6 +55,8 @@ struct cfg {
     char *log_format;
     unsigned drain_timeout_s;
     unsigned http_max_body_bytes;
+    unsigned http_max_connections;
+    unsigned http_header_timeout_s;
 
     struct cfg_profile *profiles;
     size_t n_profiles;

@@ -427,7 +427,7 @@ server_start(struct server *s)
 
     *s = (struct server){.base = OOM_CHECK(event_base_new())};
     s->a.base = s->base;
-    s->a.conns = api_conns_new();
+    s->a.conns = api_conns_new(0, 0);
     s->a.http = http_new(s->base, &s->a, on_request, s, &s->a.bound, &s->port);
     s->plain = http_new(s->base, NULL, on_plain_request, s, &bound, &s->plain_port);
 }
