@@ -302,6 +302,24 @@ check_eq "and the session answers at once afterwards" \
 check_eq "restart of another tenant's session: 404" \
     "$(api POST "/v1/sessions/$s/restart" "$TB" | jq -r .error.code)/$(status)" "not_found/404"
 
+# ---- processes user code forks ------------------------------------------------------------------
+k=$(new_session "$TA")
+run "$TA" "$k" '{"code": "import os\ncounter = 0"}' >/dev/null
+check_eq "a fork bomb ends with a clear error and keeps the namespace" \
+    "$(run "$TA" "$k" '{"code": "while True:\n    os.fork()", "timeout_s": 10}' | jq -c '[.status, .error.name, .state_preserved, .kernel_epoch]')" \
+    '["error","BlockingIOError",true,1]'
+# Every copy of the interpreter shares its control socket: none may answer for it afterwards.
+for i in 1 2 3; do run "$TA" "$k" '{"code": "counter += 1\n(counter, os.getpid())"}' | jq -r .result; done >"$work/forks.txt"
+check_eq "afterwards only the interpreter answers: one pid, the count goes on" \
+    "$(cut -d, -f1 "$work/forks.txt" | tr -d '(' | xargs)/$(cut -d, -f2 "$work/forks.txt" | sort -u | wc -l)" "1 2 3/1"
+check "the bomb's copies are gone (init, supervisor, interpreter, sh: a handful of processes)" \
+    test "$(run "$TA" "$k" '{"command": ["sh", "-c", "ls -d /proc/[0-9]* | wc -l"]}' | jq -r .stdout)" -le 6
+check_eq "multiprocessing works (its children close stdin)" \
+    "$(run "$TA" "$k" '{"code": "from multiprocessing import Pool\nwith Pool(2) as p:\n    r = p.map(abs, range(-5, 5))\nsum(r)", "timeout_s": 15}' | jq -c '[.status, .result]')" \
+    '["ok","25"]'
+check_eq "a fork that user code waits for keeps working" \
+    "$(run "$TA" "$k" '{"code": "pid = os.fork()\nif pid == 0:\n    os._exit(7)\nos.waitpid(pid, 0)[1] >> 8"}' | jq -r .result)" 7
+
 # ---- OOM ---------------------------------------------------------------------------------------
 n=$(new_session "$TA")
 run "$TA" "$n" '{"code": "neighbour = 42"}' >/dev/null

@@ -104,6 +104,12 @@ class NoStdin:
     def readable(self):
         return True
 
+    def close(self):  # multiprocessing closes stdin in every child it starts
+        pass
+
+    def flush(self):
+        pass
+
 
 def user_frames(tb):
     """Traceback entries of user code only: the kernel's own frames are dropped."""
@@ -137,11 +143,101 @@ def safe_repr(value):
     return text
 
 
+FORK_NAME = "sandpool-fork"  # the comm of a process forked by user code, until it execs
+
+
 class Worker:
     def __init__(self, ctl):
         self.ctl = ctl
+        self.pid = os.getpid()
+        self.forks = 0  # os.fork() calls by user code in this execution
         self.counter = 0
         self.ns = {"__name__": "__main__", "__builtins__": __builtins__}
+        os.register_at_fork(after_in_parent=self.forked, after_in_child=self.in_fork)
+
+    def forked(self):
+        self.forks += 1
+
+    def in_fork(self):
+        """In a process user code forked (os.fork, multiprocessing): it is not the interpreter.
+        It never speaks on the control channel, and it ends with the execution that made it
+        (kill_forks); one that finishes the code it was running exits (loop)."""
+        try:
+            self.ctl.close()
+        except OSError:
+            pass
+        try:
+            with open("/proc/self/comm", "w") as f:
+                f.write(FORK_NAME)
+        except OSError:
+            pass
+
+    def kill_forks(self):
+        """Kills the forks of this interpreter user code left running (a fork bomb's copies
+        would otherwise spin on and hold the pids limit), and reaps those that are our
+        children. Programs they exec'd (subprocess) are not forks of the interpreter: they stay.
+        Each found is stopped first, so that none forks again, and all are killed at the end."""
+        me, group = os.getpid(), os.getpgid(0)
+        frozen, children, quiet = set(), set(), 0
+        for _ in range(200):
+            found = False
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit() or int(entry) == me or int(entry) in frozen:
+                    continue
+                try:
+                    with open("/proc/%s/stat" % entry, "rb") as f:
+                        stat = f.read()
+                except OSError:
+                    continue
+                close = stat.rfind(b")")
+                fields = stat[close + 2:].split()  # state, ppid, pgrp, ...
+                if stat[stat.find(b"(") + 1:close] != FORK_NAME.encode() or len(fields) < 3 or \
+                        int(fields[2]) != group or fields[0] == b"Z":
+                    continue
+                pid = int(entry)
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except OSError:
+                    continue
+                found = True
+                frozen.add(pid)
+                if int(fields[1]) == me:
+                    children.add(pid)
+            if found:
+                quiet = 0
+                continue
+            # Twice, a moment apart: a fork not yet renamed by in_fork() escapes one scan.
+            quiet += 1
+            if quiet == 2 or not frozen:
+                break
+            time.sleep(0.005)
+        for pid in frozen:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in children:
+            self.reap(pid, 0)
+        # Forks that ended on their own are zombies of ours until reaped: they hold pids too.
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open("/proc/%s/stat" % entry, "rb") as f:
+                        stat = f.read()
+                except OSError:
+                    continue
+                close = stat.rfind(b")")
+                fields = stat[close + 2:].split()
+                if stat[stat.find(b"(") + 1:close] == FORK_NAME.encode() and \
+                        len(fields) > 1 and fields[0] == b"Z" and int(fields[1]) == me:
+                    self.reap(int(entry), os.WNOHANG)
+
+    @staticmethod
+    def reap(pid, flags):
+        try:
+            os.waitpid(pid, flags)
+        except ChildProcessError:
+            pass
 
     def run(self, code, exec_id="x"):
         """Runs code like the Python prompt: statements, then the value of a trailing expression.
@@ -228,7 +324,12 @@ class Worker:
                     f.write("5")
             except OSError:
                 pass
+            self.forks = 0
             reply = self.run(req["code"], req["id"])
+            if os.getpid() != self.pid:
+                os._exit(0 if reply["status"] == "ok" else 1)  # a fork done with its code
+            if self.forks:
+                self.kill_forks()
             reply["peak_rss"] = vm_hwm()
             for stream in (sys.stdout, sys.stderr):
                 try:
