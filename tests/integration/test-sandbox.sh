@@ -60,9 +60,6 @@ assert len(zlib.decompress(idat)) == h * (1 + w * channels * depth // 8), "image
 PY
 }
 
-# Under ASan (tests/run.sh's second pass) freed memory waits in a quarantine of 256 MiB by
-# default, which the RSS checks of the file transfers would count as growth.
-[ -z "${ASAN_OPTIONS:-}" ] || export ASAN_OPTIONS="$ASAN_OPTIONS:quarantine_size_mb=4"
 start_redis
 start_daemon
 check "readyz turns 200" wait_for 120 ready
