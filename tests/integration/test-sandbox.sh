@@ -325,6 +325,8 @@ check_eq "2 GiB in a 512 MB profile: status oom, state lost, new epoch" \
     "$(jq -c '[.status, .state_preserved, .kernel_epoch]' "$work/oom.json")" '["oom",false,6]'
 check_eq "the session runs print(1) fine afterwards" \
     "$(run "$TA" "$s" '{"code": "print(1)"}' | jq -c '[.status, .stdout, .kernel_epoch]')" '["ok","1\n",6]'
+check "a command's peak memory afterwards is its own, not the killed interpreter's" \
+    test "$(run "$TA" "$s" '{"command": ["true"]}' | jq -r .resources.peak_memory_bytes)" -lt $((100 << 20))
 check_eq "the neighbour session's variables are untouched" \
     "$(run "$TA" "$n" '{"code": "neighbour"}' | jq -c '[.result, .kernel_epoch]')" '["42",1]'
 

@@ -700,13 +700,10 @@ class Supervisor:
     def resources(ex):
         """CPU of the whole container during the execution (its cgroup), and the execution's
         peak memory: the container's cgroup peak when the execution set a new one, otherwise
-        the peak of the interpreter (code) or of the command's processes."""
+        the peak of the interpreter (code) or of the command (cmd_exited)."""
         cpu1, peak1 = cgroup_cpu_ns(), cgroup_peak()
         cpu_ms = (cpu1 - ex.cpu0) // 1000000 if cpu1 is not None and ex.cpu0 is not None else None
         peak = ex.peak_rss
-        if ex.kind == "cmd":
-            import resource
-            peak = max(peak, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
         if peak1 is not None and ex.peak0 is not None and peak1 > ex.peak0:
             peak = max(peak, peak1)
         return {"cpu_ms": cpu_ms, "peak_memory_bytes": peak or None}
@@ -754,12 +751,28 @@ class Supervisor:
             ex.pidfd = None  # no pidfd (old kernel, gVisor): the loop polls every 50 ms
         return None
 
+    @staticmethod
+    def cmd_exited(ex):
+        """Reaps the command with wait4, for its own peak memory: getrusage(RUSAGE_CHILDREN)
+        would give the largest of every child ever waited for, an OOM-killed interpreter too."""
+        if ex.proc.returncode is not None:
+            return True
+        try:
+            pid, status, usage = os.wait4(ex.proc.pid, os.WNOHANG)
+        except ChildProcessError:
+            return ex.proc.poll() is not None
+        if pid == 0:
+            return False
+        ex.proc.returncode = os.waitstatus_to_exitcode(status)
+        ex.peak_rss = max(ex.peak_rss, usage.ru_maxrss * 1024)
+        return True
+
     def poll_cmd(self, *_):
         """Finishes a command once it exited and its pipes reached EOF, or 2 s after it exited
         while background children still hold the pipes (what dockerd does, too). Never called
         from inside another call of itself (drain_pipes below does not call it)."""
         ex = self.current
-        if ex is None or ex.kind != "cmd" or ex.proc is None or ex.proc.poll() is None:
+        if ex is None or ex.kind != "cmd" or ex.proc is None or not self.cmd_exited(ex):
             return
         if ex.exited_at is None:
             ex.exited_at = time.monotonic()
