@@ -150,6 +150,8 @@ class Worker:
     def __init__(self, ctl):
         self.ctl = ctl
         self.pid = os.getpid()
+        with open("/proc/self/cmdline", "rb") as f:
+            self.cmdline = f.read()
         self.forks = 0  # os.fork() calls by user code in this execution
         self.counter = 0
         self.ns = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -191,8 +193,8 @@ class Worker:
                     continue
                 close = stat.rfind(b")")
                 fields = stat[close + 2:].split()  # state, ppid, pgrp, ...
-                if stat[stat.find(b"(") + 1:close] != FORK_NAME.encode() or len(fields) < 3 or \
-                        int(fields[2]) != group or fields[0] == b"Z":
+                if len(fields) < 3 or int(fields[2]) != group or fields[0] == b"Z" or \
+                        not self.is_fork(entry, stat[stat.find(b"(") + 1:close]):
                     continue
                 pid = int(entry)
                 try:
@@ -206,7 +208,7 @@ class Worker:
             if found:
                 quiet = 0
                 continue
-            # Twice, a moment apart: a fork not yet renamed by in_fork() escapes one scan.
+            # Twice, a moment apart: a fork made while a scan ran may have been missed by it.
             quiet += 1
             if quiet == 2 or not frozen:
                 break
@@ -231,6 +233,17 @@ class Worker:
                 if stat[stat.find(b"(") + 1:close] == FORK_NAME.encode() and \
                         len(fields) > 1 and fields[0] == b"Z" and int(fields[1]) == me:
                     self.reap(int(entry), os.WNOHANG)
+
+    def is_fork(self, pid, comm):
+        """A fork of this interpreter: renamed by in_fork(), or so new that it was not yet
+        (then its command line is still ours; a program it exec'd has its own)."""
+        if comm == FORK_NAME.encode():
+            return True
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                return f.read() == self.cmdline
+        except OSError:
+            return False
 
     @staticmethod
     def reap(pid, flags):
