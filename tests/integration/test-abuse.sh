@@ -45,12 +45,7 @@ MAX_OUT=1048576
 GRACE_MS=2000
 cat >"$work/config.json" <<JSON
 {
-  "listen": "127.0.0.1:$port",
-  "node_id": "$NODE",
-  "engine": {"socket": "$SANDPOOL_TEST_ENGINE_SOCKET"},
-  "redis": {"url": "unix://$REDIS_SOCK", "prefix": "$PREFIX"},
-  "tenants": [{"id": "a", "token_sha256": "$(sha "$TA")"},
-              {"id": "b", "token_sha256": "$(sha "$TB")"}],
+$(config_base)
   "profiles": {
     "python": {"image": "sandpool/python:latest", "warm": 3, "max": 8, "exec_timeout_s": 20,
                "memory_mb": $MEM_MB, "pids": $PIDS, "workspace_mb": $WS_MB, "tmp_mb": $TMP_MB,

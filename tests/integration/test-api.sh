@@ -14,12 +14,7 @@ NODE=sandpool-test-api
 
 cat >"$work/config.json" <<JSON
 {
-  "listen": "127.0.0.1:$port",
-  "node_id": "$NODE",
-  "engine": {"socket": "$SANDPOOL_TEST_ENGINE_SOCKET"},
-  "redis": {"url": "unix://$REDIS_SOCK", "prefix": "$PREFIX"},
-  "tenants": [{"id": "a", "token_sha256": "$(sha "$TA")"},
-              {"id": "b", "token_sha256": "$(sha "$TB")"}],
+$(config_base)
   "profiles": {
     "python": {"image": "sandpool/python:latest", "warm": 3, "max": 10, "exec_timeout_s": 20,
                "max_output_bytes": 65536},

@@ -14,12 +14,8 @@ NODE=sandpool-test-http
 
 cat >"$work/config.json" <<JSON
 {
-  "listen": "127.0.0.1:$port",
-  "node_id": "$NODE",
-  "engine": {"socket": "$SANDPOOL_TEST_ENGINE_SOCKET"},
-  "redis": {"url": "unix://$REDIS_SOCK", "prefix": "$PREFIX"},
+$(config_base)
   "http": {"max_connections": 16, "header_timeout_s": 2},
-  "tenants": [{"id": "a", "token_sha256": "$(sha "$TA")"}],
   "profiles": {"test": {"image": "sandpool/test:latest", "warm": 0, "max": 1,
                         "command": ["sh", "-c", "exec sleep 100000"]}}
 }

@@ -40,6 +40,19 @@ TA=token-a-$$-$RANDOM
 TB=token-b-$$-$RANDOM
 sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 
+# The part of every test's config.json that names this run: listen address, node, engine,
+# Redis, and tenants a ($TA) and b ($TB). Ends in a comma: the test adds its own keys after.
+config_base() {
+    cat <<JSON
+  "listen": "127.0.0.1:$port",
+  "node_id": "$NODE",
+  "engine": {"socket": "$SANDPOOL_TEST_ENGINE_SOCKET"},
+  "redis": {"url": "unix://$REDIS_SOCK", "prefix": "$PREFIX"},
+  "tenants": [{"id": "a", "token_sha256": "$(sha "$TA")"},
+              {"id": "b", "token_sha256": "$(sha "$TB")"}],
+JSON
+}
+
 # Under ASan (tests/run.sh's second pass) freed memory waits in a quarantine of 256 MiB by
 # default, which the tests' RSS checks would count as growth: a small one for the daemon.
 start_daemon() {

@@ -146,6 +146,24 @@ def safe_repr(value):
 FORK_NAME = "sandpool-fork"  # the comm of a process forked by user code, until it execs
 
 
+def proc_stats():
+    """(pid, comm, state, ppid, pgrp) of every process in view, from /proc/PID/stat (the comm is
+    in parentheses and may hold anything, so fields are read after its last ')')."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry, "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        close = stat.rfind(b")")
+        fields = stat[close + 2:].split()
+        if len(fields) >= 3:
+            yield int(entry), stat[stat.find(b"(") + 1:close], fields[0], int(fields[1]), \
+                int(fields[2])
+
+
 class Worker:
     def __init__(self, ctl):
         self.ctl = ctl
@@ -183,27 +201,17 @@ class Worker:
         frozen, children, quiet = set(), set(), 0
         for _ in range(200):
             found = False
-            for entry in os.listdir("/proc"):
-                if not entry.isdigit() or int(entry) == me or int(entry) in frozen:
+            for pid, comm, state, ppid, pgrp in proc_stats():
+                if pid == me or pid in frozen or pgrp != group or state == b"Z" or \
+                        not self.is_fork(pid, comm):
                     continue
-                try:
-                    with open("/proc/%s/stat" % entry, "rb") as f:
-                        stat = f.read()
-                except OSError:
-                    continue
-                close = stat.rfind(b")")
-                fields = stat[close + 2:].split()  # state, ppid, pgrp, ...
-                if len(fields) < 3 or int(fields[2]) != group or fields[0] == b"Z" or \
-                        not self.is_fork(entry, stat[stat.find(b"(") + 1:close]):
-                    continue
-                pid = int(entry)
                 try:
                     os.kill(pid, signal.SIGSTOP)
                 except OSError:
                     continue
                 found = True
                 frozen.add(pid)
-                if int(fields[1]) == me:
+                if ppid == me:
                     children.add(pid)
             if found:
                 quiet = 0
@@ -221,18 +229,9 @@ class Worker:
         for pid in children:
             self.reap(pid, 0)
         # Forks that ended on their own are zombies of ours until reaped: they hold pids too.
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open("/proc/%s/stat" % entry, "rb") as f:
-                        stat = f.read()
-                except OSError:
-                    continue
-                close = stat.rfind(b")")
-                fields = stat[close + 2:].split()
-                if stat[stat.find(b"(") + 1:close] == FORK_NAME.encode() and \
-                        len(fields) > 1 and fields[0] == b"Z" and int(fields[1]) == me:
-                    self.reap(int(entry), os.WNOHANG)
+        for pid, comm, state, ppid, _ in proc_stats():
+            if state == b"Z" and ppid == me and comm == FORK_NAME.encode():
+                self.reap(pid, os.WNOHANG)
 
     def is_fork(self, pid, comm):
         """A fork of this interpreter: renamed by in_fork(), or so new that it was not yet
