@@ -14,6 +14,7 @@ struct evhttp;
 struct evhttp_bound_socket;
 struct api_conns;
 struct evconnlistener;
+struct exec_req;
 struct session;
 
 #define API_MAX_HEADERS_BYTES 16384u
@@ -91,11 +92,43 @@ void api_body_pause(const struct api_body *b, bool pause);
 /* No more callbacks (the request is gone or answered). */
 void api_body_cancel(const struct api_body *b);
 
-/* Parses the request body as a JSON object (an empty body gives an empty object when
- * allow_empty). 0 with a new reference, or -EINVAL/-EMSGSIZE with a message in reterr. */
+/* api_request_json() over the request's body (evhttp read it whole, within http.max_body_bytes). */
 int api_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct err *reterr);
 /* Authenticates a tenant; on failure replies 401 and returns NULL. */
 const struct cfg_tenant *api_require_tenant(struct api *a, struct evhttp_request *req);
 /* The tenant's session with this id, or NULL after replying 404. */
 struct session *api_find_session(struct api *a, struct evhttp_request *req,
                                  const struct cfg_tenant *t, const char *id);
+
+/* ---- request validation (request.c) ----
+ *
+ * Pure: no evhttp request, no loop; fuzzed by tests/fuzz/fuzz-api-request.c. Each returns 0, or
+ * a negative errno with the message the client gets (api_reply_error(req, e.code, "%s", e.msg)).
+ * ret_* are written only on success. */
+
+/* Parses len bytes of data (need not be NUL-terminated; NULL is refused as jansson refuses it,
+ * with "wrong arguments") as a JSON object; with allow_empty, no bytes at all give an empty
+ * object. 0 with a new reference in *ret, or -EINVAL. */
+int api_request_json(const char *data, size_t len, bool allow_empty, json_t **ret,
+                     struct err *reterr);
+
+/* The body of POST /v1/sessions. */
+struct api_create_body {
+    const char *profile;     /* borrowed from the body; NULL: the tenant's first profile */
+    unsigned idle_timeout_s; /* 0: the profile's */
+    char *metadata_json;     /* owned: 'metadata' as compact text with sorted keys, or NULL */
+};
+/* Validates a create body (a JSON object): -EINVAL for an unknown field or a wrong type,
+ * -EMSGSIZE for metadata over 4 KiB. The caller frees ret->metadata_json. */
+int api_request_create(json_t *body, struct api_create_body *ret, struct err *reterr);
+/* Validates an execute body (a JSON object): exactly one of "code" (a string) and "command" (1 to
+ * 4096 strings without NUL), and an optional "timeout_s". ret->code or ret->argv is borrowed from
+ * body. -EINVAL otherwise. */
+int api_request_exec(json_t *body, struct exec_req *ret, struct err *reterr);
+
+/* Percent-decodes the {path} of a files URL into *ret (malloc'd, ret_len bytes, may hold a NUL:
+ * files_normalize() refuses it). -EINVAL. */
+int api_request_path(const char *encoded, char **ret, size_t *ret_len, struct err *reterr);
+/* The decoded "dir" parameter of a query string (query may be NULL) into *ret_dir (malloc'd, or
+ * NULL when absent). -EINVAL for a malformed query or an encoded NUL. */
+int api_request_dir(const char *query, char **ret_dir, struct err *reterr);

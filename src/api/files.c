@@ -19,7 +19,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/queue.h>
 #include <time.h>
 
 #include <event2/buffer.h>
@@ -153,11 +152,12 @@ begin_url(struct api *a, struct evhttp_request *req, const char *const *params,
           struct files_target *ft, struct session **ret_s)
 {
     size_t len = 0;
-    char *path = evhttp_uridecode(params[1], 0, &len);
+    char *path = NULL;
+    struct err e = {0};
     struct fcall *fc;
 
-    if (path == NULL) {
-        api_reply_error(req, -EINVAL, "the path is not valid percent-encoding");
+    if (api_request_path(params[1], &path, &len, &e) < 0) {
+        api_reply_error(req, e.code, "%s", e.msg);
         return NULL;
     }
     fc = begin(a, req, params, path, len, false, ft, ret_s); /* a NUL is refused there */
@@ -194,27 +194,17 @@ void
 api_files_list(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-    const char *query = uri != NULL ? evhttp_uri_get_query(uri) : NULL;
-    struct evkeyvalq q = {0};
+    cleanup_free char *dir = NULL;
     struct files_target ft;
+    struct err e = {0};
     struct fcall *fc;
-    const char *dir = NULL;
 
-    TAILQ_INIT(&q);
-    if (query != NULL && evhttp_parse_query_str(query, &q) < 0) {
-        api_reply_error(req, -EINVAL, "the query string is malformed");
+    if (api_request_dir(uri != NULL ? evhttp_uri_get_query(uri) : NULL, &dir, &e) < 0) {
+        api_reply_error(req, e.code, "%s", e.msg);
         return;
     }
-    if (query != NULL && strcasestr(query, "%00") != NULL) {
-        /* Decoded values are C strings: a NUL would cut the path silently. */
-        evhttp_clear_headers(&q);
-        api_reply_error(req, -EINVAL, "the path holds a NUL or control character");
-        return;
-    }
-    dir = evhttp_find_header(&q, "dir");
     fc = begin(a, req, params, dir != NULL ? dir : "", dir != NULL ? strlen(dir) : 0, true, &ft,
                NULL);
-    evhttp_clear_headers(&q);
     if (fc != NULL) {
         fc->op = files_list(&ft, fc->path, on_listed, fc);
     }

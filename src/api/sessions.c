@@ -33,9 +33,6 @@
 #include "util/parse.h"
 #include "util/utf8.h"
 
-#define METADATA_MAX_BYTES 4096
-#define METADATA_MAX_KEYS  32
-
 struct call {
     struct api *a;
     struct evhttp_request *req; /* NULL once the client went away */
@@ -102,24 +99,9 @@ api_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t n = evbuffer_get_length(in);
-    json_error_t jerr;
-    json_t *root;
 
-    if (n == 0 && allow_empty) {
-        *ret = OOM_CHECK(json_object());
-        return 0;
-    }
-    root = json_loadb((const char *)evbuffer_pullup(in, -1), n, JSON_REJECT_DUPLICATES, &jerr);
-    if (root == NULL) {
-        return err_set(reterr, -EINVAL, "the body is not valid JSON: %s (line %d column %d)",
-                       jerr.text, jerr.line, jerr.column);
-    }
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return err_set(reterr, -EINVAL, "the body must be a JSON object");
-    }
-    *ret = root;
-    return 0;
+    /* An empty buffer pulls up NULL, which jansson refuses as "wrong arguments". */
+    return api_request_json((const char *)evbuffer_pullup(in, -1), n, allow_empty, ret, reterr);
 }
 
 const struct cfg_tenant *
@@ -152,77 +134,6 @@ api_find_session(struct api *a, struct evhttp_request *req, const struct cfg_ten
         api_reply_error(req, -ENOENT, "no such session");
     }
     return s;
-}
-
-/* Checks a member's type; returns false after replying 400. */
-static bool
-reject_unknown(struct evhttp_request *req, json_t *body, const char *const *allowed)
-{
-    const char *key;
-    json_t *v;
-
-    json_object_foreach (body, key, v) {
-        bool ok = false;
-
-        for (const char *const *k = allowed; *k != NULL; k++) {
-            ok = ok || strcmp(*k, key) == 0;
-        }
-        if (!ok) {
-            api_reply_error(req, -EINVAL, "unknown field '%.64s'", key);
-            return false;
-        }
-    }
-    return true;
-}
-
-/* Reads an optional positive integer member; false after replying 400. */
-static bool
-get_uint(struct evhttp_request *req, json_t *body, const char *key, unsigned *ret)
-{
-    json_t *v = json_object_get(body, key);
-
-    if (v == NULL || json_is_null(v)) {
-        return true;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 31536000) {
-        api_reply_error(req, -EINVAL, "'%s' must be a positive integer", key);
-        return false;
-    }
-    *ret = (unsigned)json_integer_value(v);
-    return true;
-}
-
-/* metadata: an object of at most 32 string values, 4 KiB in all. */
-static bool
-check_metadata(struct evhttp_request *req, json_t *meta, char **ret_text)
-{
-    const char *key;
-    json_t *v;
-    char *text;
-
-    if (meta == NULL || json_is_null(meta)) {
-        *ret_text = NULL;
-        return true;
-    }
-    if (!json_is_object(meta) || json_object_size(meta) > METADATA_MAX_KEYS) {
-        api_reply_error(req, -EINVAL, "'metadata' must be an object of at most %d strings",
-                        METADATA_MAX_KEYS);
-        return false;
-    }
-    json_object_foreach (meta, key, v) {
-        if (!json_is_string(v)) {
-            api_reply_error(req, -EINVAL, "'metadata.%.64s' must be a string", key);
-            return false;
-        }
-    }
-    text = OOM_CHECK(json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS));
-    if (strlen(text) > METADATA_MAX_BYTES) {
-        free(text);
-        api_reply_error(req, -EMSGSIZE, "'metadata' is larger than %d bytes", METADATA_MAX_BYTES);
-        return false;
-    }
-    *ret_text = text;
-    return true;
 }
 
 /* ---- create, list, get, delete --------------------------------------------------------------- */
@@ -260,13 +171,11 @@ on_session_created(int r, struct session *s, const struct err *e, void *userdata
 void
 api_sessions_create(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    static const char *const allowed[] = {"profile", "idle_timeout_s", "metadata", NULL};
     const struct cfg_tenant *t = api_require_tenant(a, req);
     struct session_create_req cr = {0};
-    char *metadata = NULL;
+    struct api_create_body cb;
     struct err e = {0};
     json_t *body = NULL;
-    json_t *profile;
     struct call *c;
     int r;
 
@@ -277,26 +186,15 @@ api_sessions_create(struct api *a, struct evhttp_request *req, const char *const
         api_reply_error(req, -ESHUTDOWN, "this daemon is shutting down; retry on another");
         return;
     }
-    if (api_body_json(req, true, &body, &e) < 0) {
+    if (api_body_json(req, true, &body, &e) < 0 || api_request_create(body, &cb, &e) < 0) {
         api_reply_error(req, e.code, "%s", e.msg);
-        return;
-    }
-    profile = json_object_get(body, "profile");
-    if (!reject_unknown(req, body, allowed) ||
-        !get_uint(req, body, "idle_timeout_s", &cr.idle_timeout_s) ||
-        !check_metadata(req, json_object_get(body, "metadata"), &metadata)) {
         json_decref(body);
-        return;
-    }
-    if (profile != NULL && !json_is_string(profile)) {
-        api_reply_error(req, -EINVAL, "'profile' must be a string");
-        json_decref(body);
-        free(metadata);
         return;
     }
     cr.tenant = t->id;
-    cr.profile = json_string_value(profile);
-    cr.metadata_json = metadata;
+    cr.profile = cb.profile;
+    cr.idle_timeout_s = cb.idle_timeout_s;
+    cr.metadata_json = cb.metadata_json;
     c = call_new(a, req, t->id);
     r = session_create(a->backend->sessions, &cr, on_session_created, c, &e);
     if (r < 0) {
@@ -304,7 +202,7 @@ api_sessions_create(struct api *a, struct evhttp_request *req, const char *const
         call_end(c);
     }
     json_decref(body);
-    free(metadata);
+    free(cb.metadata_json);
 }
 
 static void
@@ -456,46 +354,6 @@ wants_sse(struct evhttp_request *req)
     return accept != NULL && strcasestr(accept, "text/event-stream") != NULL;
 }
 
-/* Validates the body into er (argv and code borrowed from body). False after replying. */
-static bool
-parse_exec(struct evhttp_request *req, json_t *body, struct exec_req *er)
-{
-    static const char *const allowed[] = {"code", "command", "timeout_s", NULL};
-    json_t *code = json_object_get(body, "code");
-    json_t *cmd = json_object_get(body, "command");
-    size_t i;
-    json_t *v;
-
-    if (!reject_unknown(req, body, allowed) || !get_uint(req, body, "timeout_s", &er->timeout_s)) {
-        return false;
-    }
-    if ((code == NULL) == (cmd == NULL)) {
-        api_reply_error(req, -EINVAL, "give exactly one of 'code' and 'command'");
-        return false;
-    }
-    if (code != NULL) {
-        if (!json_is_string(code)) {
-            api_reply_error(req, -EINVAL, "'code' must be a string");
-            return false;
-        }
-        er->code = json_string_value(code);
-        er->code_len = json_string_length(code);
-        return true;
-    }
-    if (!json_is_array(cmd) || json_array_size(cmd) == 0 || json_array_size(cmd) > 4096) {
-        api_reply_error(req, -EINVAL, "'command' must be a non-empty array of strings");
-        return false;
-    }
-    json_array_foreach (cmd, i, v) {
-        if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
-            api_reply_error(req, -EINVAL, "'command[%zu]' must be a string without NUL", i);
-            return false;
-        }
-    }
-    er->argv = cmd;
-    return true;
-}
-
 void
 api_sessions_execute(struct api *a, struct evhttp_request *req, const char *const *params)
 {
@@ -515,11 +373,8 @@ api_sessions_execute(struct api *a, struct evhttp_request *req, const char *cons
         return;
     }
     session_touch(s);
-    if (api_body_json(req, false, &body, &e) < 0) {
+    if (api_body_json(req, false, &body, &e) < 0 || api_request_exec(body, &er, &e) < 0) {
         api_reply_error(req, e.code, "%s", e.msg);
-        return;
-    }
-    if (!parse_exec(req, body, &er)) {
         json_decref(body);
         return;
     }
