@@ -266,7 +266,9 @@ on_request(struct evhttp_request *req, void *arg)
 
     if (path == NULL || path[0] != '/') {
         api_reply_error(req, -EINVAL, "malformed request target");
-        evhttp_uri_free(parsed);
+        if (parsed != NULL) {
+            evhttp_uri_free(parsed); /* libevent 2.1's does not take NULL */
+        }
         return;
     }
     if (api_body_held(a, req, &held)) {
