@@ -31,6 +31,7 @@
 #include "sandpool/api.h"
 #include "util/macro.h"
 #include "util/parse.h"
+#include "util/utf8.h"
 
 struct route {
     enum evhttp_cmd_type method;
@@ -107,6 +108,7 @@ void
 api_reply_error(struct evhttp_request *req, int r, const char *fmt, ...)
 {
     const struct api_status *st = api_status_from_errno(r);
+    struct buf clean = BUF_INIT(3 * 512); /* each bad byte of msg may become U+FFFD's 3 */
     char msg[512];
     json_t *body;
     char *text;
@@ -115,14 +117,20 @@ api_reply_error(struct evhttp_request *req, int r, const char *fmt, ...)
     va_start(ap, fmt);
     (void)vsnprintf(msg, sizeof(msg), fmt, ap); /* long messages are cut */
     va_end(ap);
+    /* A message may quote client text cut at a byte count ("%.64s", or the cut above) in the
+     * middle of a character: json_pack() refuses ill-formed UTF-8, and its NULL must not pass
+     * for out of memory (which aborts). */
+    (void)utf8_append_sanitized(&clean, msg, strlen(msg));
     if (st->retry_after) {
         (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
     }
-    body = OOM_CHECK(json_pack("{s:{s:s, s:s}}", "error", "code", st->code, "message", msg));
+    body = OOM_CHECK(
+        json_pack("{s:{s:s, s:s%}}", "error", "code", st->code, "message", clean.buf, clean.len));
     text = OOM_CHECK(json_dumps(body, JSON_COMPACT));
     reply_raw(req, st->status, st->reason, text, strlen(text));
     free(text);
     json_decref(body);
+    buf_done(&clean);
 }
 
 /* ---- handlers -------------------------------------------------------------------------------- */
