@@ -34,6 +34,7 @@
 #include "stream/out.h"
 #include "util/macro.h"
 #include "util/parse.h"
+#include "util/utf8.h"
 
 #define FEED_SLICE 65536u
 
@@ -136,6 +137,11 @@ begin(struct api *a, struct evhttp_request *req, const char *const *params, cons
         return NULL;
     }
     session_touch(s);
+    if (!utf8_valid(path, len)) {
+        /* The path goes to the engine in the helper's argv, JSON: never ill-formed. */
+        api_reply_error(req, -EINVAL, "the path is not valid UTF-8");
+        return NULL;
+    }
     if (files_normalize(path, len, allow_root, out, sizeof(out), &e) < 0) {
         api_reply_error(req, e.code, "%s", e.msg);
         return NULL;
