@@ -261,6 +261,24 @@ path_matches(const char *pattern, const char *path, char params[MAX_PARAMS][MAX_
     return *pattern == '\0' && *path == '\0';
 }
 
+/* The Allow header's names for a route's method (HEAD goes wherever GET does). */
+static const char *
+allow_names(enum evhttp_cmd_type method)
+{
+    switch (method) {
+    case EVHTTP_REQ_GET:
+        return "GET, HEAD";
+    case EVHTTP_REQ_POST:
+        return "POST";
+    case EVHTTP_REQ_PUT:
+        return "PUT";
+    case EVHTTP_REQ_DELETE:
+        return "DELETE";
+    default:
+        return NULL;
+    }
+}
+
 static void
 on_request(struct evhttp_request *req, void *arg)
 {
@@ -271,6 +289,7 @@ on_request(struct evhttp_request *req, void *arg)
     enum evhttp_cmd_type method = evhttp_request_get_command(req);
     struct api_body held;
     bool path_known = false;
+    char allow[64] = "";
 
     if (path == NULL || path[0] != '/') {
         api_reply_error(req, -EINVAL, "malformed request target");
@@ -302,8 +321,16 @@ on_request(struct evhttp_request *req, void *arg)
             evhttp_uri_free(parsed);
             return;
         }
+        if (allow_names(routes[i].method) != NULL) {
+            size_t n = strlen(allow);
+
+            (void)snprintf(allow + n, sizeof(allow) - n, "%s%s", n > 0 ? ", " : "",
+                           allow_names(routes[i].method));
+        }
     }
     if (path_known) {
+        /* RFC 9110 15.5.6: a 405 names the methods the resource has. */
+        (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
         api_reply_error(req, -EOPNOTSUPP, "method not allowed on this path");
     } else {
         api_reply_error(req, -ENOENT, "no such endpoint");
