@@ -12,8 +12,9 @@
  *
  * Execution phases: RUNNING -> (deadline) INTERRUPTED: KeyboardInterrupt sent; the namespace
  * survives if the code stops -> (grace, 2 s) RESTARTING: the kernel kills its worker; the
- * namespace is lost. The kernel's "done" ends every phase; its status and the phase give the
- * API status and whether state was preserved.
+ * namespace is lost -> (engine.timeout_ms) the sandbox is declared lost and the session ends.
+ * The kernel's "done" ends every phase; its status and the phase give the API status and
+ * whether state was preserved.
  *
  * Epochs: s->gen is the kernel worker generation the current epoch belongs to. A "done" with
  * status died means the namespace is gone: the epoch is bumped at once and gen+1 expected; a
@@ -680,18 +681,34 @@ static const struct kernel_handlers session_kernel_handlers = {
 
 /* ---- executions ------------------------------------------------------------------------------ */
 
+/* The last resort: a kernel that answers neither the interrupt nor the restart (a frozen
+ * container, an engine that stopped relaying its stream) ends its session, so that no execution
+ * outlives timeout_s + interrupt_grace_ms + engine.timeout_ms. */
 static void
 on_grace(evutil_socket_t fd, short what, void *arg)
 {
     struct execution *x = arg;
+    struct timeval tv;
+    char why[160];
 
+    if (x->phase == PH_RESTARTING || x->is_cmd) {
+        (void)snprintf(why, sizeof(why),
+                       "the sandbox stopped answering: no reply %u ms after the %s",
+                       x->s->profile->interrupt_grace_ms + x->s->m->cfg->engine_timeout_ms,
+                       x->cause == CAUSE_TIMEOUT ? "timeout" : "interrupt");
+        session_lost(x->s, why);
+        return;
+    }
     /* Still running after the interrupt: C code or a swallowed KeyboardInterrupt. */
     x->phase = PH_RESTARTING;
     if (kernel_restart(x->s->kernel, x->cause == CAUSE_TIMEOUT
                                          ? "execution did not stop after its timeout"
                                          : "execution did not stop after an interrupt") < 0) {
         session_lost(x->s, "the kernel connection broke during an interrupt");
+        return;
     }
+    time_tv_from_ms(&tv, x->s->m->cfg->engine_timeout_ms);
+    (void)evtimer_add(x->grace, &tv);
 }
 
 /* KeyboardInterrupt now, a kernel restart after the grace period if the code goes on. A command's
@@ -712,10 +729,11 @@ execution_interrupt(struct execution *x, enum exec_cause cause)
     if (kernel_interrupt(x->s->kernel, x->id) < 0) {
         return -EPIPE;
     }
-    if (!x->is_cmd) {
-        time_tv_from_ms(&tv, x->s->profile->interrupt_grace_ms);
-        (void)evtimer_add(x->grace, &tv);
-    }
+    /* Code gets its grace, then a restart; a command's done is due at once, so its timer is
+     * only the last resort. */
+    time_tv_from_ms(&tv, x->s->profile->interrupt_grace_ms +
+                             (x->is_cmd ? x->s->m->cfg->engine_timeout_ms : 0));
+    (void)evtimer_add(x->grace, &tv);
     return 0;
 }
 
@@ -913,7 +931,13 @@ restarts_answer(struct session *s, int r, const char *why)
 static void
 on_restart_timeout(evutil_socket_t fd, short what, void *arg)
 {
-    restarts_answer(arg, -ETIMEDOUT, "the kernel did not confirm the restart in time");
+    struct session *s = arg;
+
+    restarts_answer(s, -ETIMEDOUT, "the kernel did not confirm the restart in time");
+    if (s->exec != NULL && s->exec->phase == PH_RESTARTING) {
+        /* The execution the restart was to end cannot be bounded otherwise. */
+        session_lost(s, "the sandbox stopped answering: no reply to a restart");
+    }
 }
 
 int

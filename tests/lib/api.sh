@@ -42,11 +42,13 @@ sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 
 # The part of every test's config.json that names this run: listen address, node, engine,
 # Redis, and tenants a ($TA) and b ($TB). Ends in a comma: the test adds its own keys after.
+# ENGINE_JSON replaces the engine object (a suite that runs an engine of its own).
 config_base() {
+    local engine=${ENGINE_JSON:-"{\"socket\": \"$SANDPOOL_TEST_ENGINE_SOCKET\"}"}
     cat <<JSON
   "listen": "127.0.0.1:$port",
   "node_id": "$NODE",
-  "engine": {"socket": "$SANDPOOL_TEST_ENGINE_SOCKET"},
+  "engine": $engine,
   "redis": {"url": "unix://$REDIS_SOCK", "prefix": "$PREFIX"},
   "tenants": [{"id": "a", "token_sha256": "$(sha "$TA")"},
               {"id": "b", "token_sha256": "$(sha "$TB")"}],
