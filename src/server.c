@@ -2,12 +2,14 @@
  *
  * Engine link state machine (edge-logged here, not in the modules):
  *   DOWN --ping ok--> (info, then list+reconcile) --> UP (events stream open)
- *   UP --events stream ends / reconcile fails--> DOWN, retried with backoff 250 ms .. 5 s.
+ *   UP --events stream ends / reconcile or liveness ping fails--> DOWN, retried with backoff
+ *   250 ms .. 5 s.
  * The engine events stream is only a hint: a full list + reconcile runs after every (re)connect
  * and every 30 s (docker-engine.md §2.5).
  *
- * Cron (STYLE.md §6.7): one 250 ms timer; pool top-up every tick, reconcile every 30 s. Each job
- * does bounded work per tick.
+ * Cron (STYLE.md §6.7): one 250 ms timer; pool top-up every tick, reconcile every 30 s, a
+ * liveness ping every 5 s (an engine that stops answering keeps its event stream open: only a
+ * call with a deadline notices). Each job does bounded work per tick.
  *
  * Crash-only: nothing is persisted locally. On start every container labelled with this node is
  * listed; running ones that match a profile's policy are re-adopted into the pool, the rest are
@@ -40,6 +42,7 @@
 
 #define CRON_MS          250u
 #define RECONCILE_MS     30000u
+#define PING_MS          5000u
 #define ENGINE_RETRY_MIN 250u
 #define ENGINE_RETRY_MAX 5000u
 #define DRAIN_CUT_MS     2000u
@@ -69,9 +72,9 @@ struct server {
     struct docker_call *engine_call; /* ping/info/list in flight */
     struct docker_call *events_call;
     uint64_t next_reconcile_ms;
+    uint64_t next_ping_ms;
     uint64_t list_sent_ms;
     TAILQ_HEAD(, orphan) orphans;
-    bool reconciling;
     bool stopping;
     bool drain_cut;
     uint64_t drain_deadline_ms;
@@ -103,7 +106,6 @@ engine_down(struct server *s, const char *fmt, ...)
     /* Whatever is still in flight belongs to the link that just failed. */
     docker_call_cancel(s->engine_call);
     s->engine_call = NULL;
-    s->reconciling = false;
     docker_call_cancel(s->events_call);
     s->events_call = NULL;
     if (!s->stopping) {
@@ -249,7 +251,6 @@ on_list(int r, json_t *result, const struct err *e, void *userdata)
     struct server *s = userdata;
 
     s->engine_call = NULL;
-    s->reconciling = false;
     if (r < 0 || !json_is_array(result)) {
         engine_down(s, "listing containers failed: %s", r < 0 ? err_msg(e) : "not an array");
         return;
@@ -262,6 +263,9 @@ on_list(int r, json_t *result, const struct err *e, void *userdata)
         s->engine_why[0] = '\0';
         log_info("engine ready: API %s, %zu containers of node '%s' found",
                  docker_client_prefix(s->docker), json_array_size(result), s->cfg->node_id);
+        for (size_t i = 0; i < s->n_pools; i++) {
+            pool_engine_back(s->pools[i]);
+        }
     }
     for (size_t i = 0; i < s->n_pools; i++) {
         pool_tick(s->pools[i]);
@@ -273,7 +277,6 @@ start_reconcile(struct server *s)
 {
     const char *labels[] = {s->label_owner, NULL};
 
-    s->reconciling = true;
     s->list_sent_ms = time_now_ms();
     s->engine_call = docker_container_list(s->docker, labels, on_list, s);
 }
@@ -376,9 +379,21 @@ drain_step(struct server *s)
 }
 
 static void
+on_alive(int r, json_t *result, const struct err *e, void *userdata)
+{
+    struct server *s = userdata;
+
+    s->engine_call = NULL;
+    if (r < 0 && s->link == ENGINE_UP) {
+        engine_down(s, "the engine did not answer a liveness ping: %s", err_msg(e));
+    }
+}
+
+static void
 on_cron(evutil_socket_t fd, short what, void *arg)
 {
     struct server *s = arg;
+    uint64_t now;
 
     if (s->stopping) {
         drain_step(s);
@@ -391,8 +406,15 @@ on_cron(evutil_socket_t fd, short what, void *arg)
     for (size_t i = 0; i < s->n_pools; i++) {
         pool_tick(s->pools[i]);
     }
-    if (!s->reconciling && time_now_ms() >= s->next_reconcile_ms) {
+    now = time_now_ms();
+    if (s->engine_call != NULL) {
+        return; /* one link call at a time: a reconcile or ping is in flight */
+    }
+    if (now >= s->next_reconcile_ms) {
         start_reconcile(s);
+    } else if (now >= s->next_ping_ms) {
+        s->next_ping_ms = now + PING_MS;
+        s->engine_call = docker_ping(s->docker, on_alive, s);
     }
 }
 

@@ -265,12 +265,13 @@ api_sessions_delete(struct api *a, struct evhttp_request *req, const char *const
     if (s == NULL) {
         return;
     }
-    log_info("session ending session=%s tenant='%s': deleted by the client", session_id(s), t->id);
     c = call_new(a, req, t->id);
     if (session_end(s, on_session_ended, c, &e) < 0) {
         api_reply_error(req, e.code == -EALREADY ? -ENOENT : e.code, "%s", e.msg);
         call_end(c);
+        return;
     }
+    log_info("session ending session=%s tenant='%s': deleted by the client", session_id(s), t->id);
 }
 
 /* ---- execute --------------------------------------------------------------------------------- */

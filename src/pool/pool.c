@@ -588,6 +588,15 @@ pool_tick(struct pool *p)
     }
 }
 
+void
+pool_engine_back(struct pool *p)
+{
+    p->consecutive_failures = 0;
+    p->next_attempt_ms = 0;
+    p->warm_reached = p->warm == 0;
+    kick(p);
+}
+
 static void
 on_kick(evutil_socket_t fd, short what, void *arg)
 {

@@ -142,3 +142,7 @@ bool pool_knows_slot(const struct pool *p, const char *slot_id);
  * for at listed_at_ms (time_now_ms()): READY and CONNECTING slots that were already so then and
  * whose container is missing or no longer running are removed and replaced. */
 void pool_reconcile(struct pool *p, json_t *list, uint64_t listed_at_ms);
+/* The engine link came back after an outage: the failures seen meanwhile were the engine's, not
+ * the profile's, so the backoff restarts from zero; and readiness waits until the pool is warm
+ * again (what it held may have died with the engine). */
+void pool_engine_back(struct pool *p);

@@ -202,7 +202,110 @@ check_eq "every session record is still in Redis (bystander, k1, k2)" \
     "$(redis-cli -s "$REDIS_SOCK" --scan --pattern "${PREFIX}session:*" | wc -l)" 3
 check "the bystander kept its variable across the kill -9" bystander_ok
 
+# ---- Redis killed, then restarted empty ---------------------------------------------------------
+# Requests that must write a record answer 503 unavailable meanwhile; reads are served from
+# memory; nothing is lost once Redis is back (records are written again) and idle expiry, whose
+# deadlines live in Redis, resumes: a session whose deadline passed during the outage ends then.
+short=$(new_session "$TA" '{"idle_timeout_s": 2}')
+kill -KILL "$redis_pid"; wait "$redis_pid" 2>/dev/null; redis_pid=
+check_eq "Redis down: create answers 503 unavailable" \
+    "$(api POST /v1/sessions "$TA" | jq -r .error.code)/$(status)" unavailable/503
+check_eq "Redis down: execute answers 503 unavailable" \
+    "$(run "$TA" "$k1" '{"code": "kept"}' | jq -r .error.code)/$(status)" unavailable/503
+check_eq "Redis down: delete answers 503 unavailable" \
+    "$(api DELETE "/v1/sessions/$k1" "$TA" | jq -r .error.code)/$(status)" unavailable/503
+check_eq "Redis down: a session is still readable" \
+    "$(api GET "/v1/sessions/$k1" "$TA" | jq -r .id)/$(status)" "$k1/200"
+check_eq "Redis down: readyz is 503 and names Redis" \
+    "$(curl -s "$U/readyz" | jq -r '.checks.redis != "ok"')/$(curl -s -o /dev/null -w '%{http_code}' "$U/readyz")" true/503
+sleep 3
+# (Listed, never read: a read of the session is activity and would push its deadline.)
+check "Redis down: the 2 s idle session outlived its deadline (expiry needs Redis)" \
+    listed "$TA" "$short"
+start_redis
+check "readyz recovers when Redis is back" wait_for 15 ready
+check "idle expiry resumes: the session whose deadline passed ends" wait_for 10 not_listed "$TA" "$short"
+check_eq "the session that could not be deleted during the outage kept its variables" \
+    "$(run "$TA" "$k1" '{"code": "kept"}' | jq -r .result)" 11
+check "the records Redis lost are written back (bystander, k1, k2)" wait_for 10 bash -c \
+    "[ \$(redis-cli -s '$REDIS_SOCK' --scan --pattern '${PREFIX}session:*' | wc -l) -eq 3 ]"
+check "the bystander kept its variable through the outage" bystander_ok
+
+# ---- a wedged engine ---------------------------------------------------------------------------
+# dockerd stopped with SIGSTOP: connections are accepted by the kernel and never answered. Every
+# engine call has a deadline (engine.timeout_ms), and requests that need no engine never wait.
+hcode() { curl -s -o /dev/null -m 5 -w '%{http_code}' "$@"; }
+kill -STOP "$pe_pid"
+t0=$(now_ms)
+check_eq "wedged engine: healthz answers" "$(hcode "$U/healthz")" 200
+check_eq "wedged engine: a session is readable" "$(api GET "/v1/sessions/$k1" "$TA" | jq -r .id)" "$k1"
+check_eq "wedged engine: sessions are listed" "$(api GET /v1/sessions "$TB" | jq '.sessions | length')" 1
+check_eq "wedged engine: metrics answer" "$(hcode "$U/metrics")" 200
+t1=$(now_ms)
+wc=$(curl -s -o "$work/wcreate.json" -m 30 -w '%{http_code}' -X POST -H "Authorization: Bearer $TA" "$U/v1/sessions")
+echo "# a create (warm pool: no engine call, but the kernel's stream runs through dockerd) answered $wc after $(( $(now_ms) - t1 )) ms: $(head -c 300 "$work/wcreate.json")"
+check "wedged engine: a create answers (201, or 503 with a reason) within its deadline" \
+    bash -c "[ '$wc' = 201 ] || { [ '$wc' = 503 ] && jq -e '.error.message | length > 0' '$work/wcreate.json' >/dev/null; }"
+code=$(curl -s -o "$work/put.json" -m 30 -w '%{http_code}' -X PUT -H "Authorization: Bearer $TA" \
+    --data-binary hello "$U/v1/sessions/$k1/files/w.txt")
+took=$(( $(now_ms) - t0 ))
+echo "# a file upload (an engine exec) answered $code after $took ms: $(jq -c .error "$work/put.json")"
+check "wedged engine: a file upload fails with a clear 5xx error, within its deadline" \
+    bash -c "[ '$code' -ge 500 ] && jq -e '.error.message | length > 0' '$work/put.json' >/dev/null"
+engine_down() { curl -s "$U/readyz" | jq -e '.checks.engine != "ok"' >/dev/null; }
+check "wedged engine: readyz says the engine is not ok" wait_for 20 engine_down
+echo "# readyz reported the engine down $(( $(now_ms) - t0 )) ms after SIGSTOP: $(curl -s "$U/readyz" | jq -c .checks)"
+check_eq "wedged engine: readyz answers 503" "$(hcode "$U/readyz")" 503
+check_eq "wedged engine: healthz still answers" "$(hcode "$U/healthz")" 200
+kill -CONT "$pe_pid"
+check "engine answering again: readyz 200" wait_for 30 ready
+check_eq "engine answering again: a file upload works" \
+    "$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $TA" \
+        --data-binary hello "$U/v1/sessions/$k1/files/w.txt")" 201
+check_eq "engine answering again: the session kept its variables" \
+    "$(run "$TA" "$k1" '{"code": "kept"}' | jq -r .result)" 11
+check "the bystander kept its variable through the wedge" bystander_ok
+
+# ---- the engine restarted (no live-restore: its containers die with it) ------------------------
+# Sessions whose containers died end with a clear reason (a running execution is answered),
+# readyz says 503 while the engine is away, and the pool refills once it is back.
+r1=$(new_session "$TA")
+run "$TA" "$r1" '{"code": "kept = 1"}' >/dev/null
+run_bg "$TA" "$r1" '{"code": "import time; time.sleep(60)"}' "$work/r1.json"
+bg=$!
+sleep 0.5
+pe_stop
+wait $bg
+check_eq "engine stopped: the running execution is answered with error SandboxLost" \
+    "$(jq -c '[.status, .error.name]' "$work/r1.json")" '["error","SandboxLost"]'
+no_sessions() { [ "$(api GET /v1/sessions "$1" | jq '.sessions | length')" = 0 ]; }
+check "engine stopped: every session of both tenants ends" \
+    wait_for 20 bash -c "$(declare -f api no_sessions); U=$U work=$work; no_sessions $TA && no_sessions $TB"
+check "the ends are logged with the reason" grep -q "the sandbox was lost" "$work/daemon.log"
+check_eq "engine stopped: readyz answers 503" "$(hcode "$U/readyz")" 503
+check_eq "engine stopped: healthz answers 200" "$(hcode "$U/healthz")" 200
+check_eq "engine stopped: a create answers 503 with a reason" \
+    "$(api POST /v1/sessions "$TA" | jq -r '.error.message | length > 0')/$(status)" true/503
+pe_start
+t0=$(now_ms)
+check "engine back: readyz 200 once the pool refilled" wait_for 60 ready
+echo "# readyz 200 again $(( $(now_ms) - t0 )) ms after the engine answered: $(curl -s "$U/readyz" | jq -c .checks)"
+r2=$(new_session "$TA")
+echo "# create after the engine came back: $(status) $(cat "$work/body")"
+check_eq "engine back: a new session runs code" "$(run "$TA" "$r2" '{"code": "6 * 7"}' | jq -r .result)" 42
+check_eq "engine back: the ended sessions' records are gone from Redis (only the new one)" \
+    "$(redis-cli -s "$REDIS_SOCK" --scan --pattern "${PREFIX}session:*" | wc -l)" 1
+only_pool_and_r2() {
+    local pool
+    pool=$(curl -s "$U/metrics" | awk '/^sandpool_pool_containers/ && /state="ready"/ {n += $2} END {print n}')
+    [ "$(docker ps -aq --filter "label=$LABEL" | wc -l)" -eq "$((1 + pool))" ]
+}
+check "engine back: no dead container is left, only the pool's and the new session's" \
+    wait_for 30 only_pool_and_r2
+
 if [ "$TAP_FAILED" -gt 0 ]; then
+    echo "# readyz: $(curl -s "$U/readyz")"
+    curl -s "$U/metrics" | grep -v '^#' | sed 's/^/# /'
     echo "# daemon log:"; sed 's/^/# /' "$work/daemon.log" | tail -40
 fi
 tap_done
