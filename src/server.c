@@ -223,6 +223,7 @@ on_event(json_t *ev, void *userdata)
     }
     if (strcmp(action, "die") == 0 || strcmp(action, "destroy") == 0 ||
         strcmp(action, "remove") == 0) {
+        session_manager_container_gone(s->sessions, id, action);
         for (size_t i = 0; i < s->n_pools; i++) {
             if (pool_container_gone(s->pools[i], id)) {
                 log_info("container ctr=%.12s: %s", id, action);
@@ -407,6 +408,9 @@ on_cron(evutil_socket_t fd, short what, void *arg)
         pool_tick(s->pools[i]);
     }
     now = time_now_ms();
+    if (session_manager_want_list(s->sessions)) {
+        s->next_reconcile_ms = MIN(s->next_reconcile_ms, now); /* a detached session waits */
+    }
     if (s->engine_call != NULL) {
         return; /* one link call at a time: a reconcile or ping is in flight */
     }

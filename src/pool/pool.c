@@ -644,6 +644,17 @@ pool_slot_pool(const struct pool_slot *slot)
     return slot->pool;
 }
 
+int
+pool_slot_reconnect(struct pool_slot *slot, const struct kernel_handlers *h, void *userdata,
+                    struct err *reterr)
+{
+    struct pool *p = slot->pool;
+
+    slot->kernel = kernel_free(slot->kernel);
+    return kernel_open(p->docker, slot->container_id, docker_client_timeout_ms(p->docker), h,
+                       userdata, &slot->kernel, reterr);
+}
+
 void
 pool_slot_release(struct pool_slot *slot)
 {

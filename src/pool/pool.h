@@ -30,6 +30,7 @@
 struct event_base;
 struct docker_client;
 struct kernel;
+struct kernel_handlers;
 struct kernel_msg;
 struct pool;
 struct pool_slot;
@@ -119,6 +120,11 @@ void pool_wait_cancel(struct pool_waiter *w);
 struct kernel *pool_slot_kernel(struct pool_slot *slot);
 const char *pool_slot_container(const struct pool_slot *slot);
 struct pool *pool_slot_pool(const struct pool_slot *slot);
+/* Attaches to a BOUND slot's container again after its kernel connection broke: the old handle
+ * is freed (callers holding it must take pool_slot_kernel() again) and a new connection opened
+ * with the owner's handlers; its on_hello or on_closed follows. Immediate failures: -errno. */
+int pool_slot_reconnect(struct pool_slot *slot, const struct kernel_handlers *h, void *userdata,
+                        struct err *reterr);
 /* Ends a BOUND slot: closes its kernel connection and removes the container in the background
  * (retried until the engine confirms). The slot must not be used afterwards. */
 void pool_slot_release(struct pool_slot *slot);

@@ -16,6 +16,13 @@
  * The kernel's "done" ends every phase; its status and the phase give the API status and
  * whether state was preserved.
  *
+ * Connection breaks: when the attach stream to a kernel ends (its container stopped, or the
+ * engine restarted: with live-restore the container outlives it) the session is "detached": a
+ * running execution is answered (its output is incomplete), new ones get ENOTCONN, and the
+ * next container list decides: container running -> attach again, and the kernel's hello must
+ * claim this session (its generation and busy execution are handled as at re-adoption);
+ * container gone or stopped, or RECONNECT_TRIES attempts without a hello -> the session ends.
+ *
  * Epochs: s->gen is the kernel worker generation the current epoch belongs to. A "done" with
  * status died means the namespace is gone: the epoch is bumped at once and gen+1 expected; a
  * "restarted" (or a hello after re-adoption) with any other generation bumps it too. */
@@ -47,6 +54,7 @@
 #define TOUCH_MAX_MS        5000u
 #define TOUCH_MIN_MS        250u
 #define COLD_WAIT_FACTOR    4u /* a cold create may take this many engine deadlines */
+#define RECONNECT_TRIES     3u
 
 enum exec_phase {
     PH_RUNNING,
@@ -109,6 +117,10 @@ struct session {
     uint64_t last_touch_ms; /* monotonic */
     bool registered;        /* in the map and list (its record was written) */
     bool lost;              /* its kernel went away before it was registered */
+    bool detached;          /* its kernel connection broke; see "Connection breaks" */
+    bool reconnecting;      /* attached again, waiting for the hello */
+    unsigned reconnect_failures;
+    uint64_t detached_ms; /* monotonic */
 };
 
 enum sop_kind {
@@ -172,6 +184,7 @@ struct session_manager {
     struct store_session_rec *unmatched;
     size_t n_unmatched;
     bool loaded, loading, claiming;
+    bool want_list; /* a detached session waits for a container list */
     struct session_manager_stats stats;
     session_notify_cb *notify;
     void *notify_userdata;
@@ -207,6 +220,7 @@ session_state_to_string(enum session_state s)
 
 static void execution_finish(struct execution *x);
 static void execution_free(struct execution *x);
+static void execution_orphan(struct session *s, const char *id);
 static void restarts_answer(struct session *s, int r, const char *why);
 static void on_restart_timeout(evutil_socket_t fd, short what, void *arg);
 static void delete_record(struct session_manager *m, const char *id);
@@ -660,14 +674,65 @@ on_kernel_closed(struct kernel *k, int r, const char *why, void *userdata)
     struct session *s = userdata;
     char msg[256];
 
-    (void)snprintf(msg, sizeof(msg), "the sandbox was lost: %s", why);
-    session_lost(s, msg);
+    if (s->reconnecting) {
+        s->reconnecting = false;
+        if (++s->reconnect_failures >= RECONNECT_TRIES) {
+            (void)snprintf(msg, sizeof(msg),
+                           "the sandbox was lost: its container runs but its kernel did not "
+                           "answer %u reconnections: %s",
+                           RECONNECT_TRIES, why);
+            session_lost(s, msg);
+            return;
+        }
+        s->m->want_list = true;
+        return;
+    }
+    if (!s->registered || s->state == SESSION_ENDING) {
+        (void)snprintf(msg, sizeof(msg), "the sandbox was lost: %s", why);
+        session_lost(s, msg);
+        return;
+    }
+    s->detached = true;
+    s->detached_ms = time_now_ms();
+    s->m->want_list = true;
+    (void)snprintf(msg, sizeof(msg),
+                   "the connection to its sandbox broke (%s); checking its container", why);
+    notify(s->m, "detached", &s->rec, msg);
+    if (s->exec != NULL) {
+        execution_abort(s->exec, "SandboxDisconnected",
+                        "the connection to the sandbox broke while this ran (its container "
+                        "stopped, or the engine restarted); the output is incomplete. The session "
+                        "goes on if its container still runs, and ends otherwise");
+    }
+    restarts_answer(s, -ENOTCONN, "the connection to the sandbox broke");
 }
 
+/* A hello comes only after a reconnection (sessions get their first through adoption or the
+ * pool). The kernel must still claim this session; what happened meanwhile is handled as at
+ * re-adoption. */
 static void
 on_kernel_hello(struct kernel *k, const struct kernel_msg *m, void *userdata)
 {
-    /* Sessions get their hello through adoption; a later one changes nothing. */
+    struct session *s = userdata;
+
+    if (!s->reconnecting) {
+        return;
+    }
+    s->reconnecting = false;
+    if (m->session == NULL || strcmp(m->session, s->rec.id) != 0) {
+        session_lost(s, "the sandbox was lost: its kernel no longer claims this session");
+        return;
+    }
+    s->detached = false;
+    s->reconnect_failures = 0;
+    s->m->stats.reconnected_total++;
+    notify(s->m, "reconnected", &s->rec, "its container still runs: attached again");
+    if (m->gen != s->rec.gen) {
+        epoch_bump(s, m->gen, "the interpreter restarted while the connection was broken");
+    }
+    if (m->busy != NULL && m->busy[0] != '\0') {
+        execution_orphan(s, m->busy);
+    }
 }
 
 static const struct kernel_handlers session_kernel_handlers = {
@@ -837,6 +902,10 @@ session_execute(struct session *s, const struct exec_req *req, const struct exec
     if (s->exec != NULL) {
         return err_set(reterr, -EBUSY, "an execution is already running in this session");
     }
+    if (s->detached) {
+        return err_set(reterr, -ENOTCONN,
+                       "the connection to the sandbox broke (engine restart?); retry shortly");
+    }
     if (req->timeout_s > s->profile->exec_timeout_s) {
         return err_set(reterr, -EINVAL, "'timeout_s' must be at most %u for profile '%s'",
                        s->profile->exec_timeout_s, s->profile->name);
@@ -950,6 +1019,10 @@ session_restart(struct session *s, session_restart_cb *cb, void *userdata,
 
     if (s->state == SESSION_ENDING) {
         return err_set(reterr, -ENOENT, "the session is ending");
+    }
+    if (s->detached) {
+        return err_set(reterr, -ENOTCONN,
+                       "the connection to the sandbox broke (engine restart?); retry shortly");
     }
     TAILQ_FOREACH (w, &s->restarts, link) {
         n++;
@@ -1449,8 +1522,8 @@ session_manager_loaded(const struct session_manager *m)
     return m->loaded;
 }
 
-static bool
-list_has(json_t *list, const char *id)
+static json_t *
+list_find(json_t *list, const char *id)
 {
     size_t i;
     json_t *c;
@@ -1459,15 +1532,86 @@ list_has(json_t *list, const char *id)
         const char *cid = json_string_value(json_object_get(c, "Id"));
 
         if (cid != NULL && strcmp(cid, id) == 0) {
-            return true;
+            return c;
         }
     }
-    return false;
+    return NULL;
+}
+
+static bool
+list_has(json_t *list, const char *id)
+{
+    return list_find(list, id) != NULL;
+}
+
+/* A detached session and a container list asked for after the break: attach again if its
+ * container runs, else end it. */
+static void
+reconnect_or_end(struct session *s, json_t *list)
+{
+    json_t *c = list_find(list, pool_slot_container(s->slot));
+    const char *state = json_string_value(json_object_get(c, "State"));
+    struct err e = {0};
+    char msg[256];
+
+    if (c == NULL || state == NULL || strcmp(state, "running") != 0) {
+        (void)snprintf(msg, sizeof(msg), "the sandbox was lost: its container %s",
+                       c == NULL ? "is gone" : "stopped");
+        session_lost(s, msg);
+        return;
+    }
+    if (pool_slot_reconnect(s->slot, &session_kernel_handlers, s, &e) < 0) {
+        s->kernel = NULL;
+        (void)snprintf(msg, sizeof(msg), "the sandbox was lost: attaching again failed: %s", e.msg);
+        session_lost(s, msg);
+        return;
+    }
+    s->kernel = pool_slot_kernel(s->slot);
+    s->reconnecting = true;
+}
+
+void
+session_manager_container_gone(struct session_manager *m, const char *container_id,
+                               const char *action)
+{
+    struct session *s;
+    char msg[128];
+
+    TAILQ_FOREACH (s, &m->sessions, link) {
+        if (s->slot != NULL && strcmp(pool_slot_container(s->slot), container_id) == 0) {
+            if (s->state != SESSION_ENDING) {
+                (void)snprintf(msg, sizeof(msg), "the sandbox was lost: its container %s",
+                               strcmp(action, "die") == 0 ? "stopped" : "was removed");
+                session_lost(s, msg);
+            }
+            return;
+        }
+    }
+}
+
+bool
+session_manager_want_list(const struct session_manager *m)
+{
+    return m->want_list;
 }
 
 void
 session_manager_reconcile(struct session_manager *m, json_t *list, uint64_t listed_at_ms)
 {
+    struct session *s, *next;
+
+    m->want_list = false;
+    for (s = TAILQ_FIRST(&m->sessions); s != NULL; s = next) {
+        next = TAILQ_NEXT(s, link);
+        if (!s->detached || s->reconnecting || s->state == SESSION_ENDING) {
+            continue;
+        }
+        if (listed_at_ms < s->detached_ms) {
+            m->want_list = true; /* asked for before the break: it cannot tell */
+            continue;
+        }
+        reconnect_or_end(s, list);
+    }
     if (!m->loaded) {
         return; /* nothing can be judged before the records are in */
     }

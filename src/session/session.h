@@ -50,10 +50,12 @@ const char *session_state_to_string(enum session_state s);
 struct session_manager_stats {
     size_t sessions, busy;
     uint64_t created_total, ended_total, reaped_total, executions_total, adopted_total;
+    uint64_t reconnected_total;
 };
 
 /* Reports what the edge should log: event is "ended" (reaped or lost), "epoch" (the namespace
- * was lost) or "adopted"; detail says why. All strings borrowed for the call. */
+ * was lost), "adopted", "detached" or "reconnected" (its kernel connection broke, and was made
+ * again); detail says why. All strings borrowed for the call. */
 typedef void session_notify_cb(const char *event, const char *session_id, const char *tenant,
                                const char *detail, void *userdata);
 
@@ -76,6 +78,13 @@ void session_manager_adopt(struct session_manager *m, struct pool_slot *slot,
 /* A full list of this node's containers asked for at listed_at_ms: records whose container is
  * not in it are ended (their state is gone). */
 void session_manager_reconcile(struct session_manager *m, json_t *list, uint64_t listed_at_ms);
+/* True when a session whose kernel connection broke waits for a container list (the caller
+ * then lists soon and calls session_manager_reconcile()). */
+bool session_manager_want_list(const struct session_manager *m);
+/* The engine says a container died or went (event action "die", "destroy", "remove"): the
+ * session it served, if any, ends. */
+void session_manager_container_gone(struct session_manager *m, const char *container_id,
+                                    const char *action);
 /* Drain: true while any execution runs; session_manager_cut() interrupts them all. */
 bool session_manager_busy(const struct session_manager *m);
 void session_manager_cut(struct session_manager *m);
