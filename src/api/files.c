@@ -76,6 +76,12 @@ on_conn_close(struct evhttp_connection *conn, void *arg)
     if (fc->out != NULL) {
         stream_out_abandon(fc->out);
     }
+    if (evhttp_request_get_connection(fc->req) == NULL) {
+        /* The client left (EOF, timeout) before the reply was complete: evhttp detached the
+         * request from the connection and leaves it to its handler to free (libevent 2.1
+         * evhttp_connection_incoming_fail). A request still attached goes with the connection. */
+        evhttp_request_free(fc->req);
+    }
     fcall_free(fc);
 }
 
