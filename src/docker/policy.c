@@ -43,6 +43,12 @@ ulimits(const struct cfg_profile *p)
                   "Name", "core", "Soft", 0, "Hard", 0));
 }
 
+bool
+docker_policy_wants_init(const struct cfg_profile *p)
+{
+    return p->command != NULL;
+}
+
 json_t *
 docker_policy_create_body(const struct cfg_profile *p, const char *node_id, const char *slot_id)
 {
@@ -58,8 +64,8 @@ docker_policy_create_body(const struct cfg_profile *p, const char *node_id, cons
         (json_int_t)(p->cpus * 1e9), "PidsLimit", (json_int_t)p->pids, "CapDrop", "ALL",
         "SecurityOpt", "no-new-privileges", "Tmpfs", DOCKER_WORKSPACE, ws, DOCKER_TMP, tmp,
         "ShmSize", (json_int_t)((uint64_t)p->shm_mb * MIB), "IpcMode", "private", "Ulimits",
-        ulimits(p), "Init", 1, "AutoRemove", 0, "RestartPolicy", "Name", "no", "LogConfig", "Type",
-        "none", "OomScoreAdj", 500));
+        ulimits(p), "Init", docker_policy_wants_init(p), "AutoRemove", 0, "RestartPolicy", "Name",
+        "no", "LogConfig", "Type", "none", "OomScoreAdj", 500));
     if (strcmp(p->runtime, "runc") != 0) {
         (void)json_object_set_new(host, "Runtime", OOM_CHECK(json_string(p->runtime)));
     }
@@ -205,7 +211,8 @@ docker_policy_verify(json_t *inspect, const struct cfg_profile *p, struct err *r
         want_true(hc, "Privileged", false, reterr) < 0 || want_int(hc, "Memory", mem, reterr) < 0 ||
         want_int(hc, "MemorySwap", mem, reterr) < 0 ||
         want_int(hc, "NanoCpus", (json_int_t)(p->cpus * 1e9), reterr) < 0 ||
-        want_int(hc, "PidsLimit", p->pids, reterr) < 0 || want_true(hc, "Init", true, reterr) < 0) {
+        want_int(hc, "PidsLimit", p->pids, reterr) < 0 ||
+        want_true(hc, "Init", docker_policy_wants_init(p), reterr) < 0) {
         return -EPERM;
     }
     if (!array_has(json_object_get(hc, "CapDrop"), "ALL") ||

@@ -25,6 +25,12 @@ typedef struct json_t json_t;
 #define DOCKER_WORKSPACE "/workspace"
 #define DOCKER_TMP       "/tmp"
 
+/* Whether the engine's init (docker-init) runs as PID 1. Not for the image's own program, the
+ * kernel's supervisor: it is PID 1 itself, reaps orphans, and being non-dumpable it keeps the
+ * protocol channel (the container's stdin/stdout, which PID 1 holds) out of user code's reach
+ * through /proc/1/fd. A profile that runs a command of its own gets the engine's init. */
+bool docker_policy_wants_init(const struct cfg_profile *p);
+
 /* Returns a new create body for profile p, owned by node_id, for slot slot_id. Never fails:
  * the profile was validated by cfg_validate(). */
 json_t *docker_policy_create_body(const struct cfg_profile *p, const char *node_id,

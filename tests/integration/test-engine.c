@@ -151,7 +151,7 @@ check_policy_applied(json_t *in)
     ASSERT_EQ_I(hc_int(in, "Memory"), (json_int_t)profile->memory_mb << 20);
     ASSERT_EQ_I(hc_int(in, "MemorySwap"), (json_int_t)profile->memory_mb << 20);
     ASSERT_EQ_I(hc_int(in, "NanoCpus"), (json_int_t)(profile->cpus * 1e9));
-    ASSERT_TRUE(json_is_true(json_object_get(hc, "Init")));
+    ASSERT_TRUE(!json_is_true(json_object_get(hc, "Init"))); /* the supervisor is PID 1 */
     ASSERT_TRUE(json_object_get(json_object_get(hc, "Tmpfs"), "/workspace") != NULL);
     ASSERT_TRUE(json_array_size(json_object_get(hc, "MaskedPaths")) > 0); /* engine defaults */
     ASSERT_TRUE(json_array_size(json_object_get(hc, "ReadonlyPaths")) > 0);

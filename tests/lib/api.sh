@@ -68,6 +68,12 @@ stop_daemon() { # SIGTERM, wait
     wait "$daemon_pid" 2>/dev/null; daemon_pid=
 }
 ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/readyz")" = 200 ]; }
+# Under tests/run.sh's ASan+UBSan pass a report aborts the daemon (abort_on_error, halt_on_error);
+# whatever the checks after it saw, the suite also fails on the report itself.
+tap_final_checks() {
+    check "the daemon's log holds no sanitizer report" \
+        bash -c "! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' '$work/daemon.log'"
+}
 
 # api METHOD PATH TOKEN [BODY] -> body on stdout, status in $work/status
 api() {

@@ -71,7 +71,8 @@ TEST(create_body)
                  "rw,exec,nosuid,nodev,size=256m,mode=0700,uid=1000,gid=1000");
     ASSERT_STREQ(gets(json_object_get(hc, "Tmpfs"), "/tmp"),
                  "rw,noexec,nosuid,nodev,size=64m,mode=1777");
-    ASSERT_TRUE(json_is_true(json_object_get(hc, "Init")));
+    /* The image's supervisor is PID 1 (no docker-init): see docker_policy_wants_init(). */
+    ASSERT_TRUE(json_is_false(json_object_get(hc, "Init")));
     ASSERT_STREQ(gets(json_object_get(hc, "LogConfig"), "Type"), "none");
     ASSERT_STREQ(gets(json_object_get(hc, "RestartPolicy"), "Name"), "no");
     /* Never send empty MaskedPaths/ReadonlyPaths: they would replace the engine defaults. */
@@ -111,6 +112,8 @@ TEST(runtime_and_command)
     ASSERT_STREQ(gets(json_object_get(b, "HostConfig"), "Runtime"), "runsc");
     ASSERT_EQ_I(geti(json_object_get(b, "HostConfig"), "NanoCpus"), 250000000);
     ASSERT_STREQ(json_string_value(json_array_get(json_object_get(b, "Cmd"), 1)), "1000");
+    /* A command of the profile's own gets the engine's init, to reap its orphans. */
+    ASSERT_TRUE(json_is_true(json_object_get(json_object_get(b, "HostConfig"), "Init")));
     json_decref(b);
     cfg_free(c);
 }
@@ -159,9 +162,11 @@ TEST(verify_drift)
 
         if (strcmp(drifts[i].key, "MaskedPaths") == 0) {
             (void)json_object_set_new(hc, "MaskedPaths", json_array());
-        } else if (strcmp(drifts[i].key, "ReadonlyRootfs") == 0 ||
-                   strcmp(drifts[i].key, "Init") == 0) {
+        } else if (strcmp(drifts[i].key, "ReadonlyRootfs") == 0) {
             (void)json_object_set_new(hc, drifts[i].key, json_false());
+        } else if (strcmp(drifts[i].key, "Init") == 0) {
+            /* docker-init as PID 1 would hold the protocol channel, dumpable. */
+            (void)json_object_set_new(hc, drifts[i].key, json_true());
         } else if (strcmp(drifts[i].key, "NetworkMode") == 0) {
             (void)json_object_set_new(hc, drifts[i].key, json_string("bridge"));
         } else if (json_is_integer(json_object_get(hc, drifts[i].key))) {

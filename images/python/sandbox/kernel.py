@@ -517,8 +517,37 @@ class Supervisor:
         self.session = None       # set by "bind": this container serves that session
         self.used = False         # any request that could leave user state happened
         self.oom_count = self.read_oom_count()
+        self.orphans = False      # SIGCHLD seen: as PID 1, reap what was left to us
+        if os.getpid() == 1:
+            signal.signal(signal.SIGCHLD, self.on_sigchld)
         self.start_worker("start")
         self.warm_up()
+
+    # ---- PID 1 -----------------------------------------------------------------------------------
+    # The supervisor is the container's init (no docker-init): the only process that holds the
+    # protocol channel is then this non-dumpable one, whose /proc/1/fd user code cannot open.
+    # As init it inherits every orphan and must reap them, or they would hold PidsLimit. The
+    # kernel also ignores signals to PID 1 that it has no handler for, so user code (same uid)
+    # cannot kill it either.
+
+    def on_sigchld(self, *_):
+        self.orphans = True
+
+    def reap_orphans(self):
+        """Waits for every zombie child but the worker and the running command, which their
+        own code waits for (for their status and peak memory)."""
+        self.orphans = False
+        keep = {self.worker_pid}
+        ex = self.current
+        if ex is not None and ex.proc is not None:
+            keep.add(ex.proc.pid)
+        me = os.getpid()
+        for pid, _, state, ppid, _ in proc_stats():
+            if ppid == me and state == b"Z" and pid not in keep:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
 
     def warm_up(self):
         """Runs one execution through the whole path (worker, pipes, capture, encoder) before the
@@ -942,6 +971,8 @@ class Supervisor:
             for key, _ in self.sel.select(timeout=0.05):
                 key.data(key.fd)
             self.poll_cmd()
+            if self.orphans:
+                self.reap_orphans()
 
 
 def limit_of(req):
