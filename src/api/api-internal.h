@@ -64,6 +64,9 @@ size_t api_conns_count(const struct api_conns *reg);
 /* evhttp_set_bevcb callback (arg: the api): the bufferevent of a new connection, with the body
  * filter. */
 struct bufferevent *api_conn_bev_new(struct event_base *base, void *arg);
+/* evhttp dispatched req: its connection's head deadline stops; a connection the filter could
+ * not follow gets "Connection: close" on the reply (its next head could not be timed). */
+void api_conn_dispatched(struct api *a, struct evhttp_request *req);
 
 /* A body the connection holds back for its request's handler. */
 struct api_body {

@@ -291,6 +291,7 @@ on_request(struct evhttp_request *req, void *arg)
     bool path_known = false;
     char allow[64] = "";
 
+    api_conn_dispatched(a, req);
     if (path == NULL || path[0] != '/') {
         api_reply_error(req, -EINVAL, "malformed request target");
         if (parsed != NULL) {

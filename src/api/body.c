@@ -30,7 +30,13 @@
  * read by evhttp like any body, within http.max_body_bytes.
  *
  * Output goes from the filter straight to the descriptor, asynchronously, on an event of the
- * filter's own (filter_out()); see there for why. */
+ * filter's own (filter_out()); see there for why.
+ *
+ * Head deadline (http.header_timeout_s, slowloris): a connection must complete its first head
+ * within the deadline from its accept, and each later head within it from that head's first
+ * byte. A blind connection cannot see where its heads end: its deadline runs until evhttp
+ * dispatches the request (api_conn_dispatched()), which then answers it with "Connection:
+ * close", so that no head on it goes untimed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -300,6 +306,15 @@ emit_head(struct api_conn *c, struct evbuffer *dst)
     c->state = h.length > 0 ? CONN_BODY : CONN_HEAD;
 }
 
+/* Starts the head deadline unless it runs already (from the accept, for the first head). */
+static void
+head_deadline(struct api_conn *c)
+{
+    if (c->reg->head_timeout.tv_sec > 0 && !evtimer_pending(c->head_timer, NULL)) {
+        (void)event_add(c->head_timer, &c->reg->head_timeout);
+    }
+}
+
 /* Takes head bytes from src; returns true when a head was completed and passed on. */
 static bool
 scan_head(struct api_conn *c, struct evbuffer *src, struct evbuffer *dst)
@@ -310,12 +325,11 @@ scan_head(struct api_conn *c, struct evbuffer *src, struct evbuffer *dst)
     const char *pos, *end;
     struct line l;
 
-    if (before == 0 && take > 0 && c->reg->head_timeout.tv_sec > 0) {
-        (void)event_add(c->head_timer, &c->reg->head_timeout);
+    if (before == 0 && take > 0) {
+        head_deadline(c);
     }
     if (take == 0) {
-        (void)event_del(c->head_timer);
-        c->state = CONN_BLIND; /* a long head: evhttp decides what it is */
+        c->state = CONN_BLIND; /* a long head: evhttp decides what it is; the deadline runs */
         add(dst, c->head.buf, c->head.len);
         c->head.len = 0;
         return true;
@@ -327,15 +341,16 @@ scan_head(struct api_conn *c, struct evbuffer *src, struct evbuffer *dst)
     end = c->head.buf + c->head.len;
     while (next_line(&pos, end, &l)) {
         if (l.n == 0) {
-            (void)event_del(c->head_timer);
             if (c->line_start == 0) {
-                /* An empty line before the request line: evhttp's business. */
+                /* An empty line before the request line: evhttp's business. The deadline
+                 * runs on for the head that follows. */
                 c->state = CONN_BLIND;
                 (void)evbuffer_drain(src, take);
                 add(dst, c->head.buf, c->head.len);
                 c->head.len = 0;
                 return true;
             }
+            (void)event_del(c->head_timer);
             c->head.len = (size_t)(pos - c->head.buf);
             (void)evbuffer_drain(src, c->head.len - before);
             emit_head(c, dst);
@@ -542,14 +557,15 @@ linger_start(struct api_conn *c)
 
 /* ---- connections ----------------------------------------------------------------------------- */
 
-/* A client that trickles a request head (slowloris): the connection ends. Shutting the socket
- * down makes the read evhttp waits on see the end, and evhttp frees the connection. */
+/* A client that trickles a request head (slowloris), or sends none at all: the connection ends.
+ * Shutting the socket down makes the read evhttp waits on see the end, and evhttp frees the
+ * connection. The timer only runs while a head is due (see "Head deadline"). */
 static void
 on_head_timeout(evutil_socket_t fd, short what, void *arg)
 {
     struct api_conn *c = arg;
 
-    if (c->state == CONN_HEAD && c->head.len > 0) {
+    if (c->state == CONN_HEAD || c->state == CONN_BLIND) {
         (void)shutdown(bufferevent_getfd(c->sock), SHUT_RDWR);
     }
 }
@@ -582,6 +598,35 @@ static void
 conn_key(char *key, size_t n, const struct bufferevent *bev)
 {
     (void)snprintf(key, n, "%p", (const void *)bev);
+}
+
+/* The filter state of req's connection; NULL when it has none. */
+static struct api_conn *
+conn_of(struct api *a, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    char key[32];
+
+    if (bev == NULL) {
+        return NULL;
+    }
+    conn_key(key, sizeof(key), bev);
+    return hashmap_get(a->conns->map, key);
+}
+
+void
+api_conn_dispatched(struct api *a, struct evhttp_request *req)
+{
+    struct api_conn *c = conn_of(a, req);
+
+    if (c == NULL) {
+        return;
+    }
+    (void)event_del(c->head_timer);
+    if (c->state == CONN_BLIND) {
+        (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+    }
 }
 
 static void
@@ -680,6 +725,7 @@ api_conn_bev_new(struct event_base *base, void *arg)
      * the filter's write path without a reference held. */
     (void)bufferevent_disable(c->sock, EV_WRITE);
     c->head_timer = OOM_CHECK(evtimer_new(base, on_head_timeout, c));
+    head_deadline(c); /* the first head is due from the accept */
     c->kick = OOM_CHECK(event_new(base, -1, 0, on_writable, c));
     if (evbuffer_add_cb(bufferevent_get_output(c->bev), on_output_added, c) == NULL) {
         oom();
@@ -702,18 +748,14 @@ current(const struct api_body *b)
 bool
 api_body_held(struct api *a, struct evhttp_request *req, struct api_body *ret)
 {
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
     const char *marker = evhttp_find_header(evhttp_request_get_input_headers(req), HELD_HEADER);
-    char key[32];
 
     *ret = (struct api_body){0};
-    if (bev == NULL || marker == NULL) {
+    if (marker == NULL) {
         return false;
     }
-    conn_key(key, sizeof(key), bev);
-    ret->conn = hashmap_get(a->conns->map, key);
-    if (parse_u64(marker, &ret->seq) < 0 || !current(ret)) {
+    ret->conn = conn_of(a, req);
+    if (ret->conn == NULL || parse_u64(marker, &ret->seq) < 0 || !current(ret)) {
         *ret = (struct api_body){0};
         return false;
     }

@@ -37,6 +37,9 @@ api_request_json(const char *data, size_t len, bool allow_empty, json_t **ret, s
         *ret = OOM_CHECK(json_object());
         return 0;
     }
+    if (len == 0) {
+        return err_set(reterr, -EINVAL, "a JSON object body is required");
+    }
     root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL) {
         return err_set(reterr, -EINVAL, "the body is not valid JSON: %s (line %d column %d)",

@@ -49,11 +49,16 @@ on_conn_close(struct evhttp_connection *conn, void *arg)
 {
     struct call *c = arg;
 
-    c->req = NULL;
     if (c->sse != NULL) {
         stream_sse_abandon(c->sse);
         c->sse = NULL;
     }
+    if (c->req != NULL && evhttp_request_get_connection(c->req) == NULL) {
+        /* The client left mid-stream: evhttp detached the request and leaves it to its
+         * handler (libevent 2.1 evhttp_connection_incoming_fail), as in files.c. */
+        evhttp_request_free(c->req);
+    }
+    c->req = NULL;
     if (c->x != NULL) {
         execution_detach(c->x); /* it runs on; its end frees nothing of ours */
         c->x = NULL;

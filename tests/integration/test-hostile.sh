@@ -10,8 +10,7 @@
 # once against an ASan build). Timing checks compare medians against the measured noise, never
 # an absolute latency. Loopback only. TAP output.
 #
-# Known gaps are TODO checks: libevent 2.1 answers what it refuses itself in HTML, the message of
-# a missing body, idle connections holding their slot at http.max_connections. Not here: symlinks
+# Known gap, a TODO check: libevent 2.1 answers what it refuses itself in HTML. Not here: symlinks
 # (test-sandbox.sh) and the plain slowloris (test-http.sh).
 #
 # Needs: SANDPOOL_TEST_ENGINE_SOCKET, SANDPOOLD, image sandpool/python, redis-server, python3
@@ -149,8 +148,7 @@ err_check "metadata key cut mid-character: 400, valid JSON" 400 invalid_argument
 
 api POST "$X" "$TA" >/dev/null
 check_eq "execute without a body: 400" "$(err_of)" "400 invalid_argument"
-check_todo "the message of a missing body is jansson's 'wrong arguments (line -1 column -1)' (src/api/request.c; reported)" \
-    "execute without a body: the message says a body is required" \
+check "execute without a body: the message says a body is required" \
     grep -Eqi 'empty|required|missing' "$work/body"
 check "bystander: still answers after the JSON cases" bystander_ok
 
@@ -322,9 +320,10 @@ done
 check "the daemon is alive after the huge heads" alive
 
 # A request head that passes the body filter's 8 KiB (src/api/body.c HEAD_MAX) makes the filter
-# pass the connection through blind, and the blind connection's heads are no longer timed: a
-# slowloris client then escapes http.header_timeout_s (3 s here) for the 60 s idle timeout. Both
-# trickle a byte every 0.5 s for up to 9 s, at once (test-http.sh covers the plain slowloris).
+# pass the connection through blind: its head must still be cut at http.header_timeout_s (3 s
+# here), and so must a head trickled after a blind request (the blind connection closes after
+# it). Both trickle a byte every 0.5 s for up to 9 s, at once (test-http.sh covers the plain
+# slowloris).
 python3 - "$port" >"$work/slow.out" <<'PY2'
 import socket, sys, threading, time
 
@@ -656,9 +655,9 @@ for i, s in enumerate(socks):
 fresh = {}
 
 
-def fresh_client():  # a new client, while the flood holds every slot: 2.5 s to be served
+def fresh_client():  # a new client, while the flood holds every slot (reported)
     try:
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=2.5)
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=6)
         c.request("GET", "/healthz")
         fresh["served"] = c.getresponse().status == 200
     except OSError:
@@ -697,9 +696,10 @@ check_eq "flood: 3000 connections were opened (connected or queued) and heads se
     "$(jq -r '.connected > 0 and .heads_sent > 0' "$work/flood.json")" true
 check_eq "flood: keep-alive clients from before (healthz, bystander) are served all along" \
     "$(jq -c '[.before, (.rounds | map(.[0]) | all), .after]' "$work/flood.json")" '[true,true,true]'
-check_todo "at http.max_connections a connection that sends nothing keeps its slot for the 60 s idle timeout (README)" \
-    "flood: a new client is served within 2.5 s while the flood holds the slots" \
-    test "$(jq -r .fresh_served "$work/flood.json")" = true
+# A client that arrives during the flood queues behind it (all on loopback, so no per-address
+# limit can tell them apart): silent connections end at header_timeout_s, a cap's worth at a time,
+# so its wait grows with the flood. Reported, not gated.
+echo "# flood: a client arriving during the flood was served within 6 s: $(jq -r .fresh_served "$work/flood.json")"
 check "flood: the daemon held at most http.max_connections (+8) client descriptors" \
     test "$(jq -r .max_fds "$work/flood.json")" -le $((fds0 + MAX_CONN + 8))
 check_eq "after the flood a new connection is served" \
@@ -708,6 +708,20 @@ check "after the flood the descriptors return to their count before (within 3)" 
     wait_for 20 bash -c "[ \$(ls /proc/$daemon_pid/fd | wc -l) -le $((fds0 + 3)) ]"
 echo "# descriptors: before $fds0, now $(fds)"
 check "bystander: b's session still keeps its variable after the flood" bystander_ok
+
+# ---- clients that leave mid-stream ------------------------------------------------------------------
+# Event streams whose clients hang up half-way: evhttp leaves such a request to its handler,
+# which must free it (the leak check at SIGTERM below, under ASan, sees it if not).
+lv=$(new_session "$TA")
+for _ in 1 2 3; do
+    curl -s -N -m 0.7 -H "Authorization: Bearer $TA" -H 'Accept: text/event-stream' \
+        -H 'Content-Type: application/json' "$U/v1/sessions/$lv/execute" \
+        -d '{"code": "import time\nfor i in range(3):\n    print(i, flush=True); time.sleep(0.5)"}' >/dev/null
+done
+check "an event stream whose client left ends and the session answers again" \
+    wait_for 10 bash -c "[ \"\$(curl -s -H 'Authorization: Bearer $TA' -H 'Content-Type: application/json' \
+        -d '{\"code\": \"2\"}' '$U/v1/sessions/$lv/execute' | jq -r .result)\" = 2 ]"
+api DELETE "/v1/sessions/$lv" "$TA" >/dev/null
 
 # ---- the end ---------------------------------------------------------------------------------------
 check "victim: a's session keeps x, its epoch and its file at the end" victim_ok
