@@ -114,6 +114,8 @@ check_eq "it is served as image/png, never sniffed" \
 
 f=$(new_session "$TA")
 F="$U/v1/sessions/$f/files"
+check_eq "/workspace is the sandbox user's alone (mode 700, as the tmpfs option says)" \
+    "$(run "$TA" "$f" '{"command": ["stat", "-c", "%a %u", "/workspace"]}' | jq -r .stdout)" "700 1000"
 head -c $((100 << 20)) /dev/urandom >"$work/big"
 big_sha=$(sha256sum <"$work/big" | cut -d' ' -f1)
 vm() { awk -v k="$1:" '$1 == k {print $2 * 1024}' "/proc/$daemon_pid/status"; }
