@@ -106,8 +106,8 @@ struct session *api_find_session(struct api *a, struct evhttp_request *req,
 /* ---- request validation (request.c) ----
  *
  * Pure: no evhttp request, no loop; fuzzed by tests/fuzz/fuzz-api-request.c. Each returns 0, or
- * a negative errno with the message the client gets (api_reply_error(req, e.code, "%s", e.msg)).
- * ret_* are written only on success. */
+ * a negative errno with the message the client receives (api_reply_error(req, e.code, "%s",
+ * e.msg)). ret_* are written only on success. */
 
 /* Parses len bytes of data (need not be NUL-terminated; NULL is refused as jansson refuses it,
  * with "wrong arguments") as a JSON object; with allow_empty, no bytes at all give an empty

@@ -77,6 +77,7 @@ struct execution {
     struct exec_observer obs;
     void *userdata;
     bool detached;
+    bool orphan; /* left running by a previous daemon or a broken connection */
     struct buf out, err;
     uint64_t out_extra, err_extra; /* bytes dropped here, beyond what the kernel reported */
     uint64_t started_us;
@@ -832,6 +833,15 @@ execution_finish(struct execution *x)
     if (s->kernel != NULL) {
         kernel_pause(s->kernel, false); /* a paused stream must not outlive its execution */
     }
+    if (x->orphan) {
+        /* Nobody waits for its answer: the log is where it is reported. */
+        char msg[160];
+
+        (void)snprintf(msg, sizeof(msg), "execution %s, whose client was lost, ended: %s%s", x->id,
+                       x->status,
+                       x->state_preserved ? ", variables kept" : ", the namespace restarted");
+        notify(s->m, "execution", &s->rec, msg);
+    }
     if (s->state == SESSION_BUSY) {
         s->state = SESSION_READY;
     }
@@ -883,6 +893,7 @@ execution_orphan(struct session *s, const char *id)
 
     (void)snprintf(x->id, sizeof(x->id), "%s", id);
     x->detached = true;
+    x->orphan = true;
     s->exec = x;
     s->state = SESSION_BUSY;
     (void)execution_interrupt(x, CAUSE_CLIENT);

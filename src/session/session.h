@@ -55,7 +55,8 @@ struct session_manager_stats {
 
 /* Reports what the edge should log: event is "ended" (reaped or lost), "epoch" (the namespace
  * was lost), "adopted", "detached" or "reconnected" (its kernel connection broke, and was made
- * again); detail says why. All strings borrowed for the call. */
+ * again), "execution" (one whose client was lost ended); detail says why. All strings borrowed for
+ * the call. */
 typedef void session_notify_cb(const char *event, const char *session_id, const char *tenant,
                                const char *detail, void *userdata);
 

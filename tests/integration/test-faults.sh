@@ -188,6 +188,9 @@ check_eq "the first session kept its variables and epoch" \
     "$(run "$TA" "$k1" '{"code": "kept"}' | jq -c '[.status, .result, .kernel_epoch]')" '["ok","11",1]'
 check "the C loop ended after the restart (grace, then a new interpreter)" \
     wait_for 15 idle_again "$TA" "$k2"
+check "the ends of both executions are reported (log): kept, then restarted" bash -c \
+    "grep -q 'session=$k1 .*whose client was lost, ended: interrupted, variables kept' '$work/daemon.log' &&
+     grep -q 'session=$k2 .*whose client was lost, ended: interrupted, the namespace restarted' '$work/daemon.log'"
 check_eq "the second session answers with a new epoch and its namespace gone, as documented" \
     "$(run "$TA" "$k2" '{"code": "kept"}' | jq -c '[.status, .error.name, .kernel_epoch]')" '["error","NameError",2]'
 check_eq "the three sessions kept their containers" "$(session_ctrs)" "$ctrs_before"
