@@ -275,13 +275,19 @@ check "the bystander kept its variable through the wedge" bystander_ok
 # containers live on (with live-restore they do, see below): sessions wait, refusing executions
 # with 503, and readyz says 503. Once the engine answers, sessions whose containers died end
 # with a clear reason, and the pool refills.
+# stop_engine_during SESSION OUTFILE: the engine stops while SESSION runs a 60 s sleep, whose
+# answer goes to OUTFILE.
+stop_engine_during() {
+    local bg
+    run_bg "$TA" "$1" '{"code": "import time; time.sleep(60)"}' "$2"
+    bg=$!
+    sleep 0.5
+    pe_stop
+    wait $bg
+}
 r1=$(new_session "$TA")
 run "$TA" "$r1" '{"code": "kept = 1"}' >/dev/null
-run_bg "$TA" "$r1" '{"code": "import time; time.sleep(60)"}' "$work/r1.json"
-bg=$!
-sleep 0.5
-pe_stop
-wait $bg
+stop_engine_during "$r1" "$work/r1.json"
 check "engine stopped: the running execution is answered with error SandboxLost" \
     jq -e '.status == "error" and (.error.name | test("^Sandbox(Lost|Disconnected)$"))' "$work/r1.json"
 # (Or it has ended already, when the engine reported the container's death before it went.)
@@ -322,11 +328,7 @@ run "$TA" "$l1" '{"code": "kept = 5"}' >/dev/null
 l1_ctr=$(container_of "$TA" "$l1")
 l2=$(new_session "$TA")
 run "$TA" "$l2" '{"code": "kept = 6"}' >/dev/null
-run_bg "$TA" "$l2" '{"code": "import time; time.sleep(60)"}' "$work/l2.json"
-bg=$!
-sleep 0.5
-pe_stop
-wait $bg
+stop_engine_during "$l2" "$work/l2.json"
 check_eq "live-restore: the execution running when the engine went is answered SandboxDisconnected" \
     "$(jq -c '[.status, .error.name]' "$work/l2.json")" '["error","SandboxDisconnected"]'
 check_eq "live-restore, engine away: the session exists and refuses executions with 503" \
