@@ -108,8 +108,8 @@ void
 api_reply_error(struct evhttp_request *req, int r, const char *fmt, ...)
 {
     const struct api_status *st = api_status_from_errno(r);
-    struct buf clean = BUF_INIT(3 * 512); /* each bad byte of msg may become U+FFFD's 3 */
     char msg[512];
+    struct buf clean = BUF_INIT(3 * sizeof(msg)); /* each bad byte may become U+FFFD's 3 */
     json_t *body;
     char *text;
     va_list ap;
