@@ -522,13 +522,15 @@ backend_metrics(void *userdata, struct buf *out)
         "sandpool_sessions_ended_total %llu\n"
         "# TYPE sandpool_sessions_reaped_total counter\n"
         "sandpool_sessions_reaped_total %llu\n"
+        "# TYPE sandpool_sessions_reconnected_total counter\n"
+        "sandpool_sessions_reconnected_total %llu\n"
         "# TYPE sandpool_executions_total counter\n"
         "sandpool_executions_total %llu\n",
         (unsigned long long)ds.requests, (unsigned long long)ds.failures, s->link == ENGINE_UP,
         store_redis_is_up(s->redis), (unsigned long long)rs.commands,
         (unsigned long long)rs.timeouts, ss.sessions, ss.busy, (unsigned long long)ss.created_total,
         (unsigned long long)ss.ended_total, (unsigned long long)ss.reaped_total,
-        (unsigned long long)ss.executions_total);
+        (unsigned long long)ss.reconnected_total, (unsigned long long)ss.executions_total);
 
     if (r < 0 || buf_puts(out, "# TYPE sandpool_pool_containers gauge\n") < 0) {
         return; /* over the cap: the scrape gets what fitted */

@@ -346,6 +346,7 @@ check "live-restore: the execution left running is interrupted after the reconne
 check_eq "live-restore: that session kept its variables and epoch too" \
     "$(run "$TA" "$l2" '{"code": "kept"}' | jq -c '[.status, .result, .kernel_epoch]')" '["ok","6",1]'
 check "the reconnections are logged" grep -q "reconnected session=$l1" "$work/daemon.log"
+check_eq "and counted (metrics): r2, l1 and l2" "$(metric sandpool_sessions_reconnected_total)" 3
 check "the bystander-free pool refilled and is ready" wait_for 30 ready
 
 if [ "$TAP_FAILED" -gt 0 ]; then
