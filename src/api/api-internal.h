@@ -109,9 +109,9 @@ struct session *api_find_session(struct api *a, struct evhttp_request *req,
  * a negative errno with the message the client receives (api_reply_error(req, e.code, "%s",
  * e.msg)). ret_* are written only on success. */
 
-/* Parses len bytes of data (need not be NUL-terminated; NULL is refused as jansson refuses it,
- * with "wrong arguments") as a JSON object; with allow_empty, no bytes at all give an empty
- * object. 0 with a new reference in *ret, or -EINVAL. */
+/* Parses len bytes of data (need not be NUL-terminated; NULL when len is 0) as a JSON object;
+ * no bytes at all give an empty object with allow_empty, and are refused without. 0 with a new
+ * reference in *ret, or -EINVAL. */
 int api_request_json(const char *data, size_t len, bool allow_empty, json_t **ret,
                      struct err *reterr);
 
@@ -132,6 +132,11 @@ int api_request_exec(json_t *body, struct exec_req *ret, struct err *reterr);
 /* Percent-decodes the {path} of a files URL into *ret (malloc'd, ret_len bytes, may hold a NUL:
  * files_normalize() refuses it). -EINVAL. */
 int api_request_path(const char *encoded, char **ret, size_t *ret_len, struct err *reterr);
+/* Checks a decoded client path (len bytes) and normalizes it into out (files_normalize(), which
+ * says what allow_root and out are): -EINVAL for ill-formed UTF-8, which could not reach the
+ * engine in JSON, or for what files_normalize() refuses. */
+int api_request_file_path(const char *path, size_t len, bool allow_root, char *out, size_t out_n,
+                          struct err *reterr);
 /* The decoded "dir" parameter of a query string (query may be NULL) into *ret_dir (malloc'd, or
  * NULL when absent). -EINVAL for a malformed query or an encoded NUL. */
 int api_request_dir(const char *query, char **ret_dir, struct err *reterr);

@@ -5,11 +5,12 @@
  *   PUT    /v1/sessions/{id}/files/{path}   upload the raw body, streamed (201)
  *   DELETE /v1/sessions/{id}/files/{path}   delete a file or a directory tree (204)
  *
- * {path} is percent-decoded and then checked by files_normalize(); the in-sandbox helper checks
- * it again and never follows a symlink (files.h). Bytes go through the daemon in bounded slices
- * both ways: an upload's body is read from the socket only as fast as the sandbox takes it
- * (body.c), a download is read from the sandbox only as fast as the client takes it
- * (stream/out.h). Neither is ever held whole in memory.
+ * {path} is percent-decoded and then checked by api_request_file_path() (request.c: UTF-8, then
+ * files_normalize()); the in-sandbox helper checks it again and never follows a symlink
+ * (files.h). Bytes go through the daemon in bounded slices both ways: an upload's body is read
+ * from the socket only as fast as the sandbox takes it (body.c), a download is read from the
+ * sandbox only as fast as the client takes it (stream/out.h). Neither is ever held whole in
+ * memory.
  *
  * An upload refused while its body is still unread (too large, bad path, no space) is answered
  * at once, before a byte is read: a client that waits for "100 Continue" never sends it. The
@@ -34,7 +35,6 @@
 #include "stream/out.h"
 #include "util/macro.h"
 #include "util/parse.h"
-#include "util/utf8.h"
 
 #define FEED_SLICE 65536u
 
@@ -143,12 +143,7 @@ begin(struct api *a, struct evhttp_request *req, const char *const *params, cons
         return NULL;
     }
     session_touch(s);
-    if (!utf8_valid(path, len)) {
-        /* The path goes to the engine in the helper's argv, JSON: never ill-formed. */
-        api_reply_error(req, -EINVAL, "the path is not valid UTF-8");
-        return NULL;
-    }
-    if (files_normalize(path, len, allow_root, out, sizeof(out), &e) < 0) {
+    if (api_request_file_path(path, len, allow_root, out, sizeof(out), &e) < 0) {
         api_reply_error(req, e.code, "%s", e.msg);
         return NULL;
     }

@@ -7,8 +7,10 @@
  *
  * Invariants the fuzz target asserts: an accepted execute body has exactly one of code and argv;
  * an argv is a non-empty array of at most 4096 NUL-free strings; a timeout is 0 (not given) or
- * 1..31536000; accepted metadata is an object of strings whose text is at most 4 KiB. Out-params
- * are written only on success, and what they borrow belongs to the parsed body. */
+ * 1..31536000; accepted metadata is an object of strings whose text is at most 4 KiB; an accepted
+ * file path is UTF-8, relative, without empty, "." or ".." segments, and normalizes to itself.
+ * A message may quote a key cut mid-character ("%.64s"): api_reply_error() makes it valid UTF-8.
+ * Out-params are written only on success, and what they borrow belongs to the parsed body. */
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
@@ -19,8 +21,10 @@
 #include <jansson.h>
 
 #include "api/api-internal.h"
+#include "files/files.h"
 #include "session/session.h"
 #include "util/macro.h"
+#include "util/utf8.h"
 
 #define METADATA_MAX_BYTES 4096
 #define METADATA_MAX_KEYS  32
@@ -195,6 +199,17 @@ api_request_path(const char *encoded, char **ret, size_t *ret_len, struct err *r
     *ret = path;
     *ret_len = len;
     return 0;
+}
+
+int
+api_request_file_path(const char *path, size_t len, bool allow_root, char *out, size_t out_n,
+                      struct err *reterr)
+{
+    if (!utf8_valid(path, len)) {
+        /* The path goes to the engine in the helper's argv, JSON: never ill-formed. */
+        return err_set(reterr, -EINVAL, "the path is not valid UTF-8");
+    }
+    return files_normalize(path, len, allow_root, out, out_n, reterr);
 }
 
 int

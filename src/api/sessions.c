@@ -105,7 +105,7 @@ api_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t n = evbuffer_get_length(in);
 
-    /* An empty buffer pulls up NULL, which jansson refuses as "wrong arguments". */
+    /* An empty buffer pulls up NULL. */
     return api_request_json((const char *)evbuffer_pullup(in, -1), n, allow_empty, ret, reterr);
 }
 

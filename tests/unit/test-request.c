@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "api/api-internal.h"
+#include "files/files.h"
 #include "session/session.h"
 #include "tap.h"
 
@@ -153,6 +154,7 @@ TEST(exec_accepts)
 
 TEST(files_params)
 {
+    char out[FILES_PATH_MAX + 1];
     char *s = NULL;
     size_t len = 0;
     struct err e = {0};
@@ -162,6 +164,12 @@ TEST(files_params)
     ASSERT_EQ_U(len, 5);
     free(s);
 
+    ASSERT_OK(api_request_file_path("/workspace/./a//b", 17, false, out, sizeof(out), &e));
+    ASSERT_STREQ(out, "a/b");
+    ASSERT_ERR(api_request_file_path("caf\xe9", 4, false, out, sizeof(out), &e), EINVAL);
+    ASSERT_STREQ(e.msg, "the path is not valid UTF-8");
+    ASSERT_ERR(api_request_file_path("a/../b", 6, false, out, sizeof(out), &e), EINVAL);
+    ASSERT_STREQ(e.msg, "'..' is not allowed in a path");
     ASSERT_OK(api_request_dir(NULL, &s, &e));
     ASSERT_TRUE(s == NULL);
     ASSERT_OK(api_request_dir("x=1", &s, &e));
