@@ -7,8 +7,9 @@
  *   byte % 4 == 3   the query string of a files listing (?dir=...)
  *
  * (seed files start with '0'..'3'). A body that decodes is checked by both the create and the
- * execute parser. Every refusal must carry a negative errno and a message; every acceptance must
- * leave its outputs complete and within the documented bounds, or the target aborts. */
+ * execute parser; a path or dir goes on through api_request_file_path(). Every refusal must carry a
+ * negative errno and a message; every acceptance must leave its outputs complete and within the
+ * documented bounds, or the target aborts. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,6 +20,8 @@
 #include "api/api-internal.h"
 #include "files/files.h"
 #include "session/session.h"
+#include "util/buf.h"
+#include "util/utf8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -29,12 +32,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         }              \
     } while (0)
 
-/* A refusal says what and why. */
+/* A refusal says what and why, in a message that goes into the JSON error body the way
+ * api_reply_error() puts it there: made valid UTF-8 first (it may quote a key cut
+ * mid-character). */
 static void
 check_refusal(int r, const struct err *e)
 {
+    struct buf clean = BUF_INIT(3 * sizeof(e->msg));
+    json_t *s;
+
     CHECK(r < 0 && e->code == r && e->msg[0] != '\0');
     CHECK(memchr(e->msg, '\0', sizeof(e->msg)) != NULL);
+    CHECK(utf8_append_sanitized(&clean, e->msg, strlen(e->msg)) >= 0);
+    s = json_stringn(clean.buf, clean.len);
+    CHECK(s != NULL);
+    json_decref(s);
+    buf_done(&clean);
 }
 
 static void
@@ -112,14 +125,14 @@ check_body(const char *text, size_t len, bool allow_empty)
     json_decref(body);
 }
 
-/* A normalized path is relative to the workspace, has no empty, "." or ".." segment and no
- * control character, and normalizes to itself. */
+/* An accepted path is UTF-8 (it goes to the engine in JSON), relative to the workspace, has no
+ * empty, "." or ".." segment and no control character, and normalizes to itself. */
 static void
 check_normalize(const char *path, size_t len, bool allow_root)
 {
     char out[FILES_PATH_MAX + 1], again[FILES_PATH_MAX + 1];
     struct err e = {0};
-    int r = files_normalize(path, len, allow_root, out, sizeof(out), &e);
+    int r = api_request_file_path(path, len, allow_root, out, sizeof(out), &e);
     size_t n;
 
     if (r < 0) {
@@ -142,7 +155,8 @@ check_normalize(const char *path, size_t len, bool allow_root)
     for (size_t i = 0; i < n; i++) {
         CHECK((unsigned char)out[i] >= 0x20 && out[i] != 0x7f);
     }
-    CHECK(files_normalize(out, n, allow_root, again, sizeof(again), &e) == 0);
+    CHECK(utf8_valid(out, n));
+    CHECK(api_request_file_path(out, n, allow_root, again, sizeof(again), &e) == 0);
     CHECK(strcmp(out, again) == 0);
 }
 
