@@ -106,6 +106,17 @@ one_interpreter_ok() {
     pid=$(echo "$got" | sed -n 's/^(\([0-9]*\), 1) .*/\1/p')
     [ -n "$pid" ] && [ "$got" = "($pid, 1) ($pid, 2) ($pid, 3) " ]
 }
+# python_bomb_aftermath: what an os.fork() bomb must leave behind: its copies gone, later
+# executions in one interpreter that keeps its variables, commands running.
+python_bomb_aftermath() {
+    local got
+    check "$CASE: the bomb's processes are gone within 5 s (back to $P0)" wait_for 5 procs_back "$A" "$P0"
+    got=$(one_interpreter "$A")
+    check "$CASE: later executions run in one interpreter that keeps its variables (got: $got)" \
+        one_interpreter_ok "$got"
+    check_eq "$CASE: a command runs in the session afterwards" \
+        "$(run "$TA" "$A" '{"command": ["true"]}' | jq -c '[.status, .exit_code]')" '["ok",0]'
+}
 # valid_json FILE: strict UTF-8 bytes, parses as JSON, and no string holds a lone surrogate
 # (JSON's \ud800 escape is accepted by parsers but is no text a client can use).
 valid_json() {
@@ -258,11 +269,7 @@ PY
 )"
 check_eq "$CASE: ends with EAGAIN (BlockingIOError) or the timeout" \
     "$(aj '[.status, .error.name] | . == ["error", "BlockingIOError"] or . == ["timeout", "KeyboardInterrupt"]')" true
-check "$CASE: the bomb's processes are gone within 5 s (back to $P0)" wait_for 5 procs_back "$A" "$P0"
-got=$(one_interpreter "$A")
-check "$CASE: later executions run in one interpreter that keeps its variables (got: $got)" one_interpreter_ok "$got"
-check_eq "$CASE: a command runs in the session afterwards" \
-    "$(run "$TA" "$A" '{"command": ["true"]}' | jq -c '[.status, .exit_code]')" '["ok",0]'
+python_bomb_aftermath
 case_end
 
 # The same, ignoring EAGAIN: 128 processes forking and spinning until the deadline. Only the
@@ -281,11 +288,7 @@ PY
 )"
 check_eq "$CASE: ends at its deadline: timeout" "$(aj '.status')" '"timeout"'
 check "$CASE: within timeout + grace + 2 s" test "$(aj .duration_ms)" -lt $((3000 + GRACE_MS + 2000))
-check "$CASE: the bomb's processes are gone within 5 s (back to $P0)" wait_for 5 procs_back "$A" "$P0"
-got=$(one_interpreter "$A")
-check "$CASE: later executions run in one interpreter that keeps its variables (got: $got)" one_interpreter_ok "$got"
-check_eq "$CASE: a command runs in the session afterwards" \
-    "$(run "$TA" "$A" '{"command": ["true"]}' | jq -c '[.status, .exit_code]')" '["ok",0]'
+python_bomb_aftermath
 case_end
 
 case_begin fork-bomb-shell
