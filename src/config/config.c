@@ -26,9 +26,10 @@
 #include "util/parse.h"
 #include "util/utf8.h"
 
-#define CFG_MAX_FILE_BYTES (1u << 20)
-#define CFG_MAX_PROFILES   64
-#define CFG_MAX_TENANTS    4096
+#define CFG_MAX_FILE_BYTES   (1u << 20)
+#define CFG_MAX_PROFILES     64
+#define CFG_MAX_TENANTS      4096
+#define CFG_MAX_TENANT_LIMIT 1000000
 
 enum cfg_type {
     CFG_STRING,
@@ -266,17 +267,22 @@ apply_defaults(void *base, const struct cfg_option *tab, size_t n)
 
 /* ---- profiles and tenants -------------------------------------------------------------------- */
 
+/* Frees a NULL-terminated array of strings (NULL is fine). */
+static void
+strv_free(char **v)
+{
+    for (char **a = v; a != NULL && *a != NULL; a++) {
+        free(*a);
+    }
+    free(v);
+}
+
 static void
 profile_done(struct cfg_profile *p)
 {
     free_strings(p, profile_options, ELEMENTSOF(profile_options));
     free(p->name);
-    if (p->command != NULL) {
-        for (char **a = p->command; *a != NULL; a++) {
-            free(*a);
-        }
-        free(p->command);
-    }
+    strv_free(p->command);
     memset(p, 0, sizeof(*p));
 }
 
@@ -296,6 +302,7 @@ tenants_clear(struct cfg *c)
 {
     for (size_t i = 0; i < c->n_tenants; i++) {
         free(c->tenants[i].id);
+        strv_free(c->tenants[i].profiles);
     }
     free(c->tenants);
     c->tenants = NULL;
@@ -450,11 +457,34 @@ load_tenants(struct cfg *c, json_t *arr, struct err *reterr)
     c->tenants = xcalloc(json_array_size(arr), sizeof(*c->tenants));
     json_array_foreach (arr, i, t) {
         const char *id = NULL, *hash = NULL;
+        json_int_t max_sessions = 0, max_running = 0;
+        json_t *profiles = NULL, *v;
         json_error_t jerr;
+        size_t k;
 
-        if (json_unpack_ex(t, &jerr, JSON_STRICT, "{s:s, s:s}", "id", &id, "token_sha256", &hash) <
-            0) {
+        if (json_unpack_ex(t, &jerr, JSON_STRICT, "{s:s, s:s, s?I, s?I, s?o}", "id", &id,
+                           "token_sha256", &hash, "max_sessions", &max_sessions, "max_running",
+                           &max_running, "profiles", &profiles) < 0) {
             return err_set(reterr, -EINVAL, "tenants[%zu]: %s", i, jerr.text);
+        }
+        if (max_sessions < 0 || max_sessions > CFG_MAX_TENANT_LIMIT || max_running < 0 ||
+            max_running > CFG_MAX_TENANT_LIMIT) {
+            return err_set(reterr, -EINVAL,
+                           "tenants[%zu]: 'max_sessions' and 'max_running' must be 0 (no limit) "
+                           "to %d",
+                           i, CFG_MAX_TENANT_LIMIT);
+        }
+        if (profiles != NULL && (!json_is_array(profiles) || json_array_size(profiles) == 0 ||
+                                 json_array_size(profiles) > CFG_MAX_PROFILES)) {
+            return err_set(reterr, -EINVAL,
+                           "tenants[%zu]: 'profiles' must be a non-empty array of profile names",
+                           i);
+        }
+        json_array_foreach (profiles, k, v) {
+            if (!json_is_string(v) || !str_is_name(json_string_value(v), 48)) {
+                return err_set(reterr, -EINVAL, "tenants[%zu]: 'profiles[%zu]' must be a name", i,
+                               k);
+            }
         }
         if (!str_is_name(id, 64)) {
             return err_set(reterr, -EINVAL,
@@ -470,6 +500,14 @@ load_tenants(struct cfg *c, json_t *arr, struct err *reterr)
             }
         }
         c->tenants[i].id = xstrdup(id);
+        c->tenants[i].max_sessions = (unsigned)max_sessions;
+        c->tenants[i].max_running = (unsigned)max_running;
+        if (profiles != NULL) {
+            c->tenants[i].profiles = xcalloc(json_array_size(profiles) + 1, sizeof(char *));
+            json_array_foreach (profiles, k, v) {
+                c->tenants[i].profiles[k] = xstrdup(json_string_value(v));
+            }
+        }
         c->n_tenants = i + 1;
     }
     return 0;
@@ -859,6 +897,14 @@ cfg_validate(struct cfg *c, struct err *reterr)
         }
     }
     for (size_t i = 0; i < c->n_tenants; i++) {
+        for (char **p = c->tenants[i].profiles; p != NULL && *p != NULL; p++) {
+            if (cfg_profile_find(c, *p) == NULL) {
+                return err_set(reterr, -EINVAL,
+                               "tenant '%s' names profile '%s', which is not "
+                               "configured",
+                               c->tenants[i].id, *p);
+            }
+        }
         for (size_t j = 0; j < i; j++) {
             if (memcmp(c->tenants[i].token_sha256, c->tenants[j].token_sha256, CFG_SHA256_LEN) ==
                 0) {
@@ -868,6 +914,31 @@ cfg_validate(struct cfg *c, struct err *reterr)
         }
     }
     return 0;
+}
+
+const struct cfg_tenant *
+cfg_tenant_find(const struct cfg *c, const char *id)
+{
+    for (size_t i = 0; id != NULL && i < c->n_tenants; i++) {
+        if (strcmp(c->tenants[i].id, id) == 0) {
+            return &c->tenants[i];
+        }
+    }
+    return NULL;
+}
+
+bool
+cfg_tenant_allows(const struct cfg_tenant *t, const char *profile)
+{
+    if (t->profiles == NULL) {
+        return true;
+    }
+    for (char **p = t->profiles; *p != NULL; p++) {
+        if (strcmp(*p, profile) == 0) {
+            return true;
+        }
+    }
+    return false;
 }
 
 const struct cfg_profile *

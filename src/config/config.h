@@ -39,6 +39,9 @@ struct cfg_profile {
 struct cfg_tenant {
     char *id;
     uint8_t token_sha256[CFG_SHA256_LEN];
+    unsigned max_sessions; /* 0: no limit */
+    unsigned max_running;  /* concurrent executions; 0: no limit */
+    char **profiles;       /* the profiles it may use, NULL-terminated; NULL: all */
 };
 
 struct cfg {
@@ -89,6 +92,9 @@ int cfg_validate(struct cfg *c, struct err *reterr);
 
 /* Returns the profile named name, or NULL. */
 const struct cfg_profile *cfg_profile_find(const struct cfg *c, const char *name);
+const struct cfg_tenant *cfg_tenant_find(const struct cfg *c, const char *id);
+/* Whether tenant t may use profile name. */
+bool cfg_tenant_allows(const struct cfg_tenant *t, const char *profile);
 
 /* Renders the effective configuration as indented JSON (malloc'd, caller frees). */
 char *cfg_dump(const struct cfg *c);

@@ -222,6 +222,7 @@ session_state_to_string(enum session_state s)
 static void execution_finish(struct execution *x);
 static void execution_free(struct execution *x);
 static void execution_orphan(struct session *s, const char *id);
+static unsigned tenant_running(const struct session_manager *m, const char *tenant);
 static void restarts_answer(struct session *s, int r, const char *why);
 static void on_restart_timeout(evutil_socket_t fd, short what, void *arg);
 static void delete_record(struct session_manager *m, const char *id);
@@ -903,6 +904,7 @@ int
 session_execute(struct session *s, const struct exec_req *req, const struct exec_observer *obs,
                 void *userdata, bool collect, struct execution **ret, struct err *reterr)
 {
+    const struct cfg_tenant *t;
     struct execution *x;
     struct timeval tv;
     int r;
@@ -916,6 +918,12 @@ session_execute(struct session *s, const struct exec_req *req, const struct exec
     if (s->detached) {
         return err_set(reterr, -ENOTCONN,
                        "the connection to the sandbox broke (engine restart?); retry shortly");
+    }
+    t = cfg_tenant_find(s->m->cfg, s->rec.tenant);
+    if (t != NULL && t->max_running > 0 && tenant_running(s->m, t->id) >= t->max_running) {
+        return err_set(reterr, -EDQUOT,
+                       "tenant '%s' has max_running %u executions running; retry when one ends",
+                       t->id, t->max_running);
     }
     if (req->timeout_s > s->profile->exec_timeout_s) {
         return err_set(reterr, -EINVAL, "'timeout_s' must be at most %u for profile '%s'",
@@ -1229,18 +1237,65 @@ on_cold_slot(int r, struct pool_slot *slot, const struct err *e, void *userdata)
     }
 }
 
+/* ---- tenant quotas -----------------------------------------------------------------------------
+ */
+
+/* The tenant's sessions, those still being created included (a burst of creates must not pass
+ * max_sessions while the first ones wait for a container or for Redis). */
+static unsigned
+tenant_sessions(const struct session_manager *m, const char *tenant)
+{
+    const struct session *s;
+    const struct cold *c;
+    const struct sop *op;
+    unsigned n = 0;
+
+    TAILQ_FOREACH (s, &m->sessions, link) {
+        n += s->state != SESSION_ENDING && strcmp(s->rec.tenant, tenant) == 0;
+    }
+    TAILQ_FOREACH (c, &m->colds, link) {
+        n += strcmp(c->tenant, tenant) == 0;
+    }
+    TAILQ_FOREACH (op, &m->sops, link) {
+        n += op->kind == SOP_CREATE && op->pending != NULL &&
+             strcmp(op->pending->rec.tenant, tenant) == 0;
+    }
+    return n;
+}
+
+static unsigned
+tenant_running(const struct session_manager *m, const char *tenant)
+{
+    const struct session *s;
+    unsigned n = 0;
+
+    TAILQ_FOREACH (s, &m->sessions, link) {
+        n += s->exec != NULL && strcmp(s->rec.tenant, tenant) == 0;
+    }
+    return n;
+}
+
 int
 session_create(struct session_manager *m, const struct session_create_req *req,
                session_create_cb *cb, void *userdata, struct err *reterr)
 {
     const struct cfg_profile *p = profile_find(m, req->profile);
     struct pool *pool = p != NULL ? pool_for(m, p->name) : NULL;
+    const struct cfg_tenant *t = cfg_tenant_find(m->cfg, req->tenant);
     struct pool_slot *slot;
     struct cold *c;
     int r;
 
     if (pool == NULL) {
         return err_set(reterr, -ENOENT, "no profile '%.48s'", req->profile ? req->profile : "");
+    }
+    if (t != NULL && !cfg_tenant_allows(t, p->name)) {
+        return err_set(reterr, -EPERM, "tenant '%s' may not use profile '%s'", t->id, p->name);
+    }
+    if (t != NULL && t->max_sessions > 0 && tenant_sessions(m, t->id) >= t->max_sessions) {
+        return err_set(reterr, -EDQUOT,
+                       "tenant '%s' has max_sessions %u sessions; end one, or retry later", t->id,
+                       t->max_sessions);
     }
     if (req->idle_timeout_s > p->idle_timeout_s) {
         return err_set(reterr, -EINVAL, "'idle_timeout_s' must be at most %u for profile '%s'",

@@ -42,7 +42,8 @@ sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 
 # The part of every test's config.json that names this run: listen address, node, engine,
 # Redis, and tenants a ($TA) and b ($TB). Ends in a comma: the test adds its own keys after.
-# ENGINE_JSON replaces the engine object (a suite that runs an engine of its own).
+# ENGINE_JSON replaces the engine object (a suite that runs an engine of its own);
+# TENANT_A_JSON adds members to tenant a's object (its quotas).
 config_base() {
     local engine=${ENGINE_JSON:-"{\"socket\": \"$SANDPOOL_TEST_ENGINE_SOCKET\"}"}
     cat <<JSON
@@ -50,7 +51,7 @@ config_base() {
   "node_id": "$NODE",
   "engine": $engine,
   "redis": {"url": "unix://$REDIS_SOCK", "prefix": "$PREFIX"},
-  "tenants": [{"id": "a", "token_sha256": "$(sha "$TA")"},
+  "tenants": [{"id": "a", "token_sha256": "$(sha "$TA")"${TENANT_A_JSON:+, $TENANT_A_JSON}},
               {"id": "b", "token_sha256": "$(sha "$TB")"}],
 JSON
 }
