@@ -80,6 +80,8 @@ struct server {
     uint64_t drain_deadline_ms;
     char engine_why[192];
     char label_owner[128]; /* "sandpool.owner=<node>" */
+    server_config_loader *reload;
+    void *reload_userdata;
 };
 
 static void engine_connect(struct server *s);
@@ -589,10 +591,66 @@ on_stop_signal(evutil_socket_t sig, short what, void *arg)
     drain_step(s);
 }
 
+/* Applies the reloadable part of fresh (see server.h); fresh keeps the old tenants. */
+static void
+apply_reload(struct server *s, struct cfg *fresh)
+{
+    size_t changed = 0;
+
+    cfg_swap_tenants(s->cfg, fresh);
+    for (size_t i = 0; i < fresh->n_profiles; i++) {
+        const struct cfg_profile *np = &fresh->profiles[i];
+        struct pool *pool = pool_by_name(s, np->name);
+        struct pool_stats st;
+
+        if (pool == NULL) {
+            log_warn("reload: profile '%s' is new: it takes a restart", np->name);
+            continue;
+        }
+        pool_get_stats(pool, &st);
+        if (st.warm_target != MIN(np->warm, st.max)) {
+            log_info("reload: profile '%s' warm target %u -> %u", np->name, st.warm_target,
+                     MIN(np->warm, st.max));
+            pool_set_warm(pool, np->warm);
+            changed++;
+        }
+    }
+    for (size_t i = 0; i < s->cfg->n_profiles; i++) {
+        if (cfg_profile_find(fresh, s->cfg->profiles[i].name) == NULL) {
+            log_warn("reload: profile '%s' is gone from the configuration: it takes a restart",
+                     s->cfg->profiles[i].name);
+        }
+    }
+    log_info("configuration reloaded: %zu tenants, %zu warm targets changed; other settings "
+             "take a restart",
+             s->cfg->n_tenants, changed);
+}
+
 static void
 on_hup(evutil_socket_t sig, short what, void *arg)
 {
-    log_info("SIGHUP received: configuration reload is not supported yet, ignoring");
+    struct server *s = arg;
+    struct cfg *fresh;
+
+    if (s->reload == NULL) {
+        log_info("SIGHUP received: no configuration to reload, ignoring");
+        return;
+    }
+    log_info("SIGHUP received: reloading the configuration");
+    fresh = s->reload(s->reload_userdata);
+    if (fresh == NULL) {
+        log_error("reload failed (see above): the running configuration stays");
+        return;
+    }
+    apply_reload(s, fresh);
+    cfg_free(fresh);
+}
+
+void
+server_set_reload(struct server *s, server_config_loader *load, void *userdata)
+{
+    s->reload = load;
+    s->reload_userdata = userdata;
 }
 
 int

@@ -140,6 +140,23 @@ load_config(int argc, char **argv, struct cfg **ret, struct args *a, char *unkno
     return 0;
 }
 
+/* SIGHUP: the configuration again, from the same sources (argv, environment, file). */
+struct reload_ctx {
+    int argc;
+    char **argv;
+};
+
+static struct cfg *
+reload_config(void *userdata)
+{
+    struct reload_ctx *rc = userdata;
+    struct args a = {0};
+    struct cfg *c = NULL;
+    char unknown[512] = "";
+
+    return load_config(rc->argc, rc->argv, &c, &a, unknown, sizeof(unknown)) == 0 ? c : NULL;
+}
+
 /* Every session and warm container holds one connection to the engine, every client one to
  * us: lift the soft limit on open files to the hard one. Returns the new soft limit. */
 static unsigned long
@@ -213,6 +230,9 @@ main(int argc, char **argv)
         log_error("cannot start: %s", err_msg(&e));
         return EXIT_FAILURE;
     }
+    struct reload_ctx rc = {argc, argv};
+
+    server_set_reload(s, reload_config, &rc);
     r = server_run(s);
     server_free(s);
     log_info("stopped");

@@ -927,6 +927,18 @@ cfg_tenant_find(const struct cfg *c, const char *id)
     return NULL;
 }
 
+void
+cfg_swap_tenants(struct cfg *a, struct cfg *b)
+{
+    struct cfg_tenant *t = a->tenants;
+    size_t n = a->n_tenants;
+
+    a->tenants = b->tenants;
+    a->n_tenants = b->n_tenants;
+    b->tenants = t;
+    b->n_tenants = n;
+}
+
 bool
 cfg_tenant_allows(const struct cfg_tenant *t, const char *profile)
 {

@@ -93,6 +93,8 @@ int cfg_validate(struct cfg *c, struct err *reterr);
 /* Returns the profile named name, or NULL. */
 const struct cfg_profile *cfg_profile_find(const struct cfg *c, const char *name);
 const struct cfg_tenant *cfg_tenant_find(const struct cfg *c, const char *id);
+/* Reload: a and b exchange their tenants (both validated configs). */
+void cfg_swap_tenants(struct cfg *a, struct cfg *b);
 /* Whether tenant t may use profile name. */
 bool cfg_tenant_allows(const struct cfg_tenant *t, const char *profile);
 
