@@ -44,8 +44,8 @@ build_sandpool "$BUILD" -Dbuildtype=release || die "build failed"
 tmp=$(mktemp -d /tmp/sandpool-bench.XXXXXX)
 start_redis "$tmp/redis/redis.sock"
 
-port=$(( 20000 + (RANDOM % 20000) ))
-while ss -ltn "sport = :$port" | grep -q LISTEN; do port=$(( port + 1 )); done
+port=$(( 10000 + (RANDOM % 20000) )) # below the ephemeral range, and free (see tests/lib/api.sh)
+while [ -n "$(ss -tanH "sport = :$port")" ]; do port=$(( port + 1 )); done
 token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 cat >"$tmp/config.json" <<JSON
 {

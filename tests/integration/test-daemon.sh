@@ -27,8 +27,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port=$(( 20000 + (RANDOM % 20000) ))
-while ss -ltn "sport = :$port" | grep -q LISTEN; do port=$(( port + 1 )); done
+# Below the kernel's ephemeral range (32768 and up by default), so that no client socket of
+# this machine holds it, and not in use by any socket at all.
+port=$(( 10000 + (RANDOM % 20000) ))
+while [ -n "$(ss -tanH "sport = :$port")" ]; do port=$(( port + 1 )); done
 url=http://127.0.0.1:$port
 
 cat >"$work/config.json" <<JSON

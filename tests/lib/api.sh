@@ -33,8 +33,10 @@ trap cleanup EXIT
 cleanup_containers() { ids=$(docker ps -aq --filter "label=$LABEL"); [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1; }
 cleanup_containers
 
-port=$(( 20000 + (RANDOM % 20000) ))
-while ss -ltn "sport = :$port" | grep -q LISTEN; do port=$(( port + 1 )); done
+# Below the kernel's ephemeral range (32768 and up by default), so that no client socket of
+# this machine holds it, and not in use by any socket at all.
+port=$(( 10000 + (RANDOM % 20000) ))
+while [ -n "$(ss -tanH "sport = :$port")" ]; do port=$(( port + 1 )); done
 U=http://127.0.0.1:$port
 TA=token-a-$$-$RANDOM
 TB=token-b-$$-$RANDOM
