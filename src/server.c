@@ -28,12 +28,14 @@
 
 #define LOG_MODULE "server"
 #include "api/api.h"
+#include "audit/audit.h"
 #include "docker/api.h"
 #include "docker/client.h"
 #include "docker/json.h"
 #include "docker/policy.h"
 #include "kernel/kernel.h"
 #include "log/log.h"
+#include "pool/drift.h"
 #include "pool/pool.h"
 #include "session/session.h"
 #include "store/redis.h"
@@ -76,7 +78,11 @@ struct server {
     uint64_t list_sent_ms;
     TAILQ_HEAD(, orphan) orphans;
     bool stopping;
+    bool drained; /* by the admin: no new sessions */
     bool drain_cut;
+    struct drift_check *drift;                  /* policy drift check in flight */
+    TAILQ_HEAD(, api_policy_wait) policy_waits; /* admin requests waiting for its report */
+    uint64_t next_drift_ms;
     uint64_t drain_deadline_ms;
     char engine_why[192];
     char label_owner[128]; /* "sandpool.owner=<node>" */
@@ -86,6 +92,7 @@ struct server {
 
 static void engine_connect(struct server *s);
 static void drain_step(struct server *s);
+static void start_drift_check(struct server *s);
 
 /* ---- engine link ----------------------------------------------------------------------------- */
 
@@ -413,6 +420,9 @@ on_cron(evutil_socket_t fd, short what, void *arg)
     if (session_manager_want_list(s->sessions)) {
         s->next_reconcile_ms = MIN(s->next_reconcile_ms, now); /* a detached session waits */
     }
+    if (s->cfg->policy_check_s > 0 && now >= s->next_drift_ms && s->drift == NULL) {
+        start_drift_check(s);
+    }
     if (s->engine_call != NULL) {
         return; /* one link call at a time: a reconcile or ping is in flight */
     }
@@ -486,82 +496,368 @@ on_redis_state(bool up, const char *why, void *userdata)
     }
 }
 
-/* Prometheus text exposition (format 0.0.4). Appends that do not fit the buffer are dropped:
- * the buffer is sized for thousands of series. */
+/* ---- metrics --------------------------------------------------------------------------------- */
+
+/* The "# HELP" and "# TYPE" lines of one family, then (when the family has no labels) its one
+ * sample. Every helper returns < 0 once the buffer's cap is reached. */
+static int
+metric_family(struct buf *out, const char *name, const char *type, const char *help)
+{
+    return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static int
+metric_one(struct buf *out, const char *name, const char *type, const char *help, uint64_t v)
+{
+    if (metric_family(out, name, type, help) < 0) {
+        return -ENOBUFS;
+    }
+    return buf_printf(out, "%s %llu\n", name, (unsigned long long)v);
+}
+
+/* Writes key="value" (escaped) into lbl, replacing what it held. */
+static const char *
+metric_label(struct buf *lbl, const char *key, const char *value)
+{
+    buf_reset(lbl);
+    if (buf_printf(lbl, "%s=\"", key) < 0 || metrics_label_escape(lbl, value) < 0 ||
+        buf_putc(lbl, '"') < 0) {
+        buf_reset(lbl); /* a value over the label cap: the sample goes without labels */
+    }
+    return lbl->len > 0 ? lbl->buf : "";
+}
+
+static int
+metrics_links(struct server *s, struct buf *out)
+{
+    struct docker_client_stats ds;
+    struct store_redis_stats rs;
+
+    docker_client_get_stats(s->docker, &ds);
+    store_redis_get_stats(s->redis, &rs);
+    if (metric_one(out, "sandpool_engine_requests_total", "counter",
+                   "Requests sent to the container engine.", ds.requests) < 0 ||
+        metric_one(out, "sandpool_engine_failures_total", "counter",
+                   "Engine requests that failed (error answer, deadline, transport).",
+                   ds.failures) < 0 ||
+        metric_one(out, "sandpool_engine_up", "gauge", "1 while the engine answers.",
+                   s->link == ENGINE_UP) < 0 ||
+        metric_one(out, "sandpool_redis_up", "gauge", "1 while Redis is connected.",
+                   store_redis_is_up(s->redis)) < 0 ||
+        metric_one(out, "sandpool_redis_commands_total", "counter", "Commands sent to Redis.",
+                   rs.commands) < 0 ||
+        metric_one(out, "sandpool_redis_timeouts_total", "counter",
+                   "Redis commands that passed their deadline.", rs.timeouts) < 0 ||
+        metric_one(out, "sandpool_redis_errors_total", "counter",
+                   "Redis commands answered with an error, a timeout or a lost connection.",
+                   rs.errors) < 0) {
+        return -ENOBUFS;
+    }
+    return 0;
+}
+
+static int
+metrics_sessions(struct server *s, struct buf *out, const struct session_manager_stats *ss)
+{
+    if (metric_one(out, "sandpool_sessions", "gauge", "Sessions on this node.", ss->sessions) < 0 ||
+        metric_one(out, "sandpool_sessions_busy", "gauge", "Sessions running an execution.",
+                   ss->busy) < 0 ||
+        metric_one(out, "sandpool_sessions_created_total", "counter", "Sessions created.",
+                   ss->created_total) < 0 ||
+        metric_one(out, "sandpool_sessions_ended_total", "counter",
+                   "Sessions ended (deleted, expired or lost).", ss->ended_total) < 0 ||
+        metric_one(out, "sandpool_sessions_reaped_total", "counter",
+                   "Sessions ended by the idle and lifetime reaper.", ss->reaped_total) < 0 ||
+        metric_one(out, "sandpool_sessions_reconnected_total", "counter",
+                   "Sessions whose sandbox connection broke and was made again.",
+                   ss->reconnected_total) < 0 ||
+        metric_one(out, "sandpool_executions_started_total", "counter",
+                   "Executions started by this daemon.", ss->executions_total) < 0 ||
+        metric_family(out, "sandpool_executions_total", "counter",
+                      "Executions started by this daemon that ended, by status.") < 0) {
+        return -ENOBUFS;
+    }
+    for (int i = 0; i < SESSION_EXEC__COUNT; i++) {
+        if (buf_printf(out, "sandpool_executions_total{status=\"%s\"} %llu\n",
+                       session_exec_status_to_string((enum session_exec_status)i),
+                       (unsigned long long)ss->executions_ended[i]) < 0) {
+            return -ENOBUFS;
+        }
+    }
+    if (metric_family(out, "sandpool_output_bytes_total", "counter",
+                      "Output bytes received from sandboxes, by stream.") < 0 ||
+        buf_printf(out,
+                   "sandpool_output_bytes_total{stream=\"stdout\"} %llu\n"
+                   "sandpool_output_bytes_total{stream=\"stderr\"} %llu\n",
+                   (unsigned long long)ss->output_bytes[0],
+                   (unsigned long long)ss->output_bytes[1]) < 0) {
+        return -ENOBUFS;
+    }
+    return 0;
+}
+
+/* One family per pool statistic, each with a series per profile. */
+static int
+metrics_pools(struct server *s, struct buf *out, struct buf *lbl)
+{
+    static const char *const states[3] = {"ready", "starting", "bound"};
+    int r = metric_family(out, "sandpool_pool_containers", "gauge",
+                          "Containers of each profile's pool, by state.");
+
+    for (size_t i = 0; r >= 0 && i < s->n_pools; i++) {
+        struct pool_stats ps;
+        const char *l = metric_label(lbl, "profile", pool_name(s->pools[i]));
+
+        pool_get_stats(s->pools[i], &ps);
+        unsigned v[3] = {ps.ready, ps.starting + ps.creating, ps.bound};
+        for (size_t k = 0; r >= 0 && k < ELEMENTSOF(states); k++) {
+            r = buf_printf(out, "sandpool_pool_containers{%s,state=\"%s\"} %u\n", l, states[k],
+                           v[k]);
+        }
+    }
+    if (r < 0 || metric_family(out, "sandpool_pool_warm_target", "gauge",
+                               "Ready containers each pool keeps.") < 0) {
+        return -ENOBUFS;
+    }
+    for (size_t i = 0; r >= 0 && i < s->n_pools; i++) {
+        struct pool_stats ps;
+
+        pool_get_stats(s->pools[i], &ps);
+        r = buf_printf(out, "sandpool_pool_warm_target{%s} %u\n",
+                       metric_label(lbl, "profile", pool_name(s->pools[i])), ps.warm_target);
+    }
+    if (r < 0 ||
+        metric_family(out, "sandpool_pool_failures_total", "counter",
+                      "Container creations or starts that failed (refill failures).") < 0) {
+        return -ENOBUFS;
+    }
+    for (size_t i = 0; r >= 0 && i < s->n_pools; i++) {
+        struct pool_stats ps;
+
+        pool_get_stats(s->pools[i], &ps);
+        r = buf_printf(out, "sandpool_pool_failures_total{%s} %llu\n",
+                       metric_label(lbl, "profile", pool_name(s->pools[i])),
+                       (unsigned long long)ps.failures_total);
+    }
+    return r < 0 ? -ENOBUFS : 0;
+}
+
+static int
+metrics_latencies(struct server *s, struct buf *out, struct buf *lbl)
+{
+    static const char *const sources[2] = {"warm", "cold"};
+    int r = metric_family(out, "sandpool_session_acquire_seconds", "histogram",
+                          "Session create request to ready, by profile and whether a warm "
+                          "container was taken.");
+
+    for (size_t i = 0; r >= 0 && i < s->n_pools; i++) {
+        const struct session_profile_stats *ps = session_manager_profile_stats(s->sessions, i);
+
+        for (size_t k = 0; r >= 0 && k < ELEMENTSOF(sources); k++) {
+            char l[640];
+
+            (void)snprintf(l, sizeof(l), "%s,source=\"%s\"",
+                           metric_label(lbl, "profile", pool_name(s->pools[i])), sources[k]);
+            r = metrics_hist_write(out, "sandpool_session_acquire_seconds", l, &ps->acquire[k]);
+        }
+    }
+    if (r < 0 || metric_family(out, "sandpool_execution_seconds", "histogram",
+                               "Execution start to end, by profile.") < 0) {
+        return -ENOBUFS;
+    }
+    for (size_t i = 0; r >= 0 && i < s->n_pools; i++) {
+        r = metrics_hist_write(out, "sandpool_execution_seconds",
+                               metric_label(lbl, "profile", pool_name(s->pools[i])),
+                               &session_manager_profile_stats(s->sessions, i)->execution);
+    }
+    return r < 0 ? -ENOBUFS : 0;
+}
+
+/* Per tenant of the configuration: its sessions and running executions. */
+static int
+metrics_tenants(struct server *s, struct buf *out, struct buf *lbl)
+{
+    static const char *const names[2] = {"sandpool_tenant_sessions",
+                                         "sandpool_tenant_running_executions"};
+    static const char *const helps[2] = {"Sessions of each tenant (those being created included).",
+                                         "Executions running in each tenant's sessions."};
+
+    for (size_t k = 0; k < ELEMENTSOF(names); k++) {
+        if (metric_family(out, names[k], "gauge", helps[k]) < 0) {
+            return -ENOBUFS;
+        }
+        for (size_t i = 0; i < s->cfg->n_tenants; i++) {
+            unsigned v[2];
+
+            session_manager_tenant_counts(s->sessions, s->cfg->tenants[i].id, &v[0], &v[1]);
+            if (buf_printf(out, "%s{%s} %u\n", names[k],
+                           metric_label(lbl, "tenant", s->cfg->tenants[i].id), v[k]) < 0) {
+                return -ENOBUFS;
+            }
+        }
+    }
+    return 0;
+}
+
+static int
+metrics_files(struct server *s, struct buf *out)
+{
+    struct api_stats as;
+
+    api_get_stats(s->api, &as);
+    if (metric_family(out, "sandpool_file_bytes_total", "counter",
+                      "Bytes moved by the files API, by direction.") < 0 ||
+        buf_printf(out,
+                   "sandpool_file_bytes_total{direction=\"upload\"} %llu\n"
+                   "sandpool_file_bytes_total{direction=\"download\"} %llu\n",
+                   (unsigned long long)as.upload_bytes,
+                   (unsigned long long)as.download_bytes) < 0) {
+        return -ENOBUFS;
+    }
+    return 0;
+}
+
+/* Prometheus text exposition (format 0.0.4), in one pass into out, whose cap bounds it: what
+ * does not fit is left out (the buffer is sized for thousands of series). Every family has its
+ * HELP and TYPE lines and its samples together. */
 static void
 backend_metrics(void *userdata, struct buf *out)
 {
     struct server *s = userdata;
-    struct docker_client_stats ds;
     struct session_manager_stats ss;
-    struct store_redis_stats rs;
+    struct buf lbl = BUF_INIT(512); /* one escaped label pair */
 
-    docker_client_get_stats(s->docker, &ds);
     session_manager_get_stats(s->sessions, &ss);
-    store_redis_get_stats(s->redis, &rs);
-    int r = buf_printf(
-        out,
-        "# HELP sandpool_engine_requests_total Requests sent to the container engine.\n"
-        "# TYPE sandpool_engine_requests_total counter\n"
-        "sandpool_engine_requests_total %llu\n"
-        "# TYPE sandpool_engine_failures_total counter\n"
-        "sandpool_engine_failures_total %llu\n"
-        "# TYPE sandpool_engine_up gauge\n"
-        "sandpool_engine_up %d\n"
-        "# TYPE sandpool_redis_up gauge\n"
-        "sandpool_redis_up %d\n"
-        "# TYPE sandpool_redis_commands_total counter\n"
-        "sandpool_redis_commands_total %llu\n"
-        "# TYPE sandpool_redis_timeouts_total counter\n"
-        "sandpool_redis_timeouts_total %llu\n"
-        "# TYPE sandpool_sessions gauge\n"
-        "sandpool_sessions %zu\n"
-        "# TYPE sandpool_sessions_busy gauge\n"
-        "sandpool_sessions_busy %zu\n"
-        "# TYPE sandpool_sessions_created_total counter\n"
-        "sandpool_sessions_created_total %llu\n"
-        "# TYPE sandpool_sessions_ended_total counter\n"
-        "sandpool_sessions_ended_total %llu\n"
-        "# TYPE sandpool_sessions_reaped_total counter\n"
-        "sandpool_sessions_reaped_total %llu\n"
-        "# TYPE sandpool_sessions_reconnected_total counter\n"
-        "sandpool_sessions_reconnected_total %llu\n"
-        "# TYPE sandpool_executions_total counter\n"
-        "sandpool_executions_total %llu\n",
-        (unsigned long long)ds.requests, (unsigned long long)ds.failures, s->link == ENGINE_UP,
-        store_redis_is_up(s->redis), (unsigned long long)rs.commands,
-        (unsigned long long)rs.timeouts, ss.sessions, ss.busy, (unsigned long long)ss.created_total,
-        (unsigned long long)ss.ended_total, (unsigned long long)ss.reaped_total,
-        (unsigned long long)ss.reconnected_total, (unsigned long long)ss.executions_total);
-
-    if (r < 0 || buf_puts(out, "# TYPE sandpool_pool_containers gauge\n") < 0) {
-        return; /* over the cap: the scrape gets what fitted */
-    }
-    for (size_t i = 0; i < s->n_pools; i++) {
-        struct pool_stats ps;
-        const char *n = pool_name(s->pools[i]);
-
-        pool_get_stats(s->pools[i], &ps);
-        r = buf_printf(out,
-                       "sandpool_pool_containers{profile=\"%s\",state=\"ready\"} %u\n"
-                       "sandpool_pool_containers{profile=\"%s\",state=\"starting\"} %u\n"
-                       "sandpool_pool_containers{profile=\"%s\",state=\"bound\"} %u\n"
-                       "sandpool_pool_warm_target{profile=\"%s\"} %u\n"
-                       "sandpool_pool_failures_total{profile=\"%s\"} %llu\n",
-                       n, ps.ready, n, ps.starting + ps.creating, n, ps.bound, n, ps.warm_target, n,
-                       (unsigned long long)ps.failures_total);
-        if (r < 0) {
-            return;
-        }
-    }
+    /* Stops at the first section that no longer fits the cap. */
+    (void)(metrics_links(s, out) < 0 || metrics_sessions(s, out, &ss) < 0 ||
+           metrics_pools(s, out, &lbl) < 0 || metrics_latencies(s, out, &lbl) < 0 ||
+           metrics_tenants(s, out, &lbl) < 0 || metrics_files(s, out) < 0);
+    buf_done(&lbl);
 }
 
-static bool
-backend_draining(void *userdata)
+static enum api_drain
+backend_drain_state(void *userdata)
 {
     struct server *s = userdata;
 
-    return s->stopping;
+    return s->stopping ? API_STOPPING : s->drained ? API_DRAINED : API_SERVING;
+}
+
+static void
+backend_set_drained(void *userdata, bool drained)
+{
+    struct server *s = userdata;
+
+    if (s->drained != drained) {
+        log_info("%s by the admin: %s", drained ? "drained" : "undrained",
+                 drained ? "no new sessions; existing ones go on until they end or go idle"
+                         : "taking new sessions again");
+    }
+    s->drained = drained;
+}
+
+/* ---- policy drift ---------------------------------------------------------------------------- */
+
+struct api_policy_wait {
+    TAILQ_ENTRY(api_policy_wait) link;
+    api_policy_cb *cb;
+    void *arg;
+};
+
+static struct pool *
+pool_of_container(struct server *s, const char *container_id)
+{
+    for (size_t i = 0; i < s->n_pools; i++) {
+        if (pool_owns(s->pools[i], container_id)) {
+            return s->pools[i];
+        }
+    }
+    return NULL;
+}
+
+/* Ends what drifted: the session a container serves, or the warm container itself. */
+static json_t *
+quarantine(struct server *s, const struct drift_finding *f)
+{
+    char why[400], session[65] = "";
+    struct pool *p = pool_of_container(s, f->container);
+    const char *action = "deferred"; /* a session being bound: the next check ends it */
+
+    (void)snprintf(why, sizeof(why), "quarantined: its limits drifted from profile '%s': %s",
+                   f->profile->name, f->why);
+    if (session_manager_quarantine(s->sessions, f->container, why, session, sizeof(session))) {
+        action = "ended";
+        log_warn("container ctr=%.12s session=%s %s", f->container, session, why);
+    } else if (p != NULL && pool_container_gone(p, f->container)) {
+        action = "removed";
+        log_warn("warm container ctr=%.12s %s", f->container, why);
+    }
+    audit_log("policy.quarantine", "daemon",
+              OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:s}", "container", f->container, "profile",
+                                  f->profile->name, "session", session, "difference", f->why,
+                                  "action", action)));
+    return OOM_CHECK(json_pack("{s:s, s:s, s:o, s:[s], s:s}", "container", f->container, "profile",
+                               f->profile->name, "session",
+                               session[0] ? OOM_CHECK(json_string(session)) : json_null(),
+                               "differences", f->why, "action", action));
+}
+
+static void
+on_drift_done(size_t checked, size_t errors, const struct drift_finding *found, size_t n,
+              void *userdata)
+{
+    struct server *s = userdata;
+    json_t *drifted = OOM_CHECK(json_array());
+    struct api_policy_wait *w;
+    json_t *report;
+
+    s->drift = NULL;
+    s->next_drift_ms = time_now_ms() + (uint64_t)s->cfg->policy_check_s * 1000u;
+    for (size_t i = 0; i < n; i++) {
+        (void)json_array_append_new(drifted, quarantine(s, &found[i]));
+    }
+    if (errors > 0) {
+        log_warn("policy check: %zu of %zu containers could not be inspected", errors,
+                 errors + checked);
+    }
+    report = OOM_CHECK(json_pack("{s:I, s:I, s:o}", "checked", (json_int_t)checked, "errors",
+                                 (json_int_t)errors, "drifted", drifted));
+    while ((w = TAILQ_FIRST(&s->policy_waits)) != NULL) {
+        TAILQ_REMOVE(&s->policy_waits, w, link);
+        w->cb(report, w->arg);
+        free(w);
+    }
+    json_decref(report);
+}
+
+static void
+start_drift_check(struct server *s)
+{
+    s->drift = drift_check_start(s->base, s->docker, s->pools, s->n_pools, on_drift_done, s);
+}
+
+static struct api_policy_wait *
+backend_policy_check(void *userdata, api_policy_cb *cb, void *arg)
+{
+    struct server *s = userdata;
+    struct api_policy_wait *w = xcalloc(1, sizeof(*w));
+
+    w->cb = cb;
+    w->arg = arg;
+    TAILQ_INSERT_TAIL(&s->policy_waits, w, link);
+    if (s->drift == NULL) {
+        start_drift_check(s);
+    }
+    return w;
+}
+
+static void
+backend_policy_cancel(void *userdata, struct api_policy_wait *w)
+{
+    struct server *s = userdata;
+
+    TAILQ_REMOVE(&s->policy_waits, w, link);
+    free(w);
 }
 
 static void
@@ -598,6 +894,13 @@ apply_reload(struct server *s, struct cfg *fresh)
     size_t changed = 0;
 
     cfg_swap_tenants(s->cfg, fresh);
+    if (strcmp(s->cfg->admin_token_sha256, fresh->admin_token_sha256) != 0) {
+        char *t = s->cfg->admin_token_sha256;
+
+        s->cfg->admin_token_sha256 = fresh->admin_token_sha256;
+        fresh->admin_token_sha256 = t;
+        log_info("reload: the admin token changed");
+    }
     for (size_t i = 0; i < fresh->n_profiles; i++) {
         const struct cfg_profile *np = &fresh->profiles[i];
         struct pool *pool = pool_by_name(s, np->name);
@@ -664,6 +967,8 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
     s->cfg = cfg;
     s->base = OOM_CHECK(event_base_new());
     TAILQ_INIT(&s->orphans);
+    TAILQ_INIT(&s->policy_waits);
+    s->next_drift_ms = time_now_ms() + (uint64_t)cfg->policy_check_s * 1000u;
     (void)snprintf(s->label_owner, sizeof(s->label_owner), "%s=%s", DOCKER_LABEL_OWNER,
                    cfg->node_id);
     s->docker = docker_client_new(s->base, cfg->engine_socket, cfg->engine_timeout_ms);
@@ -693,7 +998,10 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
         .engine = s->docker,
         .engine_ok = backend_engine_ok,
         .redis_ok = backend_redis_ok,
-        .draining = backend_draining,
+        .drain_state = backend_drain_state,
+        .set_drained = backend_set_drained,
+        .policy_check = backend_policy_check,
+        .policy_cancel = backend_policy_cancel,
         .metrics = backend_metrics,
         .userdata = s,
     };
@@ -736,13 +1044,20 @@ server_free(struct server *s)
     }
     docker_call_cancel(s->engine_call);
     docker_call_cancel(s->events_call);
+    drift_check_cancel(s->drift);
     while (!TAILQ_EMPTY(&s->orphans)) {
         struct orphan *o = TAILQ_FIRST(&s->orphans);
 
         docker_call_cancel(o->call);
         orphan_free(o);
     }
-    api_free(s->api);
+    api_free(s->api); /* closing its connections cancels the admin requests' policy waits */
+    while (!TAILQ_EMPTY(&s->policy_waits)) {
+        struct api_policy_wait *w = TAILQ_FIRST(&s->policy_waits);
+
+        TAILQ_REMOVE(&s->policy_waits, w, link);
+        free(w);
+    }
     session_manager_free(s->sessions);
     for (size_t i = 0; i < s->n_pools; i++) {
         pool_free(s->pools[i]);

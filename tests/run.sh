@@ -82,6 +82,7 @@ static_checks() {
 
 require_root
 say "setting up (packages, engine, images)"
+SANDPOOL_PACKAGES+=(tmux) # the ctl suite runs `sandpoolctl top` in a detached tmux pane
 ensure_packages
 ensure_docker
 remove_labelled "$TEST_LABEL"

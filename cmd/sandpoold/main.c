@@ -10,6 +10,7 @@
 #define LOG_MODULE "main"
 #include <jansson.h>
 
+#include "audit/audit.h"
 #include "config/config.h"
 #include "docker/policy.h"
 #include "log/log.h"
@@ -219,6 +220,11 @@ main(int argc, char **argv)
     if (unknown_env[0] != '\0') {
         log_warn("not configuration options, ignoring: %s", unknown_env);
     }
+    if (audit_open(c->audit_file, &e) < 0) {
+        log_error("cannot start: %s", err_msg(&e));
+        cfg_free(c);
+        return EXIT_FAILURE;
+    }
     /* Writes to a peer that went away must fail with EPIPE, not kill the daemon. */
     (void)signal(SIGPIPE, SIG_IGN);
     unsigned long nofile = raise_nofile(); /* not inside log_debug(): it may not evaluate */
@@ -235,6 +241,7 @@ main(int argc, char **argv)
     server_set_reload(s, reload_config, &rc);
     r = server_run(s);
     server_free(s);
+    audit_close();
     log_info("stopped");
     return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -27,6 +27,7 @@ struct api {
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
     struct api_conns *conns; /* body.c */
+    struct api_stats stats;
     char unix_path[108];
 };
 
@@ -41,6 +42,17 @@ api_handler_fn api_sessions_delete;
 api_handler_fn api_sessions_execute;
 api_handler_fn api_sessions_interrupt;
 api_handler_fn api_sessions_restart;
+api_handler_fn api_sessions_executions;
+
+/* Admin endpoints (admin.c): admin token only. */
+api_handler_fn api_admin_pools;
+api_handler_fn api_admin_pool_put;
+api_handler_fn api_admin_sessions;
+api_handler_fn api_admin_session_get;
+api_handler_fn api_admin_session_delete;
+api_handler_fn api_admin_drain;
+api_handler_fn api_admin_undrain;
+api_handler_fn api_admin_policy;
 
 /* File endpoints (files.c). params[1] is the raw (still percent-encoded) file path. */
 api_handler_fn api_files_list;
@@ -97,11 +109,24 @@ void api_body_cancel(const struct api_body *b);
 
 /* api_request_json() over the request's body (evhttp read it whole, within http.max_body_bytes). */
 int api_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct err *reterr);
-/* Authenticates a tenant; on failure replies 401 and returns NULL. */
+/* Authenticates a tenant; on failure replies 401 (403 for the admin token) and returns NULL. */
 const struct cfg_tenant *api_require_tenant(struct api *a, struct evhttp_request *req);
-/* The tenant's session with this id, or NULL after replying 404. */
-struct session *api_find_session(struct api *a, struct evhttp_request *req,
-                                 const struct cfg_tenant *t, const char *id);
+/* Authenticates the admin; on failure replies 401 (403 for a tenant's token) and returns false. */
+bool api_require_admin(struct api *a, struct evhttp_request *req);
+
+/* Who made a request on a session. */
+struct api_actor {
+    bool admin;
+    char name[80]; /* "tenant:<id>" or "admin" (audit) */
+};
+/* Authenticates a tenant or the admin and finds the session with this id: the tenant's own, or
+ * any tenant's for the admin. NULL after replying 401 or 404 (another tenant's session is
+ * exactly as absent as an unknown one). */
+struct session *api_session_for(struct api *a, struct evhttp_request *req, const char *id,
+                                struct api_actor *ret);
+/* Ends s and answers 204 (or the error). */
+void api_session_delete(struct api *a, struct evhttp_request *req, struct session *s,
+                        const struct api_actor *who);
 
 /* ---- request validation (request.c) ----
  *

@@ -31,6 +31,7 @@
 #include "sandpool/api.h"
 #include "util/macro.h"
 #include "util/parse.h"
+#include "util/random.h"
 #include "util/utf8.h"
 
 struct route {
@@ -161,9 +162,13 @@ handle_readyz(struct api *a, struct evhttp_request *req, const char *const *para
     if (b->redis_ok != NULL) {
         (void)json_object_set_new(checks, "redis", OOM_CHECK(json_string(why[0] ? why : "ok")));
     }
-    if (b->draining != NULL && b->draining(b->userdata)) {
+    if (b->drain_state(b->userdata) != API_SERVING) {
         ready = false;
-        (void)json_object_set_new(checks, "drain", OOM_CHECK(json_string("draining")));
+        (void)json_object_set_new(
+            checks, "drain",
+            OOM_CHECK(json_string(b->drain_state(b->userdata) == API_STOPPING
+                                      ? "shutting down"
+                                      : "drained by the admin: no new sessions")));
     }
     for (size_t i = 0; i < b->n_pools; i++) {
         struct pool_stats st;
@@ -214,7 +219,16 @@ static const struct route routes[] = {
     {EVHTTP_REQ_POST, "/v1/sessions/*/execute", api_sessions_execute},
     {EVHTTP_REQ_POST, "/v1/sessions/*/interrupt", api_sessions_interrupt},
     {EVHTTP_REQ_POST, "/v1/sessions/*/restart", api_sessions_restart},
+    {EVHTTP_REQ_GET, "/v1/sessions/*/executions", api_sessions_executions},
     {EVHTTP_REQ_GET, "/v1/sessions/*/files", api_files_list},
+    {EVHTTP_REQ_GET, "/v1/admin/pools", api_admin_pools},
+    {EVHTTP_REQ_PUT, "/v1/admin/pools/*", api_admin_pool_put},
+    {EVHTTP_REQ_GET, "/v1/admin/sessions", api_admin_sessions},
+    {EVHTTP_REQ_GET, "/v1/admin/sessions/*", api_admin_session_get},
+    {EVHTTP_REQ_DELETE, "/v1/admin/sessions/*", api_admin_session_delete},
+    {EVHTTP_REQ_POST, "/v1/admin/drain", api_admin_drain},
+    {EVHTTP_REQ_POST, "/v1/admin/undrain", api_admin_undrain},
+    {EVHTTP_REQ_GET, "/v1/admin/policy", api_admin_policy},
     {EVHTTP_REQ_GET, "/v1/sessions/*/files/**", api_files_get},
     {EVHTTP_REQ_PUT, "/v1/sessions/*/files/**", api_files_put},
     {EVHTTP_REQ_DELETE, "/v1/sessions/*/files/**", api_files_delete},
@@ -280,7 +294,7 @@ allow_names(enum evhttp_cmd_type method)
 }
 
 static void
-on_request(struct evhttp_request *req, void *arg)
+route_request(struct evhttp_request *req, void *arg)
 {
     struct api *a = arg;
     const char *uri = evhttp_request_get_uri(req);
@@ -337,6 +351,26 @@ on_request(struct evhttp_request *req, void *arg)
         api_reply_error(req, -ENOENT, "no such endpoint");
     }
     evhttp_uri_free(parsed);
+}
+
+/* Every request gets an id: the client's X-Request-Id when it is a plain name of at most
+ * LOG_REQUEST_ID_MAX characters, else a random one. It is sent back in X-Request-Id and named
+ * by every log line written while the handler runs (asynchronous completions set it again). */
+static void
+on_request(struct evhttp_request *req, void *arg)
+{
+    const char *theirs = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Request-Id");
+    char id[LOG_REQUEST_ID_MAX + 1];
+
+    if (theirs != NULL && str_is_name(theirs, LOG_REQUEST_ID_MAX)) {
+        (void)snprintf(id, sizeof(id), "%s", theirs);
+    } else {
+        random_hex(id, 8);
+    }
+    (void)evhttp_add_header(evhttp_request_get_output_headers(req), "X-Request-Id", id);
+    log_set_request(id);
+    route_request(req, arg);
+    log_set_request(NULL);
 }
 
 /* ---- listening ------------------------------------------------------------------------------- */
@@ -415,6 +449,12 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
     api_conns_set_listener(a->conns, evhttp_bound_socket_get_listener(a->bound));
     *ret = a;
     return 0;
+}
+
+void
+api_get_stats(const struct api *a, struct api_stats *ret)
+{
+    *ret = a->stats;
 }
 
 void

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config/config.h"
 #include "util/buf.h"
@@ -22,6 +23,17 @@ struct api;
 
 typedef struct json_t json_t;
 
+/* What the node takes on. */
+enum api_drain {
+    API_SERVING,  /* everything */
+    API_DRAINED,  /* POST /v1/admin/drain: no new sessions; existing ones go on until idle */
+    API_STOPPING, /* SIGTERM: no new sessions nor executions */
+};
+
+/* GET /v1/admin/policy: the server's drift check report (borrowed for the call). */
+typedef void api_policy_cb(json_t *report, void *arg);
+struct api_policy_wait;
+
 /* Dependency checks for /readyz, answered by the server. */
 struct api_backend {
     struct pool **pools; /* borrowed array of n_pools */
@@ -31,7 +43,13 @@ struct api_backend {
     /* Returns true when the engine answered recently; writes a reason otherwise. */
     bool (*engine_ok)(void *userdata, char *why, size_t n);
     bool (*redis_ok)(void *userdata, char *why, size_t n);
-    bool (*draining)(void *userdata);
+    enum api_drain (*drain_state)(void *userdata);
+    /* Admin: drain (true) or undrain (false) this node. */
+    void (*set_drained)(void *userdata, bool drained);
+    /* Admin: runs a policy drift check (or joins the one in flight) and quarantines what drifted;
+     * cb once with the report, never from inside the call, unless cancelled first. */
+    struct api_policy_wait *(*policy_check)(void *userdata, api_policy_cb *cb, void *arg);
+    void (*policy_cancel)(void *userdata, struct api_policy_wait *w);
     /* Appends Prometheus text exposition of every metric to out. */
     void (*metrics)(void *userdata, struct buf *out);
     void *userdata;
@@ -45,6 +63,12 @@ int api_new(struct event_base *base, const struct cfg *cfg, const struct api_bac
 struct api *api_free(struct api *a);
 /* Stops accepting new connections (drain); requests in progress go on. */
 void api_stop_listening(struct api *a);
+
+struct api_stats {
+    uint64_t upload_bytes;   /* file bytes sent into sandboxes (PUT .../files/...) */
+    uint64_t download_bytes; /* file bytes sent to clients (GET .../files/...) */
+};
+void api_get_stats(const struct api *a, struct api_stats *ret);
 
 /* Maps a negative errno to {HTTP status, error code}. The one table of the project. */
 struct api_status {

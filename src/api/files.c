@@ -29,6 +29,7 @@
 
 #define LOG_MODULE "api"
 #include "api/api-internal.h"
+#include "audit/audit.h"
 #include "files/files.h"
 #include "log/log.h"
 #include "session/session.h"
@@ -44,6 +45,8 @@ struct fcall {
     struct evhttp_connection *conn;
     struct files_op *op; /* NULL once it completed */
     char tenant[65], session[65];
+    char actor[80];                       /* who asked: "tenant:<id>" or "admin" (audit) */
+    char request[LOG_REQUEST_ID_MAX + 1]; /* for the log lines of its completion */
     char path[FILES_PATH_MAX + 1];
     /* upload */
     struct api_body held;      /* the body waiting in the socket (held.conn), or: ... */
@@ -55,6 +58,7 @@ struct fcall {
     /* download */
     struct stream_out *out;
     bool head;
+    uint64_t sent;
 };
 
 static void
@@ -86,15 +90,14 @@ on_conn_close(struct evhttp_connection *conn, void *arg)
 }
 
 static struct fcall *
-fcall_new(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t, struct session *s,
-          const char *path)
+fcall_new(struct api *a, struct evhttp_request *req, struct session *s, const char *path)
 {
     struct fcall *fc = xcalloc(1, sizeof(*fc));
 
     fc->a = a;
     fc->req = req;
     fc->conn = evhttp_request_get_connection(req);
-    (void)snprintf(fc->tenant, sizeof(fc->tenant), "%s", t->id);
+    (void)snprintf(fc->tenant, sizeof(fc->tenant), "%s", session_tenant(s));
     (void)snprintf(fc->session, sizeof(fc->session), "%s", session_id(s));
     (void)snprintf(fc->path, sizeof(fc->path), "%s", path);
     evhttp_connection_set_closecb(fc->conn, on_conn_close, fc);
@@ -127,10 +130,11 @@ static struct fcall *
 begin(struct api *a, struct evhttp_request *req, const char *const *params, const char *path,
       size_t len, bool allow_root, struct files_target *ft, struct session **ret_s)
 {
-    const struct cfg_tenant *t = api_require_tenant(a, req);
-    struct session *s = t != NULL ? api_find_session(a, req, t, params[0]) : NULL;
+    struct api_actor who;
+    struct session *s = api_session_for(a, req, params[0], &who);
     char out[FILES_PATH_MAX + 1];
     struct err e = {0};
+    struct fcall *fc;
 
     if (s == NULL) {
         return NULL;
@@ -150,7 +154,19 @@ begin(struct api *a, struct evhttp_request *req, const char *const *params, cons
     if (ret_s != NULL) {
         *ret_s = s;
     }
-    return fcall_new(a, req, t, s, out);
+    fc = fcall_new(a, req, s, out);
+    (void)snprintf(fc->actor, sizeof(fc->actor), "%s", who.name);
+    (void)snprintf(fc->request, sizeof(fc->request), "%s", log_request() ? log_request() : "");
+    return fc;
+}
+
+/* The audit line of a completed file operation (the path, never the contents). */
+static void
+audit_file(const struct fcall *fc, const char *action, uint64_t size)
+{
+    audit_log(action, fc->actor,
+              OOM_CHECK(json_pack("{s:s, s:s, s:s, s:I}", "tenant", fc->tenant, "session",
+                                  fc->session, "path", fc->path, "size", (json_int_t)size)));
 }
 
 /* begin() for the percent-encoded path of the URL (params[1]). */
@@ -223,13 +239,16 @@ on_deleted(int r, json_t *result, const struct err *e, void *userdata)
     struct fcall *fc = userdata;
 
     fc->op = NULL;
+    log_set_request(fc->request);
     if (r < 0) {
         reply_op_error(fc->req, r, e);
     } else {
         log_info("file deleted session=%s", fc->session);
+        audit_file(fc, "file.deleted", 0);
         evhttp_send_reply(fc->req, 204, "No Content", NULL);
     }
     fcall_end(fc);
+    log_set_request(NULL);
 }
 
 void
@@ -288,6 +307,10 @@ on_get_header(uint64_t size, double mtime, void *userdata)
     (void)evhttp_add_header(h, "Content-Security-Policy", "sandbox");
     (void)evhttp_add_header(h, "Cache-Control", "no-store");
     add_disposition(h, fc->path);
+    fc->size = size;
+    if (size == 0 && !fc->head) {
+        audit_file(fc, "file.downloaded", 0);
+    }
     if (t > 0 && gmtime_r(&t, &tm) != NULL &&
         strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm) > 0) {
         (void)evhttp_add_header(h, "Last-Modified", date);
@@ -305,6 +328,12 @@ on_get_data(const char *data, size_t n, void *userdata)
 
     if (evbuffer_add(b, data, n) < 0) {
         oom();
+    }
+    fc->sent += n;
+    fc->a->stats.download_bytes += n;
+    if (fc->sent == fc->size) {
+        /* Here rather than at the helper's exit: the client may close once it has it all. */
+        audit_file(fc, "file.downloaded", fc->size);
     }
     over = stream_out_send(fc->out, b);
     evbuffer_free(b);
@@ -396,6 +425,7 @@ put_data(struct fcall *fc, const void *data, size_t n)
         oom();
     }
     fc->received += n;
+    fc->a->stats.upload_bytes += n;
     /* -EPIPE: the helper is gone and its completion says why; the rest is dropped. */
     (void)files_put_write(fc->op, data, n);
 }
@@ -504,7 +534,10 @@ on_put(int r, json_t *result, const struct err *e, void *userdata)
         put_reply(fc, -EIO, "the stored file differs from the upload", NULL);
         return;
     }
+    log_set_request(fc->request);
     log_info("file uploaded session=%s size=%llu", fc->session, (unsigned long long)fc->size);
+    log_set_request(NULL);
+    audit_file(fc, "file.uploaded", fc->size);
     put_reply(fc, 0, NULL, result);
 }
 

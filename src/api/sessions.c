@@ -7,6 +7,7 @@
  *   POST   /v1/sessions/{id}/execute     run code or a command: one JSON Execution, or SSE
  *   POST   /v1/sessions/{id}/interrupt   interrupt the running execution (202)
  *   POST   /v1/sessions/{id}/restart     restart the kernel: variables lost, new kernel_epoch
+ *   GET    /v1/sessions/{id}/executions  the last executions, newest first (from Redis)
  *
  * Every request on a session counts as activity. Another tenant's session answers 404 exactly
  * like an unknown one.
@@ -41,7 +42,8 @@ struct call {
     struct execution *x;
     struct session_restart *restart;
     struct stream_sse *sse;
-    bool done; /* the operation completed */
+    bool done;                            /* the operation completed */
+    char request[LOG_REQUEST_ID_MAX + 1]; /* for the log lines of its completion */
 };
 
 static void
@@ -83,6 +85,7 @@ call_new(struct api *a, struct evhttp_request *req, const char *tenant)
     c->req = req;
     c->conn = evhttp_request_get_connection(req);
     (void)snprintf(c->tenant, sizeof(c->tenant), "%s", tenant);
+    (void)snprintf(c->request, sizeof(c->request), "%s", log_request() ? log_request() : "");
     evhttp_connection_set_closecb(c->conn, on_conn_close, c);
     return c;
 }
@@ -109,32 +112,74 @@ api_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct
     return api_request_json((const char *)evbuffer_pullup(in, -1), n, allow_empty, ret, reterr);
 }
 
+/* 401 with the challenge. */
+static void
+reply_unauthenticated(struct evhttp_request *req)
+{
+    (void)evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                            "Bearer realm=\"sandpool\"");
+    api_reply_error(req, -EACCES, "a valid 'Authorization: Bearer <token>' header is required");
+}
+
+/* Authenticates req as role want (AUTH_TENANT or AUTH_ADMIN): true, with *ret_tenant for a
+ * tenant; else replies 401, or 403 for the other role's token, and returns false. */
+static bool
+require_role(struct api *a, struct evhttp_request *req, enum auth_role want,
+             const struct cfg_tenant **ret_tenant)
+{
+    enum auth_role got = api_auth(a->cfg, req, ret_tenant);
+
+    if (got == want) {
+        return true;
+    }
+    if (got == AUTH_NONE) {
+        reply_unauthenticated(req);
+    } else {
+        api_reply_error(req, -EPERM, "%s",
+                        want == AUTH_ADMIN ? "this endpoint needs the admin token"
+                                           : "the admin token cannot act as a tenant");
+    }
+    return false;
+}
+
 const struct cfg_tenant *
 api_require_tenant(struct api *a, struct evhttp_request *req)
 {
     const struct cfg_tenant *t = NULL;
 
-    switch (api_auth(a->cfg, req, &t)) {
-    case AUTH_TENANT:
-        return t;
-    case AUTH_ADMIN:
-        api_reply_error(req, -EPERM, "the admin token cannot act as a tenant");
-        return NULL;
-    case AUTH_NONE:
-        break;
-    }
-    (void)evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
-                            "Bearer realm=\"sandpool\"");
-    api_reply_error(req, -EACCES, "a valid 'Authorization: Bearer <token>' header is required");
-    return NULL;
+    return require_role(a, req, AUTH_TENANT, &t) ? t : NULL;
+}
+
+bool
+api_require_admin(struct api *a, struct evhttp_request *req)
+{
+    const struct cfg_tenant *t = NULL;
+
+    return require_role(a, req, AUTH_ADMIN, &t);
 }
 
 struct session *
-api_find_session(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t,
-                 const char *id)
+api_session_for(struct api *a, struct evhttp_request *req, const char *id, struct api_actor *ret)
 {
-    struct session *s = str_is_name(id, 64) ? session_find(a->backend->sessions, t->id, id) : NULL;
+    const struct cfg_tenant *t = NULL;
+    struct session *s;
 
+    switch (api_auth(a->cfg, req, &t)) {
+    case AUTH_TENANT:
+        ret->admin = false;
+        (void)snprintf(ret->name, sizeof(ret->name), "tenant:%s", t->id);
+        break;
+    case AUTH_ADMIN:
+        ret->admin = true;
+        (void)snprintf(ret->name, sizeof(ret->name), "admin");
+        break;
+    case AUTH_NONE:
+        reply_unauthenticated(req);
+        return NULL;
+    }
+    /* The admin reaches every tenant's session; a tenant only its own. */
+    s = str_is_name(id, 64) ? session_find(a->backend->sessions, ret->admin ? NULL : t->id, id)
+                            : NULL;
     if (s == NULL) {
         api_reply_error(req, -ENOENT, "no such session");
     }
@@ -148,6 +193,7 @@ on_session_created(int r, struct session *s, const struct err *e, void *userdata
 {
     struct call *c = userdata;
 
+    log_set_request(c->request);
     c->done = true;
     if (c->req != NULL) {
         if (r < 0) {
@@ -168,9 +214,11 @@ on_session_created(int r, struct session *s, const struct err *e, void *userdata
         /* Nobody got its id: end it rather than keep it until its idle timeout. */
         log_info("session ending session=%s: its client went away before the answer",
                  session_id(s));
+        session_set_end_cause(s, NULL, "abandoned");
         (void)session_end(s, NULL, NULL, NULL);
     }
     call_end(c);
+    log_set_request(NULL);
 }
 
 void
@@ -187,7 +235,15 @@ api_sessions_create(struct api *a, struct evhttp_request *req, const char *const
     if (t == NULL) {
         return;
     }
-    if (a->backend->draining != NULL && a->backend->draining(a->backend->userdata)) {
+    switch (a->backend->drain_state(a->backend->userdata)) {
+    case API_SERVING:
+        break;
+    case API_DRAINED:
+        api_reply_error(req, -ESHUTDOWN,
+                        "this node is drained: it takes no new sessions; create "
+                        "the session on another node");
+        return;
+    case API_STOPPING:
         api_reply_error(req, -ESHUTDOWN, "this daemon is shutting down; retry on another");
         return;
     }
@@ -233,8 +289,8 @@ api_sessions_list(struct api *a, struct evhttp_request *req, const char *const *
 void
 api_sessions_get(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    const struct cfg_tenant *t = api_require_tenant(a, req);
-    struct session *s = t != NULL ? api_find_session(a, req, t, params[0]) : NULL;
+    struct api_actor who;
+    struct session *s = api_session_for(a, req, params[0], &who);
 
     if (s == NULL) {
         return;
@@ -262,21 +318,30 @@ on_session_ended(int r, const struct err *e, void *userdata)
 void
 api_sessions_delete(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    const struct cfg_tenant *t = api_require_tenant(a, req);
-    struct session *s = t != NULL ? api_find_session(a, req, t, params[0]) : NULL;
-    struct err e = {0};
-    struct call *c;
+    struct api_actor who;
+    struct session *s = api_session_for(a, req, params[0], &who);
 
     if (s == NULL) {
         return;
     }
-    c = call_new(a, req, t->id);
+    api_session_delete(a, req, s, &who);
+}
+
+void
+api_session_delete(struct api *a, struct evhttp_request *req, struct session *s,
+                   const struct api_actor *who)
+{
+    struct err e = {0};
+    struct call *c = call_new(a, req, session_tenant(s));
+
+    session_set_end_cause(s, who->admin ? "admin" : NULL, "deleted");
     if (session_end(s, on_session_ended, c, &e) < 0) {
         api_reply_error(req, e.code == -EALREADY ? -ENOENT : e.code, "%s", e.msg);
         call_end(c);
         return;
     }
-    log_info("session ending session=%s tenant='%s': deleted by the client", session_id(s), t->id);
+    log_info("session ending session=%s tenant='%s': deleted by %s", session_id(s),
+             session_tenant(s), who->admin ? "the admin" : "the client");
 }
 
 /* ---- execute --------------------------------------------------------------------------------- */
@@ -363,8 +428,8 @@ wants_sse(struct evhttp_request *req)
 void
 api_sessions_execute(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    const struct cfg_tenant *t = api_require_tenant(a, req);
-    struct session *s = t != NULL ? api_find_session(a, req, t, params[0]) : NULL;
+    struct api_actor who;
+    struct session *s = api_session_for(a, req, params[0], &who);
     struct exec_req er = {0};
     struct err e = {0};
     json_t *body = NULL;
@@ -374,7 +439,7 @@ api_sessions_execute(struct api *a, struct evhttp_request *req, const char *cons
     if (s == NULL) {
         return;
     }
-    if (a->backend->draining != NULL && a->backend->draining(a->backend->userdata)) {
+    if (a->backend->drain_state(a->backend->userdata) == API_STOPPING) {
         api_reply_error(req, -ESHUTDOWN, "this daemon is shutting down; retry shortly");
         return;
     }
@@ -385,7 +450,7 @@ api_sessions_execute(struct api *a, struct evhttp_request *req, const char *cons
         return;
     }
     sse = wants_sse(req);
-    c = call_new(a, req, t->id);
+    c = call_new(a, req, session_tenant(s));
     if (session_execute(s, &er, &exec_observer, c, !sse, &c->x, &e) < 0) {
         api_reply_error(req, e.code, "%s", e.msg);
         call_end(c);
@@ -403,8 +468,8 @@ api_sessions_execute(struct api *a, struct evhttp_request *req, const char *cons
 void
 api_sessions_interrupt(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    const struct cfg_tenant *t = api_require_tenant(a, req);
-    struct session *s = t != NULL ? api_find_session(a, req, t, params[0]) : NULL;
+    struct api_actor who;
+    struct session *s = api_session_for(a, req, params[0], &who);
     const char *exec_id = NULL;
     struct err e = {0};
 
@@ -440,8 +505,8 @@ on_session_restarted(int r, uint64_t epoch, const struct err *e, void *userdata)
 void
 api_sessions_restart(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    const struct cfg_tenant *t = api_require_tenant(a, req);
-    struct session *s = t != NULL ? api_find_session(a, req, t, params[0]) : NULL;
+    struct api_actor who;
+    struct session *s = api_session_for(a, req, params[0], &who);
     struct err e = {0};
     struct call *c;
 
@@ -449,9 +514,49 @@ api_sessions_restart(struct api *a, struct evhttp_request *req, const char *cons
         return;
     }
     session_touch(s);
-    log_info("session restart session=%s tenant='%s': asked by the client", session_id(s), t->id);
-    c = call_new(a, req, t->id);
+    log_info("session restart session=%s tenant='%s': asked by %s", session_id(s),
+             session_tenant(s), who.admin ? "the admin" : "the client");
+    c = call_new(a, req, session_tenant(s));
     if (session_restart(s, on_session_restarted, c, &c->restart, &e) < 0) {
+        api_reply_error(req, e.code, "%s", e.msg);
+        call_end(c);
+    }
+}
+
+/* ---- execution history ----------------------------------------------------------------------- */
+
+static void
+on_history(int r, json_t *executions, void *userdata)
+{
+    struct call *c = userdata;
+
+    c->done = true;
+    if (c->req != NULL) {
+        if (r < 0) {
+            api_reply_error(c->req, -ENOTCONN, "could not read the history from redis: %s",
+                            strerror(-r));
+        } else {
+            api_reply_json_new(c->req, 200,
+                               OOM_CHECK(json_pack("{s:O}", "executions", executions)));
+        }
+    }
+    call_end(c);
+}
+
+void
+api_sessions_executions(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    struct api_actor who;
+    struct session *s = api_session_for(a, req, params[0], &who);
+    struct err e = {0};
+    struct call *c;
+
+    if (s == NULL) {
+        return;
+    }
+    session_touch(s);
+    c = call_new(a, req, session_tenant(s));
+    if (session_history(s, on_history, c, &e) < 0) {
         api_reply_error(req, e.code, "%s", e.msg);
         call_end(c);
     }

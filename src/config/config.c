@@ -82,8 +82,13 @@ static const struct cfg_option options[] = {
     OPT("log.level", CFG_STRING, log_level, "info", 0, 0, CFG_RELOADABLE,
         "debug, info, warn or error"),
     OPT("log.format", CFG_STRING, log_format, "text", 0, 0, CFG_RELOADABLE, "text or json"),
+    OPT("audit.file", CFG_STRING, audit_file, "", 0, 0, 0,
+        "append-only audit log of sessions, executions and files (JSON lines); empty: off"),
     OPT("drain_timeout_s", CFG_UINT, drain_timeout_s, "20", 0, 3600, CFG_RELOADABLE,
         "on SIGTERM, how long running executions may go on before they are interrupted"),
+    OPT("policy_check_s", CFG_UINT, policy_check_s, "60", 0, 86400, 0,
+        "every this many seconds, re-inspect every container and end those whose limits drifted "
+        "from their profile (0: only on GET /v1/admin/policy)"),
     OPT("http.max_body_bytes", CFG_UINT, http_max_body_bytes, "8388608", 1024, 8388608, 0,
         "largest JSON request body"),
     OPT("http.max_connections", CFG_UINT, http_max_connections, "1024", 8, 1000000, 0,
@@ -303,6 +308,8 @@ tenants_clear(struct cfg *c)
     for (size_t i = 0; i < c->n_tenants; i++) {
         free(c->tenants[i].id);
         strv_free(c->tenants[i].profiles);
+        strv_free(c->tenants[i].reserved_profiles);
+        free(c->tenants[i].reserved);
     }
     free(c->tenants);
     c->tenants = NULL;
@@ -458,13 +465,14 @@ load_tenants(struct cfg *c, json_t *arr, struct err *reterr)
     json_array_foreach (arr, i, t) {
         const char *id = NULL, *hash = NULL;
         json_int_t max_sessions = 0, max_running = 0;
-        json_t *profiles = NULL, *v;
+        json_t *profiles = NULL, *reserved = NULL, *v;
         json_error_t jerr;
+        const char *key;
         size_t k;
 
-        if (json_unpack_ex(t, &jerr, JSON_STRICT, "{s:s, s:s, s?I, s?I, s?o}", "id", &id,
+        if (json_unpack_ex(t, &jerr, JSON_STRICT, "{s:s, s:s, s?I, s?I, s?o, s?o}", "id", &id,
                            "token_sha256", &hash, "max_sessions", &max_sessions, "max_running",
-                           &max_running, "profiles", &profiles) < 0) {
+                           &max_running, "profiles", &profiles, "reserved", &reserved) < 0) {
             return err_set(reterr, -EINVAL, "tenants[%zu]: %s", i, jerr.text);
         }
         if (max_sessions < 0 || max_sessions > CFG_MAX_TENANT_LIMIT || max_running < 0 ||
@@ -484,6 +492,21 @@ load_tenants(struct cfg *c, json_t *arr, struct err *reterr)
             if (!json_is_string(v) || !str_is_name(json_string_value(v), 48)) {
                 return err_set(reterr, -EINVAL, "tenants[%zu]: 'profiles[%zu]' must be a name", i,
                                k);
+            }
+        }
+        if (reserved != NULL &&
+            (!json_is_object(reserved) || json_object_size(reserved) > CFG_MAX_PROFILES)) {
+            return err_set(reterr, -EINVAL,
+                           "tenants[%zu]: 'reserved' must be an object {\"<profile>\": <count>}",
+                           i);
+        }
+        json_object_foreach (reserved, key, v) {
+            if (!str_is_name(key, 48) || !json_is_integer(v) || json_integer_value(v) < 0 ||
+                json_integer_value(v) > 10000) {
+                return err_set(reterr, -EINVAL,
+                               "tenants[%zu]: 'reserved' maps profile names to counts of 0 to "
+                               "10000",
+                               i);
             }
         }
         if (!str_is_name(id, 64)) {
@@ -506,6 +529,16 @@ load_tenants(struct cfg *c, json_t *arr, struct err *reterr)
             c->tenants[i].profiles = xcalloc(json_array_size(profiles) + 1, sizeof(char *));
             json_array_foreach (profiles, k, v) {
                 c->tenants[i].profiles[k] = xstrdup(json_string_value(v));
+            }
+        }
+        if (reserved != NULL) {
+            c->tenants[i].reserved_profiles =
+                xcalloc(json_object_size(reserved) + 1, sizeof(char *));
+            c->tenants[i].reserved = xcalloc(json_object_size(reserved) + 1, sizeof(unsigned));
+            k = 0;
+            json_object_foreach (reserved, key, v) {
+                c->tenants[i].reserved_profiles[k] = xstrdup(key);
+                c->tenants[i].reserved[k++] = (unsigned)json_integer_value(v);
             }
         }
         c->n_tenants = i + 1;
@@ -905,12 +938,30 @@ cfg_validate(struct cfg *c, struct err *reterr)
                                c->tenants[i].id, *p);
             }
         }
+        for (char **p = c->tenants[i].reserved_profiles; p != NULL && *p != NULL; p++) {
+            if (cfg_profile_find(c, *p) == NULL || !cfg_tenant_allows(&c->tenants[i], *p)) {
+                return err_set(reterr, -EINVAL,
+                               "tenant '%s' reserves containers of profile '%s', which is not "
+                               "configured or not allowed to it",
+                               c->tenants[i].id, *p);
+            }
+        }
         for (size_t j = 0; j < i; j++) {
             if (memcmp(c->tenants[i].token_sha256, c->tenants[j].token_sha256, CFG_SHA256_LEN) ==
                 0) {
                 return err_set(reterr, -EINVAL, "tenants '%s' and '%s' share a token",
                                c->tenants[j].id, c->tenants[i].id);
             }
+        }
+    }
+    for (size_t i = 0; i < c->n_profiles; i++) {
+        unsigned sum = cfg_reserved_for_others(c, NULL, c->profiles[i].name);
+
+        if (sum > c->profiles[i].warm) {
+            return err_set(reterr, -EINVAL,
+                           "tenants reserve %u warm containers of profile '%s', more than its "
+                           "'warm' of %u",
+                           sum, c->profiles[i].name, c->profiles[i].warm);
         }
     }
     return 0;
@@ -951,6 +1002,30 @@ cfg_tenant_allows(const struct cfg_tenant *t, const char *profile)
         }
     }
     return false;
+}
+
+unsigned
+cfg_tenant_reserved(const struct cfg_tenant *t, const char *profile)
+{
+    for (size_t i = 0; t->reserved_profiles != NULL && t->reserved_profiles[i] != NULL; i++) {
+        if (strcmp(t->reserved_profiles[i], profile) == 0) {
+            return t->reserved[i];
+        }
+    }
+    return 0;
+}
+
+unsigned
+cfg_reserved_for_others(const struct cfg *c, const char *tenant, const char *profile)
+{
+    unsigned sum = 0;
+
+    for (size_t i = 0; i < c->n_tenants; i++) {
+        if (tenant == NULL || strcmp(c->tenants[i].id, tenant) != 0) {
+            sum += cfg_tenant_reserved(&c->tenants[i], profile);
+        }
+    }
+    return sum;
 }
 
 const struct cfg_profile *
@@ -1026,9 +1101,29 @@ cfg_dump(const struct cfg *c)
         for (size_t j = 0; j < CFG_SHA256_LEN; j++) {
             (void)snprintf(hex + 2 * j, 3, "%02x", c->tenants[i].token_sha256[j]);
         }
-        (void)json_array_append_new(
-            tenants,
-            OOM_CHECK(json_pack("{s:s, s:s}", "id", c->tenants[i].id, "token_sha256", hex)));
+        const struct cfg_tenant *t = &c->tenants[i];
+        json_t *o = OOM_CHECK(json_pack("{s:s, s:s, s:I, s:I}", "id", t->id, "token_sha256", hex,
+                                        "max_sessions", (json_int_t)t->max_sessions, "max_running",
+                                        (json_int_t)t->max_running));
+
+        if (t->profiles != NULL) {
+            json_t *names = OOM_CHECK(json_array());
+
+            for (char **p = t->profiles; *p != NULL; p++) {
+                (void)json_array_append_new(names, OOM_CHECK(json_string(*p)));
+            }
+            (void)json_object_set_new(o, "profiles", names);
+        }
+        if (t->reserved_profiles != NULL) {
+            json_t *reserved = OOM_CHECK(json_object());
+
+            for (size_t k = 0; t->reserved_profiles[k] != NULL; k++) {
+                (void)json_object_set_new(reserved, t->reserved_profiles[k],
+                                          OOM_CHECK(json_integer(t->reserved[k])));
+            }
+            (void)json_object_set_new(o, "reserved", reserved);
+        }
+        (void)json_array_append_new(tenants, o);
     }
     json_set_path(root, "tenants", tenants);
     json_set_path(root, "profiles", profiles);

@@ -42,6 +42,10 @@ struct cfg_tenant {
     unsigned max_sessions; /* 0: no limit */
     unsigned max_running;  /* concurrent executions; 0: no limit */
     char **profiles;       /* the profiles it may use, NULL-terminated; NULL: all */
+    /* Reserved share of profiles' warm pools: reserved[i] warm containers of profile
+     * reserved_profiles[i] are kept for this tenant (other tenants wait for fresh ones). */
+    char **reserved_profiles; /* NULL-terminated, or NULL */
+    unsigned *reserved;
 };
 
 struct cfg {
@@ -56,7 +60,9 @@ struct cfg {
     char *admin_token_sha256; /* hex, "" when no admin token is configured */
     char *log_level;
     char *log_format;
+    char *audit_file; /* "": no audit log */
     unsigned drain_timeout_s;
+    unsigned policy_check_s;
     unsigned http_max_body_bytes;
     unsigned http_max_connections;
     unsigned http_header_timeout_s;
@@ -97,6 +103,10 @@ const struct cfg_tenant *cfg_tenant_find(const struct cfg *c, const char *id);
 void cfg_swap_tenants(struct cfg *a, struct cfg *b);
 /* Whether tenant t may use profile name. */
 bool cfg_tenant_allows(const struct cfg_tenant *t, const char *profile);
+/* The warm containers of profile reserved for tenant t. */
+unsigned cfg_tenant_reserved(const struct cfg_tenant *t, const char *profile);
+/* The warm containers of profile reserved for tenants other than tenant (NULL: for all). */
+unsigned cfg_reserved_for_others(const struct cfg *c, const char *tenant, const char *profile);
 
 /* Renders the effective configuration as indented JSON (malloc'd, caller frees). */
 char *cfg_dump(const struct cfg *c);

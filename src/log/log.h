@@ -40,6 +40,23 @@ void log_route_libevent(void);
 
 void log_emit(enum log_level level, const char *module, const char *fmt, ...) PRINTF_LIKE(3, 4);
 
+#define LOG_LINE_MAX       4096 /* bytes of one record, newline included */
+#define LOG_REQUEST_ID_MAX 32
+
+/* The id of the HTTP request being handled (NULL or "": none; longer ids are cut): while it is
+ * set, every record names it with " request=<id>" (unless the message already does). Set by the
+ * API around each handler and completion. */
+void log_set_request(const char *id);
+/* The id set by log_set_request(), or NULL. */
+const char *log_request(void);
+
+/* One record as it is written (pure, for tests): text is "ts level module msg"; JSON is
+ * {"ts","level","module","msg"} plus a string field for each of the message's tokens
+ * session=, request=, tenant=, execution=, ctr= and profile= ('quoted' values lose their
+ * quotes). Writes at most cap bytes (cap >= 256) and returns the length, newline included. */
+size_t log_render(char *line, size_t cap, enum log_format fmt, const char *ts, enum log_level level,
+                  const char *module, const char *msg);
+
 #ifndef LOG_MODULE
 #define LOG_MODULE "sandpool"
 #endif

@@ -37,6 +37,7 @@
  * interpreter's start-up: about 150 ms of CPU) then does not compete with the request that took
  * the container, nor with the first calls of its session, on small machines. */
 #define REFILL_DELAY_MS 50u
+#define REFILL_WINDOW_S POOL_REFILL_WINDOW_S
 
 struct pool_slot {
     TAILQ_ENTRY(pool_slot) link;
@@ -82,6 +83,12 @@ struct pool {
     struct event *kick;   /* runs pool_tick() outside the current callback */
     struct event *refill; /* runs pool_tick() a little after a take */
     char last_failure[192];
+    /* Containers made ready per second over the last REFILL_WINDOW_S seconds: a ring indexed by
+     * the second (monotonic) they became ready in. */
+    struct {
+        uint64_t sec;
+        unsigned n;
+    } refills[REFILL_WINDOW_S];
 };
 
 static const char *const slot_state_names[POOL_SLOT__COUNT] = {
@@ -90,6 +97,20 @@ static const char *const slot_state_names[POOL_SLOT__COUNT] = {
     [POOL_SLOT_READY] = "ready",       [POOL_SLOT_BOUND] = "bound",
     [POOL_SLOT_REMOVING] = "removing",
 };
+
+void
+pool_foreach_container(struct pool *p, pool_container_fn *fn, void *userdata)
+{
+    struct pool_slot *slot, *next;
+
+    for (slot = TAILQ_FIRST(&p->slots); slot != NULL; slot = next) {
+        next = TAILQ_NEXT(slot, link);
+        if ((slot->state == POOL_SLOT_READY || slot->state == POOL_SLOT_BOUND) &&
+            slot->container_id[0] != '\0') {
+            fn(p, slot->container_id, slot->state, userdata);
+        }
+    }
+}
 
 const char *
 pool_slot_state_to_string(enum pool_slot_state s)
@@ -352,7 +373,14 @@ slot_ready(struct pool_slot *slot)
     slot->since_ms = time_now_ms();
     p->consecutive_failures = 0;
     if (!slot->adopted) {
+        uint64_t sec = slot->since_ms / 1000u;
+
         p->created_total++;
+        if (p->refills[sec % REFILL_WINDOW_S].sec != sec) {
+            p->refills[sec % REFILL_WINDOW_S].sec = sec;
+            p->refills[sec % REFILL_WINDOW_S].n = 0;
+        }
+        p->refills[sec % REFILL_WINDOW_S].n++;
     }
     if (serve_waiter(slot)) {
         return;
@@ -606,10 +634,13 @@ on_kick(evutil_socket_t fd, short what, void *arg)
 /* ---- taking and releasing -------------------------------------------------------------------- */
 
 int
-pool_take(struct pool *p, struct pool_slot **ret)
+pool_take(struct pool *p, unsigned keep, struct pool_slot **ret)
 {
     struct pool_slot *slot;
 
+    if (count_state(p, POOL_SLOT_READY) <= keep) {
+        return -EAGAIN;
+    }
     TAILQ_FOREACH (slot, &p->slots, link) {
         if (slot->state == POOL_SLOT_READY && kernel_is_open(slot->kernel)) {
             struct timeval tv;
@@ -913,6 +944,7 @@ pool_set_warm(struct pool *p, unsigned warm)
 void
 pool_get_stats(const struct pool *p, struct pool_stats *ret)
 {
+    uint64_t now_s = time_now_ms() / 1000u;
     struct pool_stats s = {0};
 
     s.warm_target = p->warm;
@@ -928,6 +960,12 @@ pool_get_stats(const struct pool *p, struct pool_stats *ret)
     s.failures_total = p->failures_total;
     s.removed_total = p->removed_total;
     s.warm_reached = p->warm_reached;
+    /* The current second is still filling: the window is the REFILL_WINDOW_S seconds before. */
+    for (size_t i = 0; i < REFILL_WINDOW_S; i++) {
+        if (p->refills[i].sec < now_s && p->refills[i].sec + REFILL_WINDOW_S >= now_s) {
+            s.refilled_last_window += p->refills[i].n;
+        }
+    }
     memcpy(s.last_failure, p->last_failure, sizeof(s.last_failure));
     *ret = s;
 }

@@ -58,11 +58,15 @@ struct pool_budget {
     unsigned max;
 };
 
+#define POOL_REFILL_WINDOW_S 60
+
 struct pool_stats {
     unsigned warm_target, max;
     unsigned creating, starting, ready, bound, removing, waiters;
     uint64_t created_total, failures_total, removed_total;
     bool warm_reached; /* ready reached warm_target at least once */
+    /* Containers created and made ready in the last POOL_REFILL_WINDOW_S seconds. */
+    unsigned refilled_last_window;
     char last_failure[192];
 };
 
@@ -106,9 +110,14 @@ bool pool_removing(const struct pool *p);
 void pool_tick(struct pool *p);
 void pool_get_stats(const struct pool *p, struct pool_stats *ret);
 
-/* Hot path: takes a READY container now. Returns 0 with a BOUND slot, or -EAGAIN when none is
- * ready. Makes no engine call. */
-int pool_take(struct pool *p, struct pool_slot **ret);
+/* Hot path: takes a READY container now, provided more than keep are ready (the others' reserved
+ * share). Returns 0 with a BOUND slot, or -EAGAIN when none is left to take. Makes no engine
+ * call. */
+int pool_take(struct pool *p, unsigned keep, struct pool_slot **ret);
+/* Calls fn for every READY or BOUND container (fn must not free the pool; it may end slots). */
+typedef void pool_container_fn(struct pool *p, const char *container_id, enum pool_slot_state state,
+                               void *userdata);
+void pool_foreach_container(struct pool *p, pool_container_fn *fn, void *userdata);
 /* Cold path: waits up to timeout_ms for a container created on demand. -EUSERS at once when the
  * profile is at max with nothing on its way. The callback fires exactly once, never from inside
  * this call, unless pool_wait_cancel() comes first. */

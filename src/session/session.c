@@ -29,6 +29,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -36,6 +37,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
+#include "audit/audit.h"
 #include "kernel/kernel.h"
 #include "pool/pool.h"
 #include "store/redis.h"
@@ -55,6 +57,7 @@
 #define TOUCH_MIN_MS        250u
 #define COLD_WAIT_FACTOR    4u /* a cold create may take this many engine deadlines */
 #define RECONNECT_TRIES     3u
+#define CODE_HEAD_CHARS     200u /* characters of code kept in the execution history */
 
 enum exec_phase {
     PH_RUNNING,
@@ -72,6 +75,7 @@ enum exec_cause {
 struct execution {
     struct session *s;
     char id[33];
+    char code_sha256[65]; /* hex, of the code or the command line */
     bool is_cmd;
     bool collect;
     struct exec_observer obs;
@@ -91,6 +95,10 @@ struct execution {
     json_t *result, *error, *truncated, *resources;
     int exit_code; /* -1: none */
     uint64_t duration_ms;
+    /* what ran, for the history and the audit log (never the code itself in the audit) */
+    uint64_t started_wall_ms;
+    char *code_head; /* the first CODE_HEAD_CHARS characters */
+    size_t code_bytes;
     bool state_preserved;
 };
 
@@ -121,7 +129,13 @@ struct session {
     bool detached;          /* its kernel connection broke; see "Connection breaks" */
     bool reconnecting;      /* attached again, waiting for the hello */
     unsigned reconnect_failures;
-    uint64_t detached_ms; /* monotonic */
+    uint64_t detached_ms;       /* monotonic */
+    uint64_t create_started_us; /* monotonic: when its create request came */
+    bool cold;                  /* its container was made for it */
+    /* Who ends it and why ("session.ended" in the audit log); "" until known. */
+    char end_actor[80];
+    char end_why[24];
+    char end_detail[192];
 };
 
 enum sop_kind {
@@ -132,6 +146,7 @@ enum sop_kind {
     SOP_LOST,
     SOP_CLAIM,
     SOP_LOAD,
+    SOP_HISTORY,
 };
 
 /* A Redis operation in flight. */
@@ -158,6 +173,7 @@ struct cold {
     char *metadata;
     session_create_cb *cb;
     void *userdata;
+    uint64_t started_us;
 };
 
 /* A container that serves a session, found before this node's records were loaded. */
@@ -187,6 +203,7 @@ struct session_manager {
     bool loaded, loading, claiming;
     bool want_list; /* a detached session waits for a container list */
     struct session_manager_stats stats;
+    struct session_profile_stats *pstats; /* n_pools */
     session_notify_cb *notify;
     void *notify_userdata;
 };
@@ -205,6 +222,37 @@ session_manager_set_notify(struct session_manager *m, session_notify_cb *cb, voi
 {
     m->notify = cb;
     m->notify_userdata = userdata;
+}
+
+static const char *const exec_status_names[SESSION_EXEC__COUNT] = {
+    [SESSION_EXEC_OK] = "ok",           [SESSION_EXEC_ERROR] = "error",
+    [SESSION_EXEC_TIMEOUT] = "timeout", [SESSION_EXEC_INTERRUPTED] = "interrupted",
+    [SESSION_EXEC_OOM] = "oom",
+};
+
+const char *
+session_exec_status_to_string(enum session_exec_status st)
+{
+    return st >= 0 && st < SESSION_EXEC__COUNT ? exec_status_names[st] : NULL;
+}
+
+static enum session_exec_status
+exec_status_from_string(const char *name)
+{
+    for (int i = 0; i < SESSION_EXEC__COUNT; i++) {
+        if (strcmp(name, exec_status_names[i]) == 0) {
+            return (enum session_exec_status)i;
+        }
+    }
+    return SESSION_EXEC_ERROR; /* our own aborts (SessionEnded, SandboxLost) are errors */
+}
+
+/* "tenant:<id>", the audit log's actor for what a tenant asked for. */
+static const char *
+tenant_actor(const char *tenant, char *out, size_t n)
+{
+    (void)snprintf(out, n, "tenant:%s", tenant);
+    return out;
 }
 
 static const char *const state_names[SESSION__COUNT] = {
@@ -226,6 +274,8 @@ static unsigned tenant_running(const struct session_manager *m, const char *tena
 static void restarts_answer(struct session *s, int r, const char *why);
 static void on_restart_timeout(evutil_socket_t fd, short what, void *arg);
 static void delete_record(struct session_manager *m, const char *id);
+static json_t *time_json(uint64_t wall_ms);
+static size_t profile_index(const struct session_manager *m, const char *profile);
 static const struct kernel_handlers session_kernel_handlers;
 
 /* ---- Redis operations ------------------------------------------------------------------------ */
@@ -263,6 +313,18 @@ profile_find(const struct session_manager *m, const char *name)
         return m->n_pools > 0 ? pool_profile(m->pools[0]) : NULL;
     }
     return cfg_profile_find(m->cfg, name);
+}
+
+/* The index of the profile's pool (and stats), or n_pools. */
+static size_t
+profile_index(const struct session_manager *m, const char *profile)
+{
+    size_t i = 0;
+
+    while (i < m->n_pools && strcmp(pool_name(m->pools[i]), profile) != 0) {
+        i++;
+    }
+    return i;
 }
 
 static struct pool *
@@ -335,6 +397,10 @@ session_drop(struct session *s)
 {
     struct pool_slot *slot = s->slot;
 
+    audit_log(
+        "session.ended", s->end_actor[0] ? s->end_actor : "daemon",
+        OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s}", "tenant", s->rec.tenant, "session", s->rec.id,
+                            "why", s->end_why[0] ? s->end_why : "ended", "detail", s->end_detail)));
     s->slot = NULL;
     s->kernel = NULL;
     session_destroy(s);
@@ -438,6 +504,9 @@ session_end(struct session *s, session_end_cb *cb, void *userdata, struct err *r
     if (s->state == SESSION_ENDING) {
         return err_set(reterr, -EALREADY, "the session is already ending");
     }
+    if (s->end_why[0] == '\0') {
+        session_set_end_cause(s, NULL, "deleted");
+    }
     op = sop_new(s->m, SOP_END, s->rec.id);
     op->end_cb = cb;
     op->userdata = userdata;
@@ -453,6 +522,17 @@ session_end(struct session *s, session_end_cb *cb, void *userdata, struct err *r
     return 0;
 }
 
+void
+session_set_end_cause(struct session *s, const char *actor, const char *why)
+{
+    if (actor == NULL) {
+        (void)tenant_actor(s->rec.tenant, s->end_actor, sizeof(s->end_actor));
+    } else {
+        (void)snprintf(s->end_actor, sizeof(s->end_actor), "%s", actor);
+    }
+    (void)snprintf(s->end_why, sizeof(s->end_why), "%s", why);
+}
+
 /* The container or its kernel connection is gone: the session's state is lost, end it. */
 static void
 session_lost(struct session *s, const char *why)
@@ -462,6 +542,10 @@ session_lost(struct session *s, const char *why)
     if (!s->registered) {
         s->lost = true; /* a create in flight: on_created fails it */
         return;
+    }
+    if (s->state != SESSION_ENDING) {
+        session_set_end_cause(s, "daemon", "lost");
+        (void)snprintf(s->end_detail, sizeof(s->end_detail), "%s", why);
     }
     notify(s->m, "ended", &s->rec, why);
     if (s->exec != NULL) {
@@ -491,6 +575,7 @@ on_kernel_output(struct kernel *k, const char *exec_id, bool to_stderr, const ch
     if (x == NULL || strcmp(exec_id, x->id) != 0) {
         return; /* late output of an execution already reported */
     }
+    s->m->stats.output_bytes[to_stderr ? 1 : 0] += len;
     if (x->collect) {
         struct buf *b = to_stderr ? &x->err : &x->out;
         uint64_t *extra = to_stderr ? &x->err_extra : &x->out_extra;
@@ -814,6 +899,69 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+static void
+on_history_saved(int r, void *userdata)
+{
+    sop_free(userdata); /* best effort: the history is a record, not the session's state */
+}
+
+/* Appends the ended execution to its session's history in Redis (never waited for: the reply
+ * does not depend on it; a later read is behind it on the same connection). */
+static void
+history_push(struct execution *x)
+{
+    struct session *s = x->s;
+    json_t *head = json_string(x->code_head ? x->code_head : "");
+    json_t *entry;
+    struct sop *op;
+    char *text;
+
+    entry = OOM_CHECK(json_pack(
+        "{s:s, s:o, s:I, s:s, s:s, s:o, s:I, s:I}", "id", x->id, "started_at",
+        time_json(x->started_wall_ms), "duration_ms", (json_int_t)x->duration_ms, "status",
+        x->status, "code_sha256", x->code_sha256, "code_head", head ? head : json_null(),
+        "code_bytes", (json_int_t)x->code_bytes, "epoch", (json_int_t)s->rec.epoch));
+    text = OOM_CHECK(json_dumps(entry, JSON_COMPACT));
+    json_decref(entry);
+    op = sop_new(s->m, SOP_HISTORY, s->rec.id);
+    if (store_sessions_history_push(s->m->store, s->rec.id, text, strlen(text), on_history_saved,
+                                    op) < 0) {
+        sop_free(op); /* Redis is down: this entry is lost, the next ones are not */
+    }
+    free(text);
+}
+
+/* Counts, records and audits an ended execution (status and duration are set). */
+static void
+execution_record(struct execution *x)
+{
+    struct session *s = x->s;
+    struct session_manager *m = s->m;
+    char actor[80];
+    size_t i;
+
+    if (x->orphan) {
+        /* Started by a previous daemon (or before a reconnection): its code is not known here. */
+        audit_log("execution.finished", "daemon",
+                  OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:I, s:b}", "tenant", s->rec.tenant,
+                                      "session", s->rec.id, "execution", x->id, "status", x->status,
+                                      "epoch", (json_int_t)s->rec.epoch, "orphan", 1)));
+        return;
+    }
+    m->stats.executions_ended[exec_status_from_string(x->status)]++;
+    i = profile_index(m, s->profile->name);
+    if (i < m->n_pools) {
+        metrics_hist_observe(&m->pstats[i].execution, time_now_us() - x->started_us);
+    }
+    history_push(x);
+    audit_log("execution.finished", tenant_actor(s->rec.tenant, actor, sizeof(actor)),
+              OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:I, s:I}", "tenant",
+                                  s->rec.tenant, "session", s->rec.id, "execution", x->id,
+                                  "code_sha256", x->code_sha256, "code_bytes",
+                                  (json_int_t)x->code_bytes, "status", x->status, "duration_ms",
+                                  (json_int_t)x->duration_ms, "epoch", (json_int_t)s->rec.epoch)));
+}
+
 /* Reports the end and frees the execution. Idempotent through s->exec. */
 static void
 execution_finish(struct execution *x)
@@ -846,6 +994,7 @@ execution_finish(struct execution *x)
     if (s->state == SESSION_BUSY) {
         s->state = SESSION_READY;
     }
+    execution_record(x);
     if (!x->detached && x->obs.on_done != NULL) {
         x->obs.on_done(x, x->userdata);
     }
@@ -864,6 +1013,7 @@ execution_free(struct execution *x)
     json_decref(x->truncated);
     json_decref(x->resources);
     json_decref(x->artifacts);
+    free(x->code_head);
     free(x);
 }
 
@@ -881,7 +1031,42 @@ execution_alloc(struct session *s)
     x->grace = OOM_CHECK(evtimer_new(s->m->base, on_grace, x));
     x->artifacts = OOM_CHECK(json_array());
     x->started_us = time_now_us();
+    x->started_wall_ms = time_wall_ms();
     return x;
+}
+
+/* What the execution runs, for the history and the audit log: the SHA-256 of the code (a
+ * command's argv joined with single spaces), its size and its first CODE_HEAD_CHARS characters
+ * (the text is UTF-8: jansson checked the request). */
+static void
+execution_set_code(struct execution *x, const struct exec_req *req)
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned md_len = 0;
+    struct buf joined = BUF_INIT(SIZE_MAX);
+    const char *code = req->code;
+    size_t len = req->code_len, i;
+    json_t *v;
+
+    if (code == NULL) {
+        json_array_foreach (req->argv, i, v) {
+            if ((i > 0 && buf_putc(&joined, ' ') < 0) ||
+                buf_append(&joined, json_string_value(v), json_string_length(v)) < 0) {
+                oom();
+            }
+        }
+        code = joined.buf;
+        len = joined.len;
+    }
+    if (EVP_Digest(code, len, md, &md_len, EVP_sha256(), NULL) != 1) {
+        oom();
+    }
+    for (i = 0; i < md_len && 2 * i + 2 < sizeof(x->code_sha256); i++) {
+        (void)snprintf(x->code_sha256 + 2 * i, 3, "%02x", md[i]);
+    }
+    x->code_bytes = len;
+    x->code_head = OOM_CHECK(strndup(code, utf8_prefix_chars(code, len, CODE_HEAD_CHARS)));
+    buf_done(&joined);
 }
 
 /* An execution the previous daemon started, found running at re-adoption: nobody can receive its
@@ -907,6 +1092,7 @@ session_execute(struct session *s, const struct exec_req *req, const struct exec
     const struct cfg_tenant *t;
     struct execution *x;
     struct timeval tv;
+    char actor[80];
     int r;
 
     if (s->state == SESSION_ENDING) {
@@ -949,12 +1135,20 @@ session_execute(struct session *s, const struct exec_req *req, const struct exec
                                      : "the sandbox is not reachable");
     }
     x->started_us = time_now_us();
+    x->started_wall_ms = time_wall_ms();
+    execution_set_code(x, req);
     time_tv_from_ms(&tv, (uint64_t)x->timeout_s * 1000u);
     (void)evtimer_add(x->deadline, &tv);
     s->exec = x;
     s->state = SESSION_BUSY;
     s->m->stats.executions_total++;
     session_touch(s);
+    audit_log("execution.started", tenant_actor(s->rec.tenant, actor, sizeof(actor)),
+              OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "tenant", s->rec.tenant,
+                                  "session", s->rec.id, "execution", x->id, "kind",
+                                  x->is_cmd ? "command" : "code", "code_sha256", x->code_sha256,
+                                  "code_bytes", (json_int_t)x->code_bytes, "timeout_s",
+                                  (json_int_t)x->timeout_s)));
     *ret = x;
     return 0;
 }
@@ -1124,6 +1318,23 @@ execution_to_json(const struct execution *x, bool with_output)
 
 /* ---- creating -------------------------------------------------------------------------------- */
 
+/* A session is ready: its acquire latency and the audit line. */
+static void
+session_created(struct session *s)
+{
+    size_t i = profile_index(s->m, s->profile->name);
+    char actor[80];
+
+    if (i < s->m->n_pools) {
+        metrics_hist_observe(&s->m->pstats[i].acquire[s->cold ? 1 : 0],
+                             time_now_us() - s->create_started_us);
+    }
+    audit_log("session.created", tenant_actor(s->rec.tenant, actor, sizeof(actor)),
+              OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:s}", "tenant", s->rec.tenant, "session",
+                                  s->rec.id, "profile", s->rec.profile, "container",
+                                  s->rec.container, "source", s->cold ? "cold" : "warm")));
+}
+
 static void
 on_created(int r, void *userdata)
 {
@@ -1161,6 +1372,7 @@ on_created(int r, void *userdata)
     }
     session_register(s);
     m->stats.created_total++;
+    session_created(s);
     op->create_cb(0, s, NULL, op->userdata);
     sop_free(op);
 }
@@ -1168,7 +1380,8 @@ on_created(int r, void *userdata)
 /* Turns a BOUND slot into a session and writes its record. */
 static int
 bind_slot(struct session_manager *m, struct pool_slot *slot, const struct session_create_req *req,
-          const struct cfg_profile *p, session_create_cb *cb, void *userdata)
+          const struct cfg_profile *p, session_create_cb *cb, void *userdata, uint64_t started_us,
+          bool cold)
 {
     struct session *s = session_alloc(m, slot, p);
     struct store_session_rec *rec = &s->rec;
@@ -1177,6 +1390,8 @@ bind_slot(struct session_manager *m, struct pool_slot *slot, const struct sessio
     int r;
 
     random_hex(rec->id, 16); /* 128 bits */
+    s->create_started_us = started_us;
+    s->cold = cold;
     (void)snprintf(rec->tenant, sizeof(rec->tenant), "%s", req->tenant);
     (void)snprintf(rec->profile, sizeof(rec->profile), "%s", p->name);
     (void)snprintf(rec->container, sizeof(rec->container), "%s", pool_slot_container(slot));
@@ -1225,7 +1440,7 @@ on_cold_slot(int r, struct pool_slot *slot, const struct err *e, void *userdata)
 
     c->waiter = NULL;
     if (r == 0) {
-        r = bind_slot(m, slot, &c->req, profile_find(m, c->profile), cb, ud);
+        r = bind_slot(m, slot, &c->req, profile_find(m, c->profile), cb, ud, c->started_us, true);
         if (r < 0) {
             (void)err_set(&e2, r, "redis is unavailable");
             e = &e2;
@@ -1282,6 +1497,7 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     const struct cfg_profile *p = profile_find(m, req->profile);
     struct pool *pool = p != NULL ? pool_for(m, p->name) : NULL;
     const struct cfg_tenant *t = cfg_tenant_find(m->cfg, req->tenant);
+    uint64_t started_us = time_now_us();
     struct pool_slot *slot;
     struct cold *c;
     int r;
@@ -1304,14 +1520,17 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     if (!store_redis_is_up(m->redis)) {
         return err_set(reterr, -ENOTCONN, "redis is unavailable");
     }
-    if (pool_take(pool, &slot) == 0) {
-        r = bind_slot(m, slot, req, p, cb, userdata);
+    /* Other tenants' reserved share of the warm pool stays for them: past it, this create
+     * waits for a fresh container like a cold one. */
+    if (pool_take(pool, cfg_reserved_for_others(m->cfg, req->tenant, p->name), &slot) == 0) {
+        r = bind_slot(m, slot, req, p, cb, userdata, started_us, false);
         return r < 0 ? err_set(reterr, r, "redis is unavailable") : 0;
     }
     c = xcalloc(1, sizeof(*c));
     c->m = m;
     c->cb = cb;
     c->userdata = userdata;
+    c->started_us = started_us;
     (void)snprintf(c->tenant, sizeof(c->tenant), "%s", req->tenant);
     (void)snprintf(c->profile, sizeof(c->profile), "%s", p->name);
     c->metadata = req->metadata_json ? xstrdup(req->metadata_json) : NULL;
@@ -1338,7 +1557,8 @@ session_find(struct session_manager *m, const char *tenant, const char *id)
     struct session *s = hashmap_get(m->by_id, id);
 
     /* Another tenant's session is exactly as absent as an unknown one. */
-    if (s == NULL || strcmp(s->rec.tenant, tenant) != 0 || s->state == SESSION_ENDING) {
+    if (s == NULL || (tenant != NULL && strcmp(s->rec.tenant, tenant) != 0) ||
+        s->state == SESSION_ENDING) {
         return NULL;
     }
     return s;
@@ -1356,6 +1576,29 @@ session_foreach(struct session_manager *m, const char *tenant,
             fn(s, userdata);
         }
     }
+}
+
+json_t *
+session_to_admin_json(const struct session *s)
+{
+    json_t *o = session_to_json(s);
+
+    (void)json_object_set_new(o, "tenant", OOM_CHECK(json_string(s->rec.tenant)));
+    (void)json_object_set_new(o, "node", OOM_CHECK(json_string(s->rec.node)));
+    (void)json_object_set_new(o, "container",
+                              s->slot != NULL ? OOM_CHECK(json_string(pool_slot_container(s->slot)))
+                                              : json_null());
+    (void)json_object_set_new(o, "detached", json_boolean(s->detached));
+    (void)json_object_set_new(o, "execution",
+                              s->exec != NULL ? OOM_CHECK(json_string(execution_id(s->exec)))
+                                              : json_null());
+    return o;
+}
+
+const char *
+session_tenant(const struct session *s)
+{
+    return s->rec.tenant;
 }
 
 const char *
@@ -1656,6 +1899,24 @@ session_manager_container_gone(struct session_manager *m, const char *container_
 }
 
 bool
+session_manager_quarantine(struct session_manager *m, const char *container_id, const char *why,
+                           char *ret_session, size_t n)
+{
+    struct session *s;
+
+    TAILQ_FOREACH (s, &m->sessions, link) {
+        if (s->slot != NULL && strcmp(pool_slot_container(s->slot), container_id) == 0) {
+            (void)snprintf(ret_session, n, "%s", s->rec.id);
+            if (s->state != SESSION_ENDING) {
+                session_lost(s, why);
+            }
+            return true;
+        }
+    }
+    return false;
+}
+
+bool
 session_manager_want_list(const struct session_manager *m)
 {
     return m->want_list;
@@ -1686,6 +1947,10 @@ session_manager_reconcile(struct session_manager *m, json_t *list, uint64_t list
     for (size_t i = 0; i < m->n_unmatched;) {
         if (!list_has(list, m->unmatched[i].container)) {
             notify(m, "ended", &m->unmatched[i], "its container is gone: its state was lost");
+            audit_log("session.ended", "daemon",
+                      OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s}", "tenant", m->unmatched[i].tenant,
+                                          "session", m->unmatched[i].id, "why", "lost", "detail",
+                                          "its container was gone at start")));
             delete_record(m, m->unmatched[i].id);
             unmatched_take(m, i);
             continue;
@@ -1715,6 +1980,8 @@ on_claimed(int r, const char *const *ids, size_t n, void *userdata)
         m->stats.reaped_total++;
         if (s != NULL && s->state != SESSION_ENDING) {
             notify(m, "ended", &s->rec, "idle or past its lifetime");
+            session_set_end_cause(s, "daemon",
+                                  s->rec.expires_at <= time_wall_ms() ? "lifetime" : "idle");
             s->state = SESSION_ENDING;
             if (s->exec != NULL) {
                 (void)kernel_interrupt(s->kernel, s->exec->id);
@@ -1806,6 +2073,66 @@ session_manager_get_stats(const struct session_manager *m, struct session_manage
     }
 }
 
+const struct session_profile_stats *
+session_manager_profile_stats(const struct session_manager *m, size_t i)
+{
+    return &m->pstats[i];
+}
+
+void
+session_manager_tenant_counts(const struct session_manager *m, const char *tenant,
+                              unsigned *ret_sessions, unsigned *ret_running)
+{
+    *ret_sessions = tenant_sessions(m, tenant);
+    *ret_running = tenant_running(m, tenant);
+}
+
+/* ---- execution history ----------------------------------------------------------------------- */
+
+struct history_req {
+    session_history_cb *cb;
+    void *userdata;
+};
+
+static void
+on_history(int r, const char *const *items, const size_t *lens, size_t n, void *userdata)
+{
+    struct history_req *h = userdata;
+    json_t *list = NULL;
+
+    if (r == 0) {
+        list = OOM_CHECK(json_array());
+        for (size_t i = 0; i < n; i++) {
+            /* Entries are our own JSON; one that does not parse (a foreign write) is skipped. */
+            json_t *e = json_loadb(items[i], lens[i], JSON_REJECT_DUPLICATES, NULL);
+
+            if (json_is_object(e)) {
+                (void)json_array_append(list, e);
+            }
+            json_decref(e);
+        }
+    }
+    h->cb(r, list, h->userdata);
+    json_decref(list);
+    free(h);
+}
+
+int
+session_history(struct session *s, session_history_cb *cb, void *userdata, struct err *reterr)
+{
+    struct history_req *h = xcalloc(1, sizeof(*h));
+    int r;
+
+    h->cb = cb;
+    h->userdata = userdata;
+    r = store_sessions_history(s->m->store, s->rec.id, on_history, h);
+    if (r < 0) {
+        free(h);
+        return err_set(reterr, -ENOTCONN, "redis is unavailable");
+    }
+    return 0;
+}
+
 /* ---- lifecycle ------------------------------------------------------------------------------- */
 
 struct session_manager *
@@ -1820,6 +2147,7 @@ session_manager_new(struct event_base *base, const struct cfg *cfg, struct pool 
     m->n_pools = n_pools;
     m->redis = redis;
     m->store = store_sessions_new(redis, cfg->redis_prefix, cfg->node_id);
+    m->pstats = xcalloc(n_pools ? n_pools : 1, sizeof(*m->pstats));
     m->by_id = hashmap_new();
     TAILQ_INIT(&m->sessions);
     TAILQ_INIT(&m->sops);
@@ -1859,6 +2187,7 @@ session_manager_free(struct session_manager *m)
     hashmap_free(m->by_id);
     store_sessions_free(m->store);
     free(m->unmatched);
+    free(m->pstats);
     free(m);
     return NULL;
 }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "metrics/metrics.h"
 #include "util/err.h"
 
 struct event_base;
@@ -47,10 +48,36 @@ enum session_state {
 
 const char *session_state_to_string(enum session_state s);
 
+/* The API status of an ended execution, as counted in the stats. */
+enum session_exec_status {
+    SESSION_EXEC_OK,
+    SESSION_EXEC_ERROR,
+    SESSION_EXEC_TIMEOUT,
+    SESSION_EXEC_INTERRUPTED,
+    SESSION_EXEC_OOM,
+    SESSION_EXEC__COUNT,
+    SESSION_EXEC__INVALID = -22,
+};
+
+const char *session_exec_status_to_string(enum session_exec_status s);
+
 struct session_manager_stats {
     size_t sessions, busy;
-    uint64_t created_total, ended_total, reaped_total, executions_total, adopted_total;
+    uint64_t created_total, ended_total, reaped_total, adopted_total;
+    uint64_t executions_total; /* started by this daemon */
     uint64_t reconnected_total;
+    /* Executions started by this daemon that ended, by status. */
+    uint64_t executions_ended[SESSION_EXEC__COUNT];
+    uint64_t output_bytes[2]; /* sandbox output received: [0] stdout, [1] stderr */
+};
+
+/* Latencies of one profile (the pools' order given to session_manager_new()). */
+struct session_profile_stats {
+    /* Create request to ready (record written), of successful creates: [0] a warm container
+     * was taken, [1] one had to be made (cold). */
+    struct metrics_hist acquire[2];
+    /* Start to end of executions started by this daemon. */
+    struct metrics_hist execution;
 };
 
 /* Reports what the edge should log: event is "ended" (reaped or lost), "epoch" (the namespace
@@ -86,10 +113,21 @@ bool session_manager_want_list(const struct session_manager *m);
  * session it served, if any, ends. */
 void session_manager_container_gone(struct session_manager *m, const char *container_id,
                                     const char *action);
+/* Ends the session served by container_id (its limits drifted from the profile), saying why, and
+ * writes its id to ret_session. False when no session has that container. */
+bool session_manager_quarantine(struct session_manager *m, const char *container_id,
+                                const char *why, char *ret_session, size_t n);
 /* Drain: true while any execution runs; session_manager_cut() interrupts them all. */
 bool session_manager_busy(const struct session_manager *m);
 void session_manager_cut(struct session_manager *m);
 void session_manager_get_stats(const struct session_manager *m, struct session_manager_stats *ret);
+/* The stats of pools[i]; i < n_pools. Borrowed; valid until the manager is freed. */
+const struct session_profile_stats *session_manager_profile_stats(const struct session_manager *m,
+                                                                  size_t i);
+/* The tenant's sessions (those being created included, as max_sessions counts them) and its
+ * running executions. */
+void session_manager_tenant_counts(const struct session_manager *m, const char *tenant,
+                                   unsigned *ret_sessions, unsigned *ret_running);
 /* True once this node's records were loaded (or there was nothing to load). */
 bool session_manager_loaded(const struct session_manager *m);
 
@@ -108,7 +146,8 @@ typedef void session_create_cb(int r, struct session *s, const struct err *e, vo
 int session_create(struct session_manager *m, const struct session_create_req *req,
                    session_create_cb *cb, void *userdata, struct err *reterr);
 
-/* The tenant's session with this id, or NULL (also for another tenant's session). */
+/* The tenant's session with this id, or NULL (also for another tenant's session); tenant NULL
+ * finds any tenant's (the admin). */
 struct session *session_find(struct session_manager *m, const char *tenant, const char *id);
 /* Calls fn for every session of tenant. */
 void session_foreach(struct session_manager *m, const char *tenant,
@@ -119,9 +158,16 @@ void session_touch(struct session *s);
  * container released. cb(r) exactly once; -ENOTCONN when Redis is down (nothing changed). */
 typedef void session_end_cb(int r, const struct err *e, void *userdata);
 int session_end(struct session *s, session_end_cb *cb, void *userdata, struct err *reterr);
+/* Says who ends the session and why, for the audit log's "session.ended", before
+ * session_end(): actor "admin", "daemon" or NULL (its tenant); why a short word ("deleted",
+ * "abandoned", ...). Without it session_end() records the tenant and "deleted". */
+void session_set_end_cause(struct session *s, const char *actor, const char *why);
 /* The API view of the session: a new JSON object. */
 json_t *session_to_json(const struct session *s);
+/* The admin's view: session_to_json() with tenant, node, container, detached and execution. */
+json_t *session_to_admin_json(const struct session *s);
 const char *session_id(const struct session *s);
+const char *session_tenant(const struct session *s);
 const struct cfg_profile *session_profile(const struct session *s);
 /* The id of the container serving the session, or NULL while it is being ended. */
 const char *session_container(const struct session *s);
@@ -176,3 +222,11 @@ void execution_pause(struct execution *x, bool pause);
 /* The Execution object of the API; with_output adds stdout and stderr. New reference. */
 json_t *execution_to_json(const struct execution *x, bool with_output);
 const char *execution_id(const struct execution *x);
+
+/* The session's execution history, newest first, at most STORE_HISTORY_MAX (kept in Redis with
+ * the record, deleted with it): cb(0, array of {"id", "started_at", "duration_ms", "status",
+ * "code_sha256", "code_head", "code_bytes", "epoch"} borrowed for the call) or cb(r < 0, NULL)
+ * when Redis failed (-ETIMEDOUT, -ENOTCONN, -ECANCELED). cb runs exactly once, never from inside
+ * this call, and may run after the session ended. Returns -ENOTCONN (Redis down; no callback). */
+typedef void session_history_cb(int r, json_t *executions, void *userdata);
+int session_history(struct session *s, session_history_cb *cb, void *userdata, struct err *reterr);

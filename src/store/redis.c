@@ -56,6 +56,7 @@ struct store_redis {
     struct event *retry;
     unsigned pending;
     uint64_t commands, timeouts, reconnects;
+    uint64_t errors; /* sent commands answered with an error reply, a timeout or a lost link */
     struct event *connect_timer;
     struct evdns_base *dns; /* created on first use, for redis://NAME:PORT */
     struct evdns_getaddrinfo_request *dns_req;
@@ -75,6 +76,9 @@ answer(struct pending *p, int r, redisReply *reply)
     }
     p->done = true;
     (void)event_del(p->deadline);
+    if ((r < 0 && r != -ECANCELED) || (r == 0 && reply->type == REDIS_REPLY_ERROR)) {
+        p->store->errors++;
+    }
     if (p->cb != NULL) {
         p->cb(r, reply, p->userdata);
     }
@@ -472,5 +476,6 @@ store_redis_get_stats(const struct store_redis *s, struct store_redis_stats *ret
     ret->commands = s->commands;
     ret->timeouts = s->timeouts;
     ret->reconnects = s->reconnects;
+    ret->errors = s->errors;
     ret->pending = s->pending;
 }

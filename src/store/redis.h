@@ -30,6 +30,7 @@ typedef void store_redis_state_cb(bool up, const char *why, void *userdata);
 
 struct store_redis_stats {
     uint64_t commands, timeouts, reconnects;
+    uint64_t errors; /* commands sent and answered with an error reply, -ETIMEDOUT or -ENOTCONN */
     unsigned pending;
 };
 

@@ -35,6 +35,12 @@ store_key_session(char *out, size_t n, const char *prefix, const char *id)
 }
 
 int
+store_key_session_history(char *out, size_t n, const char *prefix, const char *id)
+{
+    return key(out, n, prefix, "history:", id, "");
+}
+
+int
 store_key_node_sessions(char *out, size_t n, const char *prefix, const char *node)
 {
     return key(out, n, prefix, "node:", node, ":sessions");

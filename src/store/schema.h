@@ -5,6 +5,9 @@
  *   P node:N:sessions     set: ids of the sessions of node N (active and ending)
  *   P node:N:deadlines    zset: ID -> the ms wall-clock time it ends, min(last activity +
  *                         idle timeout, expiry); only active sessions are in it
+ *   P history:ID          list: the session's last STORE_HISTORY_MAX executions, newest
+ *                         first, each a JSON object; deleted with the session (not under
+ *                         "session:", whose keys are the records)
  * Pure: record parsing takes field/value pairs as Redis returns them and is fuzzed. */
 #pragma once
 
@@ -14,7 +17,8 @@
 
 #include "util/buf.h"
 
-#define STORE_ID_MAX 64
+#define STORE_ID_MAX      64
+#define STORE_HISTORY_MAX 100 /* executions kept per session */
 
 enum store_session_state {
     STORE_SESSION_ACTIVE,
@@ -43,6 +47,7 @@ const char *store_session_state_to_string(enum store_session_state s);
 int store_key_session(char *out, size_t n, const char *prefix, const char *id);
 int store_key_node_sessions(char *out, size_t n, const char *prefix, const char *node);
 int store_key_node_deadlines(char *out, size_t n, const char *prefix, const char *node);
+int store_key_session_history(char *out, size_t n, const char *prefix, const char *id);
 
 /* Fills rec from alternating field/value strings (HGETALL order). Unknown fields are ignored
  * (newer daemons may add some); a missing or malformed required field is -EPROTO. *rec is

@@ -57,11 +57,18 @@ static const char ending_lua[] = "redis.call('ZREM', KEYS[2], ARGV[1])\n"
                                  "end\n"
                                  "return 1\n";
 
-/* KEYS: hash, node set, deadlines. ARGV: id. */
+/* KEYS: hash, node set, deadlines, history. ARGV: id. */
 static const char delete_lua[] = "redis.call('ZREM', KEYS[3], ARGV[1])\n"
                                  "redis.call('SREM', KEYS[2], ARGV[1])\n"
-                                 "redis.call('DEL', KEYS[1])\n"
+                                 "redis.call('DEL', KEYS[1], KEYS[4])\n"
                                  "return 1\n";
+
+/* KEYS: hash, history. ARGV: entry, max. Only while the record exists: an execution that ends
+ * with its session (answered after the delete went out) must not leave a list behind. */
+static const char history_lua[] = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
+                                  "redis.call('LPUSH', KEYS[2], ARGV[1])\n"
+                                  "redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[2]) - 1)\n"
+                                  "return 1\n";
 
 /* KEYS: deadlines. ARGV: now, max. */
 static const char claim_lua[] =
@@ -92,6 +99,7 @@ enum op_kind {
     OP_TOUCH,
     OP_CLAIM,
     OP_LOAD,
+    OP_LIST,
 };
 
 struct op {
@@ -175,6 +183,31 @@ finish_claim(struct op *op, int r, redisReply *reply)
 }
 
 static void
+finish_list(struct op *op, int r, redisReply *reply)
+{
+    store_sessions_list_cb *cb = (store_sessions_list_cb *)op->cb;
+    const char **items = NULL;
+    size_t *lens = NULL, n = 0;
+
+    if (r == 0 && reply->type != REDIS_REPLY_ARRAY) {
+        r = -EPROTO;
+    }
+    if (r == 0) {
+        items = xcalloc(reply->elements ? reply->elements : 1, sizeof(*items));
+        lens = xcalloc(reply->elements ? reply->elements : 1, sizeof(*lens));
+        for (size_t i = 0; i < reply->elements; i++) {
+            if (reply->element[i]->type == REDIS_REPLY_STRING) {
+                items[n] = reply->element[i]->str;
+                lens[n++] = reply->element[i]->len;
+            }
+        }
+    }
+    cb(r, items, lens, n, op->userdata);
+    free(items);
+    free(lens);
+}
+
+static void
 on_reply(int r, redisReply *reply, void *userdata)
 {
     struct op *op = userdata;
@@ -195,6 +228,9 @@ on_reply(int r, redisReply *reply, void *userdata)
         break;
     case OP_LOAD:
         finish_load(op, r, reply);
+        break;
+    case OP_LIST:
+        finish_list(op, r, reply);
         break;
     }
     free(op);
@@ -333,13 +369,49 @@ int
 store_sessions_delete(struct store_sessions *s, const char *id, store_sessions_cb *cb,
                       void *userdata)
 {
-    char key[KEY_MAX];
-    const char *args[4] = {key, s->key_set, s->key_deadlines, id};
+    char key[KEY_MAX], hkey[KEY_MAX];
+    const char *args[5] = {key, s->key_set, s->key_deadlines, hkey, id};
 
-    if (session_key(s, id, key) < 0) {
+    if (session_key(s, id, key) < 0 ||
+        store_key_session_history(hkey, KEY_MAX, s->prefix, id) < 0) {
         return -ENAMETOOLONG;
     }
-    return eval(s, OP_OK, (void (*)(void))cb, userdata, delete_lua, 3, args, NULL, 4);
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, delete_lua, 4, args, NULL, 5);
+}
+
+int
+store_sessions_history_push(struct store_sessions *s, const char *id, const char *entry, size_t len,
+                            store_sessions_cb *cb, void *userdata)
+{
+    char key[KEY_MAX], hkey[KEY_MAX], max[16];
+    const char *args[4] = {key, hkey, entry, max};
+    size_t lens[4];
+
+    if (session_key(s, id, key) < 0 ||
+        store_key_session_history(hkey, KEY_MAX, s->prefix, id) < 0) {
+        return -ENAMETOOLONG;
+    }
+    (void)snprintf(max, sizeof(max), "%u", STORE_HISTORY_MAX);
+    lens[0] = strlen(key);
+    lens[1] = strlen(hkey);
+    lens[2] = len;
+    lens[3] = strlen(max);
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, history_lua, 2, args, lens, 4);
+}
+
+int
+store_sessions_history(struct store_sessions *s, const char *id, store_sessions_list_cb *cb,
+                       void *userdata)
+{
+    static const char lua[] = "return redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)\n";
+    char hkey[KEY_MAX], max[16];
+    const char *args[2] = {hkey, max};
+
+    if (store_key_session_history(hkey, KEY_MAX, s->prefix, id) < 0) {
+        return -ENAMETOOLONG;
+    }
+    (void)snprintf(max, sizeof(max), "%u", STORE_HISTORY_MAX);
+    return eval(s, OP_LIST, (void (*)(void))cb, userdata, lua, 1, args, NULL, 2);
 }
 
 int

@@ -56,3 +56,15 @@ int store_sessions_claim_expired(struct store_sessions *s, uint64_t now_ms, unsi
                                  store_sessions_claim_cb *cb, void *userdata);
 /* Loads every record of this node. */
 int store_sessions_load_all(struct store_sessions *s, store_sessions_load_cb *cb, void *userdata);
+
+/* Execution history ("P history:ID", deleted with the record by
+ * store_sessions_delete()). push prepends entry (len bytes, a JSON object's text) and keeps the
+ * newest STORE_HISTORY_MAX; it does nothing when the record is gone. */
+int store_sessions_history_push(struct store_sessions *s, const char *id, const char *entry,
+                                size_t len, store_sessions_cb *cb, void *userdata);
+/* items[i] (lens[i] bytes, not NUL-checked) are borrowed for the call, newest first. */
+typedef void store_sessions_list_cb(int r, const char *const *items, const size_t *lens, size_t n,
+                                    void *userdata);
+/* Reads the history: at most STORE_HISTORY_MAX entries. An unknown id gives n == 0. */
+int store_sessions_history(struct store_sessions *s, const char *id, store_sessions_list_cb *cb,
+                           void *userdata);

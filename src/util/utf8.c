@@ -106,3 +106,18 @@ utf8_boundary(const char *s, size_t n)
     }
     return n;
 }
+
+size_t
+utf8_prefix_chars(const char *s, size_t n, size_t max_chars)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t chars = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        /* Every byte that is not a continuation byte starts a character. */
+        if ((p[i] & 0xC0) != 0x80 && chars++ == max_chars) {
+            return i;
+        }
+    }
+    return n;
+}

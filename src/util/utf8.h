@@ -17,3 +17,6 @@ int utf8_append_sanitized(struct buf *out, const char *s, size_t n);
 /* Length of the longest prefix of s[0..n) that does not end inside a multi-byte sequence: where
  * a UTF-8 text may be cut without splitting a character. */
 size_t utf8_boundary(const char *s, size_t n);
+/* Length in bytes of the first max_chars characters of the UTF-8 text s[0..n) (all of it when it
+ * has fewer): a cut by characters that never splits one. */
+size_t utf8_prefix_chars(const char *s, size_t n, size_t max_chars);

@@ -45,7 +45,7 @@ sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 # The part of every test's config.json that names this run: listen address, node, engine,
 # Redis, and tenants a ($TA) and b ($TB). Ends in a comma: the test adds its own keys after.
 # ENGINE_JSON replaces the engine object (a suite that runs an engine of its own);
-# TENANT_A_JSON adds members to tenant a's object (its quotas).
+# TENANT_A_JSON and TENANT_B_JSON add members to tenant a's and b's objects (their quotas).
 config_base() {
     local engine=${ENGINE_JSON:-"{\"socket\": \"$SANDPOOL_TEST_ENGINE_SOCKET\"}"}
     cat <<JSON
@@ -54,7 +54,7 @@ config_base() {
   "engine": $engine,
   "redis": {"url": "unix://$REDIS_SOCK", "prefix": "$PREFIX"},
   "tenants": [{"id": "a", "token_sha256": "$(sha "$TA")"${TENANT_A_JSON:+, $TENANT_A_JSON}},
-              {"id": "b", "token_sha256": "$(sha "$TB")"}],
+              {"id": "b", "token_sha256": "$(sha "$TB")"${TENANT_B_JSON:+, $TENANT_B_JSON}}],
 JSON
 }
 

@@ -140,6 +140,56 @@ TEST(duplicate_tokens)
     ASSERT_TRUE(strstr(e.msg, "share a token") != NULL);
 }
 
+TEST(reserved_share)
+{
+    struct cfg *c = NULL, *c2 = NULL;
+    struct err e = {0};
+    char json[1024], *text;
+
+    (void)snprintf(
+        json, sizeof(json),
+        "{\"profiles\": {\"python\": {\"warm\": 3}, \"big\": {\"warm\": 0}},"
+        " \"tenants\": [{\"id\": \"a\", \"token_sha256\": \"%s\", \"max_sessions\": 2,"
+        " \"profiles\": [\"python\"], \"reserved\": {\"python\": 2}},"
+        " {\"id\": \"b\", \"token_sha256\": \"%.63s0\", \"reserved\": {\"python\": 1}}]}",
+        HASH, HASH);
+    ASSERT_OK(load(&c, json, &e));
+    if (c == NULL) {
+        return;
+    }
+    ASSERT_EQ_U(cfg_tenant_reserved(&c->tenants[0], "python"), 2);
+    ASSERT_EQ_U(cfg_tenant_reserved(&c->tenants[0], "big"), 0);
+    ASSERT_EQ_U(cfg_reserved_for_others(c, "a", "python"), 1);
+    ASSERT_EQ_U(cfg_reserved_for_others(c, "b", "python"), 2);
+    ASSERT_EQ_U(cfg_reserved_for_others(c, "nobody", "python"), 3);
+    ASSERT_EQ_U(cfg_reserved_for_others(c, NULL, "python"), 3);
+    /* --print-config keeps quotas and reservations */
+    text = cfg_dump(c);
+    ASSERT_OK(load(&c2, text, &e));
+    if (c2 != NULL) {
+        ASSERT_EQ_U(c2->tenants[0].max_sessions, 2);
+        ASSERT_STREQ(c2->tenants[0].profiles[0], "python");
+        ASSERT_EQ_U(cfg_tenant_reserved(&c2->tenants[0], "python"), 2);
+    }
+    free(text);
+    cfg_free(c2);
+    cfg_free(c);
+    /* more reserved than warm; a reservation of a profile the tenant may not use */
+    (void)snprintf(json, sizeof(json),
+                   "{\"profiles\": {\"python\": {\"warm\": 1}}, \"tenants\": [{\"id\": \"a\","
+                   " \"token_sha256\": \"%s\", \"reserved\": {\"python\": 2}}]}",
+                   HASH);
+    ASSERT_ERR(load(&c, json, &e), EINVAL);
+    ASSERT_TRUE(strstr(e.msg, "more than its 'warm' of 1") != NULL);
+    (void)snprintf(json, sizeof(json),
+                   "{\"profiles\": {\"python\": {}, \"big\": {}}, \"tenants\": [{\"id\": \"a\","
+                   " \"token_sha256\": \"%s\", \"profiles\": [\"python\"],"
+                   " \"reserved\": {\"big\": 1}}]}",
+                   HASH);
+    ASSERT_ERR(load(&c, json, &e), EINVAL);
+    ASSERT_TRUE(strstr(e.msg, "not allowed") != NULL);
+}
+
 TEST(env_and_flags)
 {
     struct cfg *c = cfg_new();
@@ -214,6 +264,7 @@ main(void)
     RUN(full_file);
     RUN(rejects);
     RUN(duplicate_tokens);
+    RUN(reserved_share);
     RUN(env_and_flags);
     RUN(redis_urls);
     RUN(dump_round_trip);
