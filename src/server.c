@@ -682,21 +682,26 @@ metrics_tenants(struct server *s, struct buf *out, struct buf *lbl)
     static const char *const helps[2] = {"Sessions of each tenant (those being created included).",
                                          "Executions running in each tenant's sessions."};
 
-    for (size_t k = 0; k < ELEMENTSOF(names); k++) {
-        if (metric_family(out, names[k], "gauge", helps[k]) < 0) {
-            return -ENOBUFS;
-        }
-        for (size_t i = 0; i < s->cfg->n_tenants; i++) {
-            unsigned v[2];
+    size_t n = s->cfg->n_tenants;
+    const char **ids = xcalloc(n + 1, sizeof(*ids));
+    unsigned *v[2] = {xcalloc(n + 1, sizeof(unsigned)), xcalloc(n + 1, sizeof(unsigned))};
+    int r = 0;
 
-            session_manager_tenant_counts(s->sessions, s->cfg->tenants[i].id, &v[0], &v[1]);
-            if (buf_printf(out, "%s{%s} %u\n", names[k],
-                           metric_label(lbl, "tenant", s->cfg->tenants[i].id), v[k]) < 0) {
-                return -ENOBUFS;
-            }
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = s->cfg->tenants[i].id;
+    }
+    session_manager_tenant_counts(s->sessions, ids, n, v[0], v[1]);
+    for (size_t k = 0; k < ELEMENTSOF(names) && r == 0; k++) {
+        r = metric_family(out, names[k], "gauge", helps[k]);
+        for (size_t i = 0; i < n && r == 0; i++) {
+            r = buf_printf(out, "%s{%s} %u\n", names[k], metric_label(lbl, "tenant", ids[i]),
+                           v[k][i]);
         }
     }
-    return 0;
+    free(ids);
+    free(v[0]);
+    free(v[1]);
+    return r < 0 ? -ENOBUFS : 0;
 }
 
 static int
@@ -775,22 +780,32 @@ pool_of_container(struct server *s, const char *container_id)
     return NULL;
 }
 
-/* Ends what drifted: the session a container serves, or the warm container itself. */
+/* Ends what drifted: the session a container serves (or is being bound to: that create fails),
+ * or the warm container itself, which the pool replaces. A container in no such state (already
+ * being removed) needs nothing. */
 static json_t *
 quarantine(struct server *s, const struct drift_finding *f)
 {
     char why[400], session[65] = "";
     struct pool *p = pool_of_container(s, f->container);
-    const char *action = "deferred"; /* a session being bound: the next check ends it */
+    enum pool_slot_state st =
+        p != NULL ? pool_container_state(p, f->container) : POOL_SLOT__INVALID;
+    const char *action = "none";
 
     (void)snprintf(why, sizeof(why), "quarantined: its limits drifted from profile '%s': %s",
                    f->profile->name, f->why);
     if (session_manager_quarantine(s->sessions, f->container, why, session, sizeof(session))) {
         action = "ended";
         log_warn("container ctr=%.12s session=%s %s", f->container, session, why);
-    } else if (p != NULL && pool_container_gone(p, f->container)) {
+    } else if (st == POOL_SLOT_READY || st == POOL_SLOT_CONNECTING) {
+        (void)pool_container_gone(p, f->container);
         action = "removed";
         log_warn("warm container ctr=%.12s %s", f->container, why);
+    } else if (st == POOL_SLOT_BOUND) {
+        /* Bound, yet no session has it: one is being adopted. The next check ends it. */
+        action = "deferred";
+        log_warn("container ctr=%.12s %s; its session is not known yet: the next check ends it",
+                 f->container, why);
     }
     audit_log("policy.quarantine", "daemon",
               OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:s}", "container", f->container, "profile",
@@ -940,6 +955,14 @@ on_hup(evutil_socket_t sig, short what, void *arg)
         return;
     }
     log_info("SIGHUP received: reloading the configuration");
+    if (s->cfg->audit_file[0] != '\0') {
+        struct err e = {0};
+
+        /* After logrotate moved it: the same path, a new file. */
+        if (audit_open(s->cfg->audit_file, &e) < 0) {
+            log_error("cannot reopen the audit file: %s", e.msg);
+        }
+    }
     fresh = s->reload(s->reload_userdata);
     if (fresh == NULL) {
         log_error("reload failed (see above): the running configuration stays");

@@ -128,7 +128,7 @@ print_policy(const json_t *ans)
                                           "DIFFERENCES"};
     const json_t *drifted = json_object_get(ans, "drifted"), *d;
     struct ctl_table *t = ctl_table_new(ELEMENTSOF(headers), headers);
-    char checked[32];
+    char checked[32], errors[32];
     size_t i;
 
     json_array_foreach (drifted, i, d) {
@@ -153,7 +153,9 @@ print_policy(const json_t *ans)
         ctl_table_add(t, cells);
     }
     ctl_format_value(json_object_get(ans, "checked"), checked, sizeof(checked));
-    (void)printf("checked %s containers, %zu drifted\n", checked, ctl_table_rows(t));
+    ctl_format_value(json_object_get(ans, "errors"), errors, sizeof(errors));
+    (void)printf("checked %s containers, %zu drifted, %s could not be inspected\n", checked,
+                 ctl_table_rows(t), errors);
     if (ctl_table_rows(t) > 0) {
         ctl_table_print(t, stdout, 0, 0);
     }
@@ -168,7 +170,8 @@ ctl_cmd_policy(struct ctl *ctl, int argc, char **argv)
     json_t *ans = NULL;
     int rc = no_args(argc, argv, "policy",
                      "Checks every container of the daemon against its profile's policy and\n"
-                     "lists the ones that drifted (they are ended).");
+                     "lists the ones that drifted (they are ended). Exit code 3 when some\n"
+                     "container could not be inspected (the engine did not answer).");
 
     if (rc >= 0) {
         return rc;
@@ -186,7 +189,7 @@ ctl_cmd_policy(struct ctl *ctl, int argc, char **argv)
         } else {
             print_policy(ans);
         }
-        rc = EXIT_OK;
+        rc = json_integer_value(json_object_get(ans, "errors")) > 0 ? EXIT_SERVER : EXIT_OK;
     }
     json_decref(ans);
     (void)sp_client_free(c);

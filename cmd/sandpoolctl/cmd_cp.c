@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +166,21 @@ destination(const char *local, const char *path)
     return out;
 }
 
+static volatile sig_atomic_t cp_interrupted;
+
+static void
+on_cp_signal(int sig)
+{
+    cp_interrupted = sig;
+}
+
+/* Ctrl-C or SIGTERM stop the transfer: the download's temporary file is removed on the way out. */
+static int
+on_cp_progress(void *userdata)
+{
+    return cp_interrupted != 0 ? -EINTR : 0;
+}
+
 static int
 download_to(struct sp_client *c, const struct remote *src, const char *dest, uint64_t *ret_size,
             struct sp_error *e)
@@ -267,6 +283,14 @@ ctl_cmd_cp(struct ctl *ctl, int argc, char **argv)
         return CTL_USAGE_ERROR("cp", "the path after 'ID:' is empty");
     }
     c = ctl_client(ctl);
+    if (c != NULL) {
+        struct sigaction sa = {.sa_handler = on_cp_signal};
+
+        (void)sigemptyset(&sa.sa_mask);
+        (void)sigaction(SIGINT, &sa, NULL);
+        (void)sigaction(SIGTERM, &sa, NULL);
+        sp_client_set_progress(c, on_cp_progress, NULL);
+    }
     if (c == NULL) {
         return EXIT_USAGE;
     }

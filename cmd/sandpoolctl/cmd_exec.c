@@ -1,9 +1,9 @@
 /* sandpoolctl exec: runs code (or a command) in a session and streams its output as printed:
  * the session's stdout to ours, its stderr to ours, each event written and flushed as it
  * arrives (SSE). The exit code says how the execution ended: 0 status ok, 1 anything else
- * (error, timeout, oom, interrupted; the traceback goes to stderr), or a command's own exit
- * code where the daemon reports one. Errors before the execution ran (no such session, busy,
- * unreachable) are 3. */
+ * (error, timeout, oom, interrupted; the traceback goes to stderr; a command's non-zero exit
+ * code is printed there too: passed through, it would collide with 2 and 3). Errors before the
+ * execution ran (no such session, busy, unreachable) are 3. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,9 +33,9 @@ static const char exec_help[] =
     "a second Ctrl-C stops waiting for it.\n"
     "\n"
     "Exit code: 0 when the execution's status is ok, 1 when it is error, timeout, oom or\n"
-    "interrupted (the error and traceback go to stderr); with --command the command's exit\n"
-    "code when the daemon reports it; 3 when it could not run (no such session, busy,\n"
-    "unreachable); 2 for a usage error.\n";
+    "interrupted (the error and traceback go to stderr), or, with --command, when the command\n"
+    "exits non-zero (its exit code goes to stderr, and is in -o json's exit_code); 3 when it\n"
+    "could not run (no such session, busy, unreachable); 2 for a usage error.\n";
 
 struct exec_args {
     const char *id;
@@ -243,10 +243,12 @@ exit_code_of(const json_t *x, bool command, bool quiet)
     if (!ok && !quiet) {
         report_failure(x, status);
     }
-    if (command && json_is_integer(code)) {
-        json_int_t c = json_integer_value(code);
-
-        return c >= 0 && c <= 255 ? (int)c : EXIT_EXEC_FAILED;
+    if (command && json_is_integer(code) && json_integer_value(code) != 0) {
+        if (!quiet) {
+            (void)fprintf(stderr, "sandpoolctl: the command exited with %lld\n",
+                          (long long)json_integer_value(code));
+        }
+        return EXIT_EXEC_FAILED;
     }
     return ok ? EXIT_OK : EXIT_EXEC_FAILED;
 }

@@ -8,8 +8,9 @@
  * frame, so a resize takes effect at the next one); lines are cut to its width.
  *
  * The terminal: when stdin is a terminal it is switched to non-canonical, no-echo input so that
- * 'q' quits without Enter; Ctrl-C (SIGINT) and SIGTERM set a flag that ends the loop. Both paths,
- * and --iterations running out, restore the terminal's settings and show the cursor again. A
+ * 'q' quits without Enter; Ctrl-C (SIGINT), SIGTERM, SIGQUIT and SIGHUP set a flag that ends the
+ * loop, and stops a request in flight. Every path, and --iterations running out, restores the
+ * terminal's settings and shows the cursor again; Ctrl-Z restores them until SIGCONT. A
  * failed refresh shows its error in the frame and the view goes on (the daemon may come back);
  * the exit code is 3 when the last refresh failed. */
 #include <errno.h>
@@ -41,11 +42,44 @@ static const char top_help[] =
     "  --iterations N   stop after N frames (for scripts)\n";
 
 static volatile sig_atomic_t quit_signal;
+/* The terminal's settings before and during the view, for the signal handlers. */
+static struct termios term_saved, term_raw;
+static volatile sig_atomic_t term_is_raw;
 
 static void
 on_signal(int sig)
 {
     quit_signal = sig;
+}
+
+/* Ctrl-Z: the shell gets its terminal back as it was, and the view its raw mode on SIGCONT.
+ * tcsetattr(), write(), signal() and raise() are async-signal-safe. */
+static void
+on_tstp(int sig)
+{
+    if (term_is_raw) {
+        (void)tcsetattr(STDIN_FILENO, TCSANOW, &term_saved);
+    }
+    (void)!write(STDOUT_FILENO, "\033[?25h", 6);
+    (void)signal(SIGTSTP, SIG_DFL);
+    (void)raise(SIGTSTP);
+}
+
+static void
+on_cont(int sig)
+{
+    (void)signal(SIGTSTP, on_tstp);
+    if (term_is_raw) {
+        (void)tcsetattr(STDIN_FILENO, TCSANOW, &term_raw);
+    }
+    (void)!write(STDOUT_FILENO, "\033[?25l", 6);
+}
+
+/* A request in flight stops as soon as a quit signal came (curl itself retries an EINTR). */
+static int
+on_progress(void *userdata)
+{
+    return quit_signal != 0 ? -EINTR : 0;
 }
 
 struct top {
@@ -196,9 +230,8 @@ int
 ctl_cmd_top(struct ctl *ctl, int argc, char **argv)
 {
     struct top t = {.ctl = ctl, .last_total = -1};
-    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
-    struct termios saved, raw;
-    bool tty = false;
+    static const int quit_signals[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP};
+    struct sigaction sa = {.sa_handler = on_signal}, old_quit[ELEMENTSOF(quit_signals)];
     double interval = 1.0;
     int iterations = 0, in_fd = STDIN_FILENO, rc;
 
@@ -221,16 +254,21 @@ ctl_cmd_top(struct ctl *ctl, int argc, char **argv)
         return EXIT_USAGE;
     }
     sp_client_set_timeout(t.c, 5000L);
-    if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved) == 0) {
-        raw = saved;
-        raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO); /* ISIG stays: Ctrl-C is SIGINT */
-        raw.c_cc[VMIN] = 1;
-        raw.c_cc[VTIME] = 0;
-        tty = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
-    }
+    sp_client_set_progress(t.c, on_progress, NULL);
+    /* The handlers first: a signal between the two must not leave the terminal raw. */
     (void)sigemptyset(&sa.sa_mask); /* no SA_RESTART: poll() returns at once */
-    (void)sigaction(SIGINT, &sa, &old_int);
-    (void)sigaction(SIGTERM, &sa, &old_term);
+    for (size_t i = 0; i < ELEMENTSOF(quit_signals); i++) {
+        (void)sigaction(quit_signals[i], &sa, &old_quit[i]);
+    }
+    (void)signal(SIGTSTP, on_tstp);
+    (void)signal(SIGCONT, on_cont);
+    if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &term_saved) == 0) {
+        term_raw = term_saved;
+        term_raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO); /* ISIG stays: Ctrl-C is SIGINT */
+        term_raw.c_cc[VMIN] = 1;
+        term_raw.c_cc[VTIME] = 0;
+        term_is_raw = tcsetattr(STDIN_FILENO, TCSANOW, &term_raw) == 0;
+    }
     (void)printf("\033[?25l"); /* hide the cursor */
     for (int n = 0; quit_signal == 0; n++) {
         char *text = NULL;
@@ -254,11 +292,15 @@ ctl_cmd_top(struct ctl *ctl, int argc, char **argv)
     }
     (void)printf("\033[?25h");
     (void)fflush(stdout);
-    if (tty) {
-        (void)tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+    (void)signal(SIGTSTP, SIG_DFL);
+    (void)signal(SIGCONT, SIG_DFL);
+    if (term_is_raw) {
+        term_is_raw = 0;
+        (void)tcsetattr(STDIN_FILENO, TCSANOW, &term_saved);
     }
-    (void)sigaction(SIGINT, &old_int, NULL);
-    (void)sigaction(SIGTERM, &old_term, NULL);
+    for (size_t i = 0; i < ELEMENTSOF(quit_signals); i++) {
+        (void)sigaction(quit_signals[i], &old_quit[i], NULL);
+    }
     (void)sp_client_free(t.c);
     return t.failed ? EXIT_SERVER : EXIT_OK;
 }

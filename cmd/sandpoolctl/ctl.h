@@ -18,8 +18,8 @@ enum {
 
 struct ctl {
     char url[512];
-    char token[256];
-    bool json; /* -o json: the server's JSON, one document */
+    char token[513]; /* the daemon takes tokens of up to 512 bytes */
+    bool json;       /* -o json: the server's JSON, one document */
 };
 
 /* One subcommand: run gets argv[0] = the command name. */

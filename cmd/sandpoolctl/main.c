@@ -58,8 +58,15 @@ static int
 set_str(char *out, size_t n, const char *what, const char *s)
 {
     if (strlen(s) >= n) {
-        (void)fprintf(stderr, "sandpoolctl: the %s '%.40s...' is too long (at most %zu bytes)\n",
-                      what, s, n - 1);
+        /* Never a token's bytes on a terminal or in a log, not even its start. */
+        if (strcmp(what, "token") == 0) {
+            (void)fprintf(stderr, "sandpoolctl: the token is too long (at most %zu bytes)\n",
+                          n - 1);
+        } else {
+            (void)fprintf(stderr,
+                          "sandpoolctl: the %s '%.40s...' is too long (at most %zu bytes)\n", what,
+                          s, n - 1);
+        }
         return -EINVAL;
     }
     memcpy(out, s, strlen(s) + 1);

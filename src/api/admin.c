@@ -77,8 +77,13 @@ api_admin_pool_put(struct api *a, struct evhttp_request *req, const char *const 
     struct pool_stats st;
     struct err e = {0};
     json_t *body = NULL, *warm;
+    unsigned reserved;
 
     if (!api_require_admin(a, req)) {
+        return;
+    }
+    if (a->backend->drain_state(a->backend->userdata) == API_STOPPING) {
+        api_reply_error(req, -ESHUTDOWN, "this daemon is shutting down");
         return;
     }
     p = find_pool(a, params[0]);
@@ -97,6 +102,16 @@ api_admin_pool_put(struct api *a, struct evhttp_request *req, const char *const 
         api_reply_error(req, -EINVAL,
                         "the body must be {\"warm\": n} with n from 0 to the profile's max (%u)",
                         st.max);
+        json_decref(body);
+        return;
+    }
+    reserved = cfg_reserved_for_others(a->cfg, NULL, pool_name(p));
+    if (json_integer_value(warm) < (json_int_t)reserved) {
+        /* Below the tenants' reservations every other tenant would always start cold. */
+        api_reply_error(req, -EINVAL,
+                        "tenants reserve %u warm containers of profile '%s': 'warm' must be at "
+                        "least that",
+                        reserved, pool_name(p));
         json_decref(body);
         return;
     }

@@ -59,11 +59,18 @@ struct fcall {
     struct stream_out *out;
     bool head;
     uint64_t sent;
+    bool audited; /* its "file.downloaded" line is written */
 };
+
+static void audit_file(struct fcall *fc, const char *action, uint64_t size);
 
 static void
 fcall_free(struct fcall *fc)
 {
+    if (fc->sent > 0 && !fc->audited) {
+        /* A download cut short: the client still got these bytes. */
+        audit_file(fc, "file.downloaded", fc->sent);
+    }
     EVP_MD_CTX_free(fc->sha);
     free(fc);
 }
@@ -160,13 +167,21 @@ begin(struct api *a, struct evhttp_request *req, const char *const *params, cons
     return fc;
 }
 
-/* The audit line of a completed file operation (the path, never the contents). */
+/* The audit line of a file operation (the path, never the contents); a download that ended
+ * before its last byte says so with "complete": false and the bytes sent. */
 static void
-audit_file(const struct fcall *fc, const char *action, uint64_t size)
+audit_file(struct fcall *fc, const char *action, uint64_t size)
 {
-    audit_log(action, fc->actor,
-              OOM_CHECK(json_pack("{s:s, s:s, s:s, s:I}", "tenant", fc->tenant, "session",
-                                  fc->session, "path", fc->path, "size", (json_int_t)size)));
+    json_t *f = OOM_CHECK(json_pack("{s:s, s:s, s:s, s:I}", "tenant", fc->tenant, "session",
+                                    fc->session, "path", fc->path, "size", (json_int_t)size));
+
+    if (strcmp(action, "file.downloaded") == 0) {
+        fc->audited = true;
+        if (size < fc->size) {
+            (void)json_object_set_new(f, "complete", json_false());
+        }
+    }
+    audit_log(action, fc->actor, f);
 }
 
 /* begin() for the percent-encoded path of the URL (params[1]). */

@@ -27,6 +27,7 @@
 
 #define LOG_MODULE "api"
 #include "api/api-internal.h"
+#include "audit/audit.h"
 #include "log/log.h"
 #include "session/session.h"
 #include "stream/sse.h"
@@ -449,6 +450,7 @@ api_sessions_execute(struct api *a, struct evhttp_request *req, const char *cons
         json_decref(body);
         return;
     }
+    er.actor = who.admin ? who.name : NULL;
     sse = wants_sse(req);
     c = call_new(a, req, session_tenant(s));
     if (session_execute(s, &er, &exec_observer, c, !sse, &c->x, &e) < 0) {
@@ -481,6 +483,9 @@ api_sessions_interrupt(struct api *a, struct evhttp_request *req, const char *co
         api_reply_error(req, e.code, "%s", e.msg);
         return;
     }
+    audit_log("execution.interrupted", who.name,
+              OOM_CHECK(json_pack("{s:s, s:s, s:s}", "tenant", session_tenant(s), "session",
+                                  session_id(s), "execution", exec_id)));
     api_reply_json_new(req, 202, OOM_CHECK(json_pack("{s:s}", "execution_id", exec_id)));
 }
 
@@ -516,6 +521,9 @@ api_sessions_restart(struct api *a, struct evhttp_request *req, const char *cons
     session_touch(s);
     log_info("session restart session=%s tenant='%s': asked by %s", session_id(s),
              session_tenant(s), who.admin ? "the admin" : "the client");
+    audit_log(
+        "session.restarted", who.name,
+        OOM_CHECK(json_pack("{s:s, s:s}", "tenant", session_tenant(s), "session", session_id(s))));
     c = call_new(a, req, session_tenant(s));
     if (session_restart(s, on_session_restarted, c, &c->restart, &e) < 0) {
         api_reply_error(req, e.code, "%s", e.msg);

@@ -12,6 +12,7 @@
 #include <event2/event.h>
 
 #include "util/time.h"
+#include "util/utf8.h"
 
 enum log_level log_min_level = LOG_INFO;
 static enum log_format log_fmt = LOG_FORMAT_TEXT;
@@ -87,8 +88,20 @@ json_escape_into(char *out, size_t pos, size_t cap, const char *s)
             out[pos++] = (char)c;
         } else if (c < 0x20) {
             pos += (size_t)snprintf(out + pos, cap - pos, "\\u%04x", c);
-        } else {
+        } else if (c < 0x80) {
             out[pos++] = (char)c;
+        } else {
+            /* A whole well-formed character, or U+FFFD: a JSON line must stay valid UTF-8 even
+             * when the cut falls inside a character or a message quotes stray bytes. */
+            size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+
+            if (strnlen(s, len) == len && utf8_valid(s, len) && pos + len + 7 < cap) {
+                memcpy(out + pos, s, len);
+                pos += len;
+                s += len - 1;
+            } else {
+                pos += (size_t)snprintf(out + pos, cap - pos, "\\ufffd");
+            }
         }
     }
     return pos;

@@ -153,6 +153,19 @@ count_coming(const struct pool *p)
 
 /* Ready reached the warm target, or as much of it as max leaves once bound containers are
  * counted: a pool full of sessions is as warm as it can be. */
+/* READY slots whose kernel still answers: what pool_take() can hand out. */
+static unsigned
+count_takeable(const struct pool *p)
+{
+    const struct pool_slot *slot;
+    unsigned n = 0;
+
+    TAILQ_FOREACH (slot, &p->slots, link) {
+        n += slot->state == POOL_SLOT_READY && kernel_is_open(slot->kernel);
+    }
+    return n;
+}
+
 static void
 check_warm(struct pool *p)
 {
@@ -638,7 +651,7 @@ pool_take(struct pool *p, unsigned keep, struct pool_slot **ret)
 {
     struct pool_slot *slot;
 
-    if (count_state(p, POOL_SLOT_READY) <= keep) {
+    if (count_takeable(p) <= keep) {
         return -EAGAIN;
     }
     TAILQ_FOREACH (slot, &p->slots, link) {
@@ -828,6 +841,14 @@ pool_adopt(struct pool *p, json_t *summary)
     }
     slot->call = docker_container_inspect(p->docker, id, on_adopt_inspect, slot);
     return 0;
+}
+
+enum pool_slot_state
+pool_container_state(const struct pool *p, const char *container_id)
+{
+    const struct pool_slot *slot = slot_find(p, container_id);
+
+    return slot != NULL ? slot->state : POOL_SLOT__INVALID;
 }
 
 bool

@@ -149,6 +149,8 @@ int pool_adopt(struct pool *p, json_t *summary);
  * slots are removed and replaced; BOUND slots are left to their owner. Returns true when the
  * container belonged to this pool. */
 bool pool_container_gone(struct pool *p, const char *container_id);
+/* The state of container_id's slot, or POOL_SLOT__INVALID when the pool has none. */
+enum pool_slot_state pool_container_state(const struct pool *p, const char *container_id);
 /* True when container_id belongs to this pool (in any state). */
 bool pool_owns(const struct pool *p, const char *container_id);
 /* True when a slot with this slot id exists (covers creations whose answer is still due). */

@@ -76,6 +76,7 @@ struct execution {
     struct session *s;
     char id[33];
     char code_sha256[65]; /* hex, of the code or the command line */
+    char actor[80];       /* who asked for it (audit log) */
     bool is_cmd;
     bool collect;
     struct exec_observer obs;
@@ -202,6 +203,7 @@ struct session_manager {
     size_t n_unmatched;
     bool loaded, loading, claiming;
     bool want_list; /* a detached session waits for a container list */
+    bool freeing;   /* session_manager_free(): nothing is recorded any more */
     struct session_manager_stats stats;
     struct session_profile_stats *pstats; /* n_pools */
     session_notify_cb *notify;
@@ -937,9 +939,13 @@ execution_record(struct execution *x)
 {
     struct session *s = x->s;
     struct session_manager *m = s->m;
-    char actor[80];
     size_t i;
 
+    if (m->freeing) {
+        /* The daemon exits with the execution still running: it is not over, and the next
+         * start reports it (as an orphan). */
+        return;
+    }
     if (x->orphan) {
         /* Started by a previous daemon (or before a reconnection): its code is not known here. */
         audit_log("execution.finished", "daemon",
@@ -954,7 +960,7 @@ execution_record(struct execution *x)
         metrics_hist_observe(&m->pstats[i].execution, time_now_us() - x->started_us);
     }
     history_push(x);
-    audit_log("execution.finished", tenant_actor(s->rec.tenant, actor, sizeof(actor)),
+    audit_log("execution.finished", x->actor,
               OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:I, s:I}", "tenant",
                                   s->rec.tenant, "session", s->rec.id, "execution", x->id,
                                   "code_sha256", x->code_sha256, "code_bytes",
@@ -1092,7 +1098,6 @@ session_execute(struct session *s, const struct exec_req *req, const struct exec
     const struct cfg_tenant *t;
     struct execution *x;
     struct timeval tv;
-    char actor[80];
     int r;
 
     if (s->state == SESSION_ENDING) {
@@ -1137,13 +1142,18 @@ session_execute(struct session *s, const struct exec_req *req, const struct exec
     x->started_us = time_now_us();
     x->started_wall_ms = time_wall_ms();
     execution_set_code(x, req);
+    if (req->actor != NULL) {
+        (void)snprintf(x->actor, sizeof(x->actor), "%s", req->actor);
+    } else {
+        (void)tenant_actor(s->rec.tenant, x->actor, sizeof(x->actor));
+    }
     time_tv_from_ms(&tv, (uint64_t)x->timeout_s * 1000u);
     (void)evtimer_add(x->deadline, &tv);
     s->exec = x;
     s->state = SESSION_BUSY;
     s->m->stats.executions_total++;
     session_touch(s);
-    audit_log("execution.started", tenant_actor(s->rec.tenant, actor, sizeof(actor)),
+    audit_log("execution.started", x->actor,
               OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "tenant", s->rec.tenant,
                                   "session", s->rec.id, "execution", x->id, "kind",
                                   x->is_cmd ? "command" : "code", "code_sha256", x->code_sha256,
@@ -1904,12 +1914,24 @@ session_manager_quarantine(struct session_manager *m, const char *container_id, 
 {
     struct session *s;
 
+    const struct sop *op;
+
     TAILQ_FOREACH (s, &m->sessions, link) {
         if (s->slot != NULL && strcmp(pool_slot_container(s->slot), container_id) == 0) {
             (void)snprintf(ret_session, n, "%s", s->rec.id);
             if (s->state != SESSION_ENDING) {
                 session_lost(s, why);
             }
+            return true;
+        }
+    }
+    /* A session being created on it: the create fails (session_lost() marks it). */
+    TAILQ_FOREACH (op, &m->sops, link) {
+        s = op->kind == SOP_CREATE ? op->pending : NULL;
+        if (s != NULL && s->slot != NULL &&
+            strcmp(pool_slot_container(s->slot), container_id) == 0) {
+            (void)snprintf(ret_session, n, "%s", s->rec.id);
+            session_lost(s, why);
             return true;
         }
     }
@@ -2079,12 +2101,48 @@ session_manager_profile_stats(const struct session_manager *m, size_t i)
     return &m->pstats[i];
 }
 
+/* Adds one to ret[index of tenant] when map knows it (the map holds index + 1). */
+static void
+count_tenant(const struct hashmap *map, const char *tenant, unsigned *ret)
+{
+    uintptr_t i = (uintptr_t)hashmap_get(map, tenant);
+
+    if (i > 0) {
+        ret[i - 1]++;
+    }
+}
+
 void
-session_manager_tenant_counts(const struct session_manager *m, const char *tenant,
+session_manager_tenant_counts(const struct session_manager *m, const char *const *tenants, size_t n,
                               unsigned *ret_sessions, unsigned *ret_running)
 {
-    *ret_sessions = tenant_sessions(m, tenant);
-    *ret_running = tenant_running(m, tenant);
+    struct hashmap *map = hashmap_new();
+    const struct session *s;
+    const struct cold *c;
+    const struct sop *op;
+
+    /* One pass over everything, whatever the number of tenants: a scrape stays O(sessions). */
+    for (size_t i = 0; i < n; i++) {
+        hashmap_put(map, tenants[i], (void *)(uintptr_t)(i + 1));
+        ret_sessions[i] = ret_running[i] = 0;
+    }
+    TAILQ_FOREACH (s, &m->sessions, link) {
+        if (s->state != SESSION_ENDING) {
+            count_tenant(map, s->rec.tenant, ret_sessions);
+        }
+        if (s->exec != NULL) {
+            count_tenant(map, s->rec.tenant, ret_running);
+        }
+    }
+    TAILQ_FOREACH (c, &m->colds, link) {
+        count_tenant(map, c->tenant, ret_sessions);
+    }
+    TAILQ_FOREACH (op, &m->sops, link) {
+        if (op->kind == SOP_CREATE && op->pending != NULL) {
+            count_tenant(map, op->pending->rec.tenant, ret_sessions);
+        }
+    }
+    hashmap_free(map);
 }
 
 /* ---- execution history ----------------------------------------------------------------------- */
@@ -2167,6 +2225,7 @@ session_manager_free(struct session_manager *m)
     if (m == NULL) {
         return NULL;
     }
+    m->freeing = true;
     /* Redis answers (or its own shutdown) still reach these: they find m == NULL. */
     while ((op = TAILQ_FIRST(&m->sops)) != NULL) {
         TAILQ_REMOVE(&m->sops, op, link);

@@ -124,10 +124,10 @@ void session_manager_get_stats(const struct session_manager *m, struct session_m
 /* The stats of pools[i]; i < n_pools. Borrowed; valid until the manager is freed. */
 const struct session_profile_stats *session_manager_profile_stats(const struct session_manager *m,
                                                                   size_t i);
-/* The tenant's sessions (those being created included, as max_sessions counts them) and its
- * running executions. */
-void session_manager_tenant_counts(const struct session_manager *m, const char *tenant,
-                                   unsigned *ret_sessions, unsigned *ret_running);
+/* For each of tenants[n]: its sessions (those being created included, as max_sessions counts
+ * them) and its running executions, into ret_sessions[n] and ret_running[n]. One pass. */
+void session_manager_tenant_counts(const struct session_manager *m, const char *const *tenants,
+                                   size_t n, unsigned *ret_sessions, unsigned *ret_running);
 /* True once this node's records were loaded (or there was nothing to load). */
 bool session_manager_loaded(const struct session_manager *m);
 
@@ -179,6 +179,7 @@ struct exec_req {
     size_t code_len;
     json_t *argv; /* borrowed array of strings, for a command */
     unsigned timeout_s;
+    const char *actor; /* who asked, for the audit log ("admin"); NULL: the session's tenant */
 };
 
 struct exec_observer {

@@ -21,6 +21,7 @@ write_config() { # POLICY_CHECK_S
 $(config_base)
   "admin_token_sha256": "$(sha "$TADM")",
   "policy_check_s": $1,
+  "audit": {"file": "$work/audit.log"},
   "profiles": {"python": {"image": "sandpool/python:latest", "warm": 2, "max": 10},
                "res": {"image": "sandpool/python:latest", "warm": 1, "max": 4}}
 }
@@ -89,6 +90,9 @@ for bad in '{"warm": 11}' '{"warm": -1}' '{"warm": "3"}' '{"warm": 1, "x": 1}' '
     check_eq "PUT $bad: 400 invalid_argument" "$(status) $(jq -r .error.code "$work/body")" \
         "400 invalid_argument"
 done
+api PUT /v1/admin/pools/res "$TADM" '{"warm": 0}' >/dev/null
+check_eq "PUT below the tenants' reservations (b reserves 1 of res): 400" "$(status)" 400
+check "the message names the reservation" jqt '.error.message | test("reserve 1 warm")' "$work/body"
 api PUT /v1/admin/pools/nope "$TADM" '{"warm": 1}' >/dev/null
 check_eq "PUT for an unknown profile: 404" "$(status)" 404
 
@@ -123,6 +127,7 @@ check_eq "and moves files in and out of it" \
 check_eq "tenant b still cannot see tenant a's session" \
     "$(api GET "/v1/sessions/$sa" "$TB" >/dev/null; status)" 404
 api DELETE "/v1/admin/sessions/$sb" "$TADM" >/dev/null
+sb_deleted=$sb
 check_eq "DELETE /v1/admin/sessions/{id}: 204" "$(status)" 204
 check_eq "the tenant's session is gone (404)" "$(api GET "/v1/sessions/$sb" "$TB" >/dev/null; status)" 404
 check "the end is logged as the admin's" grep -q "session=$sb.*deleted by the admin" "$work/daemon.log"
@@ -211,6 +216,17 @@ check "the periodic check ends the drifted session on its own" wait_for 30 b_gon
 check "and logs why" grep -q "session=$sb quarantined" "$work/daemon.log"
 check_eq "tenant b's other session (not tampered) lives" \
     "$(run "$TB" "$rb" '{"code": "1 + 1"}' | jq -r .result)" 2
+
+# The audit log has the admin's actions, as the admin's.
+audit_has() { jq -e -s "$1" "$work/audit.log" >/dev/null; }
+check "audit: the pool resizes" audit_has '[.[] | select(.action == "admin.pool_resize" and .actor == "admin" and .profile == "python")] | length == 2'
+check "audit: drain and undrain" audit_has 'any(.action == "admin.drain") and any(.action == "admin.undrain")'
+check "audit: the admin's execution in tenant a's session is the admin's" audit_has \
+    "any(.action == \"execution.started\" and .actor == \"admin\" and .session == \"$sa\")"
+check "audit: the admin's delete" audit_has \
+    "any(.action == \"session.ended\" and .actor == \"admin\" and .session == \"$sb_deleted\")"
+check "audit: each quarantine, by the daemon" audit_has \
+    '[.[] | select(.action == "policy.quarantine" and .actor == "daemon")] | length == 3'
 
 # SIGHUP swaps the admin token: the old one stops working at once.
 old_admin=$TADM

@@ -170,8 +170,9 @@ check_eq "SIGINT (Ctrl-C) interrupts the execution: exit 1" "$irc" 1
 check "... its status is 'interrupted', variables kept" grep -q "status 'interrupted' (variables kept" "$work/int.err"
 check_eq "... and they are still there" "$(ctl exec "$s1" -- 'print(y)'; cat "$work/out")" "0
 7"
-check_eq "exec --command mirrors the command's exit code" \
-    "$(ctl exec "$s1" --command -- sh -c 'echo hi; exit 3') $(cat "$work/out")" "3 hi"
+check_eq "exec --command exiting 3: exit 1 (never 2 or 3, the CLI's own), output streamed" \
+    "$(ctl exec "$s1" --command -- sh -c 'echo hi; exit 3') $(cat "$work/out")" "1 hi"
+check "and the command's exit code is on stderr" grep -q "the command exited with 3" "$work/err"
 check_eq "exec --command true: 0" "$(ctl exec "$s1" --command -- true)" 0
 check_eq "exec -o json: one Execution document, exit code still 1 for an error" \
     "$(ctl -o json exec "$s1" -- 'raise ValueError("x")'; out_json '.status == "error" and .error.name == "ValueError"' && echo json)" "1
@@ -223,7 +224,7 @@ check_eq "--token overrides SANDPOOL_TOKEN" "$(TOKEN=wrong ctl --token "$ADMIN" 
 
 # ---- policy, drain ---------------------------------------------------------------------------------
 check_eq "policy: 0" "$(ctl policy)" 0
-check "policy: how many were checked, none drifted" out_has '^checked [0-9]+ containers, 0 drifted$'
+check "policy: how many were checked, none drifted, none failed" out_has '^checked [0-9]+ containers, 0 drifted, 0 could not be inspected$'
 check_eq "policy -o json" "$(ctl -o json policy; out_json '(.checked | type == "number") and (.drifted | length == 0)' && echo json)" "0
 json"
 check_eq "drain: 0" "$(ctl drain)" 0

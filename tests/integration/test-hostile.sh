@@ -535,10 +535,11 @@ check "a near-miss token is refused as fast as an unrelated one (|diff| < max(1 
 same_as_random() { # METHOD SUFFIX [BODY]
     local sfx=$2 body=${3:-} m=(-X "$1")
     [ "$1" = HEAD ] && m=(-I) # curl -X HEAD would wait for the body Content-Length announces
+    # The same X-Request-Id on both: the daemon echoes it, a random one would differ.
     curl -s -m 15 -D "$work/h1" -o "$work/b1" "${m[@]}" -H "Authorization: Bearer $TB" \
-        ${body:+--data-binary "$body"} "$U/v1/sessions/$sa$sfx" >/dev/null
+        -H "X-Request-Id: same-404" ${body:+--data-binary "$body"} "$U/v1/sessions/$sa$sfx" >/dev/null
     curl -s -m 15 -D "$work/h2" -o "$work/b2" "${m[@]}" -H "Authorization: Bearer $TB" \
-        ${body:+--data-binary "$body"} "$U/v1/sessions/$R$sfx" >/dev/null
+        -H "X-Request-Id: same-404" ${body:+--data-binary "$body"} "$U/v1/sessions/$R$sfx" >/dev/null
     head -1 "$work/h1" | grep -q ' 404 ' &&
         [ "$(grep -vi '^date:' "$work/h1")" = "$(grep -vi '^date:' "$work/h2")" ] &&
         [ "$(grep -vi '^date:' "$work/b1")" = "$(grep -vi '^date:' "$work/b2")" ]
@@ -548,6 +549,7 @@ check "b: execute in a's session: the same 404" same_as_random POST /execute '{"
 check "b: interrupt of a's session: the same 404" same_as_random POST /interrupt
 check "b: restart of a's session: the same 404" same_as_random POST /restart
 check "b: file list of a's session: the same 404" same_as_random GET /files
+check "b: execution history of a's session: the same 404" same_as_random GET /executions
 check "b: download of a's file: the same 404" same_as_random GET /files/kept.txt
 check "b: HEAD of a's file: the same 404" same_as_random HEAD /files/kept.txt
 check "b: upload into a's session: the same 404" same_as_random PUT /files/kept.txt 'overwritten by b'

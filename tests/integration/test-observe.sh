@@ -184,6 +184,13 @@ api DELETE "/v1/sessions/$S2" "$TA" >/dev/null
 check "deleting the session deletes its history" wait_for 5 test "$(redis-cli -s "$REDIS_SOCK" exists "$hkey")" = 0
 
 # ---- audit -----------------------------------------------------------------------------------
+# A download the client cuts short is audited with the bytes it got.
+S3=$(new_session "$TA")
+run "$TA" "$S3" '{"code": "open(\"/workspace/big\", \"wb\").write(b\"x\" * 20000000)"}' >/dev/null
+curl -s -o /dev/null --limit-rate 500k -m 1 -H "Authorization: Bearer $TA" "$U/v1/sessions/$S3/files/big"
+cut_short() { jq -e -s --arg s "$S3" 'any(.[]; .session == $s and .action == "file.downloaded" and .complete == false and .size > 0 and .size < 20000000)' "$AUDIT" >/dev/null; }
+check "a download cut short is audited with the bytes sent and complete: false" wait_for 10 cut_short
+api DELETE "/v1/sessions/$S3" "$TA" >/dev/null
 curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $TA" "$U/v1/sessions/$S/files/up.bin"
 api DELETE "/v1/sessions/$S" "$TA" >/dev/null
 sleep 0.5

@@ -105,6 +105,41 @@ TEST(log_json_long_message_stays_valid)
     json_decref(o);
 }
 
+TEST(log_json_utf8_cut_stays_valid)
+{
+    char msg[LOG_LINE_MAX], line[LOG_LINE_MAX];
+    json_t *o;
+
+    /* Multi-byte characters up to and past the cut at half the line, at every alignment, and
+     * stray bytes: each line must still parse (jansson refuses ill-formed UTF-8). */
+    for (size_t shift = 0; shift < 4; shift++) {
+        size_t n = 0, len;
+
+        memset(msg, 'a', shift);
+        n = shift;
+        while (n + 5 < sizeof(msg) - 1) {
+            memcpy(msg + n, "\xf0\x9f\x98\x80", 4); /* U+1F600 */
+            n += 4;
+        }
+        msg[n] = '\0';
+        len = log_render(line, sizeof(line), LOG_FORMAT_JSON, "T", LOG_INFO, "m", msg);
+        o = json_loadb(line, len - 1, 0, NULL);
+        TAP_CHECK(o != NULL, "a line of 4-byte characters cut at alignment %zu is valid JSON",
+                  shift);
+        json_decref(o);
+    }
+    {
+        size_t len = log_render(line, sizeof(line), LOG_FORMAT_JSON, "T", LOG_INFO, "m",
+                                "bad \xff\xc3 and \xe2\x82 end session=s1");
+
+        o = json_loadb(line, len - 1, 0, NULL);
+        TAP_CHECK(o != NULL && strstr(json_string_value(json_object_get(o, "msg")) ?: "",
+                                      "\xef\xbf\xbd") != NULL,
+                  "stray bytes become U+FFFD: %.*s", (int)(len - 1), line);
+        json_decref(o);
+    }
+}
+
 TEST(audit_lines)
 {
     char path[] = "/tmp/test-audit-XXXXXX", text[8192];
@@ -155,6 +190,7 @@ main(void)
     RUN(prefix_chars);
     RUN(log_json_fields);
     RUN(log_json_long_message_stays_valid);
+    RUN(log_json_utf8_cut_stays_valid);
     RUN(audit_lines);
     return tap_done();
 }
