@@ -13,13 +13,18 @@
  *
  * Crash-only: nothing is persisted locally. On start every container labelled with this node is
  * listed; running ones that match a profile's policy are re-adopted into the pool, the rest are
- * removed. On SIGTERM the server stops listening and leaves its containers for the next start. */
+ * removed. On SIGTERM the server first answers readyz 503 for shutdown_delay_s while it still
+ * serves (Kubernetes takes the endpoint out of rotation meanwhile; no new sessions), then stops
+ * listening, drains running executions and leaves its sessions' containers for the next start.
+ * Under systemd (Type=notify) it sends READY=1 once listening, STOPPING=1 at the stop signal and
+ * STATUS= when readiness changes. */
 #include "server.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
 
@@ -33,6 +38,7 @@
 #include "docker/client.h"
 #include "docker/json.h"
 #include "docker/policy.h"
+#include "docker/quirks.h"
 #include "kernel/kernel.h"
 #include "log/log.h"
 #include "pool/drift.h"
@@ -40,6 +46,7 @@
 #include "session/session.h"
 #include "store/redis.h"
 #include "util/macro.h"
+#include "util/sdnotify.h"
 #include "util/time.h"
 
 #define CRON_MS          250u
@@ -80,7 +87,11 @@ struct server {
     bool stopping;
     bool drained; /* by the admin: no new sessions */
     bool drain_cut;
-    struct drift_check *drift;                  /* policy drift check in flight */
+    bool leaving;              /* SIGTERM seen, shutdown_delay_s running: API_LEAVING */
+    struct event *leave_timer; /* ends the shutdown delay */
+    bool notify;               /* NOTIFY_SOCKET set: tell the service manager */
+    int notified_ready;        /* readiness last sent in STATUS=: -1 none yet, 0, 1 */
+    struct drift_check *drift; /* policy drift check in flight */
     TAILQ_HEAD(, api_policy_wait) policy_waits; /* admin requests waiting for its report */
     uint64_t next_drift_ms;
     uint64_t drain_deadline_ms;
@@ -93,6 +104,7 @@ struct server {
 static void engine_connect(struct server *s);
 static void drain_step(struct server *s);
 static void start_drift_check(struct server *s);
+static void notify_readiness(struct server *s);
 
 /* ---- engine link ----------------------------------------------------------------------------- */
 
@@ -230,6 +242,10 @@ on_event(json_t *ev, void *userdata)
     if (action == NULL || id == NULL) {
         return;
     }
+    if (strcmp(action, "oom") == 0) { /* comes before its "die" */
+        session_manager_container_oom(s->sessions, id);
+        return;
+    }
     if (strcmp(action, "die") == 0 || strcmp(action, "destroy") == 0 ||
         strcmp(action, "remove") == 0) {
         session_manager_container_gone(s->sessions, id, action);
@@ -291,18 +307,33 @@ start_reconcile(struct server *s)
     s->engine_call = docker_container_list(s->docker, labels, on_list, s);
 }
 
+/* At every engine (re)connect: a profile whose runtime the engine lacks, or whose limits its
+ * runtime cannot enforce (gVisor and pids), gets no container (its pool is refused, readyz
+ * names why); the other profiles are served. Only the engine knows which binary a runtime name
+ * stands for and the host's cgroup version, so this cannot be decided at start-up. */
 static void
 check_runtimes(struct server *s, json_t *info)
 {
-    json_t *runtimes = json_object_get(info, "Runtimes");
-
     for (size_t i = 0; i < s->cfg->n_profiles; i++) {
         const struct cfg_profile *p = &s->cfg->profiles[i];
+        struct pool *pool = pool_by_name(s, p->name);
+        struct err e = {0};
+        struct pool_stats st;
 
-        if (strcmp(p->runtime, "runc") != 0 && json_object_get(runtimes, p->runtime) == NULL) {
-            log_error("profile '%s' wants runtime '%s', which the engine does not have; "
-                      "containers of this profile will fail to start",
-                      p->name, p->runtime);
+        if (pool == NULL) {
+            continue;
+        }
+        pool_get_stats(pool, &st);
+        if (docker_quirks_check_profile(docker_client_quirks(s->docker), p,
+                                        docker_quirks_host_pid_max(), &e) < 0 ||
+            docker_policy_check_engine(p, info, &e) < 0) {
+            if (strcmp(st.refused, e.msg) != 0) {
+                log_error("%s; no container of profile '%s' is started", e.msg, p->name);
+            }
+            pool_refuse(pool, e.msg);
+        } else if (st.refused[0]) {
+            log_info("profile '%s': the engine can run it now", p->name);
+            pool_refuse(pool, NULL);
         }
     }
 }
@@ -409,6 +440,7 @@ on_cron(evutil_socket_t fd, short what, void *arg)
         drain_step(s);
         return;
     }
+    notify_readiness(s);
     session_manager_tick(s->sessions);
     if (s->link != ENGINE_UP) {
         return;
@@ -745,7 +777,10 @@ backend_drain_state(void *userdata)
 {
     struct server *s = userdata;
 
-    return s->stopping ? API_STOPPING : s->drained ? API_DRAINED : API_SERVING;
+    return s->stopping  ? API_STOPPING
+           : s->leaving ? API_LEAVING
+           : s->drained ? API_DRAINED
+                        : API_SERVING;
 }
 
 static void
@@ -875,19 +910,70 @@ backend_policy_cancel(void *userdata, struct api_policy_wait *w)
     free(w);
 }
 
+/* Tells the service manager (sd_notify) state; each failure is logged once. */
 static void
-on_stop_signal(evutil_socket_t sig, short what, void *arg)
+notify(struct server *s, const char *state)
 {
-    struct server *s = arg;
+    int r;
 
-    if (s->stopping) {
-        log_warn("second stop signal: exiting now");
-        (void)event_base_loopbreak(s->base);
+    if (!s->notify) {
         return;
     }
-    log_info("%s received: draining (up to %u s for running executions); sessions stay for "
-             "the next start, warm containers are removed",
-             sig == SIGINT ? "SIGINT" : "SIGTERM", s->cfg->drain_timeout_s);
+    r = sdnotify_send(state);
+    if (r < 0) {
+        log_warn("cannot notify the service manager: %s, ignoring", strerror(-r));
+        s->notify = false;
+    }
+}
+
+/* STATUS= for `systemctl status`, sent when what readyz would answer changes (the cron runs it). */
+static void
+notify_readiness(struct server *s)
+{
+    char why[192] = "";
+    char state[256];
+    bool ready;
+
+    if (!s->notify) {
+        return;
+    }
+    ready = backend_engine_ok(s, why, sizeof(why)) && backend_redis_ok(s, why, sizeof(why)) &&
+            !s->drained && !s->leaving;
+    for (size_t i = 0; ready && i < s->n_pools; i++) {
+        struct pool_stats st;
+
+        pool_get_stats(s->pools[i], &st);
+        if (!st.warm_reached) {
+            ready = false;
+            (void)snprintf(why, sizeof(why), "pool %s warming", pool_name(s->pools[i]));
+        }
+    }
+    if ((int)ready == s->notified_ready) {
+        return;
+    }
+    s->notified_ready = ready;
+    if (ready) {
+        (void)snprintf(state, sizeof(state), "STATUS=ready: %zu profile(s) warm", s->n_pools);
+    } else {
+        if (why[0] == '\0') {
+            (void)snprintf(why, sizeof(why), "%s",
+                           s->drained ? "drained by the admin" : "shutting down");
+        }
+        (void)snprintf(state, sizeof(state), "STATUS=not ready: %s", why);
+    }
+    notify(s, state);
+}
+
+/* Stop accepting, drain running executions up to drain_timeout_s, remove the warm containers,
+ * then leave the loop (drain_step). */
+static void
+begin_drain(struct server *s, const char *why)
+{
+    log_info("%s: draining (up to %u s for running executions); sessions stay for the next "
+             "start, warm containers are removed",
+             why, s->cfg->drain_timeout_s);
+    notify(s, "STATUS=draining");
+    s->leaving = false;
     s->stopping = true;
     s->drain_deadline_ms = time_now_ms() + (uint64_t)s->cfg->drain_timeout_s * 1000u;
     api_stop_listening(s->api);
@@ -900,6 +986,45 @@ on_stop_signal(evutil_socket_t sig, short what, void *arg)
         pool_shutdown(s->pools[i]);
     }
     drain_step(s);
+}
+
+static void
+on_leave_timer(evutil_socket_t fd, short what, void *arg)
+{
+    begin_drain(arg, "shutdown delay over");
+}
+
+/* Kubernetes' order: readyz turns 503 at once, so that the endpoint is taken out of rotation,
+ * while clients that already hold sessions (their requests may still be on their way) are served
+ * for shutdown_delay_s; then the drain. SIGINT (an operator's Ctrl-C: nobody routes to us by
+ * readiness) and a delay of 0 drain at once. A second signal exits at once. */
+static void
+on_stop_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct server *s = arg;
+    const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    struct timeval tv;
+    char why[64];
+
+    if (s->stopping || s->leaving) {
+        log_warn("second stop signal: exiting now");
+        (void)event_base_loopbreak(s->base);
+        return;
+    }
+    notify(s, "STOPPING=1");
+    if (sig == SIGINT || s->cfg->shutdown_delay_s == 0) {
+        (void)snprintf(why, sizeof(why), "%s received", name);
+        begin_drain(s, why);
+        return;
+    }
+    log_info("SIGTERM received: readyz answers 503 and no session is created from now on; "
+             "existing sessions are served for %u s (shutdown_delay_s), then the drain",
+             s->cfg->shutdown_delay_s);
+    notify(s, "STATUS=shutting down: not ready, serving existing sessions");
+    s->leaving = true;
+    s->notified_ready = 0;
+    time_tv_from_ms(&tv, (uint64_t)s->cfg->shutdown_delay_s * 1000u);
+    (void)evtimer_add(s->leave_timer, &tv);
 }
 
 /* Applies the reloadable part of fresh (see server.h); fresh keeps the old tenants. */
@@ -1037,6 +1162,9 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
     time_tv_from_ms(&tv, CRON_MS);
     (void)event_add(s->cron, &tv);
     s->engine_retry = OOM_CHECK(evtimer_new(s->base, on_engine_retry, s));
+    s->leave_timer = OOM_CHECK(evtimer_new(s->base, on_leave_timer, s));
+    s->notify = getenv("NOTIFY_SOCKET") != NULL;
+    s->notified_ready = -1;
     s->sig_term = OOM_CHECK(evsignal_new(s->base, SIGTERM, on_stop_signal, s));
     s->sig_int = OOM_CHECK(evsignal_new(s->base, SIGINT, on_stop_signal, s));
     s->sig_hup = OOM_CHECK(evsignal_new(s->base, SIGHUP, on_hup, s));
@@ -1052,6 +1180,13 @@ server_run(struct server *s)
 {
     log_info("listening on %s, node '%s', engine %s, %zu profile(s)", s->cfg->listen,
              s->cfg->node_id, s->cfg->engine_socket, s->n_pools);
+    if (s->notify && !sdnotify_supported()) {
+        log_warn("NOTIFY_SOCKET is set but this build has no libsystemd: READY=1 is never sent "
+                 "(a Type=notify unit times out), ignoring");
+    }
+    /* READY=1 once listening, not once readyz turns 200: the engine or Redis being down at boot
+     * is a state readyz reports, not a failed start for the service manager to restart. */
+    notify(s, "READY=1\nSTATUS=listening; warming pools");
     engine_connect(s);
     if (event_base_dispatch(s->base) < 0) {
         return -EIO;
@@ -1091,6 +1226,7 @@ server_free(struct server *s)
     if (s->cron != NULL) {
         event_free(s->cron);
         event_free(s->engine_retry);
+        event_free(s->leave_timer);
         event_free(s->sig_term);
         event_free(s->sig_int);
         event_free(s->sig_hup);

@@ -12,7 +12,7 @@ export DOCKER_HOST=${DOCKER_HOST:-unix://$ENGINE_SOCKET}
 SANDPOOL_PACKAGES=(
     docker.io tini redis-server
     meson ninja-build pkg-config gcc clang libclang-rt-14-dev
-    libcurl4-openssl-dev libevent-dev libjansson-dev libhiredis-dev libssl-dev
+    libcurl4-openssl-dev libevent-dev libjansson-dev libhiredis-dev libssl-dev libsystemd-dev
     debootstrap busybox-static
     curl jq iproute2 procps ca-certificates
 )
@@ -77,6 +77,39 @@ stop_docker_if_started() {
     done
     kill -KILL "$STARTED_DOCKERD_PID" 2>/dev/null || true
     STARTED_DOCKERD_PID=
+}
+
+STARTED_PODMAN_PID=
+
+# Starts a rootful `podman system service` on the unix socket $1 (its directory is created) with
+# deploy/podman/containers.conf (runc: this host kind is cgroup v1, where crun does not run);
+# sets STARTED_PODMAN_PID and waits until it answers. --time=0: no idle exit.
+start_podman() {
+    local sock=$1 dir i
+    dir=$(dirname "$sock")
+    mkdir -p "$dir"
+    # Our containers.conf plus a seccomp profile as strict as Docker's default (no namespaces,
+    # no mounts: deploy/podman/harden-seccomp.py), made from the installed Podman's own.
+    python3 "$SANDPOOL_ROOT/deploy/podman/harden-seccomp.py" /usr/share/containers/seccomp.json \
+        "$dir/seccomp.json" || die "cannot write the hardened seccomp profile"
+    sed "s|^\[containers\]\$|&\nseccomp_profile = \"$dir/seccomp.json\"|" \
+        "$SANDPOOL_ROOT/deploy/podman/containers.conf" >"$dir/containers.conf"
+    export CONTAINERS_CONF=$dir/containers.conf
+    setsid podman system service --time=0 "unix://$sock" >"$dir/podman.log" 2>&1 </dev/null &
+    STARTED_PODMAN_PID=$!
+    for i in $(seq 1 100); do
+        curl -fsS --max-time 2 --unix-socket "$sock" http://podman/_ping >/dev/null 2>&1 && return 0
+        kill -0 "$STARTED_PODMAN_PID" 2>/dev/null || { tail -20 "$dir/podman.log" >&2; die "podman system service exited"; }
+        sleep 0.2
+    done
+    die "podman system service did not answer on $sock"
+}
+
+stop_podman_if_started() {
+    [ -n "$STARTED_PODMAN_PID" ] || return 0
+    kill -TERM "$STARTED_PODMAN_PID" 2>/dev/null || true
+    wait "$STARTED_PODMAN_PID" 2>/dev/null || true
+    STARTED_PODMAN_PID=
 }
 
 # Starts a private redis-server on the unix socket $1 (its directory is created); sets

@@ -82,7 +82,7 @@ api_admin_pool_put(struct api *a, struct evhttp_request *req, const char *const 
     if (!api_require_admin(a, req)) {
         return;
     }
-    if (a->backend->drain_state(a->backend->userdata) == API_STOPPING) {
+    if (a->backend->drain_state(a->backend->userdata) >= API_LEAVING) {
         api_reply_error(req, -ESHUTDOWN, "this daemon is shutting down");
         return;
     }
@@ -227,7 +227,7 @@ set_drained(struct api *a, struct evhttp_request *req, bool drained)
     if (!api_require_admin(a, req)) {
         return;
     }
-    if (b->drain_state(b->userdata) == API_STOPPING) {
+    if (b->drain_state(b->userdata) >= API_LEAVING) {
         api_reply_error(req, -ESHUTDOWN, "this daemon is shutting down");
         return;
     }

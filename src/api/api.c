@@ -166,7 +166,7 @@ handle_readyz(struct api *a, struct evhttp_request *req, const char *const *para
         ready = false;
         (void)json_object_set_new(
             checks, "drain",
-            OOM_CHECK(json_string(b->drain_state(b->userdata) == API_STOPPING
+            OOM_CHECK(json_string(b->drain_state(b->userdata) >= API_LEAVING
                                       ? "shutting down"
                                       : "drained by the admin: no new sessions")));
     }
@@ -176,7 +176,10 @@ handle_readyz(struct api *a, struct evhttp_request *req, const char *const *para
 
         pool_get_stats(b->pools[i], &st);
         (void)snprintf(key, sizeof(key), "pool:%s", pool_name(b->pools[i]));
-        if (!st.warm_reached) {
+        if (st.refused[0]) {
+            ready = false;
+            (void)snprintf(why, sizeof(why), "refused: %s", st.refused);
+        } else if (!st.warm_reached) {
             ready = false;
             (void)snprintf(why, sizeof(why), "warming: %u of %u ready%s%s", st.ready,
                            st.warm_target, st.last_failure[0] ? "; last failure: " : "",

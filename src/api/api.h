@@ -27,7 +27,9 @@ typedef struct json_t json_t;
 enum api_drain {
     API_SERVING,  /* everything */
     API_DRAINED,  /* POST /v1/admin/drain: no new sessions; existing ones go on until idle */
-    API_STOPPING, /* SIGTERM: no new sessions nor executions */
+    API_LEAVING,  /* SIGTERM, for shutdown_delay_s: not ready, no new sessions; existing ones
+                   * are served as before while the endpoint is taken out of rotation */
+    API_STOPPING, /* after that: no new sessions nor executions, no new connections */
 };
 
 /* GET /v1/admin/policy: the server's drift check report (borrowed for the call). */

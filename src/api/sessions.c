@@ -244,6 +244,7 @@ api_sessions_create(struct api *a, struct evhttp_request *req, const char *const
                         "this node is drained: it takes no new sessions; create "
                         "the session on another node");
         return;
+    case API_LEAVING:
     case API_STOPPING:
         api_reply_error(req, -ESHUTDOWN, "this daemon is shutting down; retry on another");
         return;

@@ -24,6 +24,9 @@ struct cfg_profile {
     char **command; /* NULL-terminated argv, or NULL for the image's own CMD */
     char *user;     /* "uid:gid", numeric */
     char *runtime;  /* OCI runtime name; "runc" means the engine default */
+    /* Who caps the sandbox's processes: "cgroup" (PidsLimit = pids) or "runtime" (gVisor: its
+     * own per-sandbox RLIMIT_NPROC = nproc; PidsLimit is not sent). See cfg_pids_by_runtime(). */
+    char *pids_enforced_by;
     unsigned warm, max;
     unsigned memory_mb;
     double cpus;
@@ -62,6 +65,7 @@ struct cfg {
     char *log_format;
     char *audit_file; /* "": no audit log */
     unsigned drain_timeout_s;
+    unsigned shutdown_delay_s; /* SIGTERM: not ready, still serving, before the drain */
     unsigned policy_check_s;
     unsigned http_max_body_bytes;
     unsigned http_max_connections;
@@ -95,6 +99,9 @@ int cfg_apply_env(struct cfg *c, const char *const *envp, char *ret_unknown, siz
 int cfg_set(struct cfg *c, const char *name, const char *value, struct err *reterr);
 /* Checks cross-field rules and resolves node_id "auto" to the host name. */
 int cfg_validate(struct cfg *c, struct err *reterr);
+
+/* True when profile p leaves the process cap to its runtime ("pids_enforced_by": "runtime"). */
+bool cfg_pids_by_runtime(const struct cfg_profile *p);
 
 /* Returns the profile named name, or NULL. */
 const struct cfg_profile *cfg_profile_find(const struct cfg *c, const char *name);

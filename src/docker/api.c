@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "docker/json.h"
+#include "docker/quirks.h"
 #include "util/buf.h"
 #include "util/macro.h"
 #include "util/parse.h"
@@ -29,6 +30,8 @@ enum op_kind {
     OP_START,
     OP_KILL,
     OP_REMOVE,
+    OP_INSPECT, /* OP_JSON, rewritten into Docker's shape (docker_quirks_normalize_inspect) */
+    OP_REFUSED, /* never sent: the engine cannot do what was asked (why) */
 };
 
 struct op {
@@ -37,6 +40,7 @@ struct op {
     docker_result_cb *cb;
     docker_event_cb *on_event;
     void *userdata;
+    char why[192]; /* OP_REFUSED */
 };
 
 bool
@@ -104,6 +108,11 @@ on_op_done(int r, long status, const struct buf *body, void *userdata)
     struct err e = {0};
     json_t *root = NULL;
 
+    if (op->kind == OP_REFUSED) {
+        (void)err_set(&e, r, "%s", op->why);
+        op_deliver(op, r, NULL, &e);
+        return;
+    }
     if (r < 0) {
         (void)err_set(&e, r, "engine request failed: %s",
                       r == -ETIMEDOUT  ? "deadline passed"
@@ -126,8 +135,11 @@ on_op_done(int r, long status, const struct buf *body, void *userdata)
         op_deliver(op, r, NULL, &e);
         return;
     }
-    if (op->kind == OP_JSON || op->kind == OP_CREATE) {
+    if (op->kind == OP_JSON || op->kind == OP_CREATE || op->kind == OP_INSPECT) {
         r = docker_json_parse(body->buf, body->len, &root, &e);
+        if (r == 0 && op->kind == OP_INSPECT) {
+            docker_quirks_normalize_inspect(docker_client_quirks(op->client), root);
+        }
         if (r == 0 && op->kind == OP_CREATE) {
             r = check_create(root, &e);
             if (r == -EOPNOTSUPP) {
@@ -162,6 +174,21 @@ op_invalid(struct docker_client *c, docker_result_cb *cb, void *userdata)
     struct docker_request req = {.method = "GET", .path = "/", .fail = -EINVAL};
 
     return op_start(c, OP_EMPTY, &req, cb, userdata);
+}
+
+/* Something the engine cannot do: completes asynchronously with r and why, sending nothing. */
+static struct docker_call *
+op_refused(struct docker_client *c, int r, const char *why, docker_result_cb *cb, void *userdata)
+{
+    struct docker_request req = {.method = "GET", .path = "/", .fail = r, .free_userdata = free};
+    struct op *op = xcalloc(1, sizeof(*op));
+
+    op->kind = OP_REFUSED;
+    op->client = c;
+    op->cb = cb;
+    op->userdata = userdata;
+    (void)snprintf(op->why, sizeof(op->why), "%s", why);
+    return docker_client_request(c, &req, on_op_done, op);
 }
 
 struct docker_call *
@@ -206,11 +233,19 @@ docker_container_create(struct docker_client *c, const char *name, json_t *body,
     char path[256];
     char *text;
     struct docker_call *call;
+    struct err e = {0};
+    json_t *adapted;
 
     if (!id_path(path, sizeof(path), "/containers/create?name=", name, "", NULL)) {
         return op_invalid(c, cb, userdata);
     }
-    text = OOM_CHECK(json_dumps(body, JSON_COMPACT));
+    adapted = OOM_CHECK(json_deep_copy(body));
+    if (docker_quirks_adapt_create(docker_client_quirks(c), adapted, &e) < 0) {
+        json_decref(adapted);
+        return op_refused(c, -EOPNOTSUPP, err_msg(&e), cb, userdata);
+    }
+    text = OOM_CHECK(json_dumps(adapted, JSON_COMPACT));
+    json_decref(adapted);
     struct docker_request req = {
         .method = "POST", .path = path, .body = text, .body_len = strlen(text)};
 
@@ -269,7 +304,7 @@ docker_container_inspect(struct docker_client *c, const char *id, docker_result_
     if (!id_path(path, sizeof(path), "/containers/", id, "/json", NULL)) {
         return op_invalid(c, cb, userdata);
     }
-    return op_start(c, OP_JSON, &req, cb, userdata);
+    return op_start(c, OP_INSPECT, &req, cb, userdata);
 }
 
 /* Appends ?filters=<urlencoded JSON> built from a label list (and an optional type). */
@@ -393,6 +428,7 @@ on_event_line(json_t *event, void *userdata)
 {
     struct op *op = userdata;
 
+    docker_quirks_normalize_event(docker_client_quirks(op->client), event);
     op->on_event(event, op->userdata);
 }
 

@@ -25,6 +25,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
+#include "docker/quirks.h"
 #include "util/macro.h"
 #include "util/parse.h"
 
@@ -245,6 +246,10 @@ call_setup(struct docker_call *call, const struct docker_request *req)
     if (snprintf(url, sizeof(url), "http://docker%s%s", req->unversioned ? "" : c->prefix,
                  req->path) >= (int)sizeof(url)) {
         return -ENAMETOOLONG;
+    }
+    if (req->unversioned) {
+        /* /_ping starts every (re)connect: the engine behind the socket may have changed. */
+        c->peer_podman = false;
     }
     e = call->easy = OOM_CHECK(curl_easy_init());
     (void)curl_easy_setopt(e, CURLOPT_URL, url);
@@ -607,6 +612,12 @@ bool
 docker_client_peer_is_podman(const struct docker_client *c)
 {
     return c->peer_podman;
+}
+
+const struct docker_quirks *
+docker_client_quirks(const struct docker_client *c)
+{
+    return docker_quirks_of(c->peer_podman ? DOCKER_ENGINE_PODMAN : DOCKER_ENGINE_DOCKER);
 }
 
 void

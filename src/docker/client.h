@@ -23,6 +23,7 @@
 struct event_base;
 struct docker_client;
 struct docker_call;
+struct docker_quirks;
 
 /* Completion: r as above; status is the HTTP status (0 when r < 0); body is borrowed and valid
  * only during the callback. */
@@ -81,6 +82,8 @@ void docker_client_set_timeout_ms(struct docker_client *c, unsigned ms);
  * whether the peer identified itself as Podman. */
 const char *docker_client_peer_api_version(const struct docker_client *c);
 bool docker_client_peer_is_podman(const struct docker_client *c);
+/* The differences of the engine found at the last /_ping (docker/quirks.h); Docker's before. */
+const struct docker_quirks *docker_client_quirks(const struct docker_client *c);
 void docker_client_get_stats(const struct docker_client *c, struct docker_client_stats *ret);
 /* Counts a request that bypassed libcurl (hijacked streams), for the engine request counter. */
 void docker_client_count_request(struct docker_client *c);

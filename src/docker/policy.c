@@ -66,6 +66,11 @@ docker_policy_create_body(const struct cfg_profile *p, const char *node_id, cons
         "ShmSize", (json_int_t)((uint64_t)p->shm_mb * MIB), "IpcMode", "private", "Ulimits",
         ulimits(p), "Init", docker_policy_wants_init(p), "AutoRemove", 0, "RestartPolicy", "Name",
         "no", "LogConfig", "Type", "none", "OomScoreAdj", 500));
+    /* Under gVisor the pids cgroup would count the sandbox's own host threads, not the
+     * container's processes (docker_policy_check_engine): the profile accepted nproc instead. */
+    if (cfg_pids_by_runtime(p)) {
+        (void)json_object_del(host, "PidsLimit");
+    }
     if (strcmp(p->runtime, "runc") != 0) {
         (void)json_object_set_new(host, "Runtime", OOM_CHECK(json_string(p->runtime)));
     }
@@ -185,6 +190,11 @@ verify_tmpfs(json_t *hc, const struct cfg_profile *p, struct err *reterr)
     if (want_str(t, DOCKER_WORKSPACE, ws, reterr) < 0 || want_str(t, DOCKER_TMP, tmp, reterr) < 0) {
         return -EPERM;
     }
+    /* Only ours (Podman's own read-only-tmpfs mounts are dropped by docker/quirks.c). */
+    if (json_object_size(t) != 2) {
+        return err_set(reterr, -EPERM, "container has %zu tmpfs mounts, policy makes 2",
+                       json_object_size(t));
+    }
     if (json_array_size(json_object_get(hc, "Binds")) > 0 ||
         json_array_size(json_object_get(hc, "Mounts")) > 0) {
         return err_set(reterr, -EPERM, "container has bind or volume mounts");
@@ -211,7 +221,7 @@ docker_policy_verify(json_t *inspect, const struct cfg_profile *p, struct err *r
         want_true(hc, "Privileged", false, reterr) < 0 || want_int(hc, "Memory", mem, reterr) < 0 ||
         want_int(hc, "MemorySwap", mem, reterr) < 0 ||
         want_int(hc, "NanoCpus", (json_int_t)(p->cpus * 1e9), reterr) < 0 ||
-        want_int(hc, "PidsLimit", p->pids, reterr) < 0 ||
+        (!cfg_pids_by_runtime(p) && want_int(hc, "PidsLimit", p->pids, reterr) < 0) ||
         want_true(hc, "Init", docker_policy_wants_init(p), reterr) < 0) {
         return -EPERM;
     }
@@ -233,6 +243,53 @@ docker_policy_verify(json_t *inspect, const struct cfg_profile *p, struct err *r
     }
     if (verify_ulimits(hc, p, reterr) < 0 || verify_tmpfs(hc, p, reterr) < 0) {
         return -EPERM;
+    }
+    return 0;
+}
+
+/* ---- what the engine can enforce ---------------------------------------------------------------
+ */
+
+/* gVisor, by the runtime's name or by the binary the engine runs for it. */
+static bool
+runtime_is_gvisor(const char *name, json_t *rt)
+{
+    const char *path = json_string_value(json_object_get(rt, "path"));
+    const char *base = path != NULL ? strrchr(path, '/') : NULL;
+
+    base = base != NULL ? base + 1 : path;
+    return strcmp(name, "runsc") == 0 || (base != NULL && strcmp(base, "runsc") == 0);
+}
+
+int
+docker_policy_check_engine(const struct cfg_profile *p, json_t *info, struct err *reterr)
+{
+    json_t *rt = json_object_get(json_object_get(info, "Runtimes"), p->runtime);
+    const char *cgroup = json_string_value(json_object_get(info, "CgroupVersion"));
+    bool gvisor;
+
+    if (strcmp(p->runtime, "runc") == 0) {
+        return 0; /* the engine default; config validation keeps pids with the cgroup */
+    }
+    if (!json_is_object(rt)) {
+        return err_set(reterr, -ENOENT,
+                       "profile '%s': the engine has no runtime '%s'; register it (daemon.json "
+                       "\"runtimes\") or change the profile's 'runtime'",
+                       p->name, p->runtime);
+    }
+    gvisor = runtime_is_gvisor(p->runtime, rt);
+    if (gvisor && !cfg_pids_by_runtime(p)) {
+        return err_set(reterr, -ENOTSUP,
+                       "profile '%s': runtime %s cannot enforce 'pids' (PidsLimit) on this cgroup "
+                       "v%s host; set \"pids_enforced_by\": \"runtime\" to accept gVisor's own "
+                       "limit",
+                       p->name, p->runtime, cgroup != NULL ? cgroup : "?");
+    }
+    if (!gvisor && cfg_pids_by_runtime(p)) {
+        return err_set(reterr, -ENOTSUP,
+                       "profile '%s': 'pids_enforced_by' \"runtime\" needs gVisor (runsc), and "
+                       "runtime '%s' is not; it would leave the processes uncapped",
+                       p->name, p->runtime);
     }
     return 0;
 }

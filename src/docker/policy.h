@@ -39,3 +39,13 @@ json_t *docker_policy_create_body(const struct cfg_profile *p, const char *node_
 /* Compares a container inspect object with the policy of profile p. Returns 0 when every
  * restriction is in force, or -EPERM with a message naming the first one that is not. */
 int docker_policy_verify(json_t *inspect, const struct cfg_profile *p, struct err *reterr);
+
+/* Whether the engine described by info (GET /info answer, borrowed) can enforce profile p:
+ * its runtime must be registered (Runtimes), and a gVisor runtime (runsc, by name or binary)
+ * cannot enforce a pids cgroup limit: the cgroup holds gVisor's own host threads and ptrace
+ * stubs, not the container's processes, so the sandbox either fails to start (limit under
+ * about 40) or dies whole when the limit is reached. Such a profile must accept gVisor's own
+ * limit ("pids_enforced_by": "runtime": RLIMIT_NPROC counted per sandbox), and only gVisor
+ * has one. Pure. Returns 0, -ENOENT (runtime not registered) or -ENOTSUP, with a message that
+ * names the profile, the limit and why. */
+int docker_policy_check_engine(const struct cfg_profile *p, json_t *info, struct err *reterr);

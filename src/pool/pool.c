@@ -83,6 +83,9 @@ struct pool {
     struct event *kick;   /* runs pool_tick() outside the current callback */
     struct event *refill; /* runs pool_tick() a little after a take */
     char last_failure[192];
+    /* Why the engine cannot run this profile ("" while it can): no container is made, none is
+     * taken, waiters fail at once. Set by the server from the engine's /info. */
+    char refused[POOL_REFUSED_LEN];
     /* Containers made ready per second over the last REFILL_WINDOW_S seconds: a ring indexed by
      * the second (monotonic) they became ready in. */
     struct {
@@ -314,11 +317,16 @@ on_waiter_timeout(evutil_socket_t fd, short what, void *arg)
     pool_acquire_cb *cb = w->cb;
     void *ud = w->userdata;
     struct err e;
+    int r = w->pool->refused[0] ? -ECONNREFUSED : -ETIMEDOUT;
 
-    (void)err_set(&e, -ETIMEDOUT, "no container of profile '%s' became ready in time",
-                  w->pool->profile->name);
+    if (r == -ECONNREFUSED) {
+        (void)err_set(&e, r, "%s", w->pool->refused);
+    } else {
+        (void)err_set(&e, r, "no container of profile '%s' became ready in time",
+                      w->pool->profile->name);
+    }
     waiter_free(w);
-    cb(-ETIMEDOUT, NULL, &e, ud);
+    cb(r, NULL, &e, ud);
 }
 
 /* Hands a READY slot to the first waiter, if any. Returns true when it did. */
@@ -348,6 +356,9 @@ pool_wait(struct pool *p, unsigned timeout_ms, pool_acquire_cb *cb, void *userda
     struct pool_waiter *w;
     struct timeval tv;
 
+    if (p->refused[0]) {
+        return -ECONNREFUSED;
+    }
     /* Every container on its way is promised to an earlier waiter or the warm target; one more
      * is only possible below max. */
     if (count_live(p) >= p->profile->max && count_coming(p) <= p->n_waiters) {
@@ -605,17 +616,17 @@ pool_tick(struct pool *p)
             slot_remove(slot);
         }
     }
-    /* Shrink: a lowered warm target gives back ready containers. */
+    /* Shrink: a lowered warm target gives back ready containers; a refused profile all. */
     for (slot = TAILQ_FIRST(&p->slots); slot != NULL; slot = next) {
         next = TAILQ_NEXT(slot, link);
-        if (count_state(p, POOL_SLOT_READY) <= p->warm) {
+        if (count_state(p, POOL_SLOT_READY) <= p->warm && !p->refused[0]) {
             break;
         }
         if (slot->state == POOL_SLOT_READY) {
             slot_remove(slot);
         }
     }
-    if (time_now_ms() < p->next_attempt_ms) {
+    if (time_now_ms() < p->next_attempt_ms || p->refused[0]) {
         return;
     }
     check_warm(p);
@@ -651,7 +662,7 @@ pool_take(struct pool *p, unsigned keep, struct pool_slot **ret)
 {
     struct pool_slot *slot;
 
-    if (count_takeable(p) <= keep) {
+    if (count_takeable(p) <= keep || p->refused[0]) {
         return -EAGAIN;
     }
     TAILQ_FOREACH (slot, &p->slots, link) {
@@ -955,6 +966,42 @@ pool_removing(const struct pool *p)
 }
 
 void
+pool_refuse(struct pool *p, const char *why)
+{
+    struct pool_slot *slot, *next;
+    struct pool_waiter *w;
+
+    if (why == NULL || why[0] == '\0') {
+        if (p->refused[0]) {
+            p->refused[0] = '\0';
+            p->warm_reached = p->warm == 0;
+            kick(p);
+        }
+        return;
+    }
+    (void)snprintf(p->refused, sizeof(p->refused), "%s", why);
+    p->warm_reached = false;
+    /* Containers made before (another engine, another configuration) are not handed out;
+     * sessions keep theirs. Creations on their way are removed once they are ready. */
+    for (slot = TAILQ_FIRST(&p->slots); slot != NULL; slot = next) {
+        next = TAILQ_NEXT(slot, link);
+        if (slot->state == POOL_SLOT_READY) {
+            slot_remove(slot);
+        }
+    }
+    /* Cold creates waiting for this profile fail now (from the loop, not from this call). */
+    TAILQ_FOREACH (w, &p->waiters, link) {
+        event_active(w->timer, EV_TIMEOUT, 0);
+    }
+}
+
+bool
+pool_refused(const struct pool *p)
+{
+    return p->refused[0] != '\0';
+}
+
+void
 pool_set_warm(struct pool *p, unsigned warm)
 {
     p->warm = MIN(warm, p->profile->max);
@@ -988,5 +1035,6 @@ pool_get_stats(const struct pool *p, struct pool_stats *ret)
         }
     }
     memcpy(s.last_failure, p->last_failure, sizeof(s.last_failure));
+    memcpy(s.refused, p->refused, sizeof(s.refused));
     *ret = s;
 }

@@ -59,6 +59,7 @@ struct pool_budget {
 };
 
 #define POOL_REFILL_WINDOW_S 60
+#define POOL_REFUSED_LEN     256
 
 struct pool_stats {
     unsigned warm_target, max;
@@ -68,6 +69,7 @@ struct pool_stats {
     /* Containers created and made ready in the last POOL_REFILL_WINDOW_S seconds. */
     unsigned refilled_last_window;
     char last_failure[192];
+    char refused[POOL_REFUSED_LEN]; /* why the engine cannot run the profile, or "" */
 };
 
 /* Reports notable pool events to the edge (the server logs them). msg is borrowed. */
@@ -101,6 +103,13 @@ struct pool *pool_free(struct pool *p);
 const char *pool_name(const struct pool *p);
 const struct cfg_profile *pool_profile(const struct pool *p);
 void pool_set_warm(struct pool *p, unsigned warm);
+/* The engine cannot enforce this profile (why: a message naming the profile, the limit and the
+ * reason; copied): until called again with NULL, the pool makes no container, pool_take()
+ * answers -EAGAIN, pool_wait() -ECONNREFUSED, waiting creates fail with -ECONNREFUSED and why
+ * (from the loop, not from this call), and READY containers are removed. BOUND slots stay with
+ * their owners. NULL or "" lifts it (readiness then waits for the warm target again). */
+void pool_refuse(struct pool *p, const char *why);
+bool pool_refused(const struct pool *p);
 /* Shutdown: stops refilling and removes every container not bound to a session (a restarted
  * daemon never reuses an unbound container, see pool_adopt). */
 void pool_shutdown(struct pool *p);

@@ -57,7 +57,9 @@
 #define TOUCH_MIN_MS        250u
 #define COLD_WAIT_FACTOR    4u /* a cold create may take this many engine deadlines */
 #define RECONNECT_TRIES     3u
-#define CODE_HEAD_CHARS     200u /* characters of code kept in the execution history */
+#define SETTLE_MS           1000u /* see struct session's settle_timer */
+#define OOM_DEATH_MS        2000u /* see struct session's oom_ms */
+#define CODE_HEAD_CHARS     200u  /* characters of code kept in the execution history */
 
 enum exec_phase {
     PH_RUNNING,
@@ -123,6 +125,14 @@ struct session {
      * while this is not empty (later requests join it). */
     TAILQ_HEAD(, session_restart) restarts;
     struct event *restart_timer;
+    /* A runtime other than runc (gVisor): memory exhaustion kills the whole sandbox, kernel
+     * included. When its connection breaks during an execution, the answer waits up to
+     * SETTLE_MS for the engine's oom/die events, so that it can say what happened. */
+    struct event *settle_timer;
+    /* When the engine last reported an OOM kill in its container (monotonic ms, 0: never).
+     * Under runc that is usually the worker alone (the session goes on); the container dying
+     * within OOM_DEATH_MS of it was killed by it. */
+    uint64_t oom_ms;
     enum session_state state;
     uint64_t last_touch_ms; /* monotonic */
     bool registered;        /* in the map and list (its record was written) */
@@ -275,6 +285,7 @@ static void execution_orphan(struct session *s, const char *id);
 static unsigned tenant_running(const struct session_manager *m, const char *tenant);
 static void restarts_answer(struct session *s, int r, const char *why);
 static void on_restart_timeout(evutil_socket_t fd, short what, void *arg);
+static void on_settle_timeout(evutil_socket_t fd, short what, void *arg);
 static void delete_record(struct session_manager *m, const char *id);
 static json_t *time_json(uint64_t wall_ms);
 static size_t profile_index(const struct session_manager *m, const char *profile);
@@ -353,6 +364,7 @@ session_alloc(struct session_manager *m, struct pool_slot *slot, const struct cf
     s->last_touch_ms = time_now_ms();
     TAILQ_INIT(&s->restarts);
     s->restart_timer = OOM_CHECK(evtimer_new(m->base, on_restart_timeout, s));
+    s->settle_timer = OOM_CHECK(evtimer_new(m->base, on_settle_timeout, s));
     kernel_set_handlers(s->kernel, &session_kernel_handlers, s);
     return s;
 }
@@ -366,14 +378,47 @@ session_register(struct session *s)
 }
 
 /* Ends a running execution with an error of our own: its observer is answered (once). */
-static void
-execution_abort(struct execution *x, const char *name, const char *why)
+static bool
+died_of_oom(const struct session *s)
 {
-    x->status = "error";
+    return s->oom_ms != 0 && time_now_ms() - s->oom_ms <= OOM_DEATH_MS;
+}
+
+/* Answers x with status (a static string) and an error name and value. */
+static void
+execution_end(struct execution *x, const char *status, const char *name, const char *why)
+{
+    x->status = status;
     x->state_preserved = false;
     json_decref(x->error);
     x->error = OOM_CHECK(json_pack("{s:s, s:s, s:[]}", "name", name, "value", why, "traceback"));
     execution_finish(x);
+}
+
+static void
+execution_abort(struct execution *x, const char *name, const char *why)
+{
+    execution_end(x, "error", name, why);
+}
+
+static void
+execution_disconnected(struct execution *x)
+{
+    execution_abort(x, "SandboxDisconnected",
+                    "the connection to the sandbox broke while this ran (its container "
+                    "stopped, or the engine restarted); the output is incomplete. The session "
+                    "goes on if its container still runs, and ends otherwise");
+}
+
+/* The engine said nothing about the container within SETTLE_MS of the break. */
+static void
+on_settle_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+
+    if (s->exec != NULL && s->detached) {
+        execution_disconnected(s->exec);
+    }
 }
 
 /* Frees the session object; the caller has dealt with its record and container. A running
@@ -386,6 +431,7 @@ session_destroy(struct session *s)
     }
     restarts_answer(s, -ENOENT, "the session ended before its kernel restarted");
     event_free(s->restart_timer);
+    event_free(s->settle_timer);
     if (s->registered) {
         (void)hashmap_remove(s->m->by_id, s->rec.id);
         TAILQ_REMOVE(&s->m->sessions, s, link);
@@ -550,8 +596,9 @@ session_lost(struct session *s, const char *why)
         (void)snprintf(s->end_detail, sizeof(s->end_detail), "%s", why);
     }
     notify(s->m, "ended", &s->rec, why);
+    (void)evtimer_del(s->settle_timer);
     if (s->exec != NULL) {
-        execution_abort(s->exec, "SandboxLost", why);
+        execution_end(s->exec, died_of_oom(s) ? "oom" : "error", "SandboxLost", why);
     }
     if (s->state == SESSION_ENDING) {
         return; /* a delete is already on its way; it drops the session */
@@ -787,11 +834,13 @@ on_kernel_closed(struct kernel *k, int r, const char *why, void *userdata)
     (void)snprintf(msg, sizeof(msg),
                    "the connection to its sandbox broke (%s); checking its container", why);
     notify(s->m, "detached", &s->rec, msg);
-    if (s->exec != NULL) {
-        execution_abort(s->exec, "SandboxDisconnected",
-                        "the connection to the sandbox broke while this ran (its container "
-                        "stopped, or the engine restarted); the output is incomplete. The session "
-                        "goes on if its container still runs, and ends otherwise");
+    if (s->exec != NULL && strcmp(s->profile->runtime, "runc") != 0) {
+        struct timeval tv;
+
+        time_tv_from_ms(&tv, SETTLE_MS);
+        (void)evtimer_add(s->settle_timer, &tv);
+    } else if (s->exec != NULL) {
+        execution_disconnected(s->exec);
     }
     restarts_answer(s, -ENOTCONN, "the connection to the sandbox broke");
 }
@@ -1518,6 +1567,12 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     if (t != NULL && !cfg_tenant_allows(t, p->name)) {
         return err_set(reterr, -EPERM, "tenant '%s' may not use profile '%s'", t->id, p->name);
     }
+    if (pool_refused(pool)) { /* the engine cannot enforce it: say why (503, see readyz) */
+        struct pool_stats st;
+
+        pool_get_stats(pool, &st);
+        return err_set(reterr, -ECONNREFUSED, "%s", st.refused);
+    }
     if (t != NULL && t->max_sessions > 0 && tenant_sessions(m, t->id) >= t->max_sessions) {
         return err_set(reterr, -EDQUOT,
                        "tenant '%s' has max_sessions %u sessions; end one, or retry later", t->id,
@@ -1879,6 +1934,10 @@ reconnect_or_end(struct session *s, json_t *list)
         session_lost(s, msg);
         return;
     }
+    if (s->exec != NULL) { /* its container still runs: the break was not an OOM kill */
+        (void)evtimer_del(s->settle_timer);
+        execution_disconnected(s->exec);
+    }
     if (pool_slot_reconnect(s->slot, &session_kernel_handlers, s, &e) < 0) {
         s->kernel = NULL;
         (void)snprintf(msg, sizeof(msg), "the sandbox was lost: attaching again failed: %s", e.msg);
@@ -1894,15 +1953,34 @@ session_manager_container_gone(struct session_manager *m, const char *container_
                                const char *action)
 {
     struct session *s;
-    char msg[128];
+    char msg[192];
 
     TAILQ_FOREACH (s, &m->sessions, link) {
         if (s->slot != NULL && strcmp(pool_slot_container(s->slot), container_id) == 0) {
-            if (s->state != SESSION_ENDING) {
+            if (s->state != SESSION_ENDING && died_of_oom(s)) {
+                (void)snprintf(msg, sizeof(msg),
+                               "the sandbox was lost: it ran out of memory (memory_mb %u); under "
+                               "runtime %s the cap holds for the whole sandbox, which was killed",
+                               s->profile->memory_mb, s->profile->runtime);
+                session_lost(s, msg);
+            } else if (s->state != SESSION_ENDING) {
                 (void)snprintf(msg, sizeof(msg), "the sandbox was lost: its container %s",
                                strcmp(action, "die") == 0 ? "stopped" : "was removed");
                 session_lost(s, msg);
             }
+            return;
+        }
+    }
+}
+
+void
+session_manager_container_oom(struct session_manager *m, const char *container_id)
+{
+    struct session *s;
+
+    TAILQ_FOREACH (s, &m->sessions, link) {
+        if (s->slot != NULL && strcmp(pool_slot_container(s->slot), container_id) == 0) {
+            s->oom_ms = time_now_ms();
             return;
         }
     }

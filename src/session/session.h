@@ -109,6 +109,9 @@ void session_manager_reconcile(struct session_manager *m, json_t *list, uint64_t
 /* True when a session whose kernel connection broke waits for a container list (the caller
  * then lists soon and calls session_manager_reconcile()). */
 bool session_manager_want_list(const struct session_manager *m);
+/* The engine reported an OOM kill in container_id (its "oom" event, before "die"): the session
+ * that holds it ends with its running execution answered "oom" when the container dies. */
+void session_manager_container_oom(struct session_manager *m, const char *container_id);
 /* The engine says a container died or went (event action "die", "destroy", "remove"): the
  * session it served, if any, ends. */
 void session_manager_container_gone(struct session_manager *m, const char *container_id,

@@ -58,9 +58,12 @@ config_base() {
 JSON
 }
 
+. "$(dirname "${BASH_SOURCE[0]}")/engine.sh"
+
 # Under ASan (tests/run.sh's second pass) freed memory waits in a quarantine of 256 MiB by
 # default, which the tests' RSS checks would count as growth: a small one for the daemon.
 start_daemon() {
+    engine_adapt_config "$work/config.json"
     ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:quarantine_size_mb=4} \
         "$SANDPOOLD" --config "$work/config.json" >>"$work/daemon.log" 2>&1 &
     daemon_pid=$!

@@ -113,6 +113,13 @@ TEST(rejects)
         {"[1,2]", "must be a JSON object"},
         {"{\"listen\": ", "line 1"},
         {"{\"node_id\": \"a b\"}", "'node_id'"},
+        {"{\"profiles\": {\"p\": {\"pids_enforced_by\": \"kernel\"}}}",
+         "'pids_enforced_by' must be \"cgroup\" or \"runtime\""},
+        {"{\"profiles\": {\"p\": {\"pids_enforced_by\": \"runtime\", \"nproc\": 64}}}",
+         "profile 'p': 'pids_enforced_by' \"runtime\" needs a runtime with a process limit of its own "
+         "(runsc); runc relies on the cgroup"},
+        {"{\"profiles\": {\"p\": {\"runtime\": \"runsc\", \"pids_enforced_by\": \"runtime\"}}}",
+         "'nproc' (65536) caps the sandbox's processes and must be at most 'pids' (128)"},
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -257,6 +264,33 @@ TEST(dump_round_trip)
     cfg_free(c2);
 }
 
+/* gVisor: the profile leaves the process cap to the runtime (nproc within pids); the default is
+ * the cgroup, also for runsc profiles (the engine check refuses those, see test-policy). */
+TEST(pids_enforced_by)
+{
+    struct cfg *c = NULL;
+    struct err e = {0};
+    const struct cfg_profile *p;
+    char *text;
+
+    ASSERT_OK(load(&c,
+                   "{\"profiles\": {\"g\": {\"runtime\": \"runsc\", \"pids_enforced_by\": "
+                   "\"runtime\", \"pids\": 128, \"nproc\": 128}, \"s\": {\"runtime\": \"runsc\"}}}",
+                   &e));
+    if (c == NULL) {
+        return;
+    }
+    p = cfg_profile_find(c, "g");
+    ASSERT_TRUE(p != NULL && cfg_pids_by_runtime(p));
+    p = cfg_profile_find(c, "s");
+    ASSERT_TRUE(p != NULL && !cfg_pids_by_runtime(p));
+    ASSERT_STREQ(p->pids_enforced_by, "cgroup");
+    text = cfg_dump(c);
+    ASSERT_TRUE(strstr(text, "\"pids_enforced_by\": \"runtime\"") != NULL);
+    free(text);
+    cfg_free(c);
+}
+
 int
 main(void)
 {
@@ -268,5 +302,6 @@ main(void)
     RUN(env_and_flags);
     RUN(redis_urls);
     RUN(dump_round_trip);
+    RUN(pids_enforced_by);
     return tap_done();
 }

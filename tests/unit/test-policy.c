@@ -196,11 +196,64 @@ TEST(verify_drift)
     cfg_free(c);
 }
 
+/* gVisor: PidsLimit is left out only when the profile accepts the runtime's own limit, and the
+ * engine check refuses what the engine cannot enforce, saying which limit and why. */
+TEST(gvisor_pids)
+{
+    struct cfg *c = cfg_new();
+    struct err e = {0};
+    const char *json =
+        "{\"profiles\": {\"g\": {\"runtime\": \"runsc\", \"pids_enforced_by\":"
+        " \"runtime\", \"nproc\": 100, \"pids\": 100}, \"s\": {\"runtime\":"
+        " \"runsc\"}, \"r\": {}, \"k\": {\"runtime\": \"kata\", \"pids_enforced_by\":"
+        " \"runtime\", \"nproc\": 100, \"pids\": 100}}}";
+    json_t *info = json_pack("{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}}}", "CgroupVersion", "1",
+                             "Runtimes", "runc", "path", "runc", "runsc", "path", "/usr/bin/runsc",
+                             "kata", "path", "/usr/bin/kata-runtime");
+    const struct cfg_profile *g, *s, *r, *k;
+    json_t *b, *in;
+
+    ASSERT_OK(cfg_load_json(c, json, strlen(json), &e));
+    ASSERT_OK(cfg_validate(c, &e));
+    g = cfg_profile_find(c, "g");
+    s = cfg_profile_find(c, "s");
+    r = cfg_profile_find(c, "r");
+    k = cfg_profile_find(c, "k");
+    b = docker_policy_create_body(g, "n", "x");
+    ASSERT_TRUE(json_object_get(json_object_get(b, "HostConfig"), "PidsLimit") == NULL);
+    in = fake_inspect(b);
+    ASSERT_OK(docker_policy_verify(in, g, &e)); /* not demanded */
+    json_decref(in);
+    json_decref(b);
+    b = docker_policy_create_body(s, "n", "x");
+    ASSERT_EQ_I(geti(json_object_get(b, "HostConfig"), "PidsLimit"), 128);
+    json_decref(b);
+
+    ASSERT_OK(docker_policy_check_engine(g, info, &e));
+    ASSERT_OK(docker_policy_check_engine(r, info, &e));
+    ASSERT_ERR(docker_policy_check_engine(s, info, &e), ENOTSUP);
+    ASSERT_STREQ(e.msg, "profile 's': runtime runsc cannot enforce 'pids' (PidsLimit) on this "
+                        "cgroup v1 host; set \"pids_enforced_by\": \"runtime\" to accept gVisor's "
+                        "own limit");
+    ASSERT_ERR(docker_policy_check_engine(k, info, &e), ENOTSUP);
+    ASSERT_TRUE(strstr(e.msg, "needs gVisor (runsc), and runtime 'kata' is not") != NULL);
+    /* gVisor registered under another name is still gVisor (by its binary). */
+    (void)json_object_set_new(json_object_get(info, "Runtimes"), "kata",
+                              json_pack("{s:s}", "path", "/opt/gvisor/runsc"));
+    ASSERT_OK(docker_policy_check_engine(k, info, &e));
+    (void)json_object_del(json_object_get(info, "Runtimes"), "runsc");
+    ASSERT_ERR(docker_policy_check_engine(g, info, &e), ENOENT);
+    ASSERT_TRUE(strstr(e.msg, "the engine has no runtime 'runsc'") != NULL);
+    json_decref(info);
+    cfg_free(c);
+}
+
 int
 main(void)
 {
     RUN(create_body);
     RUN(runtime_and_command);
     RUN(verify_drift);
+    RUN(gvisor_pids);
     return tap_done();
 }
