@@ -17,79 +17,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
 NODE=sandpool-test-faults
 . "$here/../lib/api.sh"
-[ "$(id -u)" = 0 ] && command -v dockerd >/dev/null || { echo "1..0 # SKIP needs root and dockerd"; exit 77; }
-
-MAIN_ENGINE=$DOCKER_HOST
 PE=/var/tmp/sandpool-test-engine
-PE_SOCK=$PE/docker.sock
-pe_pid=
-
-# ---- the suite's own engine -----------------------------------------------------------------------
-pe_running() { [ -n "$pe_pid" ] && kill -0 "$pe_pid" 2>/dev/null; }
-pe_start() { # [--live-restore]
-    mkdir -p "$PE"
-    dockerd --data-root "$PE/data" --exec-root "$PE/exec" --pidfile "$PE/docker.pid" \
-        -H "unix://$PE_SOCK" --bridge=none --iptables=false --ip-masq=false --ip-forward=false \
-        --containerd-namespace sandpool-test --containerd-plugins-namespace sandpool-test-plugins \
-        "$@" >>"$PE/dockerd.log" 2>&1 </dev/null &
-    pe_pid=$!
-    wait_for 60 docker version >/dev/null 2>&1
-}
-pe_stop() { # SIGTERM, wait for the exit (it stops the containers first unless live-restore)
-    [ -n "$pe_pid" ] || return 0
-    kill -CONT "$pe_pid" 2>/dev/null
-    kill -TERM "$pe_pid" 2>/dev/null
-    for _ in $(seq 1 300); do kill -0 "$pe_pid" 2>/dev/null || break; sleep 0.1; done
-    wait "$pe_pid" 2>/dev/null
-    pe_pid=
-}
-# An earlier run that was interrupted may have left its dockerd (ours: its command line names
-# our data root) and containers kept alive by live-restore: restart on the same data root,
-# remove every labelled container, then go on.
-pe_clear_leftovers() {
-    local old
-    old=$(cat "$PE/docker.pid" 2>/dev/null)
-    if [ -n "$old" ] && tr '\0' ' ' <"/proc/$old/cmdline" 2>/dev/null | grep -q -- "--data-root $PE/data"; then
-        kill -CONT "$old"; kill -TERM "$old"
-        for _ in $(seq 1 300); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
-    fi
-    rm -f "$PE/docker.pid" "$PE_SOCK"
-}
-
-export DOCKER_HOST=unix://$PE_SOCK
-cleanup_faults() {
-    [ -n "$daemon_pid" ] && kill -KILL "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
-    daemon_pid=
-    if pe_running; then
-        kill -CONT "$pe_pid" 2>/dev/null
-        cleanup_containers
-        pe_stop
-    fi
-    # Shims of the suite's own containerd namespace can outlive their removed containers (seen
-    # after a live-restore restart): this suite's engine started them; they go by PID.
-    local d
-    for d in /proc/[0-9]*; do
-        if tr '\0' ' ' <"$d/cmdline" 2>/dev/null |
-            grep -q -- "^/usr/bin/containerd-shim-runc-v2 -namespace sandpool-test -id [0-9a-f]* -address $PE/exec/"; then
-            kill -KILL "${d#/proc/}" 2>/dev/null
-        fi
-    done
-    export DOCKER_HOST=$MAIN_ENGINE
-    cleanup
-}
-trap cleanup_faults EXIT
-
-pe_clear_leftovers
-pe_start || { echo "Bail out! the suite's own dockerd did not start"; tail -20 "$PE/dockerd.log"; exit 1; }
-cleanup_containers
-# Copy the image when the suite's engine lacks it or holds another build.
-want_img=$(DOCKER_HOST=$MAIN_ENGINE docker image inspect -f '{{.Id}}' sandpool/python:latest)
-if [ "$(docker image inspect -f '{{.Id}}' sandpool/python:latest 2>/dev/null)" != "$want_img" ]; then
-    DOCKER_HOST=$MAIN_ENGINE docker save sandpool/python:latest | docker load >/dev/null
-    docker image prune -f >/dev/null
-fi
-check_eq "the suite's engine holds the same sandpool/python image" \
-    "$(docker image inspect -f '{{.Id}}' sandpool/python:latest 2>/dev/null)" "$want_img"
+PE_NS=sandpool-test
+PE_ARGS=()
+. "$here/../lib/private-engine.sh"
+pe_copy_image sandpool/python:latest
 
 ENGINE_TIMEOUT_MS=2000
 GRACE_MS=1000

@@ -24,76 +24,23 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
 NODE=sandpool-test-gvisor
 . "$here/../lib/api.sh"
-[ "$(id -u)" = 0 ] && command -v dockerd >/dev/null || { echo "1..0 # SKIP needs root and dockerd"; exit 77; }
 RUNSC=$(command -v runsc) || { echo "1..0 # SKIP runsc (gVisor) is not installed"; exit 77; }
-
-MAIN_ENGINE=$DOCKER_HOST
-GE=/var/tmp/sandpool-test-gvisor
-GE_SOCK=$GE/docker.sock
-GE_NS=sandpool-test-gvisor
-ge_pid=
-
-ge_start() {
-    mkdir -p "$GE"
-    cat >"$GE/daemon.json" <<JSON
+PE=/var/tmp/sandpool-test-gvisor
+PE_NS=sandpool-test-gvisor
+mkdir -p "$PE"
+cat >"$PE/daemon.json" <<JSON
 {"runtimes": {"runsc": {"path": "$RUNSC", "runtimeArgs": ["--network=none"]}}}
 JSON
-    dockerd --config-file "$GE/daemon.json" --data-root "$GE/data" --exec-root "$GE/exec" \
-        --pidfile "$GE/docker.pid" -H "unix://$GE_SOCK" --bridge=none --iptables=false \
-        --ip-masq=false --ip-forward=false --containerd-namespace "$GE_NS" \
-        --containerd-plugins-namespace "$GE_NS-plugins" >>"$GE/dockerd.log" 2>&1 </dev/null &
-    ge_pid=$!
-    wait_for 60 docker version >/dev/null 2>&1
-}
-ge_stop() {
-    [ -n "$ge_pid" ] || return 0
-    kill -TERM "$ge_pid" 2>/dev/null
-    for _ in $(seq 1 300); do kill -0 "$ge_pid" 2>/dev/null || break; sleep 0.1; done
-    wait "$ge_pid" 2>/dev/null
-    ge_pid=
-}
-# An earlier run that was interrupted may have left its dockerd (ours: its command line names
-# our data root): stop it, then go on (its containers are removed once ours runs).
-ge_clear_leftovers() {
-    local old
-    old=$(cat "$GE/docker.pid" 2>/dev/null)
-    if [ -n "$old" ] && tr '\0' ' ' <"/proc/$old/cmdline" 2>/dev/null | grep -q -- "--data-root $GE/data"; then
-        kill -TERM "$old"
-        for _ in $(seq 1 300); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
-    fi
-    rm -f "$GE/docker.pid" "$GE_SOCK"
-}
-
-export DOCKER_HOST=unix://$GE_SOCK
-cleanup_gvisor() {
-    [ -n "$daemon_pid" ] && kill -KILL "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
-    daemon_pid=
-    if [ -n "$ge_pid" ] && kill -0 "$ge_pid" 2>/dev/null; then
-        cleanup_containers
-        ge_stop
-    fi
-    export DOCKER_HOST=$MAIN_ENGINE
-    cleanup
-}
-trap cleanup_gvisor EXIT
-
-ge_clear_leftovers
-ge_start || { echo "Bail out! the suite's own dockerd did not start"; tail -20 "$GE/dockerd.log"; exit 1; }
-cleanup_containers
-want_img=$(DOCKER_HOST=$MAIN_ENGINE docker image inspect -f '{{.Id}}' sandpool/python:latest)
-if [ "$(docker image inspect -f '{{.Id}}' sandpool/python:latest 2>/dev/null)" != "$want_img" ]; then
-    DOCKER_HOST=$MAIN_ENGINE docker save sandpool/python:latest | docker load >/dev/null
-    docker image prune -f >/dev/null
-fi
-check_eq "the suite's engine holds the same sandpool/python image" \
-    "$(docker image inspect -f '{{.Id}}' sandpool/python:latest 2>/dev/null)" "$want_img"
+PE_ARGS=(--config-file "$PE/daemon.json")
+. "$here/../lib/private-engine.sh"
+pe_copy_image sandpool/python:latest
 check "the suite's engine has runsc registered" \
     bash -c "docker info --format '{{json .Runtimes}}' | jq -e '.runsc' >/dev/null"
 CGROUP=$(docker info --format '{{.CgroupVersion}}')
 
 MEM_MB=256
 NPROC=128
-ENGINE_JSON="{\"socket\": \"$GE_SOCK\"}"
+ENGINE_JSON="{\"socket\": \"$PE_SOCK\"}"
 cat >"$work/config.json" <<JSON
 {
 $(config_base)
