@@ -10,24 +10,40 @@
 #                                in-sandbox programs (images/python/sandbox/).
 #   sandpool/test:latest         busybox-static + applet links, for fast tests.
 #
+# Only with --only sandpoold (never by default):
+#   sandpool/sandpoold-base:<hash> Debian bookworm minbase + the daemon's runtime
+#                                libraries, shells removed; `docker import`ed.
+#   sandpool/sandpoold:<version> the daemon binary (--daemon, a meson build's
+#                                sandpoold) on that base, USER 10001:10001,
+#                                also tagged :latest.
+#
 # Every image carries the label sandpool.inputs=<sha256 of its inputs>; an image
 # whose label already matches is not rebuilt. See images/README.md.
 set -euo pipefail
 
 usage() {
   cat <<'EOF'
-Usage: images/build.sh [--engine docker|podman] [--only python|test] [--force]
+Usage: images/build.sh [--engine docker|podman] [--only python|test|sandpoold]
+                       [--daemon PATH] [--force]
 
 Builds sandpool/python:latest and sandpool/test:latest (and the cached
 sandpool/python-base:<hash>) with the local Docker engine, from the Debian apt
 mirror configured on this machine and the host's busybox-static. No registry
 is contacted. Must run as root.
 
+With --only sandpoold (and only then) it builds sandpool/sandpoold:<version>
+and :latest (and the cached sandpool/sandpoold-base:<hash>) from a sandpoold
+binary already built with meson.
+
   --engine docker|podman  where the images must end up (default: docker).
                           podman: build with docker, then `docker save |
                           podman load` (skipped if podman already has the
                           image with the same sandpool.inputs label).
-  --only python|test      build only that image (python includes its base).
+  --only python|test|sandpoold
+                          build only that image (python, sandpoold include
+                          their base). sandpoold is built only when asked.
+  --daemon PATH           the sandpoold binary for --only sandpoold (default:
+                          build/sandpoold in the repository).
   --force                 rebuild even if the sandpool.inputs label matches
                           (python: the debootstrap base is rebuilt too).
   -h, --help              show this help.
@@ -48,12 +64,21 @@ readonly SUITE=bookworm
 # python3-munkres: satisfies python3-fonttools' "python3-scipy | python3-munkres"
 # (apt would otherwise take scipy -> pythran -> g++, boost-dev: +700 MB).
 readonly BASE_PACKAGES=(python3 python3-numpy python3-pandas python3-matplotlib tar python3-munkres)
+# sandpoold's NEEDED libraries (readelf -d) -> packages (dpkg -S): libcurl.so.4,
+# libjansson.so.4, libevent-2.1.so.7, libhiredis.so.0.14, libcrypto.so.3 (libssl3),
+# libsystemd.so.0; libc6 is in minbase. No ca-certificates: it talks to unix sockets.
+readonly DAEMON_BASE_PACKAGES=(libcurl4 libjansson4 libevent-2.1-7 libhiredis0.14 libssl3 libsystemd0)
+# The daemon's user (deploy/kubernetes/base/deployment.yaml: runAsUser/runAsGroup 10001).
+readonly DAEMON_USER=10001:10001
 readonly KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 readonly IMAGE_PATH_ENV='PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 
 readonly REPO_BASE=sandpool/python-base
 readonly REPO_PYTHON=sandpool/python
 readonly REPO_TEST=sandpool/test
+readonly REPO_DAEMON_BASE=sandpool/sandpoold-base
+readonly REPO_DAEMON=sandpool/sandpoold
+readonly LABEL_VERSION=sandpool.version
 readonly LABEL_INPUTS=sandpool.inputs
 readonly LABEL_KIND=sandpool.image
 readonly LABEL_BUILD=sandpool.build
@@ -72,6 +97,8 @@ readonly HARDENED_RUN
 ENGINE=docker
 ONLY=
 FORCE=0
+DAEMON_BIN=
+DAEMON_VERSION=
 WORKROOT=
 WORK=
 LOGS=
@@ -241,12 +268,21 @@ parse_args() {
         shift
         ;;
       --only)
-        (($# >= 2)) || die "--only needs an argument (python|test)"
+        (($# >= 2)) || die "--only needs an argument (python|test|sandpoold)"
         ONLY=$2
         shift 2
         ;;
       --only=*)
         ONLY=${1#*=}
+        shift
+        ;;
+      --daemon)
+        (($# >= 2)) || die "--daemon needs an argument (path of the sandpoold binary)"
+        DAEMON_BIN=$2
+        shift 2
+        ;;
+      --daemon=*)
+        DAEMON_BIN=${1#*=}
         shift
         ;;
       --force)
@@ -264,10 +300,14 @@ parse_args() {
     esac
   done
   case $ENGINE in docker | podman) ;; *) die "--engine must be docker or podman, not '$ENGINE'" ;; esac
-  case $ONLY in '' | python | test) ;; *) die "--only must be python or test, not '$ONLY'" ;; esac
+  case $ONLY in '' | python | test | sandpoold) ;; *) die "--only must be python, test or sandpoold, not '$ONLY'" ;; esac
+  if [[ -n $DAEMON_BIN && $ONLY != sandpoold ]]; then
+    die "--daemon is only for --only sandpoold"
+  fi
 }
 
-wants() { [[ -z $ONLY || $ONLY == "$1" ]]; }
+# sandpoold is never part of the default set: only --only sandpoold builds it.
+wants() { [[ (-z $ONLY && $1 != sandpoold) || $ONLY == "$1" ]]; }
 
 # Install missing host packages (debootstrap, busybox-static) from the mirror.
 ensure_host_package() {
@@ -403,6 +443,22 @@ python_inputs() {
   tree_listing "$PYTHON_CONTEXT"
 }
 
+daemon_base_inputs() {
+  printf 'sandpool sandpoold-base v1\n'
+  printf 'build.sh %s\n' "$SCRIPT_SHA"
+  printf 'arch %s\nsuite %s\nmirror %s\nupdates %s\nsecurity %s\n' \
+    "$ARCH" "$SUITE" "$MIRROR" "${UPDATES_SUITE:--}" "${SECURITY_MIRROR:--}"
+  printf 'packages %s\n' "${DAEMON_BASE_PACKAGES[*]}"
+}
+
+daemon_inputs() {
+  printf 'sandpool sandpoold v1\n'
+  printf 'build.sh %s\n' "$SCRIPT_SHA"
+  printf 'base %s\n' "$DAEMON_BASE_HASH"
+  printf 'user %s\n' "$DAEMON_USER"
+  printf 'sandpoold %s\n' "$(sha256_of_file "$DAEMON_BIN")"
+}
+
 test_inputs() {
   printf 'sandpool test v1\n'
   printf 'build.sh %s\n' "$SCRIPT_SHA"
@@ -477,8 +533,10 @@ slim_rootfs() {
     -mindepth 1 -delete 2>/dev/null || true
   # Test suites of the Python packages (pandas, numpy, matplotlib, sympy...:
   # ~110 MB). Not a dpkg path-exclude: py3compile fails on missing files.
-  find "$rootfs/usr/lib/python3/dist-packages" -mindepth 2 -type d -name tests \
-    -prune -exec rm -rf {} +
+  if [[ -d $rootfs/usr/lib/python3/dist-packages ]]; then
+    find "$rootfs/usr/lib/python3/dist-packages" -mindepth 2 -type d -name tests \
+      -prune -exec rm -rf {} +
+  fi
   # Caches, logs and host details debootstrap copied in (docker bind-mounts
   # its own resolv.conf/hosts/hostname at run time).
   find "$rootfs/var/lib/apt/lists" "$rootfs/var/cache/apt" "$rootfs/var/log" \
@@ -490,8 +548,10 @@ slim_rootfs() {
   printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$rootfs/etc/hosts"
 }
 
-build_base() {
-  local rootfs="$WORK/base-rootfs" log="$LOGS/python-base.log" id include=()
+# debootstrap_rootfs NAME ROOTFS LOG: minbase $SUITE from $MIRROR into ROOTFS,
+# configured for apt (write_rootfs_config); NAME prefixes the step lines.
+debootstrap_rootfs() {
+  local name=$1 rootfs=$2 log=$3 include=()
   command -v debootstrap >/dev/null || ensure_host_package debootstrap
   [[ -f $KEYRING ]] || ensure_host_package debian-archive-keyring
   APT_BUILD_CONF=$(apt-config dump 2>/dev/null |
@@ -500,12 +560,17 @@ build_base() {
   if [[ $MIRROR == https://* || $SECURITY_MIRROR == https://* ]]; then
     include=(--include=ca-certificates)
   fi
-  step "python-base: debootstrap --variant=minbase $SUITE from $MIRROR (log: $log)"
+  step "$name: debootstrap --variant=minbase $SUITE from $MIRROR (log: $log)"
   run_logged "$log" debootstrap unshare --mount --propagation private -- \
     debootstrap --variant=minbase --arch="$ARCH" --components=main "${include[@]}" \
     --keyring="$KEYRING" --force-check-gpg "$SUITE" "$rootfs" "$MIRROR"
-  step "python-base: apt sources ${MIRROR} ${SUITE}${UPDATES_SUITE:+ $UPDATES_SUITE}${SECURITY_MIRROR:+ + $SECURITY_MIRROR $SUITE-security}"
+  step "$name: apt sources ${MIRROR} ${SUITE}${UPDATES_SUITE:+ $UPDATES_SUITE}${SECURITY_MIRROR:+ + $SECURITY_MIRROR $SUITE-security}"
   write_rootfs_config "$rootfs"
+}
+
+build_base() {
+  local rootfs="$WORK/base-rootfs" log="$LOGS/python-base.log" id
+  debootstrap_rootfs python-base "$rootfs" "$log"
   step "python-base: apt-get upgrade + install ${BASE_PACKAGES[*]}"
   run_logged "$log" "apt-get in rootfs" "${IN_CHROOT[@]}" "$rootfs" "
     apt-get update
@@ -698,6 +763,111 @@ EOF
   step "test: tagged $REPO_TEST:latest ($REPO_TEST:$(short "$TEST_HASH"))"
 }
 
+# --------------------------------------------------------- sandpoold image --
+find_daemon() {
+  local default
+  default="$(dirname "$IMAGES_DIR")/build/sandpoold"
+  DAEMON_BIN=${DAEMON_BIN:-$default}
+  if [[ ! -f $DAEMON_BIN || ! -x $DAEMON_BIN ]]; then
+    die "no sandpoold binary at $DAEMON_BIN: build it first (meson setup build && ninja -C build) or pass --daemon PATH"
+  fi
+  DAEMON_BIN=$(readlink -f "$DAEMON_BIN")
+}
+
+build_daemon_base() {
+  local rootfs="$WORK/sandpoold-base-rootfs" log="$LOGS/sandpoold-base.log" id
+  debootstrap_rootfs sandpoold-base "$rootfs" "$log"
+  step "sandpoold-base: apt-get upgrade + install ${DAEMON_BASE_PACKAGES[*]}"
+  run_logged "$log" "apt-get in rootfs" "${IN_CHROOT[@]}" "$rootfs" "
+    apt-get update
+    apt-get -y -o Dpkg::Options::=--force-confold dist-upgrade
+    apt-get install -y --no-install-recommends ${DAEMON_BASE_PACKAGES[*]}
+    apt-get clean
+  "
+  step "sandpoold-base: slimming rootfs, removing shells and perl"
+  slim_rootfs "$rootfs"
+  # Nothing runs in this image but sandpoold (ENTRYPOINT, exec form): no shell
+  # or interpreter for whoever gets code execution in it. The dpkg database
+  # still lists their packages (for scanners); apt/dpkg are unusable without sh.
+  rm -f "$rootfs"/usr/bin/{sh,dash,bash,rbash,perl} "$rootfs"/usr/bin/perl5.*
+  step "sandpoold-base: importing ($(du -sh --one-file-system "$rootfs" | cut -f1) rootfs)"
+  if ! id=$(tar --numeric-owner --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' \
+    -C "$rootfs" -c . 2>>"$log" |
+    docker import --message "sandpool sandpoold-base $SUITE $MIRROR" \
+      --change "ENV $IMAGE_PATH_ENV" --change 'ENV LANG=C.UTF-8' \
+      --change "LABEL $LABEL_KIND=sandpoold-base" --change "LABEL $LABEL_INPUTS=$DAEMON_BASE_HASH" \
+      - 2>>"$log"); then
+    [[ $id == sha256:* ]] && PENDING_IMAGES+=("$id")
+    die "tar | docker import of sandpoold-base failed; log: $log"
+  fi
+  PENDING_IMAGES+=("$id")
+  rm -rf --one-file-system "$rootfs"
+  tag_image "$id" "$REPO_DAEMON_BASE:$(short "$DAEMON_BASE_HASH")"
+  step "sandpoold-base: tagged $REPO_DAEMON_BASE:$(short "$DAEMON_BASE_HASH")"
+}
+
+ensure_daemon_base() {
+  local ref
+  ref="$REPO_DAEMON_BASE:$(short "$DAEMON_BASE_HASH")"
+  if ((FORCE == 0)) && [[ $(image_label "$ref" "$LABEL_INPUTS") == "$DAEMON_BASE_HASH" ]]; then
+    step "sandpoold-base: $ref up to date, reusing"
+    return
+  fi
+  build_daemon_base
+}
+
+# daemon_print_config IMAGE: the daemon parses its built-in defaults.
+daemon_print_config() {
+  local out
+  out=$(run_container "$1" --network none --read-only --cap-drop ALL -- --print-config) || return 1
+  printf 'print-config ok: %s lines\n' "$(printf '%s\n' "$out" | grep -c .)"
+}
+
+build_daemon() {
+  local log="$LOGS/sandpoold.log" iid="$WORK/sandpoold.iid" ctx="$WORK/sandpoold-context"
+  local id base_ref out version
+  base_ref="$REPO_DAEMON_BASE:$(short "$DAEMON_BASE_HASH")"
+  # The binary's version (the image's tag), asked in the base: this also
+  # proves the base has every library it needs.
+  step "sandpoold: $DAEMON_BIN --version in $base_ref"
+  if ! out=$(run_container "$base_ref" --network none --read-only --cap-drop ALL \
+    -v "$DAEMON_BIN:/sandpoold:ro" --entrypoint /sandpoold -- --version 2>&1); then
+    printf '%s\n' "$out" >>"$log"
+    die "$DAEMON_BIN --version fails in $base_ref (a missing library?): $out"
+  fi
+  version=$(printf '%s\n' "$out" | sed -n 's/^sandpoold \([0-9][0-9A-Za-z.+~-]*\)\( .*\)\{0,1\}$/\1/p' | head -n 1)
+  [[ -n $version ]] || die "cannot read a version from '$DAEMON_BIN --version': $out"
+  mkdir -p "$ctx"
+  install -m 0755 "$DAEMON_BIN" "$ctx/sandpoold"
+  # COPY and metadata only: no RUN, so the base needs no shell.
+  cat >"$ctx/Dockerfile" <<EOF
+FROM $base_ref
+COPY sandpoold /usr/local/bin/sandpoold
+USER $DAEMON_USER
+WORKDIR /
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/sandpoold"]
+EOF
+  step "sandpoold: docker build FROM $base_ref with $DAEMON_BIN (log: $log)"
+  run_logged "$log" "docker build" env DOCKER_BUILDKIT=0 docker build \
+    --network none --force-rm --iidfile "$iid" \
+    --label "$LABEL_KIND=sandpoold" --label "$LABEL_INPUTS=$DAEMON_HASH" \
+    --label "$LABEL_VERSION=$version" "$ctx"
+  id=$(<"$iid")
+  PENDING_IMAGES+=("$id")
+  step "sandpoold: checking $id (--version, --print-config, user, no /bin/sh)"
+  run_check "$log" "sandpoold --version" run_container "$id" --network none --read-only \
+    --cap-drop ALL --security-opt no-new-privileges -- --version
+  run_check "$log" "sandpoold --print-config" daemon_print_config "$id"
+  out=$(docker image inspect --format '{{.Config.User}}' "$id")
+  [[ $out == "$DAEMON_USER" ]] || die "sandpoold image user is '$out', want $DAEMON_USER"
+  if run_container "$id" --network none --entrypoint /bin/sh -- -c true >>"$log" 2>&1; then
+    die "sandpoold image still has a working /bin/sh"
+  fi
+  tag_image "$id" "$REPO_DAEMON:$(short "$DAEMON_HASH")" "$REPO_DAEMON:$version" "$REPO_DAEMON:latest"
+  step "sandpoold: tagged $REPO_DAEMON:$version, :latest ($REPO_DAEMON:$(short "$DAEMON_HASH")), user $DAEMON_USER"
+}
+
 # ---------------------------------------------------------- skip / prune ----
 # up_to_date REPO HASH: latest carries HASH (then make sure the hash tag exists).
 up_to_date() {
@@ -709,11 +879,13 @@ up_to_date() {
   fi
 }
 
-# Remove our images of REPO whose tag is neither KEEP nor latest.
+# Remove our images of REPO whose tag is neither a KEEP nor latest.
 prune_repo() {
-  local repo=$1 keep=$2 tag
+  local repo=$1 tag
+  shift
   while IFS= read -r tag; do
-    case $tag in latest | "$keep" | '<none>' | '') continue ;; esac
+    case $tag in latest | '<none>' | '') continue ;; esac
+    [[ " $* " == *" $tag "* ]] && continue
     if docker image rm "$repo:$tag" >/dev/null 2>&1; then
       step "removed stale $repo:$tag"
     else
@@ -723,6 +895,7 @@ prune_repo() {
 }
 
 # ------------------------------------------------------------------ podman --
+# podman_sync REPO HASH [EXTRA-REF...]: also loads the extra refs (same image).
 podman_sync() {
   local repo=$1 hash=$2 have log="$LOGS/podman.log"
   have=$(podman image inspect --format "{{ index .Labels \"$LABEL_INPUTS\" }}" \
@@ -732,20 +905,22 @@ podman_sync() {
     return
   fi
   step "podman: docker save $repo | podman load (log: $log)"
-  # shellcheck disable=SC2016 # $1/$2 are expanded by the inner bash
+  # shellcheck disable=SC2016 # $@ is expanded by the inner bash
   run_logged "$log" "docker save | podman load" \
-    bash -o pipefail -c 'docker save "$1" "$2" | podman load' sh \
-    "$repo:latest" "$repo:$(short "$hash")"
+    bash -o pipefail -c 'docker save "$@" | podman load' sh \
+    "$repo:latest" "$repo:$(short "$hash")" "${@:3}"
   have=$(podman image inspect --format "{{ index .Labels \"$LABEL_INPUTS\" }}" \
     "$repo:latest" 2>/dev/null || true)
   [[ $have == "$hash" ]] || die "podman does not see $repo:latest with the new label after load (got '$have')"
 }
 
 podman_prune() {
-  local repo=$1 keep=$2 name tag
+  local repo=$1 name tag
+  shift
   while IFS= read -r name; do
     tag=${name##*:}
-    case $tag in latest | "$keep" | '<none>' | '') continue ;; esac
+    case $tag in latest | '<none>' | '') continue ;; esac
+    [[ " $* " == *" $tag "* ]] && continue
     if podman image rm "$name" >/dev/null 2>&1; then
       step "podman: removed stale $name"
     else
@@ -814,17 +989,45 @@ main() {
     built+=("$REPO_TEST")
   fi
 
+  if wants sandpoold; then
+    find_daemon
+    resolve_mirror
+    DAEMON_BASE_HASH=$(daemon_base_inputs | sha256_of_stdin)
+    DAEMON_HASH=$(daemon_inputs | sha256_of_stdin)
+    if up_to_date "$REPO_DAEMON" "$DAEMON_HASH"; then
+      step "sandpoold: $REPO_DAEMON:latest up to date ($(short "$DAEMON_HASH"), $DAEMON_BIN)"
+    else
+      ensure_daemon_base
+      build_daemon
+    fi
+    DAEMON_VERSION=$(image_label "$REPO_DAEMON:latest" "$LABEL_VERSION")
+    [[ -n $DAEMON_VERSION ]] || die "$REPO_DAEMON:latest has no $LABEL_VERSION label; rebuild with --force"
+    if [[ $(image_id "$REPO_DAEMON:$DAEMON_VERSION") != "$(image_id "$REPO_DAEMON:latest")" ]]; then
+      docker tag "$REPO_DAEMON:latest" "$REPO_DAEMON:$DAEMON_VERSION"
+    fi
+    prune_repo "$REPO_DAEMON" "$(short "$DAEMON_HASH")" "$DAEMON_VERSION"
+    prune_repo "$REPO_DAEMON_BASE" "$(short "$DAEMON_BASE_HASH")"
+    built+=("$REPO_DAEMON")
+  fi
+
   if [[ $ENGINE == podman ]]; then
     for repo in "${built[@]}"; do
       case $repo in
         "$REPO_PYTHON") podman_sync "$repo" "$PYTHON_HASH" && podman_prune "$repo" "$(short "$PYTHON_HASH")" ;;
         "$REPO_TEST") podman_sync "$repo" "$TEST_HASH" && podman_prune "$repo" "$(short "$TEST_HASH")" ;;
+        "$REPO_DAEMON")
+          podman_sync "$repo" "$DAEMON_HASH" "$repo:$DAEMON_VERSION" &&
+            podman_prune "$repo" "$(short "$DAEMON_HASH")" "$DAEMON_VERSION"
+          ;;
       esac
     done
   fi
 
   for repo in "${built[@]}"; do
     step "ready: $(docker image ls --format '{{.Repository}}:{{.Tag}} {{.ID}} {{.Size}}' "$repo:latest")"
+    if [[ $repo == "$REPO_DAEMON" ]]; then
+      step "ready: $REPO_DAEMON:$DAEMON_VERSION"
+    fi
   done
   step "done"
 }

@@ -67,7 +67,9 @@ run_meson_tests() {
 }
 
 # The deployment files (tests/deploy/test-*.sh, TAP): Kubernetes manifests and the systemd unit,
-# checked against the daemon built in $1 (its config parser; its route table in the source).
+# checked against the daemon built in $1 (its config parser; its route table in the source); and
+# the image the manifests run (test-image.sh): images/build.sh --only sandpoold --daemon $1/sandpoold,
+# then that image run against the engine and a redis-server of its own (needs both, set up above).
 deploy_checks() {
     local t n
     for t in "$SANDPOOL_ROOT"/tests/deploy/test-*.sh; do
