@@ -28,6 +28,11 @@ cleanup() {
     trap - EXIT INT TERM
     remove_labelled "$TEST_LABEL"
     stop_redis_if_started
+    if [ -n "${STARTED_PODMAN_PID:-}" ]; then
+        # An interrupted Podman stage leaves its suites' containers: that engine is this run's
+        # own, so every sandpool container on it goes (the suites label theirs by their node).
+        DOCKER_HOST=unix://$tmp/podman/podman.sock remove_labelled sandpool.owner
+    fi
     stop_podman_if_started
     stop_docker_if_started
     [ -n "$tmp" ] && rm -rf "$tmp"
@@ -176,7 +181,7 @@ podman_stage() {
             fail "podman $t"
         fi
     done
-    DOCKER_HOST=unix://$sock remove_labelled "$TEST_LABEL"
+    DOCKER_HOST=unix://$sock remove_labelled sandpool.owner # this run's own engine
     stop_podman_if_started
 }
 

@@ -48,6 +48,8 @@ struct docker_call {
     int abort_error;  /* on_data asked to stop */
     bool cancelled;   /* cancelled while its callback ran */
     bool data_queued; /* on the client's `streaming` list */
+    bool unversioned; /* /_ping: its answer says which engine is behind the socket */
+    bool saw_libpod;  /* its answer carried Libpod-Api-Version */
     TAILQ_ENTRY(docker_call) link;
     TAILQ_ENTRY(docker_call) data_link;
     enum {
@@ -208,7 +210,7 @@ on_curl_header(char *data, size_t size, size_t nmemb, void *userp)
         memcpy(c->peer_api_version, v, vlen);
         c->peer_api_version[vlen] = '\0';
     } else if (strn_case_eq(data, (size_t)(colon - data), "Libpod-Api-Version")) {
-        c->peer_podman = true;
+        call->saw_libpod = true;
     }
     return n;
 }
@@ -247,10 +249,7 @@ call_setup(struct docker_call *call, const struct docker_request *req)
                  req->path) >= (int)sizeof(url)) {
         return -ENAMETOOLONG;
     }
-    if (req->unversioned) {
-        /* /_ping starts every (re)connect: the engine behind the socket may have changed. */
-        c->peer_podman = false;
-    }
+    call->unversioned = req->unversioned;
     e = call->easy = OOM_CHECK(curl_easy_init());
     (void)curl_easy_setopt(e, CURLOPT_URL, url);
     (void)curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, c->socket_path);
@@ -432,6 +431,11 @@ complete(struct docker_client *c, struct docker_call *call)
     }
     if (r < 0) {
         c->failures++;
+    }
+    if (r == 0 && call->unversioned) {
+        /* Only a complete /_ping answer switches: calls in flight meanwhile (the liveness ping
+         * runs every few seconds) keep the engine's quirks. */
+        c->peer_podman = call->saw_libpod;
     }
     c->inflight--;
     if (call->cb != NULL) {

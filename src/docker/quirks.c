@@ -38,8 +38,11 @@ static const struct docker_quirks quirks_podman = {
     .nproc_capped_by_pid_max = true,
 };
 
-/* Where Podman mounts its own writable tmpfs under ReadonlyRootfs (read-only-tmpfs.md). */
-static const char *const podman_rw_tmpfs[] = {"/dev", "/dev/shm", "/run", "/tmp", "/var/tmp"};
+/* Where Podman's own writable tmpfs are accepted in an inspect answer: /dev and /dev/shm (every
+ * container has them), and /tmp, which our policy then finds without its own options and refuses.
+ * Not /run and /var/tmp (read-only-tmpfs.md): there only our read-only cover is accepted, so a
+ * container without it (made by hand, or by a daemon older than the cover) fails the check. */
+static const char *const podman_rw_tmpfs[] = {"/dev", "/dev/shm", "/tmp"};
 /* Of those, the ones no profile mounts: we mount them read-only ourselves, so that Podman leaves
  * them be and the root stays read-only everywhere but our scratch mounts (Podman 4.3 has no
  * read_only_tmpfs switch). Tiny and empty: writes fail with EROFS. */
@@ -54,6 +57,7 @@ docker_quirks_of(enum docker_engine e)
 
 /* Podman 4.3's default capability set (containers.conf default_capabilities), which it lists as
  * CapDrop for "ALL". */
+/* Podman's default_capabilities, pinned to this list in deploy/podman/containers.conf. */
 static const char *const podman_default_caps[] = {
     "AUDIT_WRITE",      "CHOWN",   "DAC_OVERRIDE", "FOWNER", "FSETID",  "KILL",   "MKNOD",
     "NET_BIND_SERVICE", "NET_RAW", "SETFCAP",      "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",

@@ -153,6 +153,19 @@ class Checker:
             sc = c.get("securityContext") or {}
             if sc.get("privileged") and cn not in ENGINE_CONTAINERS:
                 self.bad(where, "privileged (only the engine sidecar may be)")
+            if cn in ENGINE_CONTAINERS:
+                args = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+                # docker:dind's entrypoint adds --host=tcp://0.0.0.0:2375 (TLS off when
+                # DOCKER_TLS_CERTDIR is empty) to arguments that start with a flag.
+                if not args or args[0] != "dockerd":
+                    self.bad(where, "the engine's arguments must start with 'dockerd' (else the "
+                             "dind entrypoint adds a TCP listener)")
+                if any("tcp://" in a for a in args):
+                    self.bad(where, "the engine listens on TCP: only its unix socket may be shared")
+                if sc.get("privileged") and (pod.get("securityContext") or {}).get("runAsNonRoot") and \
+                        sc.get("runAsNonRoot") is not False:
+                    self.bad(where, "the pod's runAsNonRoot applies to the root engine: the "
+                             "kubelet refuses to start it (set runAsNonRoot: false on it)")
             if c in (pod.get("initContainers") or []) and c.get("restartPolicy") != "Always":
                 self.bad(where, "an init container here must be a native sidecar "
                          "(restartPolicy: Always)")

@@ -101,6 +101,10 @@ broken service-links hostpath "enableServiceLinks is not false" \
     "sub('base/deployment.yaml', 'enableServiceLinks: false\n      automountServiceAccountToken: false\n      securityContext:\n        runAsNonRoot: true', 'automountServiceAccountToken: false\n      securityContext:\n        runAsNonRoot: true')"
 broken privileged-sandpoold dind "container sandpoold: privileged" \
     "sub('overlays/dind/engine.yaml', '        - name: sandpoold\n', '        - name: sandpoold\n          securityContext:\n            privileged: true\n')"
+broken dind-tcp dind "the engine's arguments must start with 'dockerd'" \
+    "sub('overlays/dind/engine.yaml', '            - dockerd\n', '')"
+broken dind-nonroot dind "the pod's runAsNonRoot applies to the root engine" \
+    "sub('overlays/dind/engine.yaml', '            runAsNonRoot: false\n', '')"
 broken not-a-yaml dind "kubectl kustomize failed" \
     "sub('base/service.yaml', 'spec:', 'spec: [')"
 

@@ -32,6 +32,7 @@ pe_stop() { # it stops the containers first, unless live-restore
     kill -CONT "$pe_pid" 2>/dev/null # a suite may have frozen it
     kill -TERM "$pe_pid" 2>/dev/null
     for _ in $(seq 1 300); do kill -0 "$pe_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pe_pid" 2>/dev/null # stuck after 30 s (a wedged containerd): never hang the suite
     wait "$pe_pid" 2>/dev/null
     pe_pid=
 }
