@@ -47,7 +47,10 @@ static const char *const podman_rw_tmpfs[] = {"/dev", "/dev/shm", "/tmp"};
  * them be and the root stays read-only everywhere but our scratch mounts (Podman 4.3 has no
  * read_only_tmpfs switch). Tiny and empty: writes fail with EROFS. */
 static const char *const podman_ro_paths[] = {"/run", "/var/tmp"};
-#define PODMAN_RO_OPTS "ro,nosuid,nodev,noexec,size=64k,notmpcopyup"
+/* As sent, and as inspect shows it (without the create-time notmpcopyup, and with "rprivate"
+ * added, which normalize_tmpfs() drops). */
+#define PODMAN_RO_SHOWN "ro,nosuid,nodev,noexec,size=64k"
+#define PODMAN_RO_OPTS  PODMAN_RO_SHOWN ",notmpcopyup"
 
 const struct docker_quirks *
 docker_quirks_of(enum docker_engine e)
@@ -291,7 +294,7 @@ normalize_tmpfs(json_t *tmpfs)
         if ((path_in(path, podman_rw_tmpfs, ELEMENTSOF(podman_rw_tmpfs)) && o.only_podman &&
              o.must == 7u) ||
             (path_in(path, podman_ro_paths, ELEMENTSOF(podman_ro_paths)) &&
-             strcmp(o.out.buf, PODMAN_RO_OPTS) == 0)) {
+             (strcmp(o.out.buf, PODMAN_RO_SHOWN) == 0 || strcmp(o.out.buf, PODMAN_RO_OPTS) == 0))) {
             (void)json_object_del(tmpfs, path); /* Podman's own, or our read-only cover of one */
         } else {
             (void)json_string_set(value, o.out.buf);

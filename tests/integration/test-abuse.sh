@@ -43,9 +43,12 @@ WS_MB=64
 TMP_MB=16
 MAX_OUT=1048576
 GRACE_MS=2000
+# policy_check_s 2: the drift check re-inspects every container all through the attacks, on every
+# engine (Podman's inspect answers are rewritten): a false finding would end a watched session.
 cat >"$work/config.json" <<JSON
 {
 $(config_base)
+  "policy_check_s": 2,
   "profiles": {
     "python": {"image": "sandpool/python:latest", "warm": 3, "max": 8, "exec_timeout_s": 20,
                "memory_mb": $MEM_MB, "pids": $PIDS, "workspace_mb": $WS_MB, "tmp_mb": $TMP_MB,
@@ -939,6 +942,8 @@ check "sandpoold is still running" kill -0 "$daemon_pid"
 check "readyz is still 200" ready
 check_eq "the neighbour kept nb and epoch 1 through everything" \
     "$(run "$TB" "$NB" '{"code": "nb"}' | jq -c '[.result, .kernel_epoch]')" '["12345",1]'
+check "the drift check ran all along and found nothing (no quarantine in the log)" \
+    bash -c "! grep -q 'quarantined' '$work/daemon.log'"
 
 echo "# summary (ms)               neighbour   healthz  during strict"
 for l in "${SUMMARY[@]}"; do echo "# $l"; done
