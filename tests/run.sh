@@ -68,6 +68,11 @@ run_meson_tests() {
     done < <(jq -r '[.name, .result] | @tsv' "$log")
     if grep -q 'FAIL\|ERROR\|TIMEOUT' "$tmp/meson-$label.out"; then
         sed -n '/Summary of Failures/,$p;/✀/,/―――――――――/p' "$tmp/meson-$label.out" | head -150
+        # A failed TAP program's own words: each "not ok" with the diagnostics after it, and
+        # its last lines (a bail-out or a crash report).
+        jq -r 'select(.result != "OK" and .result != "SKIP") | "--- \(.name):", .stdout' "$log" |
+            awk '/^--- /{print; n=0; next} /^not ok/{n=8} n>0{print; n--}'
+        jq -r 'select(.result != "OK" and .result != "SKIP") | "--- \(.name) (last lines):", ((.stdout // "") | split("\n") | .[-15:] | join("\n"))' "$log"
     fi
 }
 

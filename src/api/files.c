@@ -59,7 +59,8 @@ struct fcall {
     struct stream_out *out;
     bool head;
     uint64_t sent;
-    bool audited; /* its "file.downloaded" line is written */
+    bool answering; /* a download's headers are out: it is audited however it ends */
+    bool audited;   /* its "file.downloaded" line is written */
 };
 
 static void audit_file(struct fcall *fc, const char *action, uint64_t size);
@@ -67,8 +68,8 @@ static void audit_file(struct fcall *fc, const char *action, uint64_t size);
 static void
 fcall_free(struct fcall *fc)
 {
-    if (fc->sent > 0 && !fc->audited) {
-        /* A download cut short: the client still got these bytes. */
+    if (fc->answering && !fc->audited) {
+        /* A download cut short, perhaps before its first byte: the client got these bytes. */
         audit_file(fc, "file.downloaded", fc->sent);
     }
     EVP_MD_CTX_free(fc->sha);
@@ -323,6 +324,7 @@ on_get_header(uint64_t size, double mtime, void *userdata)
     (void)evhttp_add_header(h, "Cache-Control", "no-store");
     add_disposition(h, fc->path);
     fc->size = size;
+    fc->answering = !fc->head;
     if (size == 0 && !fc->head) {
         audit_file(fc, "file.downloaded", 0);
     }
