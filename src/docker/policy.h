@@ -19,6 +19,7 @@ typedef struct json_t json_t;
 #define DOCKER_LABEL_PROFILE        "sandpool.profile" /* profile name */
 #define DOCKER_LABEL_SLOT           "sandpool.slot"    /* unique id of this container slot */
 #define DOCKER_LABEL_SCHEMA         "sandpool.schema"  /* label layout version */
+#define DOCKER_LABEL_KEY            "sandpool.key"     /* the kernel's relay key (kernel.h) */
 #define DOCKER_LABEL_SCHEMA_VERSION "1"
 
 /* Workspace and scratch paths inside every sandbox. */

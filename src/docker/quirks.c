@@ -25,6 +25,7 @@ static const struct docker_quirks quirks_docker = {
     .readonly_adds_tmpfs = false,
     .capdrop_expanded = false,
     .nproc_capped_by_pid_max = false,
+    .stdin_survives_detach = true,
 };
 
 static const struct docker_quirks quirks_podman = {
@@ -36,6 +37,7 @@ static const struct docker_quirks quirks_podman = {
     .readonly_adds_tmpfs = true,
     .capdrop_expanded = true,
     .nproc_capped_by_pid_max = true,
+    .stdin_survives_detach = false,
 };
 
 /* Where Podman's own writable tmpfs are accepted in an inspect answer: /dev and /dev/shm (every

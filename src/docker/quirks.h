@@ -43,6 +43,11 @@ struct docker_quirks {
      * (Podman: 32768 here, where dockerd has 96364); a container asking for more fails to
      * start ("error setting rlimit type 6"). */
     bool nproc_capped_by_pid_max;
+    /* A container's stdin (OpenStdin, StdinOnce false) stays open when an attach ends, so a
+     * later attach reaches the same program. Podman's conmon closes it when the attach socket's
+     * client goes, whatever StdinOnce says (no --leave-stdin-open for a container's conmon):
+     * the kernel is then reached through a relay (kernel/kernel.h). */
+    bool stdin_survives_detach;
 };
 
 /* The quirks of engine e. Static; never NULL. */

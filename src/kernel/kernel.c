@@ -16,6 +16,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
+#include "docker/api.h"
 #include "docker/client.h"
 #include "docker/hijack.h"
 #include "util/macro.h"
@@ -25,12 +26,15 @@
 
 struct kernel {
     struct docker_client *client; /* borrowed */
+    struct docker_call *call;     /* the relay's exec create in flight */
     struct docker_hijack *stream;
     struct event *hello_timer;
     struct kernel_splitter splitter;
     struct kernel_handlers h;
     void *userdata;
     char container[129];
+    char key[65];
+    bool relay;
     char stderr_tail[STDERR_KEEP];
     size_t stderr_len;
     bool hello_seen, closed;
@@ -53,6 +57,10 @@ kernel_close(struct kernel *k, int r, const char *why)
     }
     k->closed = true;
     (void)event_del(k->hello_timer);
+    if (k->call != NULL) {
+        docker_call_cancel(k->call);
+        k->call = NULL;
+    }
     k->stream = docker_hijack_free(k->stream);
     if (k->stderr_len > 0) {
         (void)snprintf(msg, sizeof(msg), "%s; kernel stderr: %.*s", why, (int)k->stderr_len,
@@ -155,7 +163,13 @@ on_stream_event(struct docker_hijack *h, enum docker_hijack_event ev, int r, con
 
     switch (ev) {
     case DOCKER_HIJACK_OPEN:
-        hello = kernel_proto_simple("hello", NULL, NULL);
+        if (k->relay) {
+            /* The relay's first line, checked by the kernel before anything else passes. */
+            hello = kernel_proto_simple("relay", "key", k->key);
+            (void)docker_hijack_write(k->stream, hello, strlen(hello));
+            free(hello);
+        }
+        hello = kernel_proto_simple("hello", k->key[0] ? "key" : NULL, k->key);
         (void)docker_hijack_write(k->stream, hello, strlen(hello));
         free(hello);
         return;
@@ -184,32 +198,85 @@ on_hello_timeout(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-int
-kernel_open(struct docker_client *c, const char *container_id, unsigned hello_timeout_ms,
-            const struct kernel_handlers *h, void *userdata, struct kernel **ret,
-            struct err *reterr)
+static void
+stream_opts(struct kernel *k, struct docker_hijack_opts *o)
 {
-    struct kernel *k = xcalloc(1, sizeof(*k));
-    struct docker_hijack_opts o = {
+    *o = (struct docker_hijack_opts){
         .max_queued = KERNEL_MAX_QUEUE,
         .on_data = on_stream_data,
         .on_event = on_stream_event,
         .userdata = k,
     };
+}
+
+static void
+on_relay_created(int r, json_t *result, const struct err *e, void *userdata)
+{
+    struct kernel *k = userdata;
+    const char *exec_id = json_string_value(json_object_get(result, "Id"));
+    struct docker_hijack_opts o;
+    struct err e2 = {0};
+    char msg[320];
+
+    k->call = NULL;
+    if (r == 0 && exec_id == NULL) {
+        r = err_set(&e2, -EPROTO, "the engine's exec answer has no Id");
+        e = &e2;
+    }
+    if (r == 0) {
+        stream_opts(k, &o);
+        r = docker_hijack_exec_start(k->client, exec_id, &o, &k->stream, &e2);
+        e = &e2;
+    }
+    if (r < 0) {
+        (void)snprintf(msg, sizeof(msg), "starting the kernel's relay failed: %s",
+                       e != NULL ? err_msg(e) : strerror(-r));
+        kernel_close(k, r, msg);
+        if (k->free_pending && k->depth == 0) {
+            kernel_destroy(k);
+        }
+    }
+}
+
+int
+kernel_open(struct docker_client *c, const struct kernel_target *t, unsigned hello_timeout_ms,
+            const struct kernel_handlers *h, void *userdata, struct kernel **ret,
+            struct err *reterr)
+{
+    static const char *const relay_argv[] = {"python3", KERNEL_PROGRAM, "relay", NULL};
+    struct kernel *k;
+    struct docker_hijack_opts o;
     struct timeval tv;
     int r;
 
+    if (t->relay && (t->key == NULL || t->key[0] == '\0')) {
+        return err_set(reterr, -ENOKEY,
+                       "container %.12s has no relay key (created by an older sandpoold?): its "
+                       "kernel cannot be reached again on this engine",
+                       t->container_id);
+    }
+    k = xcalloc(1, sizeof(*k));
     k->client = c;
     k->h = *h;
     k->userdata = userdata;
     k->gen = -1;
-    (void)snprintf(k->container, sizeof(k->container), "%s", container_id);
+    k->relay = t->relay;
+    (void)snprintf(k->container, sizeof(k->container), "%s", t->container_id);
+    (void)snprintf(k->key, sizeof(k->key), "%s", t->key ? t->key : "");
     kernel_splitter_init(&k->splitter);
     k->hello_timer = OOM_CHECK(evtimer_new(docker_client_base(c), on_hello_timeout, k));
-    r = docker_hijack_attach(c, container_id, &o, &k->stream, reterr);
-    if (r < 0) {
-        kernel_destroy(k);
-        return r;
+    if (t->relay) {
+        struct docker_exec_spec spec = {.argv = relay_argv, .attach_stdin = true};
+
+        /* Failures, an invalid id included, come back through the callback. */
+        k->call = docker_exec_create(c, t->container_id, &spec, on_relay_created, k);
+    } else {
+        stream_opts(k, &o);
+        r = docker_hijack_attach(c, t->container_id, &o, &k->stream, reterr);
+        if (r < 0) {
+            kernel_destroy(k);
+            return r;
+        }
     }
     time_tv_from_ms(&tv, hello_timeout_ms);
     (void)evtimer_add(k->hello_timer, &tv);
@@ -220,6 +287,9 @@ kernel_open(struct docker_client *c, const char *container_id, unsigned hello_ti
 static void
 kernel_destroy(struct kernel *k)
 {
+    if (k->call != NULL) {
+        docker_call_cancel(k->call);
+    }
     docker_hijack_free(k->stream);
     event_free(k->hello_timer);
     kernel_splitter_done(&k->splitter);

@@ -8,8 +8,13 @@
  * of its callbacks. Handlers can be swapped (kernel_set_handlers) when a warm container passes
  * from the pool to a session.
  *
- * Closing the connection does not stop the kernel: the container keeps its stdin open, so a
- * later kernel_open() (after a daemon restart) reaches the same kernel. Loop context only. */
+ * Closing the connection does not stop the kernel. Docker keeps the container's stdin open, so
+ * a later kernel_open() (after a daemon restart) attaches to the same kernel again. Podman's
+ * conmon closes it when the attach ends (docker/quirks.h stdin_survives_detach): the kernel then
+ * waits for a relay, a process started with exec (`KERNEL_PROGRAM relay`) that joins its stdio
+ * to the kernel's abstract unix socket; the relay's first line carries the container's key (its
+ * DOCKER_LABEL_KEY label), which the kernel learned from the first hello on its stdin, before
+ * any user code ran. Loop context only. */
 #pragma once
 
 #include <stdbool.h>
@@ -33,13 +38,24 @@ struct kernel_handlers {
     void (*on_closed)(struct kernel *k, int r, const char *why, void *userdata);
 };
 
+/* The kernel program in every sandpool image (the relay is its "relay" mode). */
+#define KERNEL_PROGRAM "/opt/sandpool/kernel.py"
+
+/* Which container and how to reach its kernel. */
+struct kernel_target {
+    const char *container_id;
+    const char *key; /* the container's relay key (sent with hello), or NULL for none */
+    bool relay;      /* through a relay started with exec (needs key), not the container's stdio */
+};
+
 struct kernel_stats {
     uint64_t messages, garbage, bytes_in;
 };
 
-/* Attaches to container_id (engine client borrowed; must outlive the kernel). hello_timeout_ms
- * bounds the time to the hello answer. Immediate failures return -errno with no callback. */
-int kernel_open(struct docker_client *c, const char *container_id, unsigned hello_timeout_ms,
+/* Connects to the kernel of t->container_id (engine client borrowed; must outlive the kernel;
+ * t copied). hello_timeout_ms bounds the time to the hello answer, the relay's exec included.
+ * Immediate failures return -errno with no callback. */
+int kernel_open(struct docker_client *c, const struct kernel_target *t, unsigned hello_timeout_ms,
                 const struct kernel_handlers *h, void *userdata, struct kernel **ret,
                 struct err *reterr);
 struct kernel *kernel_free(struct kernel *k);

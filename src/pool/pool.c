@@ -26,6 +26,7 @@
 #include "docker/api.h"
 #include "docker/json.h"
 #include "docker/policy.h"
+#include "docker/quirks.h"
 #include "kernel/kernel.h"
 #include "util/macro.h"
 #include "util/random.h"
@@ -48,6 +49,8 @@ struct pool_slot {
     bool gone;          /* the engine said it died while a call was in flight */
     uint64_t since_ms;  /* when the slot entered its current state */
     char slot_id[33];
+    char key[65];           /* the kernel's relay key (DOCKER_LABEL_KEY), "" if it has none */
+    bool attached;          /* its kernel was reached once: stdin may be gone (quirks.h) */
     char container_id[129]; /* "" until create answered */
     struct docker_call *call;
     bool budgeted; /* `call` holds a unit of the budget */
@@ -506,6 +509,25 @@ static const struct kernel_handlers pool_kernel_handlers = {
     .on_closed = on_pool_closed,
 };
 
+/* Reaches the slot's kernel: by attaching to the container's stdio, or through a relay where
+ * the engine closed that stdin when an earlier attach ended (an adopted container, a reconnect). */
+static int
+slot_open(struct pool_slot *slot, const struct kernel_handlers *h, void *userdata,
+          struct err *reterr)
+{
+    struct pool *p = slot->pool;
+    struct kernel_target t = {
+        .container_id = slot->container_id,
+        .key = slot->key,
+        .relay = !docker_client_quirks(p->docker)->stdin_survives_detach &&
+                 (slot->adopted || slot->attached),
+    };
+
+    slot->attached = true;
+    return kernel_open(p->docker, &t, docker_client_timeout_ms(p->docker), h, userdata,
+                       &slot->kernel, reterr);
+}
+
 static void
 slot_connect(struct pool_slot *slot)
 {
@@ -515,8 +537,7 @@ slot_connect(struct pool_slot *slot)
 
     slot->state = POOL_SLOT_CONNECTING;
     slot->since_ms = time_now_ms();
-    r = kernel_open(p->docker, slot->container_id, docker_client_timeout_ms(p->docker),
-                    &pool_kernel_handlers, p, &slot->kernel, &e);
+    r = slot_open(slot, &pool_kernel_handlers, p, &e);
     if (r < 0) {
         record_failure(p, "connect", r, e.msg);
         slot_remove(slot);
@@ -595,8 +616,11 @@ spawn(struct pool *p)
     json_t *body;
 
     random_hex(slot->slot_id, 16);
+    random_hex(slot->key, 16);
     (void)snprintf(name, sizeof(name), "sandpool-%s", slot->slot_id);
     body = docker_policy_create_body(p->profile, p->node_id, slot->slot_id);
+    (void)json_object_set_new(json_object_get(body, "Labels"), DOCKER_LABEL_KEY,
+                              OOM_CHECK(json_string(slot->key)));
     slot->budgeted = true; /* taken by the caller */
     slot->call = docker_container_create(p->docker, name, body, on_created, slot);
     json_decref(body);
@@ -703,11 +727,8 @@ int
 pool_slot_reconnect(struct pool_slot *slot, const struct kernel_handlers *h, void *userdata,
                     struct err *reterr)
 {
-    struct pool *p = slot->pool;
-
     slot->kernel = kernel_free(slot->kernel);
-    return kernel_open(p->docker, slot->container_id, docker_client_timeout_ms(p->docker), h,
-                       userdata, &slot->kernel, reterr);
+    return slot_open(slot, h, userdata, reterr);
 }
 
 void
@@ -834,6 +855,7 @@ pool_adopt(struct pool *p, json_t *summary)
     const char *id = json_string_value(json_object_get(summary, "Id"));
     const char *state = json_string_value(json_object_get(summary, "State"));
     const char *slot_id = docker_label(summary, DOCKER_LABEL_SLOT);
+    const char *key = docker_label(summary, DOCKER_LABEL_KEY);
     struct pool_slot *slot;
 
     if (id == NULL || !docker_valid_id(id) || strlen(id) >= sizeof(slot->container_id)) {
@@ -846,6 +868,7 @@ pool_adopt(struct pool *p, json_t *summary)
     slot->adopted = true;
     (void)snprintf(slot->container_id, sizeof(slot->container_id), "%s", id);
     (void)snprintf(slot->slot_id, sizeof(slot->slot_id), "%s", slot_id ? slot_id : "");
+    (void)snprintf(slot->key, sizeof(slot->key), "%s", key ? key : "");
     if (state == NULL || strcmp(state, "running") != 0) {
         slot_remove(slot);
         return 0;

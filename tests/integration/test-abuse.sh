@@ -632,6 +632,29 @@ try:
     got["channel out"] = "forged"
 except OSError as e:
     got["channel out"] = err(e)
+# The relay socket (a restarted daemon's way back on Podman): the name is taken, idle
+# connections do not block it, and a relay with a made-up key is hung up on unanswered.
+import socket
+relay = "\0sandpool.kernel"
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.bind(relay)
+    got["relay bind"] = "bound"
+except OSError as e:
+    got["relay bind"] = err(e)
+idle = []
+for _ in range(8):
+    idle.append(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+    idle[-1].connect(relay)
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+c.connect(relay)
+c.sendall(b'{"t":"relay","key":"' + b"0" * 32 + b'"}\n{"t":"hello"}\n')
+c.settimeout(8)
+try:
+    answer = c.recv(200)
+    got["relay forged"] = "closed" if not answer else "answered " + answer[:60].decode("utf-8", "replace")
+except OSError as e:
+    got["relay forged"] = "closed" if isinstance(e, ConnectionResetError) else err(e) if e.errno else "timeout"
 for sig in ("SIGTERM", "SIGKILL"):
     try:
         os.kill(1, getattr(__import__("signal"), sig))
@@ -652,6 +675,9 @@ check "$CASE: the supervisor is PID 1 and cannot be traced there either" \
     jt "$res" '."supervisor pid" == 1 and ."ptrace pid 1" == "EPERM"'
 check "$CASE: user code cannot open the protocol channel through /proc/1/fd/0 and /proc/1/fd/1" \
     jt "$res" '."channel in" != "opened" and ."channel out" != "forged"'
+check_eq "$CASE: user code cannot take the relay socket's name" "$(jq -r '."relay bind"' <<<"$res")" EADDRINUSE
+check_eq "$CASE: a relay with a made-up key is hung up on, unanswered (8 idle ones besides)" \
+    "$(jq -r '."relay forged"' <<<"$res")" closed
 sleep 0.3
 check "$CASE: SIGTERM and SIGKILL to PID 1, the epoch and variables are as they were (no forged restart)" \
     test "$(run "$TA" "$A" '{"code": "canary"}' | jq -c '[.result, .kernel_epoch]')" = "[\"777\",$E0]"
@@ -792,9 +818,11 @@ PY
 )"
 res=$(last_json)
 echo "# $CASE: $res"
+# The one named unix socket in view is the kernel's own relay socket (abstract, in this
+# container's network namespace).
 check_eq "$CASE: no socket file, engine or host path, host unix socket, host mount or secret env" \
     "$(jq -c '[.sockets, .named, .unix_paths, .pid1_root_is_ours, .suspicious_mounts, .env]' <<<"$res")" \
-    '[[],[],[],true,[],[]]'
+    '[[],[],["@sandpool.kernel"],true,[],[]]'
 check "$CASE: the walk saw the image (not vacuous: $(jq -r .walked <<<"$res") entries)" \
     test "$(jq -r .walked <<<"$res")" -gt 1000
 case_end

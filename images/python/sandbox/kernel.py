@@ -15,9 +15,19 @@ namespace: the supervisor SIGKILLs its process group and forks a fresh one (a ne
 without any container engine call. The supervisor survives the death of sandpoold: a restarted
 daemon attaches to the container again and asks "hello" to learn the generation.
 
+The channel is the container's stdin and stdout. Docker keeps that stdin open between attaches;
+Podman's conmon closes it when the attach ends. The supervisor then waits for a relay: the same
+program run with exec as `kernel.py relay`, which joins its own stdin and stdout to the
+supervisor's abstract unix socket (bound at start, before any user code, so user code cannot
+take the name). The relay's first line must be {"t":"relay","key":K} with the key the first
+hello on stdin carried (the daemon keeps it as a container label), or any key if no request
+ever came (no user code can have run); anything else is dropped.
+A newer relay replaces an older one; the supervisor never exits while a relay can come.
+
 Protocol (daemon -> supervisor):
-  {"t":"hello"}                          -> {"t":"hello","v":1,"gen":G,"busy":ID|null,
+  {"t":"hello","key":K?}                 -> {"t":"hello","v":1,"gen":G,"busy":ID|null,
                                              "session":S|null,"used":bool}
+                                         the first key on stdin is the relay key
   {"t":"bind","session":S}               remembers the session this container serves, so a
                                          restarted daemon can tell session containers from
                                          pool containers even without Redis -> {"t":"bound"}
@@ -39,13 +49,16 @@ import ast
 import codecs
 import errno
 import hashlib
+import hmac
 import json
 import os
 import selectors
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -58,6 +71,10 @@ KERNEL_FILE = os.path.abspath(__file__)
 WORKSPACE = os.environ.get("SANDPOOL_WORKSPACE", "/workspace")
 ARTIFACTS = os.path.join(WORKSPACE, ".sandpool", "artifacts")
 MAX_ARTIFACTS = 32  # figures saved per execution
+RELAY_SOCKET = "\0sandpool.kernel"  # abstract: in the container's own network namespace
+RELAY_LINE_MAX = 512     # a relay's first line
+RELAY_PENDING_MAX = 4    # relays connected and not yet checked
+RELAY_CHECK_S = 5        # time a relay has for its first line
 
 
 def jdump(obj):
@@ -499,13 +516,21 @@ class Execution:
 
 class Supervisor:
     def __init__(self):
-        self.proto_in = os.dup(0)
-        self.proto_out = os.dup(1)
+        self.stdin_fd = os.dup(0)
+        self.stdout_fd = os.dup(1)
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)          # nothing else may read the protocol channel
         os.dup2(null, 1)          # nor write into it
         os.close(null)
-        os.set_blocking(self.proto_in, False)
+        os.set_blocking(self.stdin_fd, False)
+        self.proto_in = self.stdin_fd    # the channel in use: stdin/stdout, or a relay's socket
+        self.proto_out = self.stdout_fd
+        self.stdin_open = True
+        self.key = None           # the relay key, from the first hello on stdin
+        self.relay = None         # the relay's socket while one is the channel
+        self.relay_pid = None
+        self.pending = {}         # fd -> [socket, first line so far, deadline]
+        self.listener = self.listen_relay()
         self.sel = selectors.DefaultSelector()
         self.inbuf = bytearray()
         self.gen = 0
@@ -558,6 +583,131 @@ class Supervisor:
             for key, _ in self.sel.select(timeout=0.05):
                 key.data(key.fd)
         self.sel.register(self.proto_in, selectors.EVENT_READ, self.on_request_data)
+        if self.listener is not None:
+            self.sel.register(self.listener, selectors.EVENT_READ, self.on_relay_accept)
+
+    # ---- the channel: stdin/stdout, or a relay -------------------------------------------------
+
+    @staticmethod
+    def listen_relay():
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(RELAY_SOCKET)
+            s.listen(RELAY_PENDING_MAX)
+            s.setblocking(False)
+            return s
+        except OSError as exc:
+            print("sandpool kernel: no relay socket (%s): the kernel ends with its stdin" % exc,
+                  file=sys.stderr, flush=True)
+            return None
+
+    def close_channels(self):
+        """In the forked worker: closes every way to the daemon, which user code must not have."""
+        for sock in [self.listener, self.relay] + [p[0] for p in self.pending.values()]:
+            if sock is not None:
+                sock.close()
+        os.close(self.stdin_fd)
+        os.close(self.stdout_fd)
+
+    def on_relay_accept(self, _):
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return
+        conn.setblocking(False)
+        if len(self.pending) >= RELAY_PENDING_MAX:
+            self.drop_pending(min(self.pending, key=lambda fd: self.pending[fd][2]))
+        self.pending[conn.fileno()] = [conn, bytearray(), time.monotonic() + RELAY_CHECK_S]
+        self.sel.register(conn.fileno(), selectors.EVENT_READ, self.on_pending_data)
+
+    def drop_pending(self, fd):
+        conn = self.pending.pop(fd)[0]
+        self.sel.unregister(fd)
+        conn.close()
+
+    def expire_pending(self):
+        now = time.monotonic()
+        for fd in [fd for fd, p in self.pending.items() if p[2] < now]:
+            self.drop_pending(fd)
+
+    def on_pending_data(self, fd):
+        conn, line, _ = self.pending[fd]
+        try:
+            data = conn.recv(RELAY_LINE_MAX)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        line += data
+        nl = line.find(b"\n")
+        if not data or (nl < 0 and len(line) > RELAY_LINE_MAX):
+            self.drop_pending(fd)
+            return
+        if nl < 0:
+            return
+        del self.pending[fd]
+        self.sel.unregister(fd)
+        if not self.relay_key_ok(bytes(line[:nl])):
+            conn.close()
+            return
+        self.take_relay(conn, bytes(line[nl + 1:]))
+
+    def relay_key_ok(self, line):
+        try:
+            req = json.loads(line)
+        except ValueError:
+            return False
+        key = req.get("key") if isinstance(req, dict) and req.get("t") == "relay" else None
+        if not isinstance(key, str) or not 16 <= len(key) <= 128:
+            return False
+        if self.key is None and not self.used:
+            # No daemon ever spoke to this kernel (it was killed between the start and the
+            # attach), so no user code ran here: only the daemon can be first.
+            self.key = key
+        return self.key is not None and hmac.compare_digest(key.encode("utf-8", "replace"),
+                                                            self.key.encode())
+
+    def take_relay(self, conn, rest):
+        """A checked relay becomes the channel, in place of stdin or of an older relay."""
+        if self.relay is not None:
+            self.drop_relay(reopen_stdin=False)
+        elif self.proto_in is not None:
+            self.sel.unregister(self.proto_in)
+        try:
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            self.relay_pid = struct.unpack("3i", creds)[0]
+        except OSError:
+            self.relay_pid = None
+        self.relay = conn
+        self.proto_in = self.proto_out = conn.fileno()
+        self.inbuf = bytearray()
+        self.sel.register(conn.fileno(), selectors.EVENT_READ, self.on_request_data)
+        if rest:
+            self.feed(rest)
+
+    def drop_relay(self, reopen_stdin=True):
+        self.sel.unregister(self.relay.fileno())
+        self.relay.close()
+        self.relay = None
+        self.relay_pid = None
+        self.inbuf = bytearray()
+        self.proto_out = self.stdout_fd
+        self.proto_in = None
+        if reopen_stdin and self.stdin_open:
+            self.proto_in = self.stdin_fd
+            self.sel.register(self.stdin_fd, selectors.EVENT_READ, self.on_request_data)
+
+    def channel_closed(self, fd):
+        if self.relay is not None and fd == self.relay.fileno():
+            self.drop_relay()  # the daemon went; the next one sends a relay again
+            return
+        self.sel.unregister(fd)
+        self.stdin_open = False
+        self.proto_in = None
+        self.inbuf = bytearray()
+        if self.key is None or self.listener is None:
+            # Nobody could come back: the container is being torn down.
+            sys.exit(0)
 
     # ---- output to the daemon ----------------------------------------------------------------
 
@@ -575,7 +725,7 @@ class Supervisor:
                 selectors.select.select([], [self.proto_out], [], 1.0)
             except InterruptedError:
                 continue
-            except BrokenPipeError:
+            except OSError:
                 return  # nobody attached: the daemon will ask "hello" when it is back
 
     # ---- worker lifecycle --------------------------------------------------------------------
@@ -588,8 +738,9 @@ class Supervisor:
         if pid == 0:
             try:
                 ctl_parent.close()
-                for fd in (out_r, err_r, self.proto_in, self.proto_out):
+                for fd in (out_r, err_r):
                     os.close(fd)
+                self.close_channels()
                 self.sel.close()
                 worker_main(ctl_child, out_w, err_w)
             finally:
@@ -615,7 +766,7 @@ class Supervisor:
         uid = os.getuid()
         if uid == 0:
             return  # never outside a sandbox: as root this would reach the whole host
-        keep = {1, os.getpid()}
+        keep = {1, os.getpid(), self.relay_pid}
         ex = self.current
         if ex is not None and ex.proc is not None:
             keep.add(ex.proc.pid)
@@ -877,8 +1028,11 @@ class Supervisor:
         except (BlockingIOError, InterruptedError):
             return
         if not data:
-            # stdin closed: the container is being torn down (no attach keeps stdin open).
-            sys.exit(0)
+            self.channel_closed(fd)
+            return
+        self.feed(data)
+
+    def feed(self, data):
         self.inbuf += data
         while True:
             nl = self.inbuf.find(b"\n")
@@ -904,6 +1058,10 @@ class Supervisor:
         if kind == "ping":
             self.send({"t": "pong", "n": req.get("n"), "gen": self.gen})
         elif kind == "hello":
+            key = req.get("key")
+            if (self.key is None and self.proto_in == self.stdin_fd and isinstance(key, str) and
+                    16 <= len(key) <= 128):
+                self.key = key  # only the daemon writes to stdin, before any user code ran
             self.send({"t": "hello", "v": PROTOCOL_VERSION, "gen": self.gen,
                        "busy": self.current.id if self.current else None,
                        "session": self.session, "used": self.used})
@@ -971,6 +1129,8 @@ class Supervisor:
             for key, _ in self.sel.select(timeout=0.05):
                 key.data(key.fd)
             self.poll_cmd()
+            if self.pending:
+                self.expire_pending()
             if self.orphans:
                 self.reap_orphans()
 
@@ -993,7 +1153,48 @@ def describe_status(status):
     return "worker exited with code %d" % os.WEXITSTATUS(status)
 
 
+def relay_main():
+    """`kernel.py relay`, run with exec by a daemon that cannot attach to the supervisor's stdin
+    any more: joins this process's stdin and stdout to the supervisor's relay socket."""
+    set_dumpable(False)  # user code (same uid) must not read or write our descriptors
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(RELAY_SOCKET)
+    except OSError as exc:
+        print("sandpool relay: cannot reach the kernel: %s" % exc, file=sys.stderr, flush=True)
+        return 1
+
+    def upstream():
+        while True:
+            try:
+                data = os.read(0, READ_CHUNK)
+                if data:
+                    sock.sendall(data)
+            except InterruptedError:
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                os._exit(0)  # the daemon went: the supervisor sees the socket close
+
+    threading.Thread(target=upstream, daemon=True).start()
+    while True:
+        try:
+            data = sock.recv(READ_CHUNK)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(1, view):]
+        except InterruptedError:
+            continue
+        except OSError:
+            data = b""
+        if not data:
+            os._exit(0)
+
+
 def main():
+    if sys.argv[1:] == ["relay"]:
+        sys.exit(relay_main())
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     set_dumpable(False)  # before any descriptor worth protecting exists
