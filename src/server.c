@@ -76,6 +76,7 @@ struct server {
     struct event *cron;
     struct event *engine_retry;
     struct event *sig_term, *sig_int, *sig_hup;
+    struct event *watchdog; /* WATCHDOG=1 to the service manager, if it asked (WatchdogSec=) */
     enum engine_link link;
     unsigned engine_backoff_ms;
     struct docker_call *engine_call; /* ping/info/list in flight */
@@ -1080,6 +1081,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
         return;
     }
     log_info("SIGHUP received: reloading the configuration");
+    notify(s, "RELOADING=1\nSTATUS=reloading the configuration");
     if (s->cfg->audit_file[0] != '\0') {
         struct err e = {0};
 
@@ -1091,10 +1093,19 @@ on_hup(evutil_socket_t sig, short what, void *arg)
     fresh = s->reload(s->reload_userdata);
     if (fresh == NULL) {
         log_error("reload failed (see above): the running configuration stays");
+        notify(s, "READY=1\nSTATUS=reload failed: the running configuration stays");
         return;
     }
     apply_reload(s, fresh);
     cfg_free(fresh);
+    notify(s, "READY=1\nSTATUS=configuration reloaded");
+    s->notified_ready = -1; /* the next readiness change is told again */
+}
+
+static void
+on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+    notify(arg, "WATCHDOG=1");
 }
 
 void
@@ -1178,6 +1189,8 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
 int
 server_run(struct server *s)
 {
+    uint64_t watchdog_usec;
+
     log_info("listening on %s, node '%s', engine %s, %zu profile(s)", s->cfg->listen,
              s->cfg->node_id, s->cfg->engine_socket, s->n_pools);
     if (s->notify && !sdnotify_supported()) {
@@ -1187,6 +1200,16 @@ server_run(struct server *s)
     /* READY=1 once listening, not once readyz turns 200: the engine or Redis being down at boot
      * is a state readyz reports, not a failed start for the service manager to restart. */
     notify(s, "READY=1\nSTATUS=listening; warming pools");
+    watchdog_usec = s->notify ? sdnotify_watchdog_usec() : 0;
+    if (watchdog_usec > 0) {
+        struct timeval tv;
+
+        time_tv_from_ms(&tv, (unsigned)MAX(watchdog_usec / 2000, 100));
+        s->watchdog = OOM_CHECK(event_new(s->base, -1, EV_PERSIST, on_watchdog, s));
+        (void)evtimer_add(s->watchdog, &tv);
+        log_info("watchdog: WATCHDOG=1 to the service manager every %llu ms",
+                 (unsigned long long)MAX(watchdog_usec / 2000, 100));
+    }
     engine_connect(s);
     if (event_base_dispatch(s->base) < 0) {
         return -EIO;
@@ -1230,6 +1253,9 @@ server_free(struct server *s)
         event_free(s->sig_term);
         event_free(s->sig_int);
         event_free(s->sig_hup);
+    }
+    if (s->watchdog != NULL) {
+        event_free(s->watchdog);
     }
     event_base_free(s->base);
     cfg_free(s->cfg);

@@ -71,10 +71,11 @@ int docker_quirks_adapt_create(const struct docker_quirks *q, json_t *body, stru
 
 /* Rewrites a container inspect object in place into Docker's shape: Podman's ulimit names
  * (RLIMIT_NOFILE: nofile), its Runtime "oci" (the containers.conf one: dropped), the options it
- * appends to every tmpfs ("rprivate"), and the writable tmpfs it adds under ReadonlyRootfs,
- * dropped only at those five paths and only with exactly its own options (rw, nosuid, nodev,
- * rprivate, tmpcopyup, in any order, noexec optional). Anything else stays for the policy
- * check to judge. Never fails; leaves a non-object alone. */
+ * appends to every tmpfs ("rprivate"), and the tmpfs it adds under ReadonlyRootfs: the writable
+ * ones dropped only at /dev, /dev/shm and /tmp and only with exactly its own options (rw, nosuid,
+ * nodev, rprivate, tmpcopyup, in any order, noexec optional); at /run and /var/tmp only our own
+ * read-only cover (adapt_create) is dropped, so a writable one there fails the policy. Anything
+ * else stays for the policy check to judge. Never fails; leaves a non-object alone. */
 void docker_quirks_normalize_inspect(const struct docker_quirks *q, json_t *inspect);
 
 /* Rewrites an event's Action (and status) in place into Docker's names: Podman's "remove" is

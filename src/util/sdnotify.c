@@ -31,3 +31,15 @@ sdnotify_send(const char *state)
     return 0;
 #endif
 }
+
+uint64_t
+sdnotify_watchdog_usec(void)
+{
+#ifdef SANDPOOL_HAVE_LIBSYSTEMD
+    uint64_t usec = 0;
+
+    return sd_watchdog_enabled(0, &usec) > 0 ? usec : 0;
+#else
+    return 0;
+#endif
+}

@@ -38,7 +38,7 @@ else
     grep -v '^✓' "$work/ok/security.out" | sed 's/^/# /'
 fi
 
-for d in 'Type=notify' 'NotifyAccess=main' 'ExecReload=/bin/kill -HUP $MAINPID' 'Restart=on-failure' \
+for d in 'Type=notify' 'NotifyAccess=main' 'ExecReload=/bin/kill -HUP $MAINPID' 'Restart=on-failure' 'WatchdogSec=30s' \
     'NoNewPrivileges=yes' 'ProtectSystem=strict' 'ProtectHome=yes' 'PrivateTmp=yes' \
     'SupplementaryGroups=docker' 'CapabilityBoundingSet=' 'AmbientCapabilities=' \
     'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6' 'SystemCallFilter=@system-service' \

@@ -19,18 +19,10 @@
 
 #include "api/api-internal.h"
 #include "files/files.h"
+#include "fuzz.h"
 #include "session/session.h"
 #include "util/buf.h"
 #include "util/utf8.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)    \
-    do {               \
-        if (!(cond)) { \
-            abort();   \
-        }              \
-    } while (0)
 
 /* A refusal says what and why, in a message that goes into the JSON error body the way
  * api_reply_error() puts it there: made valid UTF-8 first (it may quote a key cut

@@ -65,11 +65,21 @@ exit_within() {
 
 start_redis
 start_notify_listener
-NOTIFY_SOCKET=$work/notify.sock start_daemon
+# WATCHDOG_USEC as systemd sets it for WatchdogSec=1s (no WATCHDOG_PID: any process may ping).
+NOTIFY_SOCKET=$work/notify.sock WATCHDOG_USEC=1000000 start_daemon
 check "the notify protocol: READY=1 arrives" wait_for 30 notified READY=1
 check_eq "READY=1 means listening: /healthz answers" "$(curl -s -o /dev/null -w '%{http_code}' "$U/healthz")" 200
 check "readyz turns 200" wait_for 120 ready
 check "STATUS=ready is sent once readyz would be 200" wait_for 5 grep -q ' STATUS=ready' "$work/notify.log"
+watchdogs() { grep -c ' WATCHDOG=1$' "$work/notify.log"; }
+w0=$(watchdogs)
+sleep 3
+check "WATCHDOG=1 every half WatchdogSec: at least 4 in 3 s (got $(($(watchdogs) - w0)))" \
+    test $(($(watchdogs) - w0)) -ge 4
+# SIGHUP: RELOADING=1, then READY=1 again once the configuration is applied.
+kill -HUP "$daemon_pid"
+check "SIGHUP: RELOADING=1 then READY=1 again" wait_for 5 bash -c \
+    "awk '/ RELOADING=1\$/ {r = 1} r && / READY=1\$/ {ok = 1} END {exit !ok}' '$work/notify.log'"
 
 s1=$(new_session "$TA")
 s2=$(new_session "$TA")

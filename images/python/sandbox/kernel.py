@@ -335,6 +335,13 @@ class Worker:
             print("sandpool: could not save a figure: %s: %s" % (type(exc).__name__, exc),
                   file=sys.stderr)
 
+    def dispatch(self):
+        for key, _ in self.sel.select(timeout=0.05):
+            # A handler earlier in this round may have closed this one's descriptor (a relay
+            # replaced, a pending one dropped), whose number may even be reused by now.
+            if self.sel.get_map().get(key.fd) is key:
+                key.data(key.fd)
+
     def loop(self):
         buf = b""
         while True:
@@ -580,8 +587,7 @@ class Supervisor:
         self.start_exec({"id": "__warm_up__", "code": "print()\n0"})
         end = time.monotonic() + 10
         while self.current is not None and time.monotonic() < end:
-            for key, _ in self.sel.select(timeout=0.05):
-                key.data(key.fd)
+            self.dispatch()
         self.sel.register(self.proto_in, selectors.EVENT_READ, self.on_request_data)
         if self.listener is not None:
             self.sel.register(self.listener, selectors.EVENT_READ, self.on_relay_accept)
@@ -1124,10 +1130,16 @@ class Supervisor:
                 self.finish({"status": reply["status"], "result": reply.get("result"),
                              "error": reply.get("error")})
 
+    def dispatch(self):
+        for key, _ in self.sel.select(timeout=0.05):
+            # A handler earlier in this round may have closed this one's descriptor (a relay
+            # replaced, a pending one dropped), whose number may even be reused by now.
+            if self.sel.get_map().get(key.fd) is key:
+                key.data(key.fd)
+
     def loop(self):
         while True:
-            for key, _ in self.sel.select(timeout=0.05):
-                key.data(key.fd)
+            self.dispatch()
             self.poll_cmd()
             if self.pending:
                 self.expire_pending()
