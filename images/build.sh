@@ -48,6 +48,11 @@ binary already built with meson.
                           (python: the debootstrap base is rebuilt too).
   -h, --help              show this help.
 
+A host with Podman and no Docker engine (only the docker CLI, from docker.io)
+builds straight into Podman's store with DOCKER_HOST at Podman's socket, e.g.
+DOCKER_HOST=unix:///run/podman/podman.sock images/build.sh (Podman's service
+with deploy/podman/containers.conf, whose default_ulimits its RUN steps need).
+
 Environment: DOCKER_HOST is honoured (by the docker CLI). TMPDIR (default
 /var/tmp) holds the work dir. SANDPOOL_APT_MIRROR / SANDPOOL_APT_SECURITY_MIRROR
 override the mirror found in /etc/apt (security: "none" to skip it).
@@ -86,12 +91,12 @@ readonly LABEL_RUN=sandpool.build.run
 readonly TEST_CMD='["/bin/sleep","2147483647"]'
 
 # Same options every time we start a container from a freshly built image
-# (hardened like the pool's containers; all labelled so they can be removed).
+# (hardened like the pool's containers; all labelled so they can be removed). The workspace's
+# owner is spelled "U" when the API is Podman's (check_docker), which refuses uid=/gid=.
 HARDENED_RUN=(--read-only --network none --user 1000:1000 --cap-drop ALL
   --security-opt no-new-privileges
   --tmpfs '/workspace:rw,nosuid,nodev,size=64m,uid=1000,gid=1000'
   --tmpfs '/tmp:rw,noexec,nosuid,nodev,size=16m')
-readonly HARDENED_RUN
 
 # ------------------------------------------------------------------- state --
 ENGINE=docker
@@ -188,6 +193,17 @@ image_label() {
 
 image_id() { docker image inspect --format '{{.Id}}' "$1" 2>/dev/null || true; }
 
+# docker import "$@" (the tarball on stdin), printing only the new image's id: dockerd answers
+# with it once, Podman's compatible API (DOCKER_HOST at a Podman socket) repeats it with its
+# progress.
+engine_import() {
+  local out
+  out=$(docker import "$@") || return
+  out=$(grep -oE 'sha256:[0-9a-f]{64}' <<<"$out" | tail -1)
+  [[ -n $out ]] || return 1
+  printf '%s\n' "$out"
+}
+
 # Tag a pending (untagged, just built) image and forget it as pending.
 tag_image() {
   local id=$1 ref p still_pending=()
@@ -201,6 +217,12 @@ tag_image() {
   PENDING_IMAGES=("${still_pending[@]}")
 }
 
+# Explicit limits for the containers run_container starts: Podman's defaults (its own
+# RLIMIT_NOFILE/NPROC) are above what it may set on this host kind, and the start fails. (The
+# RUN steps of a build on Podman take deploy/podman/containers.conf's default_ulimits: its
+# compatible /build refuses Docker's ulimits parameter.)
+ULIMITS=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
+
 # run_container IMAGE [docker run args...] -- CMD...: start a throwaway,
 # labelled container (removed by --rm, or by label in cleanup()).
 run_container() {
@@ -213,7 +235,7 @@ run_container() {
   done
   shift
   timeout 300 docker run --rm --label "$LABEL_BUILD=1" --label "$LABEL_RUN=$RUN_ID" \
-    "${args[@]}" "$image" "$@"
+    "${ULIMITS[@]}" "${args[@]}" "$image" "$@"
 }
 
 cleanup() {
@@ -326,6 +348,11 @@ check_docker() {
     die "docker engine not answering at ${DOCKER_HOST:-unix:///var/run/docker.sock}: ${v# }"
   fi
   DOCKER_UP=1
+  if [[ $(docker version --format '{{range .Server.Components}}{{.Name}};{{end}}' 2>/dev/null) == *'Podman Engine'* ]]; then
+    # DOCKER_HOST at a Podman socket: the images are built straight into Podman's store.
+    HARDENED_RUN=("${HARDENED_RUN[@]/uid=1000,gid=1000/U}")
+    v="$v (Podman)"
+  fi
   step "docker engine $v at ${DOCKER_HOST:-unix:///var/run/docker.sock}"
 }
 
@@ -586,7 +613,7 @@ build_base() {
   step "python-base: importing ($(du -sh --one-file-system "$rootfs" | cut -f1) rootfs)"
   if ! id=$(tar --numeric-owner --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' \
     -C "$rootfs" -c . 2>>"$log" |
-    docker import --message "sandpool python-base $SUITE $MIRROR" \
+    engine_import --message "sandpool python-base $SUITE $MIRROR" \
       --change "ENV $IMAGE_PATH_ENV" --change 'ENV LANG=C.UTF-8' \
       --change "LABEL $LABEL_KIND=python-base" --change "LABEL $LABEL_INPUTS=$BASE_HASH" \
       - 2>>"$log"); then
@@ -747,7 +774,7 @@ EOF
   chmod 0755 "$rootfs/workspace"
   step "test: importing"
   if ! id=$(tar --numeric-owner -C "$rootfs" -c . 2>>"$log" |
-    docker import --message "sandpool test image (busybox $(sha256_of_file "$BUSYBOX"))" \
+    engine_import --message "sandpool test image (busybox $(sha256_of_file "$BUSYBOX"))" \
       --change "ENV $IMAGE_PATH_ENV" --change 'WORKDIR /workspace' \
       --change 'USER 1000:1000' --change "CMD $TEST_CMD" \
       --change "LABEL $LABEL_KIND=test" --change "LABEL $LABEL_INPUTS=$TEST_HASH" \
@@ -793,7 +820,7 @@ build_daemon_base() {
   step "sandpoold-base: importing ($(du -sh --one-file-system "$rootfs" | cut -f1) rootfs)"
   if ! id=$(tar --numeric-owner --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' \
     -C "$rootfs" -c . 2>>"$log" |
-    docker import --message "sandpool sandpoold-base $SUITE $MIRROR" \
+    engine_import --message "sandpool sandpoold-base $SUITE $MIRROR" \
       --change "ENV $IMAGE_PATH_ENV" --change 'ENV LANG=C.UTF-8' \
       --change "LABEL $LABEL_KIND=sandpoold-base" --change "LABEL $LABEL_INPUTS=$DAEMON_BASE_HASH" \
       - 2>>"$log"); then

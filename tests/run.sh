@@ -173,6 +173,15 @@ podman_stage() {
         return
     fi
     pass "podman: images/build.sh --engine podman"
+    # A host without a Docker engine: the docker CLI builds straight into Podman's store (the
+    # small test image, rebuilt: the import, and a check run in a hardened container there).
+    if DOCKER_HOST=unix://$sock "$SANDPOOL_ROOT/images/build.sh" --only test --force \
+        >"$tmp/podman-direct.out" 2>&1 && grep -q '(Podman)' "$tmp/podman-direct.out"; then
+        pass "podman: images/build.sh with DOCKER_HOST at Podman (no Docker engine involved)"
+    else
+        tail -20 "$tmp/podman-direct.out"
+        fail "podman: images/build.sh with DOCKER_HOST at Podman"
+    fi
     for t in api sandbox daemon abuse; do
         out=$tmp/podman-$t.out
         start=$SECONDS
