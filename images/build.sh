@@ -217,11 +217,11 @@ tag_image() {
   PENDING_IMAGES=("${still_pending[@]}")
 }
 
-# Explicit limits for the containers run_container starts: Podman's defaults (its own
-# RLIMIT_NOFILE/NPROC) are above what it may set on this host kind, and the start fails. (The
-# RUN steps of a build on Podman take deploy/podman/containers.conf's default_ulimits: its
+# Explicit limits for the containers run_container starts on Podman (check_docker): its defaults
+# (its own RLIMIT_NOFILE/NPROC) are above what it may set on this host kind, and the start fails.
+# (The RUN steps of a build on Podman take deploy/podman/containers.conf's default_ulimits: its
 # compatible /build refuses Docker's ulimits parameter.)
-ULIMITS=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
+ULIMITS=()
 
 # run_container IMAGE [docker run args...] -- CMD...: start a throwaway,
 # labelled container (removed by --rm, or by label in cleanup()).
@@ -351,6 +351,7 @@ check_docker() {
   if [[ $(docker version --format '{{range .Server.Components}}{{.Name}};{{end}}' 2>/dev/null) == *'Podman Engine'* ]]; then
     # DOCKER_HOST at a Podman socket: the images are built straight into Podman's store.
     HARDENED_RUN=("${HARDENED_RUN[@]/uid=1000,gid=1000/U}")
+    ULIMITS=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
     v="$v (Podman)"
   fi
   step "docker engine $v at ${DOCKER_HOST:-unix:///var/run/docker.sock}"

@@ -77,6 +77,7 @@ struct server {
     struct event *engine_retry;
     struct event *sig_term, *sig_int, *sig_hup;
     struct event *watchdog; /* WATCHDOG=1 to the service manager, if it asked (WatchdogSec=) */
+    bool notify_failed;     /* the last sd_notify failed (logged once) */
     enum engine_link link;
     unsigned engine_backoff_ms;
     struct docker_call *engine_call; /* ping/info/list in flight */
@@ -921,10 +922,12 @@ notify(struct server *s, const char *state)
         return;
     }
     r = sdnotify_send(state);
-    if (r < 0) {
+    if (r < 0 && !s->notify_failed) {
+        /* Logged once; later ones are tried all the same: a watchdog that stopped pinging
+         * after one lost datagram would have systemd kill a healthy daemon. */
         log_warn("cannot notify the service manager: %s, ignoring", strerror(-r));
-        s->notify = false;
     }
+    s->notify_failed = r < 0;
 }
 
 /* STATUS= for `systemctl status`, sent when what readyz would answer changes (the cron runs it). */
@@ -1081,7 +1084,9 @@ on_hup(evutil_socket_t sig, short what, void *arg)
         return;
     }
     log_info("SIGHUP received: reloading the configuration");
-    notify(s, "RELOADING=1\nSTATUS=reloading the configuration");
+    if (!s->stopping && !s->leaving) { /* after STOPPING=1, no other state */
+        notify(s, "RELOADING=1\nSTATUS=reloading the configuration");
+    }
     if (s->cfg->audit_file[0] != '\0') {
         struct err e = {0};
 
@@ -1093,13 +1098,17 @@ on_hup(evutil_socket_t sig, short what, void *arg)
     fresh = s->reload(s->reload_userdata);
     if (fresh == NULL) {
         log_error("reload failed (see above): the running configuration stays");
-        notify(s, "READY=1\nSTATUS=reload failed: the running configuration stays");
+        if (!s->stopping && !s->leaving) {
+            notify(s, "READY=1\nSTATUS=reload failed: the running configuration stays");
+        }
         return;
     }
     apply_reload(s, fresh);
     cfg_free(fresh);
-    notify(s, "READY=1\nSTATUS=configuration reloaded");
-    s->notified_ready = -1; /* the next readiness change is told again */
+    if (!s->stopping && !s->leaving) {
+        notify(s, "READY=1\nSTATUS=configuration reloaded");
+        s->notified_ready = -1; /* the next readiness change is told again */
+    }
 }
 
 static void

@@ -191,6 +191,9 @@ podman_stage() {
             pass "podman $t ($(grep -c '^ok' "$out") ok, $(grep -c '# TODO' "$out") todo, $((SECONDS - start)) s)"
         else
             grep -E '^not ok|^ok .*# TODO' "$out" | grep -v '^not ok .*# TODO' | head -20
+            # The suite's own diagnostics: what it printed about the failures, and the daemon's
+            # last log lines (printed by the suite on failure).
+            grep -E '^# ' "$out" | grep -v '^# ----' | tail -60
             tail -5 "$out"
             fail "podman $t"
         fi

@@ -807,8 +807,11 @@ validate_profile(const struct cfg_profile *p, struct err *reterr)
                        p->warm, p->max);
     }
     if (colon == NULL || parse_u64n(p->user, (size_t)(colon - p->user), &uid) < 0 ||
-        parse_u64(colon + 1, &gid) < 0 || uid > UINT32_MAX - 1 || gid > UINT32_MAX - 1) {
-        return err_set(reterr, -EINVAL, "profile '%s': 'user' must be numeric uid:gid", p->name);
+        parse_u64(colon + 1, &gid) < 0 || uid > UINT32_MAX - 2 || gid > UINT32_MAX - 1) {
+        /* uid + 1 must be a uid too: the kernel's relay runs as it (kernel/kernel.h). */
+        return err_set(reterr, -EINVAL,
+                       "profile '%s': 'user' must be numeric uid:gid (uid at most 4294967293)",
+                       p->name);
     }
     if (uid == 0 || gid == 0) {
         return err_set(reterr, -EINVAL, "profile '%s': 'user' must not be root", p->name);

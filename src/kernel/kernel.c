@@ -243,12 +243,16 @@ kernel_open(struct docker_client *c, const struct kernel_target *t, unsigned hel
             const struct kernel_handlers *h, void *userdata, struct kernel **ret,
             struct err *reterr)
 {
-    static const char *const relay_argv[] = {"python3", KERNEL_PROGRAM, "relay", NULL};
+    /* -I -S: nothing from the environment or the writable HOME (user code's) is imported. */
+    static const char *const relay_argv[] = {"python3", "-I", "-S", KERNEL_PROGRAM, "relay", NULL};
     struct kernel *k;
     struct docker_hijack_opts o;
     struct timeval tv;
     int r;
 
+    if (t->relay && (t->relay_user == NULL || t->relay_user[0] == '\0')) {
+        return err_set(reterr, -EINVAL, "a relay needs a user of its own");
+    }
     if (t->relay && (t->key == NULL || t->key[0] == '\0')) {
         return err_set(reterr, -ENOKEY,
                        "container %.12s has no relay key (created by an older sandpoold?): its "
@@ -266,7 +270,9 @@ kernel_open(struct docker_client *c, const struct kernel_target *t, unsigned hel
     kernel_splitter_init(&k->splitter);
     k->hello_timer = OOM_CHECK(evtimer_new(docker_client_base(c), on_hello_timeout, k));
     if (t->relay) {
-        struct docker_exec_spec spec = {.argv = relay_argv, .attach_stdin = true};
+        /* "/": the workspace is the sandbox user's alone (mode 0700). */
+        struct docker_exec_spec spec = {
+            .argv = relay_argv, .user = t->relay_user, .workdir = "/", .attach_stdin = true};
 
         /* Failures, an invalid id included, come back through the callback. */
         k->call = docker_exec_create(c, t->container_id, &spec, on_relay_created, k);

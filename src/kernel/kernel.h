@@ -11,10 +11,12 @@
  * Closing the connection does not stop the kernel. Docker keeps the container's stdin open, so
  * a later kernel_open() (after a daemon restart) attaches to the same kernel again. Podman's
  * conmon closes it when the attach ends (docker/quirks.h stdin_survives_detach): the kernel then
- * waits for a relay, a process started with exec (`KERNEL_PROGRAM relay`) that joins its stdio
- * to the kernel's abstract unix socket; the relay's first line carries the container's key (its
- * DOCKER_LABEL_KEY label), which the kernel learned from the first hello on its stdin, before
- * any user code ran. Loop context only. */
+ * waits for a relay, a process started with exec (`python3 -I -S KERNEL_PROGRAM relay`, as
+ * another uid than user code's, so that user code can neither trace nor signal it, and the
+ * kernel refuses connections from user code's uid) that joins its stdio to the kernel's abstract
+ * unix socket; the relay's first line carries the container's key (its DOCKER_LABEL_KEY label),
+ * which the kernel learned from the first hello on its stdin, before any user code ran. Loop
+ * context only. */
 #pragma once
 
 #include <stdbool.h>
@@ -44,8 +46,9 @@ struct kernel_handlers {
 /* Which container and how to reach its kernel. */
 struct kernel_target {
     const char *container_id;
-    const char *key; /* the container's relay key (sent with hello), or NULL for none */
-    bool relay;      /* through a relay started with exec (needs key), not the container's stdio */
+    const char *key;        /* the container's relay key (sent with hello), or NULL for none */
+    bool relay;             /* through a relay started with exec (needs key), not the stdio */
+    const char *relay_user; /* "uid:gid" the relay runs as: never user code's uid */
 };
 
 struct kernel_stats {

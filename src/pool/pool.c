@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
 
@@ -516,12 +517,19 @@ slot_open(struct pool_slot *slot, const struct kernel_handlers *h, void *userdat
           struct err *reterr)
 {
     struct pool *p = slot->pool;
+    char relay_user[48];
     struct kernel_target t = {
         .container_id = slot->container_id,
         .key = slot->key,
         .relay = !docker_client_quirks(p->docker)->stdin_survives_detach &&
                  (slot->adopted || slot->attached),
+        .relay_user = relay_user,
     };
+    /* The sandbox user's uid + 1 (cfg_validate keeps it a valid uid): no process of user code
+     * has it. */
+    unsigned long long uid = strtoull(p->profile->user, NULL, 10);
+
+    (void)snprintf(relay_user, sizeof(relay_user), "%llu:%llu", uid + 1, uid + 1);
 
     slot->attached = true;
     return kernel_open(p->docker, &t, docker_client_timeout_ms(p->docker), h, userdata,
@@ -538,7 +546,12 @@ slot_connect(struct pool_slot *slot)
     slot->state = POOL_SLOT_CONNECTING;
     slot->since_ms = time_now_ms();
     r = slot_open(slot, &pool_kernel_handlers, p, &e);
-    if (r < 0) {
+    if (r < 0 && slot->adopted) {
+        /* Unreachable (no relay key on an engine that closed its stdin): what it held is lost,
+         * and it is not a failure of this pool to create containers. */
+        notify(p, "adopt", r, e.msg);
+        slot_remove(slot);
+    } else if (r < 0) {
         record_failure(p, "connect", r, e.msg);
         slot_remove(slot);
     }

@@ -632,8 +632,8 @@ try:
     got["channel out"] = "forged"
 except OSError as e:
     got["channel out"] = err(e)
-# The relay socket (a restarted daemon's way back on Podman): the name is taken, idle
-# connections do not block it, and a relay with a made-up key is hung up on unanswered.
+# The relay socket (a restarted daemon's way back on Podman): the name is taken, and
+# connections from user code's uid are hung up on at once, unanswered.
 import socket
 relay = "\0sandpool.kernel"
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -676,7 +676,7 @@ check "$CASE: the supervisor is PID 1 and cannot be traced there either" \
 check "$CASE: user code cannot open the protocol channel through /proc/1/fd/0 and /proc/1/fd/1" \
     jt "$res" '."channel in" != "opened" and ."channel out" != "forged"'
 check_eq "$CASE: user code cannot take the relay socket's name" "$(jq -r '."relay bind"' <<<"$res")" EADDRINUSE
-check_eq "$CASE: a relay with a made-up key is hung up on, unanswered (8 idle ones besides)" \
+check_eq "$CASE: a relay from user code (its uid, a made-up key) is hung up on, unanswered (8 idle ones besides)" \
     "$(jq -r '."relay forged"' <<<"$res")" closed
 sleep 0.3
 check "$CASE: SIGTERM and SIGKILL to PID 1, the epoch and variables are as they were (no forged restart)" \

@@ -99,6 +99,8 @@ TEST(rejects)
         {"{\"profiles\": {\"p\": {\"warm\": 5, \"max\": 2}}}", "warm (5) is larger than max"},
         {"{\"profiles\": {\"p\": {\"user\": \"0:0\"}}}", "must not be root"},
         {"{\"profiles\": {\"p\": {\"user\": \"sandbox\"}}}", "numeric uid:gid"},
+        /* uid + 1 is the kernel relay's uid: it must be a valid uid too. */
+        {"{\"profiles\": {\"p\": {\"user\": \"4294967294:1000\"}}}", "uid at most 4294967293"},
         {"{\"profiles\": {\"p\": {\"memory_mb\": 1}}}", "between"},
         {"{\"profiles\": {\"p\": {\"wram\": 1}}}", "unknown key 'profiles.p.wram'"},
         {"{\"profiles\": {\"bad name\": {}}}", "profile name"},

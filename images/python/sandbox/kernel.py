@@ -17,12 +17,14 @@ daemon attaches to the container again and asks "hello" to learn the generation.
 
 The channel is the container's stdin and stdout. Docker keeps that stdin open between attaches;
 Podman's conmon closes it when the attach ends. The supervisor then waits for a relay: the same
-program run with exec as `kernel.py relay`, which joins its own stdin and stdout to the
-supervisor's abstract unix socket (bound at start, before any user code, so user code cannot
-take the name). The relay's first line must be {"t":"relay","key":K} with the key the first
-hello on stdin carried (the daemon keeps it as a container label), or any key if no request
-ever came (no user code can have run); anything else is dropped.
-A newer relay replaces an older one; the supervisor never exits while a relay can come.
+program run with exec as `kernel.py relay` under another uid than user code's (which therefore
+can neither trace it nor signal it), joining its own stdin and stdout to the supervisor's
+abstract unix socket (bound at start, before any user code, so user code cannot take the name).
+Connections from our own uid (user code) are closed at once. The relay's first line must be
+{"t":"relay","key":K} with the key the first hello on stdin carried (the daemon keeps it as a
+container label), or any key if no request ever came (no user code can have run); anything else
+is dropped. A newer relay replaces an older one; the supervisor never exits while a relay can
+come.
 
 Protocol (daemon -> supervisor):
   {"t":"hello","key":K?}                 -> {"t":"hello","v":1,"gen":G,"busy":ID|null,
@@ -335,13 +337,6 @@ class Worker:
             print("sandpool: could not save a figure: %s: %s" % (type(exc).__name__, exc),
                   file=sys.stderr)
 
-    def dispatch(self):
-        for key, _ in self.sel.select(timeout=0.05):
-            # A handler earlier in this round may have closed this one's descriptor (a relay
-            # replaced, a pending one dropped), whose number may even be reused by now.
-            if self.sel.get_map().get(key.fd) is key:
-                key.data(key.fd)
-
     def loop(self):
         buf = b""
         while True:
@@ -537,6 +532,7 @@ class Supervisor:
         self.relay = None         # the relay's socket while one is the channel
         self.relay_pid = None
         self.pending = {}         # fd -> [socket, first line so far, deadline]
+        self.pending_pid = {}     # fd -> the pending relay's pid
         self.listener = self.listen_relay()
         self.sel = selectors.DefaultSelector()
         self.inbuf = bytearray()
@@ -618,15 +614,24 @@ class Supervisor:
     def on_relay_accept(self, _):
         try:
             conn, _ = self.listener.accept()
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         except OSError:
             return
+        pid, uid, _ = struct.unpack("3i", creds)
+        if uid == os.getuid():
+            # User code: the daemon's relay runs as another uid (exec's User), which user code
+            # can neither become nor trace nor signal.
+            conn.close()
+            return
         conn.setblocking(False)
+        self.pending_pid[conn.fileno()] = pid
         if len(self.pending) >= RELAY_PENDING_MAX:
             self.drop_pending(min(self.pending, key=lambda fd: self.pending[fd][2]))
         self.pending[conn.fileno()] = [conn, bytearray(), time.monotonic() + RELAY_CHECK_S]
         self.sel.register(conn.fileno(), selectors.EVENT_READ, self.on_pending_data)
 
     def drop_pending(self, fd):
+        self.pending_pid.pop(fd, None)
         conn = self.pending.pop(fd)[0]
         self.sel.unregister(fd)
         conn.close()
@@ -652,11 +657,12 @@ class Supervisor:
         if nl < 0:
             return
         del self.pending[fd]
+        pid = self.pending_pid.pop(fd, None)
         self.sel.unregister(fd)
         if not self.relay_key_ok(bytes(line[:nl])):
             conn.close()
             return
-        self.take_relay(conn, bytes(line[nl + 1:]))
+        self.take_relay(conn, pid, bytes(line[nl + 1:]))
 
     def relay_key_ok(self, line):
         try:
@@ -673,17 +679,13 @@ class Supervisor:
         return self.key is not None and hmac.compare_digest(key.encode("utf-8", "replace"),
                                                             self.key.encode())
 
-    def take_relay(self, conn, rest):
+    def take_relay(self, conn, pid, rest):
         """A checked relay becomes the channel, in place of stdin or of an older relay."""
         if self.relay is not None:
             self.drop_relay(reopen_stdin=False)
         elif self.proto_in is not None:
             self.sel.unregister(self.proto_in)
-        try:
-            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            self.relay_pid = struct.unpack("3i", creds)[0]
-        except OSError:
-            self.relay_pid = None
+        self.relay_pid = pid
         self.relay = conn
         self.proto_in = self.proto_out = conn.fileno()
         self.inbuf = bytearray()
@@ -1033,6 +1035,8 @@ class Supervisor:
             data = os.read(fd, READ_CHUNK)
         except (BlockingIOError, InterruptedError):
             return
+        except OSError:
+            data = b""  # ECONNRESET: a relay that left with our output unread
         if not data:
             self.channel_closed(fd)
             return
@@ -1166,12 +1170,35 @@ def describe_status(status):
 
 
 def relay_main():
-    """`kernel.py relay`, run with exec by a daemon that cannot attach to the supervisor's stdin
-    any more: joins this process's stdin and stdout to the supervisor's relay socket."""
-    set_dumpable(False)  # user code (same uid) must not read or write our descriptors
+    """`kernel.py relay`, run with exec (as another uid than user code's) by a daemon that cannot
+    attach to the supervisor's stdin any more: joins this process's stdin and stdout to the
+    supervisor's relay socket."""
+    set_dumpable(False)
+    # The daemon's first line (the key) before connecting, and then not if its stdin already
+    # ended: a daemon that gave up on this relay (it started too late) must not displace the
+    # relay it uses now.
+    first = bytearray()
+    while b"\n" not in first and len(first) <= RELAY_LINE_MAX:
+        try:
+            data = os.read(0, RELAY_LINE_MAX)
+        except InterruptedError:
+            continue
+        if not data:
+            return 0
+        first += data
+    os.set_blocking(0, False)
+    try:
+        more = os.read(0, 1 << 16)
+        if not more:
+            return 0
+        first += more
+    except BlockingIOError:
+        pass
+    os.set_blocking(0, True)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(RELAY_SOCKET)
+        sock.sendall(first)
     except OSError as exc:
         print("sandpool relay: cannot reach the kernel: %s" % exc, file=sys.stderr, flush=True)
         return 1
