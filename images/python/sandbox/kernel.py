@@ -530,9 +530,7 @@ class Supervisor:
         self.stdin_open = True
         self.key = None           # the relay key, from the first hello on stdin
         self.relay = None         # the relay's socket while one is the channel
-        self.relay_pid = None
         self.pending = {}         # fd -> [socket, first line so far, deadline]
-        self.pending_pid = {}     # fd -> the pending relay's pid
         self.listener = self.listen_relay()
         self.sel = selectors.DefaultSelector()
         self.inbuf = bytearray()
@@ -617,21 +615,18 @@ class Supervisor:
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         except OSError:
             return
-        pid, uid, _ = struct.unpack("3i", creds)
-        if uid == os.getuid():
+        if struct.unpack("3i", creds)[1] == os.getuid():
             # User code: the daemon's relay runs as another uid (exec's User), which user code
             # can neither become nor trace nor signal.
             conn.close()
             return
         conn.setblocking(False)
-        self.pending_pid[conn.fileno()] = pid
         if len(self.pending) >= RELAY_PENDING_MAX:
             self.drop_pending(min(self.pending, key=lambda fd: self.pending[fd][2]))
         self.pending[conn.fileno()] = [conn, bytearray(), time.monotonic() + RELAY_CHECK_S]
         self.sel.register(conn.fileno(), selectors.EVENT_READ, self.on_pending_data)
 
     def drop_pending(self, fd):
-        self.pending_pid.pop(fd, None)
         conn = self.pending.pop(fd)[0]
         self.sel.unregister(fd)
         conn.close()
@@ -657,12 +652,11 @@ class Supervisor:
         if nl < 0:
             return
         del self.pending[fd]
-        pid = self.pending_pid.pop(fd, None)
         self.sel.unregister(fd)
         if not self.relay_key_ok(bytes(line[:nl])):
             conn.close()
             return
-        self.take_relay(conn, pid, bytes(line[nl + 1:]))
+        self.take_relay(conn, bytes(line[nl + 1:]))
 
     def relay_key_ok(self, line):
         try:
@@ -679,13 +673,12 @@ class Supervisor:
         return self.key is not None and hmac.compare_digest(key.encode("utf-8", "replace"),
                                                             self.key.encode())
 
-    def take_relay(self, conn, pid, rest):
+    def take_relay(self, conn, rest):
         """A checked relay becomes the channel, in place of stdin or of an older relay."""
         if self.relay is not None:
             self.drop_relay(reopen_stdin=False)
         elif self.proto_in is not None:
             self.sel.unregister(self.proto_in)
-        self.relay_pid = pid
         self.relay = conn
         self.proto_in = self.proto_out = conn.fileno()
         self.inbuf = bytearray()
@@ -697,7 +690,6 @@ class Supervisor:
         self.sel.unregister(self.relay.fileno())
         self.relay.close()
         self.relay = None
-        self.relay_pid = None
         self.inbuf = bytearray()
         self.proto_out = self.stdout_fd
         self.proto_in = None
@@ -772,9 +764,12 @@ class Supervisor:
         supervisor and a running command goes (daemons of the old namespace, setsid'd
         children), as the sandbox user may signal them all."""
         uid = os.getuid()
-        if uid == 0:
-            return  # never outside a sandbox: as root this would reach the whole host
-        keep = {1, os.getpid(), self.relay_pid}
+        if uid == 0 or 1 not in (os.getpid(), os.getppid()):
+            # Never outside a sandbox: as root, or run by hand on a host (where neither we nor
+            # our parent is the pid namespace's init), this would reach every process of the uid
+            # on the machine, other sandboxes included.
+            return
+        keep = {1, os.getpid()}  # a relay runs as another uid: never ours to kill
         ex = self.current
         if ex is not None and ex.proc is not None:
             keep.add(ex.proc.pid)
