@@ -244,7 +244,7 @@ kernel_open(struct docker_client *c, const struct kernel_target *t, unsigned hel
             struct err *reterr)
 {
     /* -I -S: nothing from the environment or the writable HOME (user code's) is imported. */
-    static const char *const relay_argv[] = {"python3", "-I", "-S", KERNEL_PROGRAM, "relay", NULL};
+    static const char *const relay_argv[] = {"python3", "-I", "-S", KERNEL_RELAY, NULL};
     struct kernel *k;
     struct docker_hijack_opts o;
     struct timeval tv;

@@ -11,7 +11,7 @@
  * Closing the connection does not stop the kernel. Docker keeps the container's stdin open, so
  * a later kernel_open() (after a daemon restart) attaches to the same kernel again. Podman's
  * conmon closes it when the attach ends (docker/quirks.h stdin_survives_detach): the kernel then
- * waits for a relay, a process started with exec (`python3 -I -S KERNEL_PROGRAM relay`, as
+ * waits for a relay, a process started with exec (`python3 -I -S KERNEL_RELAY`, as
  * another uid than user code's, so that user code can neither trace nor signal it, and the
  * kernel refuses connections from user code's uid) that joins its stdio to the kernel's abstract
  * unix socket; the relay's first line carries the container's key (its DOCKER_LABEL_KEY label),
@@ -40,8 +40,8 @@ struct kernel_handlers {
     void (*on_closed)(struct kernel *k, int r, const char *why, void *userdata);
 };
 
-/* The kernel program in every sandpool image (the relay is its "relay" mode). */
-#define KERNEL_PROGRAM "/opt/sandpool/kernel.py"
+/* The relay program in every sandpool image (images/python/sandbox/relay.py). */
+#define KERNEL_RELAY "/opt/sandpool/relay.py"
 
 /* Which container and how to reach its kernel. */
 struct kernel_target {

@@ -209,7 +209,7 @@ time.sleep(0.5)
 found = killed = 0
 for p in os.listdir("/proc"):
     try:
-        if p.isdigit() and open("/proc/%s/cmdline" % p, "rb").read().endswith(b"\0relay\0"):
+        if p.isdigit() and open("/proc/%s/cmdline" % p, "rb").read().endswith(b"/relay.py\0"):
             found += 1
             os.kill(int(p), signal.SIGKILL)
             killed += 1

@@ -17,7 +17,7 @@ daemon attaches to the container again and asks "hello" to learn the generation.
 
 The channel is the container's stdin and stdout. Docker keeps that stdin open between attaches;
 Podman's conmon closes it when the attach ends. The supervisor then waits for a relay: the same
-program run with exec as `kernel.py relay` under another uid than user code's (which therefore
+program relay.py, run with exec under another uid than user code's (which therefore
 can neither trace it nor signal it), joining its own stdin and stdout to the supervisor's
 abstract unix socket (bound at start, before any user code, so user code cannot take the name).
 Connections from our own uid (user code) are closed at once. The relay's first line must be
@@ -60,7 +60,6 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 import traceback
 
@@ -73,8 +72,8 @@ KERNEL_FILE = os.path.abspath(__file__)
 WORKSPACE = os.environ.get("SANDPOOL_WORKSPACE", "/workspace")
 ARTIFACTS = os.path.join(WORKSPACE, ".sandpool", "artifacts")
 MAX_ARTIFACTS = 32  # figures saved per execution
-RELAY_SOCKET = "\0sandpool.kernel"  # abstract: in the container's own network namespace
-RELAY_LINE_MAX = 512     # a relay's first line
+RELAY_SOCKET = "\0sandpool.kernel"  # abstract, in the container's network namespace (relay.py)
+RELAY_LINE_MAX = 512     # a relay's first line (relay.py)
 RELAY_PENDING_MAX = 4    # relays connected and not yet checked
 RELAY_CHECK_S = 5        # time a relay has for its first line
 
@@ -1164,71 +1163,7 @@ def describe_status(status):
     return "worker exited with code %d" % os.WEXITSTATUS(status)
 
 
-def relay_main():
-    """`kernel.py relay`, run with exec (as another uid than user code's) by a daemon that cannot
-    attach to the supervisor's stdin any more: joins this process's stdin and stdout to the
-    supervisor's relay socket."""
-    set_dumpable(False)
-    # The daemon's first line (the key) before connecting, and then not if its stdin already
-    # ended: a daemon that gave up on this relay (it started too late) must not displace the
-    # relay it uses now.
-    first = bytearray()
-    while b"\n" not in first and len(first) <= RELAY_LINE_MAX:
-        try:
-            data = os.read(0, RELAY_LINE_MAX)
-        except InterruptedError:
-            continue
-        if not data:
-            return 0
-        first += data
-    os.set_blocking(0, False)
-    try:
-        more = os.read(0, 1 << 16)
-        if not more:
-            return 0
-        first += more
-    except BlockingIOError:
-        pass
-    os.set_blocking(0, True)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(RELAY_SOCKET)
-        sock.sendall(first)
-    except OSError as exc:
-        print("sandpool relay: cannot reach the kernel: %s" % exc, file=sys.stderr, flush=True)
-        return 1
-
-    def upstream():
-        while True:
-            try:
-                data = os.read(0, READ_CHUNK)
-                if data:
-                    sock.sendall(data)
-            except InterruptedError:
-                continue
-            except OSError:
-                data = b""
-            if not data:
-                os._exit(0)  # the daemon went: the supervisor sees the socket close
-
-    threading.Thread(target=upstream, daemon=True).start()
-    while True:
-        try:
-            data = sock.recv(READ_CHUNK)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(1, view):]
-        except InterruptedError:
-            continue
-        except OSError:
-            data = b""
-        if not data:
-            os._exit(0)
-
-
 def main():
-    if sys.argv[1:] == ["relay"]:
-        sys.exit(relay_main())
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     set_dumpable(False)  # before any descriptor worth protecting exists
