@@ -59,6 +59,7 @@
 #define RECONNECT_TRIES     3u
 #define SETTLE_MS           1000u /* see struct session's settle_timer */
 #define OOM_DEATH_MS        2000u /* see struct session's oom_ms */
+#define OOM_WAIT_MS         2000u /* see struct session's oom_wait_timer */
 #define CODE_HEAD_CHARS     200u  /* characters of code kept in the execution history */
 
 enum exec_phase {
@@ -133,6 +134,12 @@ struct session {
      * Under runc that is usually the worker alone (the session goes on); the container dying
      * within OOM_DEATH_MS of it was killed by it. */
     uint64_t oom_ms;
+    /* Under such a runtime the engine's "oom" may also come after the container's "die": a
+     * session whose container died during an execution waits up to OOM_WAIT_MS for it before
+     * it ends, so that the answer can say "oom" (0: not waiting, 1: waiting, 2: waited). */
+    struct event *oom_wait_timer;
+    int oom_wait;
+    bool oom_wait_die; /* the event waited on was "die" (else a removal) */
     enum session_state state;
     uint64_t last_touch_ms; /* monotonic */
     bool registered;        /* in the map and list (its record was written) */
@@ -286,6 +293,7 @@ static unsigned tenant_running(const struct session_manager *m, const char *tena
 static void restarts_answer(struct session *s, int r, const char *why);
 static void on_restart_timeout(evutil_socket_t fd, short what, void *arg);
 static void on_settle_timeout(evutil_socket_t fd, short what, void *arg);
+static void on_oom_wait_timeout(evutil_socket_t fd, short what, void *arg);
 static void delete_record(struct session_manager *m, const char *id);
 static json_t *time_json(uint64_t wall_ms);
 static size_t profile_index(const struct session_manager *m, const char *profile);
@@ -365,6 +373,7 @@ session_alloc(struct session_manager *m, struct pool_slot *slot, const struct cf
     TAILQ_INIT(&s->restarts);
     s->restart_timer = OOM_CHECK(evtimer_new(m->base, on_restart_timeout, s));
     s->settle_timer = OOM_CHECK(evtimer_new(m->base, on_settle_timeout, s));
+    s->oom_wait_timer = OOM_CHECK(evtimer_new(m->base, on_oom_wait_timeout, s));
     kernel_set_handlers(s->kernel, &session_kernel_handlers, s);
     return s;
 }
@@ -416,7 +425,8 @@ on_settle_timeout(evutil_socket_t fd, short what, void *arg)
 {
     struct session *s = arg;
 
-    if (s->exec != NULL && s->detached) {
+    /* Not while its container's death waits for an "oom": that ends the session and answers. */
+    if (s->exec != NULL && s->detached && s->oom_wait != 1) {
         execution_disconnected(s->exec);
     }
 }
@@ -432,6 +442,7 @@ session_destroy(struct session *s)
     restarts_answer(s, -ENOENT, "the session ended before its kernel restarted");
     event_free(s->restart_timer);
     event_free(s->settle_timer);
+    event_free(s->oom_wait_timer);
     if (s->registered) {
         (void)hashmap_remove(s->m->by_id, s->rec.id);
         TAILQ_REMOVE(&s->m->sessions, s, link);
@@ -597,6 +608,7 @@ session_lost(struct session *s, const char *why)
     }
     notify(s->m, "ended", &s->rec, why);
     (void)evtimer_del(s->settle_timer);
+    (void)evtimer_del(s->oom_wait_timer);
     if (s->exec != NULL) {
         execution_end(s->exec, died_of_oom(s) ? "oom" : "error", "SandboxLost", why);
     }
@@ -1928,6 +1940,9 @@ reconnect_or_end(struct session *s, json_t *list)
     struct err e = {0};
     char msg[256];
 
+    if (s->oom_wait == 1) {
+        return; /* its container died: the end waits for a late "oom" (container_gone) */
+    }
     if (c == NULL || state == NULL || strcmp(state, "running") != 0) {
         (void)snprintf(msg, sizeof(msg), "the sandbox was lost: its container %s",
                        c == NULL ? "is gone" : "stopped");
@@ -1948,26 +1963,55 @@ reconnect_or_end(struct session *s, json_t *list)
     s->reconnecting = true;
 }
 
+/* The container of s died (die) or was removed: s ends, saying why. */
+static void
+container_gone(struct session *s, bool died)
+{
+    char msg[192];
+
+    if (s->state == SESSION_ENDING || s->oom_wait == 1) {
+        return;
+    }
+    if (died_of_oom(s)) {
+        (void)snprintf(msg, sizeof(msg),
+                       "the sandbox was lost: it ran out of memory (memory_mb %u); under "
+                       "runtime %s the cap holds for the whole sandbox, which was killed",
+                       s->profile->memory_mb, s->profile->runtime);
+        session_lost(s, msg);
+        return;
+    }
+    if (s->oom_wait == 0 && s->exec != NULL && strcmp(s->profile->runtime, "runc") != 0) {
+        struct timeval tv;
+
+        s->oom_wait = 1;
+        s->oom_wait_die = died;
+        time_tv_from_ms(&tv, OOM_WAIT_MS);
+        (void)evtimer_add(s->oom_wait_timer, &tv);
+        return;
+    }
+    (void)snprintf(msg, sizeof(msg), "the sandbox was lost: its container %s",
+                   died ? "stopped" : "was removed");
+    session_lost(s, msg);
+}
+
+static void
+on_oom_wait_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct session *s = arg;
+
+    s->oom_wait = 2;
+    container_gone(s, s->oom_wait_die);
+}
+
 void
 session_manager_container_gone(struct session_manager *m, const char *container_id,
                                const char *action)
 {
     struct session *s;
-    char msg[192];
 
     TAILQ_FOREACH (s, &m->sessions, link) {
         if (s->slot != NULL && strcmp(pool_slot_container(s->slot), container_id) == 0) {
-            if (s->state != SESSION_ENDING && died_of_oom(s)) {
-                (void)snprintf(msg, sizeof(msg),
-                               "the sandbox was lost: it ran out of memory (memory_mb %u); under "
-                               "runtime %s the cap holds for the whole sandbox, which was killed",
-                               s->profile->memory_mb, s->profile->runtime);
-                session_lost(s, msg);
-            } else if (s->state != SESSION_ENDING) {
-                (void)snprintf(msg, sizeof(msg), "the sandbox was lost: its container %s",
-                               strcmp(action, "die") == 0 ? "stopped" : "was removed");
-                session_lost(s, msg);
-            }
+            container_gone(s, strcmp(action, "die") == 0);
             return;
         }
     }
@@ -1981,6 +2025,11 @@ session_manager_container_oom(struct session_manager *m, const char *container_i
     TAILQ_FOREACH (s, &m->sessions, link) {
         if (s->slot != NULL && strcmp(pool_slot_container(s->slot), container_id) == 0) {
             s->oom_ms = time_now_ms();
+            if (s->oom_wait == 1) { /* its "die" came first: end it now, as an OOM kill */
+                (void)evtimer_del(s->oom_wait_timer);
+                s->oom_wait = 2;
+                container_gone(s, s->oom_wait_die);
+            }
             return;
         }
     }

@@ -296,8 +296,10 @@ case_end
 
 case_begin fork-bomb-shell
 attack '{"command": ["bash", "-c", ":(){ :|:& };:"], "timeout_s": 10}'
-check "$CASE: ends with a status and bash's exit code, before its 10 s deadline" \
-    ajt '(.status == "ok" or .status == "error" or .status == "timeout") and (.exit_code | type) == "number" and .duration_ms < 10000'
+# bash retries a failed fork with growing sleeps: it usually gives up within about 2 s, but on a
+# busy machine its retries can outlast the deadline, which then ends it (status timeout).
+check "$CASE: ends with a status and bash's exit code, by its 10 s deadline + grace + 2 s" \
+    ajt "(.status == \"ok\" or .status == \"error\" or .status == \"timeout\") and (.exit_code | type) == \"number\" and .duration_ms < $((10000 + GRACE_MS + 2000))"
 echo "# $CASE: $(aj '[.status, .exit_code, .duration_ms]'), stderr: $(aj '.stderr[0:80]')"
 check "$CASE: the bomb's processes are gone within 5 s (back to $P0)" wait_for 5 procs_back "$A" "$P0"
 check_eq "$CASE: the namespace is untouched (same epoch, canary kept)" \
