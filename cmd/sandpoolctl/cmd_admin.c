@@ -56,8 +56,8 @@ ctl_cmd_health(struct ctl *ctl, int argc, char **argv)
         (void)printf("%-24s %s\n", "live", live ? "yes" : "no");
         (void)printf("%-24s %s\n", "ready", ready ? "yes" : "no");
         json_object_foreach (checks, key, v) {
-            ctl_format_value(v, text, sizeof(text));
-            (void)printf("%-24s %s\n", key, text);
+            ctl_format_value(v, text, sizeof(text)); /* it may quote the engine's error */
+            ctl_println(stdout, "%-24s %s", key, text);
         }
         rc = live && ready ? EXIT_OK : EXIT_SERVER;
     }
@@ -111,9 +111,9 @@ ctl_cmd_drain(struct ctl *ctl, int argc, char **argv)
         char n[32];
 
         ctl_format_value(json_object_get(ans, "sessions"), n, sizeof(n));
-        (void)printf("draining: %s (%s session%s)\n",
-                     json_is_true(json_object_get(ans, "draining")) ? "yes" : "no", n,
-                     strcmp(n, "1") == 0 ? "" : "s");
+        ctl_println(stdout, "draining: %s (%s session%s)",
+                    json_is_true(json_object_get(ans, "draining")) ? "yes" : "no", n,
+                    strcmp(n, "1") == 0 ? "" : "s");
         rc = EXIT_OK;
     }
     json_decref(ans);
@@ -154,8 +154,8 @@ print_policy(const json_t *ans)
     }
     ctl_format_value(json_object_get(ans, "checked"), checked, sizeof(checked));
     ctl_format_value(json_object_get(ans, "errors"), errors, sizeof(errors));
-    (void)printf("checked %s containers, %zu drifted, %s could not be inspected\n", checked,
-                 ctl_table_rows(t), errors);
+    ctl_println(stdout, "checked %s containers, %zu drifted, %s could not be inspected", checked,
+                ctl_table_rows(t), errors);
     if (ctl_table_rows(t) > 0) {
         ctl_table_print(t, stdout, 0, 0);
     }

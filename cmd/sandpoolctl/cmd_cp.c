@@ -106,11 +106,11 @@ upload(struct ctl *ctl, struct sp_client *c, const char *local, const struct rem
     int rc = EXIT_EXEC_FAILED, r;
 
     if (in == NULL) {
-        (void)fprintf(stderr, "sandpoolctl: cp: cannot open '%s': %s\n", local, strerror(errno));
+        ctl_println(stderr, "sandpoolctl: cp: cannot open '%s': %s", local, strerror(errno));
         return EXIT_EXEC_FAILED;
     }
     if (fstat(fileno(in), &st) < 0 || S_ISDIR(st.st_mode)) {
-        (void)fprintf(stderr, "sandpoolctl: cp: '%s' is not a file\n", local);
+        ctl_println(stderr, "sandpoolctl: cp: '%s' is not a file", local);
         goto out;
     }
     if (S_ISREG(st.st_mode)) {
@@ -124,16 +124,16 @@ upload(struct ctl *ctl, struct sp_client *c, const char *local, const struct rem
     r = sp_client_file_put(c, dst->id, dst->path, src, size, &ans, &e);
     if (r < 0) {
         rc = r_local(r);
-        (void)fprintf(stderr, "sandpoolctl: cp: %s\n", e.message);
+        ctl_println(stderr, "sandpoolctl: cp: %s", e.message);
         goto out;
     }
     if (ctl->json) {
         ctl_print_json(ans);
     } else {
-        (void)printf("copied %lld bytes to %s:%s (sha256 %s)\n",
-                     (long long)json_integer_value(json_object_get(ans, "size")), dst->id,
-                     json_string_value(json_object_get(ans, "path")) ?: dst->path,
-                     json_string_value(json_object_get(ans, "sha256")) ?: "?");
+        ctl_println(stdout, "copied %lld bytes to %s:%s (sha256 %s)",
+                    (long long)json_integer_value(json_object_get(ans, "size")), dst->id,
+                    json_string_value(json_object_get(ans, "path")) ?: dst->path,
+                    json_string_value(json_object_get(ans, "sha256")) ?: "?");
     }
     rc = EXIT_OK;
 out:
@@ -196,8 +196,8 @@ download_to(struct sp_client *c, const struct remote *src, const char *dest, uin
     }
     fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0 || fchmod(fd, 0666 & ~mask) < 0 || (out = fdopen(fd, "wb")) == NULL) {
-        (void)fprintf(stderr, "sandpoolctl: cp: cannot write next to '%s': %s\n", dest,
-                      strerror(errno));
+        ctl_println(stderr, "sandpoolctl: cp: cannot write next to '%s': %s", dest,
+                    strerror(errno));
         if (fd >= 0) {
             (void)close(fd);
             (void)unlink(tmp);
@@ -237,7 +237,7 @@ download(struct ctl *ctl, struct sp_client *c, const struct remote *src, const c
     }
     if (r < 0) {
         if (e.message[0] != '\0') {
-            (void)fprintf(stderr, "sandpoolctl: cp: %s\n", e.message);
+            ctl_println(stderr, "sandpoolctl: cp: %s", e.message);
         }
         return r_local(r);
     }
@@ -251,8 +251,8 @@ download(struct ctl *ctl, struct sp_client *c, const struct remote *src, const c
         ctl_print_json(doc);
         json_decref(doc);
     } else {
-        (void)printf("copied %llu bytes from %s:%s to %s\n", (unsigned long long)size, src->id,
-                     src->path, dest);
+        ctl_println(stdout, "copied %llu bytes from %s:%s to %s", (unsigned long long)size, src->id,
+                    src->path, dest);
     }
     return EXIT_OK;
 }

@@ -3,11 +3,19 @@
  * arrives (SSE). The exit code says how the execution ended: 0 status ok, 1 anything else
  * (error, timeout, oom, interrupted; the traceback goes to stderr; a command's non-zero exit
  * code is printed there too: passed through, it would collide with 2 and 3). Errors before the
- * execution ran (no such session, busy, unreachable) are 3. */
+ * execution ran (no such session, busy, unreachable) are 3.
+ *
+ * The program's output is the user's data: written to a pipe or a file it is passed through
+ * byte for byte (`exec ... > out.csv` must be exact). Only a stream that is a terminal gets it
+ * escaped (CTL_TEXT_LINES: lines, tabs and CRs kept, every other control visible), because
+ * there the program would otherwise drive the operator's terminal (title, clipboard, screen).
+ * What sandpoolctl itself says about the execution (artifact paths, the traceback, the status)
+ * is always escaped, wherever it goes. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -26,6 +34,12 @@ static const char exec_help[] =
     "executions) or, with --command, runs ARGV in the session's container. CODE '-' reads the\n"
     "code from stdin. Output is streamed as printed: the session's stdout to stdout, its stderr\n"
     "to stderr. With -o json nothing is streamed: the Execution object is printed at the end.\n"
+    "\n"
+    "Output written to a terminal shows control characters other than newline, tab and\n"
+    "carriage return as escapes (ESC as \\x1b, U+009B as \\u009b), so that a program cannot\n"
+    "set the title, write the clipboard or redraw the screen; output redirected to a file or a\n"
+    "pipe is passed through unchanged, byte for byte. Tracebacks and sandpoolctl's own lines\n"
+    "are always escaped.\n"
     "\n"
     "  --timeout S   stop the execution after S seconds (default: the daemon's)\n"
     "\n"
@@ -172,7 +186,7 @@ on_progress(void *userdata)
     other = ctl_client(w->ctl); /* c is inside its transfer: a second connection */
     if (other != NULL && sp_client_session_interrupt(other, w->id, NULL, &e) < 0 &&
         e.http_status != 409) { /* 409 not_running: it just finished */
-        (void)fprintf(stderr, "sandpoolctl: cannot interrupt: %s\n", e.message);
+        ctl_println(stderr, "sandpoolctl: cannot interrupt: %s", e.message);
     } else if (other != NULL) {
         (void)fprintf(stderr, "sandpoolctl: interrupting (Ctrl-C again to stop waiting)\n");
     }
@@ -180,25 +194,48 @@ on_progress(void *userdata)
     return 0;
 }
 
-/* Writes an output event's text where it belongs, at once. */
+/* Which of our streams are terminals, decided once before the output starts. */
+struct ttys {
+    bool out, err;
+};
+
+/* Writes an output event's text where it belongs, at once: raw to a pipe or a file, escaped to
+ * a terminal (see the top of this file). */
 static int
 on_event(const struct sp_event *ev, void *userdata)
 {
+    const struct ttys *tty = userdata;
     bool out = strcmp(ev->name, "stdout") == 0;
     FILE *f = out ? stdout : stderr;
     const json_t *text = json_object_get(ev->data, "text");
 
     if (out || strcmp(ev->name, "stderr") == 0) {
-        if (json_is_string(text)) {
-            (void)fwrite(json_string_value(text), 1, json_string_length(text), f);
-            (void)fflush(f);
+        if (!json_is_string(text)) {
+            return 0;
         }
+        if (out ? tty->out : tty->err) {
+            ctl_text_write(f, json_string_value(text), json_string_length(text), CTL_TEXT_LINES);
+        } else {
+            (void)fwrite(json_string_value(text), 1, json_string_length(text), f);
+        }
+        (void)fflush(f);
     } else if (strcmp(ev->name, "artifact") == 0) {
         (void)fflush(stdout);
-        (void)fprintf(stderr, "sandpoolctl: artifact %s\n",
-                      json_string_value(json_object_get(ev->data, "path")) ?: "?");
+        ctl_println(stderr, "sandpoolctl: artifact %s",
+                    json_string_value(json_object_get(ev->data, "path")) ?: "?");
     }
     return 0;
+}
+
+/* Writes text from the sandbox (a traceback line; an error's name, sep and value) to stderr
+ * with its own line breaks, every other control escaped, then a newline. */
+static void
+put_lines(const char *a, const char *sep, const char *b)
+{
+    ctl_text_write(stderr, a, strlen(a), CTL_TEXT_LINES);
+    (void)fputs(sep, stderr);
+    ctl_text_write(stderr, b, strlen(b), CTL_TEXT_LINES);
+    (void)fputc('\n', stderr);
 }
 
 /* Tells on stderr how a non-ok execution ended: the traceback (or name: value), and what
@@ -212,20 +249,19 @@ report_failure(const json_t *x, const char *status)
     (void)fflush(stdout);
     if (json_array_size(tb) > 0) {
         json_array_foreach (tb, i, l) {
-            (void)fprintf(stderr, "%s\n", json_string_value(l) ?: "");
+            put_lines(json_string_value(l) ?: "", "", "");
         }
     } else if (json_is_object(err)) {
-        (void)fprintf(stderr, "%s: %s\n",
-                      json_string_value(json_object_get(err, "name")) ?: "Error",
-                      json_string_value(json_object_get(err, "value")) ?: "");
+        put_lines(json_string_value(json_object_get(err, "name")) ?: "Error", ": ",
+                  json_string_value(json_object_get(err, "value")) ?: "");
     }
     if (strcmp(status, "error") != 0) {
-        (void)fprintf(
-            stderr, "sandpoolctl: the execution ended with status '%s' (%s, epoch %lld)\n", status,
-            json_is_true(json_object_get(x, "state_preserved"))
-                ? "variables kept"
-                : "interpreter restarted, variables gone",
-            (long long)json_integer_value(json_object_get(x, "kernel_epoch")));
+        ctl_println(stderr, "sandpoolctl: the execution ended with status '%s' (%s, epoch %lld)",
+                    status,
+                    json_is_true(json_object_get(x, "state_preserved"))
+                        ? "variables kept"
+                        : "interpreter restarted, variables gone",
+                    (long long)json_integer_value(json_object_get(x, "kernel_epoch")));
     }
 }
 
@@ -263,6 +299,7 @@ ctl_cmd_exec(struct ctl *ctl, int argc, char **argv)
     json_t *req = NULL, *x = NULL;
     struct sigaction sigact = {0}, old_sigint;
     struct watch w = {.ctl = ctl};
+    struct ttys tty = {isatty(STDOUT_FILENO) == 1, isatty(STDERR_FILENO) == 1};
     int rc, r;
 
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
@@ -294,7 +331,7 @@ ctl_cmd_exec(struct ctl *ctl, int argc, char **argv)
     if (ctl->json) {
         r = sp_client_execute(c, a.id, req, &x, &e);
     } else {
-        r = sp_client_execute_stream(c, a.id, req, on_event, NULL, &x, &e);
+        r = sp_client_execute_stream(c, a.id, req, on_event, &tty, &x, &e);
     }
     (void)sigaction(SIGINT, &old_sigint, NULL);
     if (r == -EINTR) {

@@ -96,16 +96,17 @@ print_session(const json_t *s)
             ctl_format_until(raw, d, sizeof(d));
             (void)snprintf(rel, sizeof(rel), "  (%s)", d);
         }
-        (void)printf("%-16s %s%s\n", keys[i], text, raw != NULL ? rel : "");
+        ctl_println(stdout, "%-16s %s%s", keys[i], text, raw != NULL ? rel : "");
     }
     if (json_object_size(meta) == 0) {
         (void)printf("%-16s -\n", "metadata");
     } else {
         (void)printf("metadata\n");
     }
+    /* The tenant wrote both the keys and the values: escaped, one line each. */
     json_object_foreach ((json_t *)meta, key, v) {
         ctl_format_value(v, text, sizeof(text));
-        (void)printf("  %s=%s\n", key, text);
+        ctl_println(stdout, "  %s=%s", key, text);
     }
 }
 
@@ -141,7 +142,7 @@ session_kill(struct ctl *ctl, struct sp_client *c, const char *id)
         ctl_print_json(doc);
         json_decref(doc);
     } else {
-        (void)printf("session %s ended\n", id);
+        ctl_println(stdout, "session %s ended", id);
     }
     return EXIT_OK;
 }

@@ -146,10 +146,12 @@ frame(struct top *t, FILE *f)
 
     (void)strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime_r(&now, &tm));
     rate(t, metrics, per_s, sizeof(per_s), &total);
-    (void)fprintf(f, "sandpoolctl top - %s - %s - every %gs - q quits\n", sp_client_url(t->c),
-                  stamp, t->interval);
+    ctl_println(f, "sandpoolctl top - %s - %s - every %gs - q quits", sp_client_url(t->c), stamp,
+                t->interval);
     if (!ok) {
-        (void)fprintf(f, "\nerror: %.*s\n", (int)MIN(t->cols, 400u), e.message);
+        (void)fputc('\n', f);
+        /* The message may quote the daemon or the engine. */
+        ctl_println(f, "error: %.*s", (int)MIN(t->cols, 400u), e.message);
         goto out;
     }
     pt = ctl_pools_table(json_object_get(pools, "pools"));

@@ -34,9 +34,10 @@ struct ctl_command {
 
 /* Creates the client for ctl (URL and token), or prints why not and returns NULL. */
 struct sp_client *ctl_client(const struct ctl *ctl);
-/* Prints "sandpoolctl: <message>" for a failed call and returns the exit code for it (3). */
+/* Prints "sandpoolctl: <message>" (escaped: it may quote the server) for a failed call and
+ * returns the exit code for it (3). */
 int ctl_fail(const struct sp_error *e);
-/* Prints "sandpoolctl: <cmd>: <fmt>" and the usage hint on stderr. */
+/* Prints "sandpoolctl: <cmd>: <fmt>" (escaped) and the usage hint on stderr. */
 void ctl_usage_print(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The same as an expression worth EXIT_USAGE: `return CTL_USAGE_ERROR("pool", "...");`. A
  * macro, so that the analyzer sees the value (a function in another file would be opaque). */
@@ -54,11 +55,40 @@ void ctl_format_duration(int64_t secs, char *out, size_t n);
 void ctl_format_age(const char *rfc3339, char *out, size_t n);
 /* Time until an RFC 3339 time ("in 4m", "expired" when past), or "-". */
 void ctl_format_until(const char *rfc3339, char *out, size_t n);
-/* A JSON value as short text: strings as is, integers, reals, true/false, null as "-". */
+/* A JSON value as short text: strings as is, integers, reals, true/false, null as "-". Not yet
+ * safe to show: print it through ctl_println() or a table. */
 void ctl_format_value(const json_t *v, char *out, size_t n);
 
+/* Text that a tenant, a sandbox or the engine controls (metadata, paths, error messages,
+ * tracebacks, program output) never reaches the terminal raw: it could set the window title,
+ * write the clipboard (OSC 52), clear the screen or forge lines. Every human-readable output
+ * goes through the escaping below; -o json is left to jansson.
+ *
+ * CTL_TEXT_CELL (tables, key/value views, messages): one line, the daemon's log rules.
+ * Backslash becomes \\; newline, CR and tab \n, \r, \t; other C0 controls and DEL \xHH; the
+ * C1 controls U+0080..U+009F and the line separators U+2028/U+2029 \uHHHH; a byte outside
+ * well-formed UTF-8 \xHH (it names the byte, where U+FFFD would hide it). With the backslash
+ * doubled, each escape stands for exactly one input.
+ * CTL_TEXT_LINES (program output on a terminal, tracebacks): newline, tab and CR are kept (the
+ * layout is the program's; CR can only overwrite the program's own line), and so is the
+ * backslash (the program's text reads as it wrote it); every other control is escaped as in
+ * CTL_TEXT_CELL. */
+enum ctl_text {
+    CTL_TEXT_CELL,
+    CTL_TEXT_LINES,
+};
+/* Writes s[0..len) escaped into out (n >= 1 bytes, always NUL-terminated): whole escapes and
+ * characters only, the rest is cut. Returns the length written. Pure. */
+size_t ctl_text_escape(char *out, size_t n, const char *s, size_t len, enum ctl_text mode);
+/* Writes s[0..len) escaped to f, all of it. */
+void ctl_text_write(FILE *f, const char *s, size_t len, enum ctl_text mode);
+/* Prints fmt's output escaped as CTL_TEXT_CELL, then a newline: one line of text whose
+ * arguments may come from the server. fmt is ours and holds no newline (asserted). */
+void ctl_println(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* An aligned text table: add the header, then rows; print computes column widths. Cells are
- * copied. max_rows limits what print shows (0 = all) and says how many were left out. */
+ * copied, escaped as CTL_TEXT_CELL (NULL shows as "-"). max_rows limits what print shows
+ * (0 = all) and says how many were left out. */
 struct ctl_table;
 struct ctl_table *ctl_table_new(size_t ncols, const char *const *headers);
 void ctl_table_add(struct ctl_table *t, const char *const *cells);

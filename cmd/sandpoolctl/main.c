@@ -63,9 +63,8 @@ set_str(char *out, size_t n, const char *what, const char *s)
             (void)fprintf(stderr, "sandpoolctl: the token is too long (at most %zu bytes)\n",
                           n - 1);
         } else {
-            (void)fprintf(stderr,
-                          "sandpoolctl: the %s '%.40s...' is too long (at most %zu bytes)\n", what,
-                          s, n - 1);
+            ctl_println(stderr, "sandpoolctl: the %s '%.40s...' is too long (at most %zu bytes)",
+                        what, s, n - 1);
         }
         return -EINVAL;
     }
@@ -116,7 +115,7 @@ take_global_options(struct ctl *ctl, int argc, char **argv)
         if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 || strcmp(a, "--url") == 0 ||
             strcmp(a, "--token") == 0) {
             if (i + 1 >= argc) {
-                (void)fprintf(stderr, "sandpoolctl: option '%s' needs a value\n", a);
+                ctl_println(stderr, "sandpoolctl: option '%s' needs a value", a);
                 return -1;
             }
             v = argv[++i];
@@ -132,8 +131,7 @@ take_global_options(struct ctl *ctl, int argc, char **argv)
         }
         if (a[1] == 'o' || strncmp(a, "--output", 8) == 0) {
             if (strcmp(v, "json") != 0 && strcmp(v, "text") != 0) {
-                (void)fprintf(stderr, "sandpoolctl: unknown output format '%s' (json or text)\n",
-                              v);
+                ctl_println(stderr, "sandpoolctl: unknown output format '%s' (json or text)", v);
                 return -1;
             }
             ctl->json = strcmp(v, "json") == 0;
@@ -194,7 +192,7 @@ main(int argc, char **argv)
         return ctl_cmd_version(&ctl, n - 1, argv + 1);
     }
     if (argv[1][0] == '-') {
-        (void)fprintf(stderr, "sandpoolctl: unknown option '%s'\n", argv[1]);
+        ctl_println(stderr, "sandpoolctl: unknown option '%s'", argv[1]);
         usage(stderr);
         return EXIT_USAGE;
     }
@@ -211,7 +209,7 @@ main(int argc, char **argv)
             return rc;
         }
     }
-    (void)fprintf(stderr, "sandpoolctl: unknown command '%s'\n", argv[1]);
+    ctl_println(stderr, "sandpoolctl: unknown command '%s'", argv[1]);
     usage(stderr);
     return EXIT_USAGE;
 }

@@ -1,7 +1,14 @@
 /* sandpoolctl output helpers: one error line per failure, aligned tables whose column widths
  * are computed from their cells, and durations people read at a glance. Times from the daemon
- * are RFC 3339 UTC; ages are computed against this machine's clock. */
+ * are RFC 3339 UTC; ages are computed against this machine's clock.
+ *
+ * Everything shown to people passes through the escaping here (rules in ctl.h): the operator's
+ * terminal must never receive a control sequence that a tenant, a sandbox or the engine wrote.
+ * The rules are the daemon's log rules (src/log/log.c); the code is repeated because
+ * sandpoolctl links only the client library, not src/util/utf8.c or the log. */
+#include <assert.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,7 +25,7 @@ ctl_client(const struct ctl *ctl)
     struct sp_error e = {0};
 
     if (sp_client_new(ctl->url, ctl->token, &c, &e) < 0) {
-        (void)fprintf(stderr, "sandpoolctl: %s\n", e.message);
+        ctl_println(stderr, "sandpoolctl: %s", e.message);
         return NULL;
     }
     return c;
@@ -27,20 +34,26 @@ ctl_client(const struct ctl *ctl)
 int
 ctl_fail(const struct sp_error *e)
 {
-    (void)fprintf(stderr, "sandpoolctl: %s\n", e->message[0] != '\0' ? e->message : "failed");
+    ctl_println(stderr, "sandpoolctl: %s", e->message[0] != '\0' ? e->message : "failed");
     return EXIT_SERVER;
 }
 
 void
 ctl_usage_print(const char *cmd, const char *fmt, ...)
 {
+    char *text = NULL;
     va_list ap;
+    int n;
 
-    (void)fprintf(stderr, "sandpoolctl: %s: ", cmd);
     va_start(ap, fmt);
-    (void)vfprintf(stderr, fmt, ap);
+    n = vasprintf(&text, fmt, ap);
     va_end(ap);
-    (void)fprintf(stderr, "\nTry 'sandpoolctl %s --help'.\n", cmd);
+    if (n < 0) {
+        oom();
+    }
+    ctl_println(stderr, "sandpoolctl: %s: %s", cmd, text); /* it quotes the arguments */
+    ctl_println(stderr, "Try 'sandpoolctl %s --help'.", cmd);
+    free(text);
 }
 
 bool
@@ -58,6 +71,162 @@ ctl_print_json(const json_t *j)
     }
     (void)json_dumpf(j, stdout, JSON_INDENT(2) | JSON_ENCODE_ANY);
     (void)printf("\n");
+}
+
+/* ---- display-safe text ----------------------------------------------------------------------- */
+
+#define CHAR_INVALID UINT32_MAX
+
+/* Length of the well-formed UTF-8 sequence at s[0..n) (1..4), or 0: the table 3-7 of the
+ * Unicode standard, as src/util/utf8.c (no overlongs, surrogates or code points > U+10FFFF). */
+static size_t
+utf8_seq_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
+    size_t len;
+
+    if (c < 0x80) {
+        return 1;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        lo = c == 0xE0 ? 0xA0 : 0x80;
+        hi = c == 0xED ? 0x9F : 0xBF;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        lo = c == 0xF0 ? 0x90 : 0x80;
+        hi = c == 0xF4 ? 0x8F : 0xBF;
+    } else {
+        return 0;
+    }
+    if (n < len || s[1] < lo || s[1] > hi) {
+        return 0;
+    }
+    for (size_t i = 2; i < len; i++) {
+        if (s[i] < 0x80 || s[i] > 0xBF) {
+            return 0;
+        }
+    }
+    return len;
+}
+
+/* The character at s[0..n) (n >= 1): its code point and length, or CHAR_INVALID and length 1
+ * for a byte that does not start a well-formed sequence. */
+static uint32_t
+char_at(const char *s, size_t n, size_t *ret_len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t len = utf8_seq_len(u, n);
+    uint32_t cp;
+
+    if (len == 0) {
+        *ret_len = 1;
+        return CHAR_INVALID;
+    }
+    cp = len == 1 ? u[0] : u[0] & (0x7fu >> len);
+    for (size_t i = 1; i < len; i++) {
+        cp = (cp << 6) | (u[i] & 0x3fu);
+    }
+    *ret_len = len;
+    return cp;
+}
+
+/* C0, DEL, C1 and the Unicode line separators: what a terminal or a reader acts on. */
+static bool
+is_control(uint32_t cp)
+{
+    return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029;
+}
+
+/* The display form of the character at s[0..n) (n >= 1) into e (room for 8): returns its length
+ * and the input bytes it stands for in *ret_used. */
+static size_t
+display_form(const char *s, size_t n, enum ctl_text mode, char *e, size_t *ret_used)
+{
+    uint32_t cp = char_at(s, n, ret_used);
+    bool lines = mode == CTL_TEXT_LINES;
+    int w;
+
+    if (cp == '\n' || cp == '\t' || cp == '\r') {
+        if (lines) {
+            e[0] = (char)cp;
+            return 1;
+        }
+        w = snprintf(e, 8, "\\%c", cp == '\n' ? 'n' : cp == '\t' ? 't' : 'r');
+    } else if (cp == '\\' && !lines) {
+        w = snprintf(e, 8, "\\\\");
+    } else if (cp == CHAR_INVALID || (cp < 0x80 && is_control(cp))) {
+        w = snprintf(e, 8, "\\x%02x", (unsigned char)s[0]);
+    } else if (is_control(cp)) {
+        w = snprintf(e, 8, "\\u%04x", (unsigned)cp);
+    } else {
+        memcpy(e, s, *ret_used);
+        return *ret_used;
+    }
+    return w > 0 ? (size_t)w : 0;
+}
+
+size_t
+ctl_text_escape(char *out, size_t n, const char *s, size_t len, enum ctl_text mode)
+{
+    size_t pos = 0;
+
+    assert(n >= 1);
+    for (size_t i = 0; i < len;) {
+        char e[8];
+        size_t used, k = display_form(s + i, len - i, mode, e, &used);
+
+        if (pos + k + 1 > n) {
+            break;
+        }
+        memcpy(out + pos, e, k);
+        pos += k;
+        i += used;
+    }
+    out[pos] = '\0';
+    return pos;
+}
+
+void
+ctl_text_write(FILE *f, const char *s, size_t len, enum ctl_text mode)
+{
+    char chunk[4096];
+    size_t pos = 0;
+
+    for (size_t i = 0; i < len;) {
+        char e[8];
+        size_t used, k = display_form(s + i, len - i, mode, e, &used);
+
+        if (pos + k > sizeof(chunk)) {
+            (void)fwrite(chunk, 1, pos, f);
+            pos = 0;
+        }
+        memcpy(chunk + pos, e, k);
+        pos += k;
+        i += used;
+    }
+    (void)fwrite(chunk, 1, pos, f);
+}
+
+void
+ctl_println(FILE *f, const char *fmt, ...)
+{
+    char *text = NULL;
+    va_list ap;
+    int n;
+
+    assert(strchr(fmt, '\n') == NULL); /* it would be escaped: write newlines with fputc */
+    va_start(ap, fmt);
+    n = vasprintf(&text, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        oom();
+    }
+    ctl_text_write(f, text, (size_t)n, CTL_TEXT_CELL);
+    (void)fputc('\n', f);
+    free(text);
 }
 
 /* ---- time --------------------------------------------------------------------------------- */
@@ -181,14 +350,14 @@ ctl_table_add(struct ctl_table *t, const char *const *cells)
         t->cells = xrealloc(t->cells, t->alloc * sizeof(char *));
     }
     for (size_t i = 0; i < t->ncols; i++) {
-        /* Control characters (a newline in metadata) would break the alignment. */
-        char *s = xstrdup(cells[i] != NULL ? cells[i] : "-");
+        /* Escaped once, here: a cell is one line of printable text (a newline in metadata would
+         * break the alignment, an OSC sequence would reach the terminal). Escapes are at most 4
+         * bytes per input byte. */
+        const char *cell = cells[i] != NULL ? cells[i] : "-";
+        size_t len = strlen(cell);
+        char *s = xmalloc(4 * len + 1);
 
-        for (char *p = s; *p != '\0'; p++) {
-            if ((unsigned char)*p < 0x20) {
-                *p = ' ';
-            }
-        }
+        (void)ctl_text_escape(s, 4 * len + 1, cell, len, CTL_TEXT_CELL);
         t->cells[used + i] = s;
     }
     if (used > 0) {

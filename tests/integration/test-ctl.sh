@@ -286,6 +286,53 @@ check "... says so" out_has "^session $s2 ended$"
 check_eq "the killed session is gone (show: 3)" "$(ctl session show "$s2")" 3
 check_eq "and gone for its tenant too (404)" "$(api GET "/v1/sessions/$s2" "$TB" >/dev/null; status)" 404
 
+# ---- hostile text (issue 14, item 12) ----------------------------------------------------------------
+# A tenant's metadata holding terminal controls (OSC 52 writes the clipboard, OSC 0 sets the title,
+# a newline forges a line, U+009B is CSI in its C1 form): the human-readable views show them as
+# visible escapes, and not one ESC (0x1b), BEL (0x07) or C1 byte reaches the terminal.
+# raw_free FILE: FILE has text, and no ESC, BEL or UTF-8 C1 CSI byte (a bare `! grep` would pass
+# on an empty file).
+raw_free() { [ -s "$1" ] && ! LC_ALL=C grep -q $'[\x1b\x07]' "$1" && ! LC_ALL=C grep -qF $'\xc2\x9b' "$1"; }
+out_line() { grep -qxF -- "$1" "$work/out"; }
+s3=$(new_session "$TA" '{"metadata": {"clip": "\u001b]52;c;SGVsbG8=\u0007", "title": "\u001b]0;pwned\u0007", "nl": "one\ntwo", "csi": "\u009b2J"}}')
+check "a session whose metadata holds OSC 52, an OSC title, a newline and a C1 CSI" \
+    test -n "$s3" -a "$s3" != null
+check_eq "session show of it: 0" "$(ctl session show "$s3")" 0
+check "... no ESC, BEL or C1 byte in its output" raw_free "$work/out"
+check "... the OSC 52 sequence shown escaped" out_line '  clip=\x1b]52;c;SGVsbG8=\x07'
+check "... the OSC title sequence shown escaped" out_line '  title=\x1b]0;pwned\x07'
+check "... the newline shown as \\n, on the key's one line" out_line '  nl=one\ntwo'
+check "... the C1 CSI shown as \\u009b" out_line '  csi=\u009b2J'
+check_eq "session ls: 0" "$(ctl session ls)" 0
+check "... lists the session (the table has no metadata column)" \
+    bash -c "grep -qE '^$s3 +a +python' '$work/out'"
+check "... with no ESC, BEL or C1 byte in it" raw_free "$work/out"
+check_eq "session show -o json: 0" "$(ctl -o json session show "$s3")" 0
+check "... stays JSON (jansson's escapes)" grep -qiF '"clip": "\u001b]52;c;SGVsbG8=\u0007"' "$work/out"
+check_eq "an exception whose message holds OSC 52: exit 1" \
+    "$(ctl exec "$s3" -- 'raise ValueError("\x1b]52;c;SGVsbG8=\x07")')" 1
+check "... the traceback on stderr shows it escaped" grep -qF 'ValueError: \x1b]52;c;SGVsbG8=\x07' "$work/err"
+check "... with no ESC, BEL or C1 byte on stderr" raw_free "$work/err"
+check_eq "exec output to a file is the program's bytes, unchanged" \
+    "$(ctl exec "$s3" -- 'print("\x1b[1mbold\x1b[0m")'; od -An -tx1 "$work/out" | tr -d ' \n')" "0
+1b5b316d626f6c641b5b306d0a"
+# On a terminal (a tmux pane) the program's output is shown escaped: the title is not set.
+cat >"$work/hostile-exec.sh" <<EOF
+SANDPOOL_URL=$U SANDPOOL_TOKEN=$ADMIN ${ASAN_OPTIONS:+ASAN_OPTIONS=$ASAN_OPTIONS} '$SANDPOOLCTL' exec '$s3' -- 'print("\\x1b]0;pwned\\x07title")' 2>>'$work/ctl-all.err'
+echo \$? >'$work/hostile-exec.rc'
+sleep 60
+EOF
+tx=ctlexec-$$
+tmux new-session -d -s "$tx" -x 120 -y 10 "bash '$work/hostile-exec.sh'"
+wait_for 30 test -s "$work/hostile-exec.rc"
+pane "$tx" >"$work/capx"
+sed 's/^/# | /' "$work/capx"
+check_eq "exec on a terminal: 0" "$(cat "$work/hostile-exec.rc" 2>/dev/null)" 0
+check "... the program's OSC title sequence is shown escaped, not acted on" \
+    grep -qF '\x1b]0;pwned\x07title' "$work/capx"
+tmux kill-session -t "$tx" 2>/dev/null
+check_eq "session kill of it: 0" "$(ctl session kill "$s3")" 0
+
 # ---- the daemon away -------------------------------------------------------------------------------
 check_eq "a unix socket that does not exist: 3" "$(ctl --url unix:$work/none.sock health)" 3
 check "... one readable line" bash -c "[ \$(wc -l <'$work/err') = 1 ] && grep -q 'cannot reach sandpoold at unix:$work/none.sock: no such socket; is it running?' '$work/err'"

@@ -1,12 +1,17 @@
 /* The client library's pure parts: the SSE parser (src/client/sse.c: events split at every
  * byte, multi-line data, CR/LF/CRLF line ends with a CRLF split across reads, comments, the
  * default event name, events without data, the size bounds) and sp_client_metric_sum (samples
- * with and without labels, quoted label values, malformed lines). */
+ * with and without labels, quoted label values, malformed lines). And sandpoolctl's output
+ * helpers (cmd/sandpoolctl/util.c, linked in): what a tenant, a sandbox or the engine put in
+ * a string reaches the operator's terminal as visible escapes, never as a control sequence
+ * (issue 14, item 12). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "client/sse.h"
+#include "ctl.h"
 #include "sandpool/client.h"
 #include "tap.h"
 
@@ -132,6 +137,122 @@ TEST(metric_sum)
     ASSERT_ERR(sp_client_metric_sum("m one\n", "m", &v), EINVAL);
 }
 
+/* True when s[0..n) holds a byte a terminal acts on: C0 controls (newline aside), DEL, and the
+ * UTF-8 forms of the C1 controls U+0080..U+009F. */
+static bool
+has_terminal_control(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if ((c < 0x20 && c != '\n') || c == 0x7f) {
+            return true;
+        }
+        if (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
+            (unsigned char)s[i + 1] <= 0x9f) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static const char hostile[] = "t\x1b]0;pwned\x07 c\x1b]52;c;SGVsbG8=\x07 \x1b[2J"
+                              "\nx\xc2\x9b"
+                              "1m\x7f\\ \xc3\xa9\xff\xe2\x80\xa8";
+
+TEST(escape_cell)
+{
+    char out[256];
+    size_t n = ctl_text_escape(out, sizeof(out), hostile, strlen(hostile), CTL_TEXT_CELL);
+
+    ASSERT_STREQ(out,
+                 "t\\x1b]0;pwned\\x07 c\\x1b]52;c;SGVsbG8=\\x07 \\x1b[2J\\nx\\u009b1m\\x7f\\\\ "
+                 "\xc3\xa9\\xff\\u2028");
+    ASSERT_EQ_U(n, strlen(out));
+    TAP_CHECK(!has_terminal_control(out, n) && strchr(out, '\n') == NULL, "one line, no control");
+    ASSERT_EQ_U(ctl_text_escape(out, sizeof(out), "plain text: caf\xc3\xa9", 17, CTL_TEXT_CELL),
+                17);
+    ASSERT_STREQ(out, "plain text: caf\xc3\xa9");
+}
+
+TEST(escape_lines)
+{
+    char out[256];
+    static const char text[] = "a\tb\r\nc\\d \x1b[31mred\x1b[0m \xc2\x85\n\x08";
+
+    (void)ctl_text_escape(out, sizeof(out), text, strlen(text), CTL_TEXT_LINES);
+    /* Compared without printing: the TAP output must stay one line per check. */
+    TAP_CHECK(strcmp(out, "a\tb\r\nc\\d \\x1b[31mred\\x1b[0m \\u0085\n\\x08") == 0,
+              "newline, tab and CR kept, the backslash as it is, ESC, C1 and BS escaped");
+}
+
+TEST(escape_cut)
+{
+    char out[9];
+
+    /* Only whole escapes and characters fit; the result is always terminated. */
+    ASSERT_EQ_U(ctl_text_escape(out, sizeof(out), "ab\x1b\x1b", 4, CTL_TEXT_CELL), 6);
+    ASSERT_STREQ(out, "ab\\x1b");
+    ASSERT_EQ_U(ctl_text_escape(out, sizeof(out), "abcdefg\xc3\xa9", 9, CTL_TEXT_CELL), 7);
+    ASSERT_STREQ(out, "abcdefg");
+    ASSERT_EQ_U(ctl_text_escape(out, 1, "abc", 3, CTL_TEXT_CELL), 0);
+    ASSERT_STREQ(out, "");
+    ASSERT_EQ_U(ctl_text_escape(out, sizeof(out), "a\xe2\x82", 3, CTL_TEXT_CELL), 5);
+    ASSERT_STREQ(out, "a\\xe2");
+}
+
+/* Terminal columns from a to b: characters, not bytes (continuation bytes do not count). */
+static size_t
+columns(const char *a, const char *b)
+{
+    size_t n = 0;
+
+    for (; a < b; a++) {
+        n += ((unsigned char)*a & 0xC0) != 0x80;
+    }
+    return n;
+}
+
+TEST(table_cells_are_escaped)
+{
+    static const char *const headers[] = {"ID", "META", "END"};
+    const char *row[] = {"s1", hostile, "e"};
+    struct ctl_table *t = ctl_table_new(3, headers);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    const char *line2;
+
+    ctl_table_add(t, row);
+    ctl_table_print(t, f, 0, 0);
+    (void)fclose(f);
+    TAP_CHECK(!has_terminal_control(text, len), "no control byte in the table");
+    TAP_CHECK(strstr(text, "t\\x1b]0;pwned\\x07 c\\x1b]52;c;SGVsbG8=\\x07 \\x1b[2J\\nx\\u009b") !=
+                  NULL,
+              "visible escapes");
+    line2 = strchr(text, '\n');
+    TAP_CHECK(line2 != NULL && strchr(line2 + 1, '\n') == text + len - 1, "two lines");
+    /* "END" and "e" start in the same column: widths are those of the escaped text. */
+    TAP_CHECK(line2 != NULL && columns(text, strstr(text, "END")) ==
+                                   columns(line2 + 1, strstr(line2, "  e") + 2),
+              "aligned");
+    (void)ctl_table_free(t);
+    free(text);
+}
+
+TEST(println_escapes)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    ctl_println(f, "  %s=%s", "k\x1b]52;c;SGVsbG8=\x07", "v\n\x1b[2J");
+    (void)fclose(f);
+    TAP_CHECK(strcmp(text, "  k\\x1b]52;c;SGVsbG8=\\x07=v\\n\\x1b[2J\n") == 0,
+              "arguments escaped, one newline at the end: %.*s", (int)(len - 1), text);
+    free(text);
+}
+
 int
 main(void)
 {
@@ -140,5 +261,10 @@ main(void)
     RUN(bounds);
     RUN(callback_stops);
     RUN(metric_sum);
+    RUN(escape_cell);
+    RUN(escape_lines);
+    RUN(escape_cut);
+    RUN(table_cells_are_escaped);
+    RUN(println_escapes);
     return tap_done();
 }
