@@ -99,6 +99,18 @@ static_checks() {
         xargs grep -nE '\b(strcpy|strcat|sprintf|vsprintf|strtok|gets|atoi|atol|strtol|sscanf)\s*\(' |
         grep -v '^\S*:\s*/\*' || true)
     if [ -z "$hits" ]; then pass "static: no banned functions"; else echo "$hits"; fail "static: banned functions"; fi
+    # jq 1.6 with its -e option exits 0 on empty input: a check built on it passes on nothing.
+    # The shell suites use tap.sh's jq_true, which fails there: jq's -e (also -se, -es,
+    # --exit-status) anywhere under tests/ but in tap.sh itself fails the run.
+    hits=$(cd "$SANDPOOL_ROOT" &&
+        grep -rnIE '\bjq(\s+--arg(json)?\s+\S+\s+\S+|\s+-[-a-zA-Z]+)*\s+(-[a-zA-Z]*e[a-zA-Z]*|--exit-status)\b' tests |
+        grep -v '^tests/lib/tap\.sh:' || true)
+    if [ -z "$hits" ]; then
+        pass "static: no jq exit-status checks in tests/ outside tap.sh (jq_true)"
+    else
+        echo "$hits"
+        fail "static: jq's -e in tests/ (it passes on empty input: use jq_true from tests/lib/tap.sh)"
+    fi
     files=$(cd "$SANDPOOL_ROOT" && git ls-files '*.c' '*.h')
     if (cd "$SANDPOOL_ROOT" && clang-format --dry-run -Werror $files) >"$tmp/format.out" 2>&1; then
         pass "static: clang-format"

@@ -35,8 +35,8 @@ check "readyz turns 200" wait_for 120 ready
 # pool PROFILE FIELD: a field of GET /v1/admin/pools.
 pool() { api GET /v1/admin/pools "$TADM" | jq -r --arg p "$1" ".pools[] | select(.profile == \$p) | .$2"; }
 pool_ready_is() { [ "$(pool "$1" ready)" = "$2" ]; }
-# jqt ARGS...: jq -e, quietly (a check's condition).
-jqt() { jq -e "$@" >/dev/null; }
+# jqt ARGS...: a check's condition on JSON (tap.sh's jq_true: fails on an empty input).
+jqt() { jq_true "$@"; }
 # metric_of NAME LABELS: one sample of /metrics.
 metric_of() { curl -s "$U/metrics" | awk -v m="$1{$2}" '$1 == m {print $2}'; }
 
@@ -218,7 +218,7 @@ check_eq "tenant b's other session (not tampered) lives" \
     "$(run "$TB" "$rb" '{"code": "1 + 1"}' | jq -r .result)" 2
 
 # The audit log has the admin's actions, as the admin's.
-audit_has() { jq -e -s "$1" "$work/audit.log" >/dev/null; }
+audit_has() { jq_true_s "$1" "$work/audit.log"; }
 check "audit: the pool resizes" audit_has '[.[] | select(.action == "admin.pool_resize" and .actor == "admin" and .profile == "python")] | length == 2'
 check "audit: drain and undrain" audit_has 'any(.action == "admin.drain") and any(.action == "admin.undrain")'
 check "audit: the admin's execution in tenant a's session is the admin's" audit_has \

@@ -39,15 +39,15 @@ ctl() {
 }
 out_has() { grep -qE -- "$1" "$work/out"; }
 err_has() { grep -qE -- "$1" "$work/err"; }
-out_json() { jq -e "${1:-.}" "$work/out" >/dev/null 2>&1; }
-# No libcurl wording in what people read.
-no_jargon() { ! grep -qiE 'curl|CURLE_|Couldn.t connect|errno' "$work/err"; }
+out_json() { jq_true "${1:-.}" "$work/out"; }
+# No libcurl wording in what people read (and something to read).
+no_jargon() { lacks -iE 'curl|CURLE_|Couldn.t connect|errno' "$work/err"; }
 
 tap_final_checks() {
     check "the daemon's log holds no sanitizer report" \
-        bash -c "! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' '$work/daemon.log'"
+        lacks -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$work/daemon.log"
     check "sandpoolctl's stderr held no sanitizer report" \
-        bash -c "! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' '$work/ctl-all.err'"
+        lacks -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$work/ctl-all.err"
 }
 
 start_redis
@@ -69,7 +69,7 @@ for c in pool session exec cp top drain undrain policy health version; do
     r=$(ctl "$c" --help)
     [ "$r" = 0 ] && out_has '^Usage: sandpoolctl' || helps="$helps $c($r)"
 done
-check_eq "every command has --help (exit 0, usage on stdout)" "$helps" ""
+check_empty "every command has --help (exit 0, usage on stdout)" "$helps"
 check_eq "an unknown command: 2" "$(ctl frobnicate)" 2
 check "... with a message and the usage on stderr" \
     bash -c "grep -q \"unknown command 'frobnicate'\" '$work/err' && grep -q '^Usage:' '$work/err'"

@@ -75,7 +75,7 @@ wait $bg
 echo "# the running execution was answered $(( $(now_ms) - t0 )) ms after docker rm -f"
 # SandboxLost when the engine's event comes first, SandboxDisconnected when the stream's end does.
 check "an execution running when its container is removed is answered: error SandboxLost" \
-    jq -e '.status == "error" and (.error.name | test("^Sandbox(Lost|Disconnected)$"))' "$work/rm.json"
+    jq_true '.status == "error" and (.error.name | test("^Sandbox(Lost|Disconnected)$"))' "$work/rm.json"
 check "its session is gone" wait_for 5 gone "$TA" "$s"
 
 # A frozen container (docker pause) answers neither the timeout's interrupt nor the restart:
@@ -189,15 +189,15 @@ check_eq "wedged engine: metrics answer" "$(hcode "$U/metrics")" 200
 t1=$(now_ms)
 wc=$(curl -s -o "$work/wcreate.json" -m 30 -w '%{http_code}' -X POST -H "Authorization: Bearer $TA" "$U/v1/sessions")
 echo "# a create (warm pool: no engine call, but the kernel's stream runs through dockerd) answered $wc after $(( $(now_ms) - t1 )) ms: $(head -c 300 "$work/wcreate.json")"
-check "wedged engine: a create answers (201, or 503 with a reason) within its deadline" \
-    bash -c "[ '$wc' = 201 ] || { [ '$wc' = 503 ] && jq -e '.error.message | length > 0' '$work/wcreate.json' >/dev/null; }"
+wcreate_answered() { [ "$wc" = 201 ] || { [ "$wc" = 503 ] && jq_true '.error.message | length > 0' "$work/wcreate.json"; }; }
+check "wedged engine: a create answers (201, or 503 with a reason) within its deadline" wcreate_answered
 code=$(curl -s -o "$work/put.json" -m 30 -w '%{http_code}' -X PUT -H "Authorization: Bearer $TA" \
     --data-binary hello "$U/v1/sessions/$k1/files/w.txt")
 took=$(( $(now_ms) - t0 ))
 echo "# a file upload (an engine exec) answered $code after $took ms: $(jq -c .error "$work/put.json")"
-check "wedged engine: a file upload fails with a clear 5xx error, within its deadline" \
-    bash -c "[ '$code' -ge 500 ] && jq -e '.error.message | length > 0' '$work/put.json' >/dev/null"
-engine_down() { curl -s "$U/readyz" | jq -e '.checks.engine != "ok"' >/dev/null; }
+put_refused() { is_num "$code" && [ "$code" -ge 500 ] && jq_true '.error.message | length > 0' "$work/put.json"; }
+check "wedged engine: a file upload fails with a clear 5xx error, within its deadline" put_refused
+engine_down() { curl -s "$U/readyz" | jq_true '(.checks.engine | type) == "string" and .checks.engine != "ok"'; }
 check "wedged engine: readyz says the engine is not ok" wait_for 20 engine_down
 echo "# readyz reported the engine down $(( $(now_ms) - t0 )) ms after SIGSTOP: $(curl -s "$U/readyz" | jq -c .checks)"
 check_eq "wedged engine: readyz answers 503" "$(hcode "$U/readyz")" 503
@@ -230,7 +230,7 @@ r1=$(new_session "$TA")
 run "$TA" "$r1" '{"code": "kept = 1"}' >/dev/null
 stop_engine_during "$r1" "$work/r1.json"
 check "engine stopped: the running execution is answered with error SandboxLost" \
-    jq -e '.status == "error" and (.error.name | test("^Sandbox(Lost|Disconnected)$"))' "$work/r1.json"
+    jq_true '.status == "error" and (.error.name | test("^Sandbox(Lost|Disconnected)$"))' "$work/r1.json"
 # (Or it has ended already, when the engine reported the container's death before it went.)
 got=$(run "$TB" "$bys" '{"code": "keep"}' | jq -r .error.code)/$(status)
 check "engine stopped: a session waits, refusing executions with 503 unavailable (or has ended)" \

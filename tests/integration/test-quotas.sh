@@ -33,7 +33,7 @@ create() {
 }
 
 # msg_has REGEX: the last answer's error message matches.
-msg_has() { jq -e --arg re "$1" '.error.message | test($re)' "$work/body" >/dev/null; }
+msg_has() { jq_true --arg re "$1" '.error.message | test($re)' "$work/body"; }
 
 # ---- max_sessions ----------------------------------------------------------------------------------
 s1=$(new_session "$TA")

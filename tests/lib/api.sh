@@ -78,7 +78,7 @@ ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/readyz")" = 200 ]; }
 # whatever the checks after it saw, the suite also fails on the report itself.
 tap_final_checks() {
     check "the daemon's log holds no sanitizer report" \
-        bash -c "! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' '$work/daemon.log'"
+        lacks -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$work/daemon.log"
 }
 
 # api METHOD PATH TOKEN [BODY] -> body on stdout, status in $work/status
@@ -99,5 +99,7 @@ run_bg() {
         --data-binary "$3" "$U/v1/sessions/$2/execute" &
 }
 metric() { curl -s "$U/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
-listed() { api GET /v1/sessions "$1" | jq -e --arg id "$2" '.sessions[] | select(.id == $id)' >/dev/null; }
-not_listed() { ! listed "$@"; }
+# listed TOKEN ID / not_listed TOKEN ID: the tenant's session list holds / does not hold ID; both
+# fail when no list came back (not_listed is not `! listed`, which an error answer would pass).
+listed() { api GET /v1/sessions "$1" | jq_true --arg id "$2" 'any(.sessions[]; .id == $id)'; }
+not_listed() { api GET /v1/sessions "$1" | jq_true --arg id "$2" '(.sessions | type) == "array" and all(.sessions[]; .id != $id)'; }
