@@ -71,6 +71,7 @@ struct server {
     struct pool **pools;
     size_t n_pools;
     struct pool_budget budget;
+    struct pool_uids *uids; /* the node's sandbox uids, shared by the pools */
     struct api *api;
     struct api_backend backend;
     struct event *cron;
@@ -158,6 +159,7 @@ struct orphan {
     TAILQ_ENTRY(orphan) link;
     struct server *server;
     struct docker_call *call;
+    int64_t uid; /* the sandbox uid it holds until it is gone (claimed), or -1 */
     char id[129];
 };
 
@@ -166,6 +168,9 @@ orphan_free(struct orphan *o)
 {
     TAILQ_REMOVE(&o->server->orphans, o, link);
     o->server->budget.inflight--;
+    if (o->uid >= 0) {
+        pool_uids_release(o->server->uids, (uint64_t)o->uid);
+    }
     free(o);
 }
 
@@ -182,7 +187,7 @@ on_orphan_removed(int r, json_t *result, const struct err *e, void *userdata)
 }
 
 static void
-remove_orphan(struct server *s, const char *id)
+remove_orphan(struct server *s, const char *id, int64_t uid)
 {
     struct orphan *o;
 
@@ -198,6 +203,8 @@ remove_orphan(struct server *s, const char *id)
     o = xcalloc(1, sizeof(*o));
     o->server = s;
     memcpy(o->id, id, strlen(id) + 1);
+    /* Its processes live until the removal: no new sandbox may get its uid meanwhile. */
+    o->uid = uid >= 0 && pool_uids_claim(s->uids, (uint64_t)uid) == 0 ? uid : -1;
     s->budget.inflight++;
     TAILQ_INSERT_TAIL(&s->orphans, o, link);
     o->call = docker_container_remove(s->docker, id, on_orphan_removed, o);
@@ -226,7 +233,7 @@ reconcile_list(struct server *s, json_t *list, uint64_t listed_at_ms)
             log_info("adopting container ctr=%.12s profile='%s'", id, pool_name(p));
             continue;
         }
-        remove_orphan(s, id);
+        remove_orphan(s, id, docker_policy_uid(c));
     }
     for (size_t k = 0; k < s->n_pools; k++) {
         pool_reconcile(s->pools[k], list, listed_at_ms);
@@ -739,7 +746,7 @@ metrics_tenants(struct server *s, struct buf *out, struct buf *lbl)
 }
 
 static int
-metrics_files(struct server *s, struct buf *out)
+metrics_http(struct server *s, struct buf *out)
 {
     struct api_stats as;
 
@@ -750,7 +757,27 @@ metrics_files(struct server *s, struct buf *out)
                    "sandpool_file_bytes_total{direction=\"upload\"} %llu\n"
                    "sandpool_file_bytes_total{direction=\"download\"} %llu\n",
                    (unsigned long long)as.upload_bytes,
-                   (unsigned long long)as.download_bytes) < 0) {
+                   (unsigned long long)as.download_bytes) < 0 ||
+        metric_family(out, "sandpool_http_connections", "gauge",
+                      "Client connections of the main listener: idle or busy (a request in "
+                      "progress), and lingering closes.") < 0 ||
+        buf_printf(out,
+                   "sandpool_http_connections{state=\"idle\"} %u\n"
+                   "sandpool_http_connections{state=\"busy\"} %u\n"
+                   "sandpool_http_connections{state=\"lingering\"} %u\n",
+                   as.conns_idle, as.conns_busy, as.conns_lingering) < 0 ||
+        metric_one(out, "sandpool_http_connections_anonymous", "gauge",
+                   "Client connections on which no valid token was seen yet.",
+                   as.conns_anonymous) < 0 ||
+        metric_one(out, "sandpool_http_connections_evicted_total", "counter",
+                   "Idle connections closed to make room for a newcomer.",
+                   as.conns_evicted_total) < 0 ||
+        metric_one(out, "sandpool_http_connections_refused_total", "counter",
+                   "Connections refused with 503: their address's anonymous share was busy.",
+                   as.conns_refused_total) < 0 ||
+        metric_one(out, "sandpool_http_lingers_skipped_total", "counter",
+                   "Closes with an upload body unread that could not linger (no slot free).",
+                   as.conns_linger_skipped_total) < 0) {
         return -ENOBUFS;
     }
     return 0;
@@ -760,7 +787,7 @@ metrics_files(struct server *s, struct buf *out)
  * does not fit is left out (the buffer is sized for thousands of series). Every family has its
  * HELP and TYPE lines and its samples together. */
 static void
-backend_metrics(void *userdata, struct buf *out)
+backend_metrics(void *userdata, bool tenants, struct buf *out)
 {
     struct server *s = userdata;
     struct session_manager_stats ss;
@@ -770,7 +797,7 @@ backend_metrics(void *userdata, struct buf *out)
     /* Stops at the first section that no longer fits the cap. */
     (void)(metrics_links(s, out) < 0 || metrics_sessions(s, out, &ss) < 0 ||
            metrics_pools(s, out, &lbl) < 0 || metrics_latencies(s, out, &lbl) < 0 ||
-           metrics_tenants(s, out, &lbl) < 0 || metrics_files(s, out) < 0);
+           (tenants && metrics_tenants(s, out, &lbl) < 0) || metrics_http(s, out) < 0);
     buf_done(&lbl);
 }
 
@@ -1045,6 +1072,13 @@ apply_reload(struct server *s, struct cfg *fresh)
         fresh->admin_token_sha256 = t;
         log_info("reload: the admin token changed");
     }
+    if (strcmp(s->cfg->metrics_token_sha256, fresh->metrics_token_sha256) != 0) {
+        char *t = s->cfg->metrics_token_sha256;
+
+        s->cfg->metrics_token_sha256 = fresh->metrics_token_sha256;
+        fresh->metrics_token_sha256 = t;
+        log_info("reload: the metrics token changed");
+    }
     for (size_t i = 0; i < fresh->n_profiles; i++) {
         const struct cfg_profile *np = &fresh->profiles[i];
         struct pool *pool = pool_by_name(s, np->name);
@@ -1146,6 +1180,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
     }
     s->redis = store_redis_new(s->base, &raddr, cfg->redis_timeout_ms, on_redis_state, s);
     s->budget.max = cfg->engine_max_concurrency;
+    s->uids = pool_uids_new(cfg->sandbox_uid_first, cfg->sandbox_uid_count);
     s->n_pools = cfg->n_profiles;
     s->pools = xcalloc(s->n_pools, sizeof(struct pool *));
     struct pool_callbacks pcb = {
@@ -1154,8 +1189,8 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
         .userdata = s,
     };
     for (size_t i = 0; i < s->n_pools; i++) {
-        s->pools[i] =
-            pool_new(s->base, s->docker, &cfg->profiles[i], cfg->node_id, &s->budget, &pcb);
+        s->pools[i] = pool_new(s->base, s->docker, &cfg->profiles[i], cfg->node_id, &s->budget,
+                               s->uids, &pcb);
     }
     s->sessions = session_manager_new(s->base, cfg, s->pools, s->n_pools, s->redis);
     session_manager_set_notify(s->sessions, on_session_event, s);
@@ -1267,6 +1302,7 @@ server_free(struct server *s)
         event_free(s->watchdog);
     }
     event_base_free(s->base);
+    pool_uids_free(s->uids); /* after the pools and orphans that held its pairs */
     cfg_free(s->cfg);
     free(s);
     return NULL;

@@ -200,7 +200,7 @@ main(int argc, char **argv)
             cfg_free(c);
             return 2;
         }
-        body = docker_policy_create_body(p, c->node_id, "SLOT");
+        body = docker_policy_create_body(p, c->node_id, "SLOT", c->sandbox_uid_first);
         text = OOM_CHECK(json_dumps(body, JSON_INDENT(2) | JSON_SORT_KEYS));
         (void)printf("%s\n", text);
         free(text);

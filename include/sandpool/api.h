@@ -13,6 +13,7 @@
 #define SANDPOOL_ERR_METHOD_NOT_ALLOWED "method_not_allowed" /* 405 */
 #define SANDPOOL_ERR_SESSION_BUSY       "session_busy"       /* 409 */
 #define SANDPOOL_ERR_NOT_RUNNING        "not_running"        /* 409: nothing to interrupt */
+#define SANDPOOL_ERR_CONFLICT           "conflict" /* 409: code in the sandbox moved the path */
 #define SANDPOOL_ERR_PAYLOAD_TOO_LARGE  "payload_too_large"  /* 413 */
 #define SANDPOOL_ERR_QUOTA_EXCEEDED     "quota_exceeded"     /* 429 */
 #define SANDPOOL_ERR_INTERNAL           "internal"           /* 500 */

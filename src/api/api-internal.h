@@ -7,6 +7,7 @@
 
 #include "api/api.h"
 #include "api/auth.h"
+#include "util/macro.h"
 
 struct bufferevent;
 struct event_base;
@@ -17,8 +18,12 @@ struct evconnlistener;
 struct exec_req;
 struct session;
 
-#define API_MAX_HEADERS_BYTES 16384u
-#define API_CONN_TIMEOUT_S    60 /* a connection idle this long (reading or writing) is closed */
+#define API_MAX_HEADERS_BYTES 8192u /* a request head's lines (evhttp's limit) */
+#define API_CONN_TIMEOUT_S    60    /* a connection idle this long (reading or writing) is closed */
+/* Lingering closes at once (conns.c), within the connection slots. */
+#define API_LINGER_MAX(max_connections) MIN(64u, MAX(1u, (max_connections) / 16u))
+/* Connection slots of the health listener (http.health_listen): probes and scrapes. */
+#define API_HEALTH_MAX_CONNECTIONS 64u
 
 struct api {
     struct event_base *base;           /* borrowed */
@@ -26,7 +31,14 @@ struct api {
     const struct api_backend *backend; /* borrowed */
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
-    struct api_conns *conns; /* body.c */
+    struct api_conns *conns; /* conns.c: the main listener's connections */
+    /* http.health_listen: /healthz, /readyz and /metrics only, with connections of their own,
+     * so that a flood of the main port never reaches the kubelet's probes. */
+    struct evhttp *health_http;
+    struct evhttp_bound_socket *health_bound;
+    struct api_conns *health_conns;
+    char health_unix_path[108];
+    struct api_gate *files_gate; /* gate.c: the files API's engine operations in flight */
     struct api_stats stats;
     char unix_path[108];
 };
@@ -60,25 +72,128 @@ api_handler_fn api_files_get;
 api_handler_fn api_files_put;
 api_handler_fn api_files_delete;
 
+/* ---- client connections (conns.c) ----
+ *
+ * Slots, per-peer shares and lingering closes of one listener's connections; the rules are in
+ * conns.c's opening comment. Loop context only. */
+
+/* A connection's standing: the one state conns.c keeps per connection. */
+enum api_conn_standing {
+    API_CONN_ANON_IDLE, /* no valid token seen on it; no request in progress */
+    API_CONN_ANON_BUSY, /* no valid token seen; a request in progress */
+    API_CONN_AUTH_IDLE, /* a request on it was authenticated; none in progress */
+    API_CONN_AUTH_BUSY,
+    API_CONN_CLOSING,   /* evicted or refused: shut down, evhttp frees it next */
+    API_CONN_LINGERING, /* freed by evhttp; a refused upload's body is drained */
+    API_CONN__COUNT,
+    API_CONN__INVALID = -22,
+};
+
+struct api_conns_limits {
+    unsigned max;            /* slots (0: no bound) */
+    unsigned per_peer;       /* anonymous connections per peer (0: no bound) */
+    unsigned linger_max;     /* lingering closes at once (0: none) */
+    unsigned head_timeout_s; /* a request head must arrive within this (0: no bound) */
+};
+
+struct api_conns_stats {
+    unsigned idle, busy, anonymous, lingering, closing; /* now */
+    uint64_t evicted_total;        /* idle connections closed for a newcomer at the cap */
+    uint64_t evicted_peer_total;   /* ... for a newcomer of the same peer at its share */
+    uint64_t refused_total;        /* newcomers refused: their peer's share was all busy */
+    uint64_t linger_skipped_total; /* closes that could not linger (linger_max reached) */
+};
+
+struct api_conn_entry;
+/* The registry of one listener's connections (limits copied). It outlives the api until its
+ * last connection is gone (libevent frees connections from a deferred finalizer). */
+struct api_conns *api_conns_new(const struct api_conns_limits *lim);
+/* The listener to pause when the cap is reached with nothing idle (borrowed), or NULL. */
+void api_conns_set_listener(struct api_conns *reg, struct evconnlistener *listener);
+/* Ends the lingering closes and drops the api's reference. Accepts NULL. */
+void api_conns_free(struct api_conns *reg);
+void api_conns_get_stats(const struct api_conns *reg, struct api_conns_stats *ret);
+const struct api_conns_limits *api_conns_limits(const struct api_conns *reg);
+/* A new connection (sock: its socket bufferevent, filter: the bufferevent evhttp uses; owner:
+ * what api_conns_find() returns for filter). At the cap it closes the idle connection that
+ * waited longest (anonymous first). Its peer is admitted on the next loop turn, or earlier by
+ * api_conns_admit(). */
+struct api_conn_entry *api_conns_add(struct api_conns *reg, struct bufferevent *sock,
+                                     struct bufferevent *filter, void *owner);
+/* Applies the per-peer share once the descriptor is known (idempotent): false when the
+ * connection was refused (answered 503 and shut down). */
+bool api_conns_admit(struct api_conn_entry *e);
+/* Moves e to standing to: busy/idle and anonymous/authenticated (a CLOSING or LINGERING entry
+ * stays so). */
+void api_conns_set(struct api_conn_entry *e, enum api_conn_standing to);
+enum api_conn_standing api_conn_standing(const struct api_conn_entry *e);
+bool api_conns_closing(const struct api_conn_entry *e);
+/* The owner of the connection whose filter bufferevent this is, or NULL. */
+void *api_conns_find(const struct api_conns *reg, const struct bufferevent *filter);
+/* evhttp freed e's connection. linger: a held body was left unread (the client may still be
+ * sending): an authenticated connection then drains it for a while if a lingering slot is free.
+ * e is not used afterwards. */
+void api_conns_release(struct api_conn_entry *e, bool linger);
+/* Slots in use: every connection but the CLOSING ones, lingering closes included. */
+unsigned api_conns_live(const struct api_conns *reg);
+
+/* The pure table under the registry (unit tests): no loop, no descriptor. */
+struct api_conn_entry *api_conns_table_add(struct api_conns *reg);
+void api_conns_table_set(struct api_conns *reg, struct api_conn_entry *e,
+                         enum api_conn_standing to);
+/* The connection a newcomer at the cap closes: the anonymous one idle longest, else the
+ * authenticated one idle longest, never exclude; NULL when none is idle. */
+struct api_conn_entry *api_conns_table_victim(const struct api_conns *reg,
+                                              const struct api_conn_entry *exclude);
+/* Counts e against peer (a key; "" or NULL: exempt). 0, with *ret_victim set when that peer
+ * had its share and one of its anonymous connections is idle (to be closed); -EUSERS when its
+ * share is all busy (e is not counted: refuse it). */
+int api_conns_table_admit(struct api_conns *reg, struct api_conn_entry *e, const char *peer,
+                          struct api_conn_entry **ret_victim);
+
+/* ---- the files API's gate (gate.c) ----
+ *
+ * Engine operations of the files API in flight, bounded per session, per tenant and in all; see
+ * gate.c. Loop context only. */
+
+#define API_GATE_WAIT_MS 10000u /* a waiting operation is refused (429) after this */
+
+struct api_gate_limits {
+    unsigned per_session, per_tenant, max;
+    unsigned per_tenant_queue; /* waiting at most */
+};
+struct api_gate_stats {
+    unsigned inflight, waiting;
+    uint64_t queued_total, refused_total;
+};
+struct api_gate;
+struct api_gate_waiter;
+/* r == 0: the operation is in (it must api_gate_leave() when it ends); -EDQUOT: it waited
+ * API_GATE_WAIT_MS in vain. Never called from inside api_gate_enter() or api_gate_leave(). */
+typedef void api_gate_cb(int r, void *arg);
+struct api_gate *api_gate_new(struct event_base *base, const struct api_gate_limits *lim);
+void api_gate_free(struct api_gate *g);
+/* 0: in now (*ret NULL); 1: waiting (*ret, until cb, or api_gate_cancel()); -EDQUOT: its
+ * tenant has per_tenant_queue waiting already (refuse it). ids are copied. */
+int api_gate_enter(struct api_gate *g, const char *tenant, const char *session, api_gate_cb *cb,
+                   void *arg, struct api_gate_waiter **ret);
+void api_gate_cancel(struct api_gate_waiter *w);
+/* An operation that entered ended. */
+void api_gate_leave(struct api_gate *g, const char *tenant, const char *session);
+void api_gate_get_stats(const struct api_gate *g, struct api_gate_stats *ret);
+
 /* ---- streamed request bodies (body.c) ---- */
 
-struct api_conn;
-/* The connections of an api (they may outlive it by a loop iteration) and their lingering
- * closes. At max connections (0: no bound) the listener is paused until one closes; a request
- * head must arrive within head_timeout_s (0: no bound) once it started. api_conns_free() ends the
- * lingering closes. */
-struct api_conns *api_conns_new(size_t max, unsigned head_timeout_s);
-/* The listener to pause at the bound (borrowed), or NULL once it is gone. */
-void api_conns_set_listener(struct api_conns *reg, struct evconnlistener *listener);
-void api_conns_free(struct api_conns *reg);
-/* Open connections. */
-size_t api_conns_count(const struct api_conns *reg);
-/* evhttp_set_bevcb callback (arg: the api): the bufferevent of a new connection, with the body
- * filter. */
+/* evhttp_set_bevcb callback (arg: the listener's struct api_conns): the bufferevent of a new
+ * connection, with the body filter. */
 struct bufferevent *api_conn_bev_new(struct event_base *base, void *arg);
-/* evhttp dispatched req: its connection's head deadline stops; a connection the filter could
- * not follow gets "Connection: close" on the reply (its next head could not be timed). */
-void api_conn_dispatched(struct api *a, struct evhttp_request *req);
+/* evhttp dispatched req on a connection of reg: it is busy until its reply is complete, and its
+ * head deadline stops; a connection the filter could not follow gets "Connection: close" on
+ * the reply (its next head could not be timed). False when the request must be refused with
+ * 400 (its head holds a NUL byte, which evhttp would cut the header value at). */
+bool api_conn_dispatched(struct api_conns *reg, struct evhttp_request *req);
+/* A request on req's connection carried a valid token. */
+void api_conn_authenticated(struct api_conns *reg, struct evhttp_request *req);
 
 /* A body the connection holds back for its request's handler. */
 struct api_body {
@@ -87,7 +202,7 @@ struct api_body {
 };
 /* True, with *ret, when this request's body is held for its handler; false when evhttp read the
  * body (if any) the usual way. */
-bool api_body_held(struct api *a, struct evhttp_request *req, struct api_body *ret);
+bool api_body_held(struct api_conns *reg, struct evhttp_request *req, struct api_body *ret);
 uint64_t api_body_length(const struct api_body *b);
 /* True until every byte of the body was read (also after a failed read). While it is, the
  * connection must close after the reply: api.c adds "Connection: close" to such requests, and a
@@ -107,6 +222,10 @@ void api_body_pause(const struct api_body *b, bool pause);
 /* No more callbacks (the request is gone or answered). */
 void api_body_cancel(const struct api_body *b);
 
+/* api_auth() of req, and a connection that carried a valid token counts as authenticated from
+ * then on (conns.c). */
+enum auth_role api_authenticate(struct api *a, struct evhttp_request *req,
+                                const struct cfg_tenant **ret_tenant);
 /* api_request_json() over the request's body (evhttp read it whole, within http.max_body_bytes). */
 int api_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct err *reterr);
 /* Authenticates a tenant; on failure replies 401 (403 for the admin token) and returns NULL. */

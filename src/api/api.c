@@ -5,7 +5,9 @@
  * method answers 405 with Allow. Replies are always JSON with Cache-Control: no-store.
  *
  * Limits set on evhttp: header block size, body size (cfg http.max_body_bytes, so a huge body is
- * refused with 413 before it is read in full) and a read/write timeout per connection. */
+ * refused with 413 before it is read in full) and a read/write timeout per connection. Who gets
+ * a connection slot is conns.c's business; an optional second listener (http.health_listen)
+ * serves the probes and metrics only, with slots of its own. */
 #include "api.h"
 
 #include <errno.h>
@@ -54,6 +56,7 @@ static const struct {
     {-EBUSY, {409, "session_busy", "Conflict", false}},
     {-EEXIST, {409, "session_busy", "Conflict", false}},
     {-ESRCH, {409, "not_running", "Conflict", false}},
+    {-ESTALE, {409, "conflict", "Conflict", false}},
     {-EMSGSIZE, {413, "payload_too_large", "Payload Too Large", false}},
     {-EDQUOT, {429, "quota_exceeded", "Too Many Requests", true}},
     {-EUSERS, {503, "capacity_exhausted", "Service Unavailable", true}},
@@ -136,6 +139,17 @@ api_reply_error(struct evhttp_request *req, int r, const char *fmt, ...)
 
 /* ---- handlers -------------------------------------------------------------------------------- */
 
+enum auth_role
+api_authenticate(struct api *a, struct evhttp_request *req, const struct cfg_tenant **ret_tenant)
+{
+    enum auth_role r = api_auth(a->cfg, req, ret_tenant);
+
+    if (r != AUTH_NONE) {
+        api_conn_authenticated(a->conns, req);
+    }
+    return r;
+}
+
 static void
 handle_healthz(struct api *a, struct evhttp_request *req, const char *const *params)
 {
@@ -198,9 +212,21 @@ static void
 handle_metrics(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     struct buf text = BUF_INIT(8u << 20);
-    struct evbuffer *out = OOM_CHECK(evbuffer_new());
+    const struct cfg_tenant *t = NULL;
+    enum auth_role who = api_authenticate(a, req, &t);
+    bool trusted = who == AUTH_ADMIN || who == AUTH_METRICS;
+    struct evbuffer *out;
 
-    a->backend->metrics(a->backend->userdata, &text);
+    /* Series that name tenants go only to the scraper and the admin: an anonymous client must
+     * not learn who the customers are. */
+    if (a->cfg->metrics_token_sha256[0] != '\0' && !trusted) {
+        (void)evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                                "Bearer realm=\"sandpool\"");
+        api_reply_error(req, -EACCES, "/metrics needs the metrics or the admin token");
+        return;
+    }
+    out = OOM_CHECK(evbuffer_new());
+    a->backend->metrics(a->backend->userdata, trusted, &text);
     (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                             "text/plain; version=0.0.4");
     if (evbuffer_add(out, text.buf, text.len) < 0) {
@@ -211,6 +237,8 @@ handle_metrics(struct api *a, struct evhttp_request *req, const char *const *par
     buf_done(&text);
 }
 
+/* The first HEALTH_ROUTES rows are all the health listener serves. */
+#define HEALTH_ROUTES 3
 static const struct route routes[] = {
     {EVHTTP_REQ_GET, "/healthz", handle_healthz},
     {EVHTTP_REQ_GET, "/metrics", handle_metrics},
@@ -296,10 +324,10 @@ allow_names(enum evhttp_cmd_type method)
     }
 }
 
+/* Routes req, which came on a connection of reg, through the first n_routes rows of routes[]. */
 static void
-route_request(struct evhttp_request *req, void *arg)
+route_request(struct api *a, struct api_conns *reg, size_t n_routes, struct evhttp_request *req)
 {
-    struct api *a = arg;
     const char *uri = evhttp_request_get_uri(req);
     struct evhttp_uri *parsed = evhttp_uri_parse_with_flags(uri, 0);
     const char *path = parsed ? evhttp_uri_get_path(parsed) : NULL;
@@ -308,7 +336,14 @@ route_request(struct evhttp_request *req, void *arg)
     bool path_known = false;
     char allow[64] = "";
 
-    api_conn_dispatched(a, req);
+    if (!api_conn_dispatched(reg, req)) {
+        (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        api_reply_error(req, -EINVAL, "the request head holds a NUL byte");
+        if (parsed != NULL) {
+            evhttp_uri_free(parsed);
+        }
+        return;
+    }
     if (path == NULL || path[0] != '/') {
         api_reply_error(req, -EINVAL, "malformed request target");
         if (parsed != NULL) {
@@ -316,12 +351,12 @@ route_request(struct evhttp_request *req, void *arg)
         }
         return;
     }
-    if (api_body_held(a, req, &held)) {
+    if (api_body_held(reg, req, &held)) {
         /* A held body (body.c) not consumed by its handler closes the connection after the
          * reply: its bytes must never be read as the next request. */
         (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
     }
-    for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+    for (size_t i = 0; i < n_routes; i++) {
         char params[MAX_PARAMS][MAX_PARAM];
         const char *p[MAX_PARAMS + 1] = {params[0], params[1], params[2], params[3], NULL};
         size_t rest = 0;
@@ -340,9 +375,9 @@ route_request(struct evhttp_request *req, void *arg)
             return;
         }
         if (allow_names(routes[i].method) != NULL) {
-            size_t n = strlen(allow);
+            size_t used = strlen(allow);
 
-            (void)snprintf(allow + n, sizeof(allow) - n, "%s%s", n > 0 ? ", " : "",
+            (void)snprintf(allow + used, sizeof(allow) - used, "%s%s", used > 0 ? ", " : "",
                            allow_names(routes[i].method));
         }
     }
@@ -360,7 +395,7 @@ route_request(struct evhttp_request *req, void *arg)
  * LOG_REQUEST_ID_MAX characters, else a random one. It is sent back in X-Request-Id and named
  * by every log line written while the handler runs (asynchronous completions set it again). */
 static void
-on_request(struct evhttp_request *req, void *arg)
+handle_request(struct api *a, struct api_conns *reg, size_t n, struct evhttp_request *req)
 {
     const char *theirs = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Request-Id");
     char id[LOG_REQUEST_ID_MAX + 1];
@@ -372,14 +407,33 @@ on_request(struct evhttp_request *req, void *arg)
     }
     (void)evhttp_add_header(evhttp_request_get_output_headers(req), "X-Request-Id", id);
     log_set_request(id);
-    route_request(req, arg);
+    route_request(a, reg, n, req);
     log_set_request(NULL);
+}
+
+static void
+on_request(struct evhttp_request *req, void *arg)
+{
+    struct api *a = arg;
+
+    handle_request(a, a->conns, ELEMENTSOF(routes), req);
+}
+
+static void
+on_health_request(struct evhttp_request *req, void *arg)
+{
+    struct api *a = arg;
+
+    handle_request(a, a->health_conns, HEALTH_ROUTES, req);
 }
 
 /* ---- listening ------------------------------------------------------------------------------- */
 
+/* Listens on the unix socket path for http; *ret_bound, and the path in owned (unlinked by
+ * api_free()). */
 static int
-listen_unix(struct api *a, const char *path, struct err *reterr)
+listen_unix(struct evhttp *http, const char *path, struct evhttp_bound_socket **ret_bound,
+            char owned[108], struct err *reterr)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     struct stat st;
@@ -401,12 +455,48 @@ listen_unix(struct api *a, const char *path, struct err *reterr)
         return err_set(reterr, -e, "cannot listen on 'unix:%s': %s", path, strerror(e));
     }
     (void)chmod(path, 0660);
-    a->bound = evhttp_accept_socket_with_handle(a->http, fd);
-    if (a->bound == NULL) {
+    *ret_bound = evhttp_accept_socket_with_handle(http, fd);
+    if (*ret_bound == NULL) {
         (void)close(fd);
         return err_set(reterr, -EIO, "cannot serve 'unix:%s'", path);
     }
-    memcpy(a->unix_path, path, strlen(path) + 1);
+    memcpy(owned, path, strlen(path) + 1);
+    return 0;
+}
+
+/* An evhttp on addr with the project's limits, whose connections are reg's; requests go to cb. */
+static int
+serve(struct api *a, const char *addr, struct api_conns *reg,
+      void (*cb)(struct evhttp_request *, void *), struct evhttp **ret_http,
+      struct evhttp_bound_socket **ret_bound, char unix_path[108], struct err *reterr)
+{
+    struct evhttp *http = OOM_CHECK(evhttp_new(a->base));
+    char host[256];
+    uint16_t port;
+
+    *ret_http = http;
+    evhttp_set_bevcb(http, api_conn_bev_new, reg); /* slots (conns.c), uploads (body.c) */
+    evhttp_set_max_headers_size(http, API_MAX_HEADERS_BYTES);
+    evhttp_set_max_body_size(http, a->cfg->http_max_body_bytes);
+    evhttp_set_timeout(http, API_CONN_TIMEOUT_S);
+    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                         EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD);
+    evhttp_set_gencb(http, cb, a);
+    if (parse_listen(addr, host, sizeof(host), &port) < 0) {
+        return err_set(reterr, -EINVAL, "bad listen address '%s'", addr);
+    }
+    if (port == 0) {
+        if (listen_unix(http, host, ret_bound, unix_path, reterr) < 0) {
+            return reterr != NULL ? reterr->code : -EIO;
+        }
+    } else {
+        *ret_bound = evhttp_bind_socket_with_handle(http, host, port);
+        if (*ret_bound == NULL) {
+            return err_set(reterr, -EADDRINUSE, "cannot listen on '%s': %s", addr,
+                           strerror(errno ? errno : EADDRINUSE));
+        }
+    }
+    api_conns_set_listener(reg, evhttp_bound_socket_get_listener(*ret_bound));
     return 0;
 }
 
@@ -415,41 +505,37 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
         struct api **ret, struct err *reterr)
 {
     struct api *a = xcalloc(1, sizeof(*a));
-    char host[256];
-    uint16_t port;
+    struct api_conns_limits lim = {
+        .max = cfg->http_max_connections,
+        .per_peer = MIN(cfg->http_max_connections_per_peer, cfg->http_max_connections),
+        .linger_max = API_LINGER_MAX(cfg->http_max_connections),
+        .head_timeout_s = cfg->http_header_timeout_s,
+    };
+    struct api_conns_limits health = {
+        .max = API_HEALTH_MAX_CONNECTIONS,
+        .head_timeout_s = cfg->http_header_timeout_s,
+    };
     int r;
 
     a->base = base;
     a->cfg = cfg;
     a->backend = backend;
-    a->http = OOM_CHECK(evhttp_new(base));
-    a->conns = api_conns_new(cfg->http_max_connections, cfg->http_header_timeout_s);
-    evhttp_set_bevcb(a->http, api_conn_bev_new, a); /* streamed uploads: body.c */
-    evhttp_set_max_headers_size(a->http, API_MAX_HEADERS_BYTES);
-    evhttp_set_max_body_size(a->http, cfg->http_max_body_bytes);
-    evhttp_set_timeout(a->http, API_CONN_TIMEOUT_S);
-    evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD);
-    evhttp_set_gencb(a->http, on_request, a);
-
-    r = parse_listen(cfg->listen, host, sizeof(host), &port);
-    if (r < 0) {
-        api_free(a);
-        return err_set(reterr, -EINVAL, "bad listen address '%s'", cfg->listen);
-    }
-    if (port == 0) {
-        r = listen_unix(a, host, reterr);
-    } else {
-        a->bound = evhttp_bind_socket_with_handle(a->http, host, port);
-        r = a->bound ? 0
-                     : err_set(reterr, -EADDRINUSE, "cannot listen on '%s': %s", cfg->listen,
-                               strerror(errno ? errno : EADDRINUSE));
+    a->conns = api_conns_new(&lim);
+    a->files_gate = api_gate_new(
+        base, &(struct api_gate_limits){.per_session = cfg->files_per_session,
+                                        .per_tenant = cfg->files_per_tenant,
+                                        .max = cfg->files_max_inflight,
+                                        .per_tenant_queue = cfg->files_queue_per_tenant});
+    r = serve(a, cfg->listen, a->conns, on_request, &a->http, &a->bound, a->unix_path, reterr);
+    if (r == 0 && cfg->http_health_listen[0] != '\0') {
+        a->health_conns = api_conns_new(&health);
+        r = serve(a, cfg->http_health_listen, a->health_conns, on_health_request, &a->health_http,
+                  &a->health_bound, a->health_unix_path, reterr);
     }
     if (r < 0) {
         api_free(a);
         return r;
     }
-    api_conns_set_listener(a->conns, evhttp_bound_socket_get_listener(a->bound));
     *ret = a;
     return 0;
 }
@@ -457,7 +543,17 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
 void
 api_get_stats(const struct api *a, struct api_stats *ret)
 {
+    struct api_conns_stats cs;
+
     *ret = a->stats;
+    api_conns_get_stats(a->conns, &cs);
+    ret->conns_idle = cs.idle;
+    ret->conns_busy = cs.busy;
+    ret->conns_anonymous = cs.anonymous;
+    ret->conns_lingering = cs.lingering;
+    ret->conns_evicted_total = cs.evicted_total + cs.evicted_peer_total;
+    ret->conns_refused_total = cs.refused_total;
+    ret->conns_linger_skipped_total = cs.linger_skipped_total;
 }
 
 void
@@ -468,6 +564,7 @@ api_stop_listening(struct api *a)
         evhttp_del_accept_socket(a->http, a->bound);
         a->bound = NULL;
     }
+    /* The health listener stays: the probes keep their answers (readyz 503) to the end. */
 }
 
 struct api *
@@ -476,10 +573,20 @@ api_free(struct api *a)
     if (a == NULL) {
         return NULL;
     }
-    evhttp_free(a->http);
+    if (a->health_http != NULL) {
+        evhttp_free(a->health_http);
+    }
+    if (a->http != NULL) {
+        evhttp_free(a->http);
+    }
     api_conns_free(a->conns);
+    api_conns_free(a->health_conns);
+    api_gate_free(a->files_gate); /* after evhttp_free: the requests that waited are gone */
     if (a->unix_path[0] != '\0') {
         (void)unlink(a->unix_path);
+    }
+    if (a->health_unix_path[0] != '\0') {
+        (void)unlink(a->health_unix_path);
     }
     free(a);
     return NULL;

@@ -52,8 +52,9 @@ struct api_backend {
      * cb once with the report, never from inside the call, unless cancelled first. */
     struct api_policy_wait *(*policy_check)(void *userdata, api_policy_cb *cb, void *arg);
     void (*policy_cancel)(void *userdata, struct api_policy_wait *w);
-    /* Appends Prometheus text exposition of every metric to out. */
-    void (*metrics)(void *userdata, struct buf *out);
+    /* Appends Prometheus text exposition of every metric to out; the series that name tenants
+     * only with tenants (the request carried the metrics or the admin token). */
+    void (*metrics)(void *userdata, bool tenants, struct buf *out);
     void *userdata;
 };
 
@@ -69,6 +70,11 @@ void api_stop_listening(struct api *a);
 struct api_stats {
     uint64_t upload_bytes;   /* file bytes sent into sandboxes (PUT .../files/...) */
     uint64_t download_bytes; /* file bytes sent to clients (GET .../files/...) */
+    /* client connections of the main listener (conns.c) */
+    unsigned conns_idle, conns_busy, conns_anonymous, conns_lingering;
+    uint64_t conns_evicted_total;        /* closed for a newcomer (at the cap, or its peer's) */
+    uint64_t conns_refused_total;        /* refused: their peer's share was all busy */
+    uint64_t conns_linger_skipped_total; /* closed at once: no lingering slot was free */
 };
 void api_get_stats(const struct api *a, struct api_stats *ret);
 

@@ -27,9 +27,9 @@ enum auth_role
 api_auth_token(const struct cfg *cfg, const char *token, size_t len,
                const struct cfg_tenant **ret_tenant)
 {
-    uint8_t digest[CFG_SHA256_LEN], admin[CFG_SHA256_LEN];
+    uint8_t digest[CFG_SHA256_LEN], admin[CFG_SHA256_LEN], metrics[CFG_SHA256_LEN];
     const struct cfg_tenant *found = NULL;
-    bool is_admin = false;
+    bool is_admin = false, is_metrics = false;
 
     if (len == 0 || len > MAX_TOKEN) {
         return AUTH_NONE;
@@ -45,11 +45,15 @@ api_auth_token(const struct cfg *cfg, const char *token, size_t len,
         cfg_parse_sha256_hex(cfg->admin_token_sha256, admin) == 0) {
         is_admin = CRYPTO_memcmp(digest, admin, CFG_SHA256_LEN) == 0;
     }
+    if (cfg->metrics_token_sha256[0] != '\0' &&
+        cfg_parse_sha256_hex(cfg->metrics_token_sha256, metrics) == 0) {
+        is_metrics = CRYPTO_memcmp(digest, metrics, CFG_SHA256_LEN) == 0;
+    }
     if (found != NULL) {
         *ret_tenant = found;
         return AUTH_TENANT;
     }
-    return is_admin ? AUTH_ADMIN : AUTH_NONE;
+    return is_admin ? AUTH_ADMIN : is_metrics ? AUTH_METRICS : AUTH_NONE;
 }
 
 enum auth_role

@@ -10,13 +10,15 @@
 struct evhttp_request;
 
 enum auth_role {
-    AUTH_NONE,   /* missing or wrong token */
-    AUTH_TENANT, /* a tenant's token: *ret_tenant is set */
-    AUTH_ADMIN,  /* the admin token */
+    AUTH_NONE,    /* missing or wrong token */
+    AUTH_TENANT,  /* a tenant's token: *ret_tenant is set */
+    AUTH_ADMIN,   /* the admin token */
+    AUTH_METRICS, /* the metrics token (GET /metrics only) */
 };
 
 /* Checks the Authorization header of req against cfg (borrowed). ret_tenant (borrowed from cfg)
- * is written for AUTH_TENANT. */
+ * is written for AUTH_TENANT. The whole header value counts: a request head holding a NUL byte,
+ * after which evhttp would cut the value, never gets here (body.c refuses it). */
 enum auth_role api_auth(const struct cfg *cfg, struct evhttp_request *req,
                         const struct cfg_tenant **ret_tenant);
 /* Same, for a token given directly (tests, CLI). */

@@ -17,13 +17,15 @@
  * the body's last byte. Once the body is consumed the filter goes back to reading request heads,
  * and any pipelined request already buffered is pushed through it for evhttp, which looks at it
  * once the current reply is out. A connection that closes with a held body unread (the request
- * was refused before its body was wanted) drains it for a while first, so that the client, still
- * sending, reads the answer instead of a reset.
+ * was refused before its body was wanted) may drain it for a while first, so that the client,
+ * still sending, reads the answer instead of a reset: conns.c decides (authenticated
+ * connections only, a bounded number at once).
  *
  * The filter is deliberately a follower, not a parser: it holds a body back only when it
  * understands the head completely (a method evhttp serves here, HTTP/1.0 or 1.1, exactly one
  * Content-Length of plain digits, no Transfer-Encoding, at most one Expect and only
- * "100-continue", no folded or malformed line, no stray CR, a head of at most HEAD_MAX bytes) by
+ * "100-continue", no folded or malformed line, no stray CR, no NUL, a head of at most HEAD_MAX
+ * bytes) by
  * the same rules evhttp applies. On anything else it stops looking for the rest of the
  * connection and passes bytes blindly: evhttp then sees exactly what the client sent and judges
  * and frames it itself, so the two never disagree about where a request ends. Such an upload is
@@ -36,9 +38,13 @@
  * within the deadline from its accept, and each later head within it from that head's first
  * byte. A blind connection cannot see where its heads end: its deadline runs until evhttp
  * dispatches the request (api_conn_dispatched()), which then answers it with "Connection:
- * close", so that no head on it goes untimed. */
+ * close", so that no head on it goes untimed.
+ *
+ * NUL bytes: evhttp keeps header values as C strings, so "Authorization: Bearer <token>\0junk"
+ * would reach the token check as "Bearer <token>". HEAD_MAX is above the largest head evhttp
+ * accepts (API_MAX_HEADERS_BYTES of line content plus line ends), so the filter sees every head
+ * evhttp dispatches whole; one holding a NUL goes blind and its request is refused with 400. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -51,26 +57,22 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
-#include <event2/listener.h>
 
 #define LOG_MODULE "api"
 #include "api/api-internal.h"
 #include "log/log.h"
 #include "util/buf.h"
-#include "util/hashmap.h"
 #include "util/macro.h"
 #include "util/parse.h"
 #include "util/time.h"
 
-#define HEAD_MAX       8192u /* a longer head goes blind: evhttp judges it */
-#define READ_CHUNK     65536u
-#define HELD_HEADER    "X-Sandpool-Held"
-#define LINGER_TOTAL_S 30 /* a closing connection drains a held body this long at most, */
-#define LINGER_IDLE_S  5  /* and this long without a byte */
+/* A longer head goes blind, and evhttp refuses it (see "NUL bytes" above). */
+#define HEAD_MAX    (2u * API_MAX_HEADERS_BYTES + 16u)
+#define READ_CHUNK  65536u
+#define HELD_HEADER "X-Sandpool-Held"
 
 /* A held body that makes no progress this long fails, like evhttp's own read timeout. */
 static const struct timeval read_timeout = {.tv_sec = API_CONN_TIMEOUT_S};
-static const struct timeval linger_idle = {.tv_sec = LINGER_IDLE_S};
 
 enum conn_state {
     CONN_HEAD,   /* reading a request head */
@@ -80,32 +82,12 @@ enum conn_state {
     CONN_BROKEN, /* a held body failed half-way: nothing more is passed on */
 };
 
-struct lingering {
-    LIST_ENTRY(lingering) link;
-    int fd;
-    struct event *ev;
-    uint64_t until_ms;
-};
-
-/* The connections of an api. A connection's memory lives until libevent's deferred finalizer,
- * which may run after the api is gone: the registry outlives both, counted. */
-struct api_conns {
-    struct hashmap *map; /* the filter bufferevent's address -> struct api_conn */
-    LIST_HEAD(, lingering) lingers;
-    size_t refs;   /* the api, and each connection */
-    bool api_gone; /* no more lingering closes */
-    /* bounds */
-    struct evconnlistener *listener; /* borrowed; NULL when not listening */
-    size_t max;                      /* connections at most; then the listener pauses */
-    bool paused;
-    uint64_t warned_ms;
-    struct timeval head_timeout; /* zero: none */
-};
-
 struct api_conn {
-    struct api_conns *reg;
-    struct bufferevent *bev;  /* the filter evhttp uses */
-    struct bufferevent *sock; /* the socket under it */
+    struct api_conns *reg;        /* conns.c: the listener's connections */
+    struct api_conn_entry *entry; /* this one's slot there */
+    struct timeval head_timeout;  /* zero: none */
+    struct bufferevent *bev;      /* the filter evhttp uses */
+    struct bufferevent *sock;     /* the socket under it */
     enum conn_state state;
     struct buf head;
     size_t line_start; /* where the incomplete line of head starts */
@@ -113,6 +95,9 @@ struct api_conn {
     uint64_t seq;          /* of the last held body */
     uint64_t consumed_seq; /* of the last held body read to its end */
     bool expect_continue;
+    uint64_t heads;      /* passed on to evhttp, */
+    uint64_t dispatched; /* dispatched by it */
+    uint64_t nul_head;   /* the head (by number) that held a NUL, 0: none */
     /* output */
     struct event *head_timer; /* a head that started must complete in time */
     struct event *kick;       /* writes what evhttp queued, next loop iteration */
@@ -124,7 +109,6 @@ struct api_conn {
     api_body_end_cb *on_end;
     void *userdata;
     bool reading, paused, in_pump;
-    char key[32];
 };
 
 static void
@@ -263,6 +247,7 @@ emit_head(struct api_conn *c, struct evbuffer *dst)
     struct line l;
     bool first = true;
 
+    c->heads++;
     while (next_line(&pos, end, &l) && l.n > 0) {
         if (first) {
             parse_request_line(&l, &h);
@@ -270,6 +255,10 @@ emit_head(struct api_conn *c, struct evbuffer *dst)
         } else if (h.understood) {
             parse_header_line(&l, &h);
         }
+    }
+    if (memchr(c->head.buf, '\0', c->head.len) != NULL) {
+        c->nul_head = c->heads;
+        h.understood = false;
     }
     if (!h.understood || h.n_length > 1 || h.n_expect > 1) {
         c->state = CONN_BLIND;
@@ -310,8 +299,8 @@ emit_head(struct api_conn *c, struct evbuffer *dst)
 static void
 head_deadline(struct api_conn *c)
 {
-    if (c->reg->head_timeout.tv_sec > 0 && !evtimer_pending(c->head_timer, NULL)) {
-        (void)event_add(c->head_timer, &c->reg->head_timeout);
+    if (c->head_timeout.tv_sec > 0 && !evtimer_pending(c->head_timer, NULL)) {
+        (void)event_add(c->head_timer, &c->head_timeout);
     }
 }
 
@@ -371,6 +360,12 @@ filter_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
     struct api_conn *c = ctx;
     bool moved = false;
 
+    /* A connection refused or closed for another passes nothing on: its socket is shut down
+     * and evhttp frees it next, whatever it already sent. */
+    if (!api_conns_admit(c->entry) || api_conns_closing(c->entry)) {
+        (void)evbuffer_drain(src, evbuffer_get_length(src));
+        return BEV_NEED_MORE;
+    }
     for (;;) {
         size_t avail = evbuffer_get_length(src), n;
 
@@ -495,66 +490,6 @@ on_output_added(struct evbuffer *b, const struct evbuffer_cb_info *info, void *a
     }
 }
 
-/* ---- lingering close ---------------------------------------------------------------------------
- */
-
-static void
-linger_end(struct lingering *l)
-{
-    LIST_REMOVE(l, link);
-    event_free(l->ev);
-    (void)close(l->fd);
-    free(l);
-}
-
-static void
-on_linger(evutil_socket_t fd, short what, void *arg)
-{
-    struct lingering *l = arg;
-    char sink[16384];
-
-    if (what & EV_TIMEOUT) {
-        linger_end(l);
-        return;
-    }
-    for (;;) {
-        ssize_t n = read(fd, sink, sizeof(sink));
-
-        if (n > 0) {
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR) && time_now_ms() < l->until_ms) {
-            (void)event_add(l->ev, &linger_idle);
-            return;
-        }
-        linger_end(l); /* the client is done, gone, or took too long */
-        return;
-    }
-}
-
-/* The connection closes with a held body unread: evhttp has written the answer and shut down
- * the sending side. Closing now, with the client's bytes unread, would make the kernel reset the
- * connection, and the client could lose the answer; so a duplicate of the descriptor drains what
- * comes until the client closes, for LINGER_TOTAL_S at most. */
-static void
-linger_start(struct api_conn *c)
-{
-    int fd = bufferevent_getfd(c->sock);
-    struct lingering *l;
-    int dup_fd;
-
-    if (fd < 0 || (dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
-        return;
-    }
-    (void)shutdown(dup_fd, SHUT_WR);
-    l = xcalloc(1, sizeof(*l));
-    l->fd = dup_fd;
-    l->until_ms = time_now_ms() + (uint64_t)LINGER_TOTAL_S * 1000;
-    l->ev = OOM_CHECK(event_new(bufferevent_get_base(c->sock), dup_fd, EV_READ, on_linger, l));
-    LIST_INSERT_HEAD(&c->reg->lingers, l, link);
-    (void)event_add(l->ev, &linger_idle);
-}
-
 /* ---- connections ----------------------------------------------------------------------------- */
 
 /* A client that trickles a request head (slowloris), or sends none at all: the connection ends.
@@ -570,113 +505,60 @@ on_head_timeout(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* Pauses accepting at the cap (the kernel's listen backlog holds what comes), resumes below. */
-static void
-update_listener(struct api_conns *reg)
-{
-    size_t n = hashmap_size(reg->map);
-
-    if (reg->listener == NULL || reg->max == 0) {
-        return;
-    }
-    if (!reg->paused && n >= reg->max) {
-        uint64_t now = time_now_ms();
-
-        (void)evconnlistener_disable(reg->listener);
-        reg->paused = true;
-        if (now - reg->warned_ms >= 10000) {
-            reg->warned_ms = now;
-            log_warn("%zu client connections open (http.max_connections): new ones wait", n);
-        }
-    } else if (reg->paused && n < reg->max) {
-        (void)evconnlistener_enable(reg->listener);
-        reg->paused = false;
-    }
-}
-
-static void
-conn_key(char *key, size_t n, const struct bufferevent *bev)
-{
-    (void)snprintf(key, n, "%p", (const void *)bev);
-}
-
 /* The filter state of req's connection; NULL when it has none. */
 static struct api_conn *
-conn_of(struct api *a, struct evhttp_request *req)
+conn_of(struct api_conns *reg, struct evhttp_request *req)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-    char key[32];
 
-    if (bev == NULL) {
-        return NULL;
-    }
-    conn_key(key, sizeof(key), bev);
-    return hashmap_get(a->conns->map, key);
+    return bev != NULL ? api_conns_find(reg, bev) : NULL;
 }
 
-void
-api_conn_dispatched(struct api *a, struct evhttp_request *req)
+/* The reply of a request was sent whole: its connection is idle again (it may be freed right
+ * after, for "Connection: close", which releases its slot). */
+static void
+on_request_complete(struct evhttp_request *req, void *arg)
 {
-    struct api_conn *c = conn_of(a, req);
+    struct api_conn *c = arg;
+    enum api_conn_standing st = api_conn_standing(c->entry);
+
+    api_conns_set(c->entry, st == API_CONN_AUTH_BUSY ? API_CONN_AUTH_IDLE : API_CONN_ANON_IDLE);
+}
+
+bool
+api_conn_dispatched(struct api_conns *reg, struct evhttp_request *req)
+{
+    struct api_conn *c = conn_of(reg, req);
+    enum api_conn_standing st;
 
     if (c == NULL) {
-        return;
+        return true;
     }
     (void)event_del(c->head_timer);
+    st = api_conn_standing(c->entry);
+    api_conns_set(c->entry, st == API_CONN_AUTH_IDLE ? API_CONN_AUTH_BUSY : API_CONN_ANON_BUSY);
+    evhttp_request_set_on_complete_cb(req, on_request_complete, c);
+    c->dispatched++;
     if (c->state == CONN_BLIND) {
         (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
     }
-}
-
-static void
-reg_unref(struct api_conns *reg)
-{
-    if (--reg->refs == 0) {
-        hashmap_free(reg->map);
-        free(reg);
-    }
-}
-
-struct api_conns *
-api_conns_new(size_t max, unsigned head_timeout_s)
-{
-    struct api_conns *reg = xcalloc(1, sizeof(*reg));
-
-    reg->map = hashmap_new();
-    LIST_INIT(&reg->lingers);
-    reg->refs = 1;
-    reg->max = max;
-    reg->head_timeout.tv_sec = (time_t)head_timeout_s;
-    return reg;
+    return c->nul_head == 0 || c->dispatched != c->nul_head;
 }
 
 void
-api_conns_set_listener(struct api_conns *reg, struct evconnlistener *listener)
+api_conn_authenticated(struct api_conns *reg, struct evhttp_request *req)
 {
-    reg->listener = listener;
-    reg->paused = false; /* a new listener accepts; a gone one is nothing to resume */
-    update_listener(reg);
-}
+    struct api_conn *c = conn_of(reg, req);
 
-void
-api_conns_free(struct api_conns *reg)
-{
-    if (reg == NULL) {
-        return;
-    }
-    reg->api_gone = true;
-    reg->listener = NULL;
-    while (!LIST_EMPTY(&reg->lingers)) {
-        linger_end(LIST_FIRST(&reg->lingers));
-    }
-    reg_unref(reg);
-}
+    if (c != NULL) {
+        enum api_conn_standing st = api_conn_standing(c->entry);
 
-size_t
-api_conns_count(const struct api_conns *reg)
-{
-    return hashmap_size(reg->map);
+        if (st == API_CONN_ANON_BUSY || st == API_CONN_ANON_IDLE) {
+            api_conns_set(c->entry,
+                          st == API_CONN_ANON_BUSY ? API_CONN_AUTH_BUSY : API_CONN_AUTH_IDLE);
+        }
+    }
 }
 
 /* The filter's context destructor: the connection is gone (libevent's deferred finalizer). */
@@ -685,9 +567,7 @@ conn_free(void *ctx)
 {
     struct api_conn *c = ctx;
 
-    if (c->state == CONN_HELD && c->left > 0 && !c->reg->api_gone) {
-        linger_start(c);
-    }
+    api_conns_release(c->entry, c->state == CONN_HELD && c->left > 0);
     event_free(c->head_timer);
     event_free(c->kick);
     if (c->writable != NULL) {
@@ -696,9 +576,6 @@ conn_free(void *ctx)
     if (c->readable != NULL) {
         event_free(c->readable);
     }
-    (void)hashmap_remove(c->reg->map, c->key);
-    update_listener(c->reg);
-    reg_unref(c->reg);
     buf_done(&c->head);
     free(c);
 }
@@ -706,11 +583,11 @@ conn_free(void *ctx)
 struct bufferevent *
 api_conn_bev_new(struct event_base *base, void *arg)
 {
-    struct api *a = arg;
+    struct api_conns *reg = arg;
     struct api_conn *c = xcalloc(1, sizeof(*c));
 
-    c->reg = a->conns;
-    c->reg->refs++;
+    c->reg = reg;
+    c->head_timeout.tv_sec = (time_t)api_conns_limits(reg)->head_timeout_s;
     buf_init(&c->head, HEAD_MAX);
     c->sock = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (c->sock == NULL) {
@@ -730,9 +607,7 @@ api_conn_bev_new(struct event_base *base, void *arg)
     if (evbuffer_add_cb(bufferevent_get_output(c->bev), on_output_added, c) == NULL) {
         oom();
     }
-    conn_key(c->key, sizeof(c->key), c->bev);
-    hashmap_put(c->reg->map, c->key, c);
-    update_listener(c->reg);
+    c->entry = api_conns_add(reg, c->sock, c->bev, c);
     return c->bev;
 }
 
@@ -746,7 +621,7 @@ current(const struct api_body *b)
 }
 
 bool
-api_body_held(struct api *a, struct evhttp_request *req, struct api_body *ret)
+api_body_held(struct api_conns *reg, struct evhttp_request *req, struct api_body *ret)
 {
     const char *marker = evhttp_find_header(evhttp_request_get_input_headers(req), HELD_HEADER);
 
@@ -754,7 +629,7 @@ api_body_held(struct api *a, struct evhttp_request *req, struct api_body *ret)
     if (marker == NULL) {
         return false;
     }
-    ret->conn = conn_of(a, req);
+    ret->conn = conn_of(reg, req);
     if (ret->conn == NULL || parse_u64(marker, &ret->seq) < 0 || !current(ret)) {
         *ret = (struct api_body){0};
         return false;

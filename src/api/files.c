@@ -14,7 +14,12 @@
  *
  * An upload refused while its body is still unread (too large, bad path, no space) is answered
  * at once, before a byte is read: a client that waits for "100 Continue" never sends it. The
- * connection then closes, draining what the client still sends (body.c). */
+ * connection then closes, draining what the client still sends (body.c).
+ *
+ * Each operation is one engine exec: it passes the gate first (gate.c: per session, per tenant
+ * and in all), waiting there if it must, and is refused with 429 when it waited too long or too
+ * many of its tenant wait. The sandbox is looked up again when it enters: the session may have
+ * ended meanwhile. */
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
@@ -39,11 +44,21 @@
 
 #define FEED_SLICE 65536u
 
+enum fop {
+    FOP_LIST,
+    FOP_DELETE,
+    FOP_GET,
+    FOP_PUT,
+};
+
 struct fcall {
     struct api *a;
     struct evhttp_request *req; /* NULL once the client went away */
     struct evhttp_connection *conn;
     struct files_op *op; /* NULL once it completed */
+    enum fop kind;
+    struct api_gate_waiter *waiting; /* in the gate's queue */
+    bool entered;                    /* through the gate: leave it at the end */
     char tenant[65], session[65];
     char actor[80];                       /* who asked: "tenant:<id>" or "admin" (audit) */
     char request[LOG_REQUEST_ID_MAX + 1]; /* for the log lines of its completion */
@@ -64,10 +79,15 @@ struct fcall {
 };
 
 static void audit_file(struct fcall *fc, const char *action, uint64_t size);
+static void admit(struct fcall *fc, enum fop kind);
 
 static void
 fcall_free(struct fcall *fc)
 {
+    api_gate_cancel(fc->waiting);
+    if (fc->entered) {
+        api_gate_leave(fc->a->files_gate, fc->tenant, fc->session);
+    }
     if (fc->answering && !fc->audited) {
         /* A download cut short, perhaps before its first byte: the client got these bytes. */
         audit_file(fc, "file.downloaded", fc->sent);
@@ -149,7 +169,7 @@ begin(struct api *a, struct evhttp_request *req, const char *const *params, cons
     }
     ft->engine = a->backend->engine;
     ft->container = session_container(s);
-    ft->user = session_profile(s)->user;
+    ft->user = session_user(s);
     if (ft->container == NULL) {
         api_reply_error(req, -ENOENT, "no such session (it is ending)");
         return NULL;
@@ -245,7 +265,7 @@ api_files_list(struct api *a, struct evhttp_request *req, const char *const *par
     fc = begin(a, req, params, dir != NULL ? dir : "", dir != NULL ? strlen(dir) : 0, true, &ft,
                NULL);
     if (fc != NULL) {
-        fc->op = files_list(&ft, fc->path, on_listed, fc);
+        admit(fc, FOP_LIST);
     }
 }
 
@@ -274,7 +294,7 @@ api_files_delete(struct api *a, struct evhttp_request *req, const char *const *p
     struct fcall *fc = begin_url(a, req, params, &ft, NULL);
 
     if (fc != NULL) {
-        fc->op = files_delete(&ft, fc->path, on_deleted, fc);
+        admit(fc, FOP_DELETE);
     }
 }
 
@@ -395,7 +415,7 @@ api_files_get(struct api *a, struct evhttp_request *req, const char *const *para
 
     if (fc != NULL) {
         fc->head = evhttp_request_get_command(req) == EVHTTP_REQ_HEAD;
-        fc->op = files_get(&ft, fc->path, &get_io, on_got, fc);
+        admit(fc, FOP_GET);
     }
 }
 
@@ -567,7 +587,7 @@ void
 api_files_put(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     struct api_body held;
-    bool is_held = api_body_held(a, req, &held);
+    bool is_held = api_body_held(a->conns, req, &held);
     struct files_target ft;
     struct session *s = NULL;
     struct fcall *fc = begin_url(a, req, params, &ft, &s);
@@ -596,5 +616,81 @@ api_files_put(struct api *a, struct evhttp_request *req, const char *const *para
                    (unsigned long long)fc->size, p->workspace_mb);
         return;
     }
-    fc->op = files_put(&ft, fc->path, fc->size, &put_io, on_put, fc);
+    admit(fc, FOP_PUT);
+}
+
+/* ---- the gate -------------------------------------------------------------------------------- */
+
+/* Refuses fc before its operation started. */
+static void
+refuse(struct fcall *fc, int r, const char *msg)
+{
+    if (fc->kind == FOP_PUT) {
+        put_refuse(fc, r, "%s", msg);
+        return;
+    }
+    api_reply_error(fc->req, r, "%s", msg);
+    fcall_end(fc);
+}
+
+/* Through the gate: the operation starts in its sandbox, looked up again. */
+static void
+op_start(struct fcall *fc)
+{
+    struct session *s = session_find(fc->a->backend->sessions, fc->tenant, fc->session);
+    struct files_target ft = {.engine = fc->a->backend->engine};
+
+    ft.container = s != NULL ? session_container(s) : NULL;
+    ft.user = s != NULL ? session_user(s) : NULL;
+    if (ft.container == NULL || ft.user == NULL) {
+        refuse(fc, -ENOENT, "no such session (it ended while the request waited)");
+        return;
+    }
+    switch (fc->kind) {
+    case FOP_LIST:
+        fc->op = files_list(&ft, fc->path, on_listed, fc);
+        break;
+    case FOP_DELETE:
+        fc->op = files_delete(&ft, fc->path, on_deleted, fc);
+        break;
+    case FOP_GET:
+        fc->op = files_get(&ft, fc->path, &get_io, on_got, fc);
+        break;
+    case FOP_PUT:
+        fc->op = files_put(&ft, fc->path, fc->size, &put_io, on_put, fc);
+        break;
+    }
+}
+
+static void
+on_gate(int r, void *arg)
+{
+    struct fcall *fc = arg;
+
+    fc->waiting = NULL;
+    log_set_request(fc->request);
+    if (r < 0) {
+        refuse(fc, -EDQUOT,
+               "too many file operations of this tenant are in flight; retry in a moment");
+    } else {
+        fc->entered = true;
+        op_start(fc);
+    }
+    log_set_request(NULL);
+}
+
+static void
+admit(struct fcall *fc, enum fop kind)
+{
+    int r;
+
+    fc->kind = kind;
+    r = api_gate_enter(fc->a->files_gate, fc->tenant, fc->session, on_gate, fc, &fc->waiting);
+    if (r < 0) {
+        refuse(fc, -EDQUOT,
+               "too many file operations of this tenant are waiting; retry in a moment");
+    } else if (r == 0) {
+        fc->entered = true;
+        op_start(fc);
+    }
 }

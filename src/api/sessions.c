@@ -113,12 +113,15 @@ api_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct
     return api_request_json((const char *)evbuffer_pullup(in, -1), n, allow_empty, ret, reterr);
 }
 
-/* 401 with the challenge. */
+/* 401 with the challenge. The connection closes after it: a client without a valid token
+ * keeps no slot for its next guess (conns.c). */
 static void
 reply_unauthenticated(struct evhttp_request *req)
 {
-    (void)evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
-                            "Bearer realm=\"sandpool\"");
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+
+    (void)evhttp_add_header(h, "WWW-Authenticate", "Bearer realm=\"sandpool\"");
+    (void)evhttp_add_header(h, "Connection", "close");
     api_reply_error(req, -EACCES, "a valid 'Authorization: Bearer <token>' header is required");
 }
 
@@ -128,12 +131,12 @@ static bool
 require_role(struct api *a, struct evhttp_request *req, enum auth_role want,
              const struct cfg_tenant **ret_tenant)
 {
-    enum auth_role got = api_auth(a->cfg, req, ret_tenant);
+    enum auth_role got = api_authenticate(a, req, ret_tenant);
 
     if (got == want) {
         return true;
     }
-    if (got == AUTH_NONE) {
+    if (got == AUTH_NONE || got == AUTH_METRICS) {
         reply_unauthenticated(req);
     } else {
         api_reply_error(req, -EPERM, "%s",
@@ -165,7 +168,7 @@ api_session_for(struct api *a, struct evhttp_request *req, const char *id, struc
     const struct cfg_tenant *t = NULL;
     struct session *s;
 
-    switch (api_auth(a->cfg, req, &t)) {
+    switch (api_authenticate(a, req, &t)) {
     case AUTH_TENANT:
         ret->admin = false;
         (void)snprintf(ret->name, sizeof(ret->name), "tenant:%s", t->id);
@@ -175,6 +178,7 @@ api_session_for(struct api *a, struct evhttp_request *req, const char *id, struc
         (void)snprintf(ret->name, sizeof(ret->name), "admin");
         break;
     case AUTH_NONE:
+    case AUTH_METRICS:
         reply_unauthenticated(req);
         return NULL;
     }

@@ -79,6 +79,9 @@ static const struct cfg_option options[] = {
         "deadline of one Redis command"),
     OPT("admin_token_sha256", CFG_STRING, admin_token_sha256, "", 0, 0, CFG_RELOADABLE,
         "hex SHA-256 of the admin bearer token"),
+    OPT("metrics_token_sha256", CFG_STRING, metrics_token_sha256, "", 0, 0, CFG_RELOADABLE,
+        "hex SHA-256 of a bearer token /metrics then requires (the admin token works too); "
+        "empty: /metrics is open, its per-tenant series only shown with either token"),
     OPT("log.level", CFG_STRING, log_level, "info", 0, 0, CFG_RELOADABLE,
         "debug, info, warn or error"),
     OPT("log.format", CFG_STRING, log_format, "text", 0, 0, CFG_RELOADABLE, "text or json"),
@@ -95,7 +98,28 @@ static const struct cfg_option options[] = {
     OPT("http.max_body_bytes", CFG_UINT, http_max_body_bytes, "8388608", 1024, 8388608, 0,
         "largest JSON request body"),
     OPT("http.max_connections", CFG_UINT, http_max_connections, "1024", 8, 1000000, 0,
-        "client connections open at most; more wait in the listen backlog"),
+        "client connection slots; a newcomer at the cap closes the connection idle longest "
+        "(anonymous ones first); with none idle, newcomers wait in the listen backlog"),
+    OPT("http.max_connections_per_peer", CFG_UINT, http_max_connections_per_peer, "128", 0, 1000000,
+        0,
+        "connections of one client address (IPv6: /64) not yet authenticated; one more closes "
+        "that address's idle one, or is refused with 503 (0: no bound)"),
+    OPT("http.health_listen", CFG_STRING, http_health_listen, "", 0, 0, 0,
+        "second listen address serving only /healthz, /readyz and /metrics, with 64 connection "
+        "slots of its own (for the kubelet and Prometheus; empty: none)"),
+    OPT("sandbox.uid_first", CFG_UINT, sandbox_uid_first, "1879048192", 65536, 2147483646.0, 0,
+        "first host uid of the node's sandboxes: each container gets a pair of its own (user "
+        "code's, even, and its relay's); no host account may use the range"),
+    OPT("sandbox.uid_count", CFG_UINT, sandbox_uid_count, "262144", 2, 16777216, 0,
+        "uids in the range (even): room for half as many containers at once"),
+    OPT("files.max_inflight", CFG_UINT, files_max_inflight, "32", 1, 4096, 0,
+        "file operations (an engine exec each) in flight at once; more wait, then get 429"),
+    OPT("files.max_inflight_per_tenant", CFG_UINT, files_per_tenant, "8", 1, 4096, 0,
+        "file operations of one tenant in flight at once"),
+    OPT("files.max_inflight_per_session", CFG_UINT, files_per_session, "2", 1, 4096, 0,
+        "file operations of one session in flight at once"),
+    OPT("files.max_waiting_per_tenant", CFG_UINT, files_queue_per_tenant, "64", 0, 100000, 0,
+        "file operations of one tenant waiting for their turn; one more gets 429 at once"),
     OPT("http.header_timeout_s", CFG_UINT, http_header_timeout_s, "10", 1, 600, 0,
         "a request head must arrive whole within this time"),
 };
@@ -103,13 +127,15 @@ static const struct cfg_option options[] = {
 static const struct cfg_option profile_options[] = {
     POPT("image", CFG_STRING, image, "sandpool/python:latest", 0, 0, CFG_NONEMPTY,
          "container image"),
-    POPT("user", CFG_STRING, user, "1000:1000", 0, 0, CFG_NONEMPTY, "numeric uid:gid"),
     POPT("runtime", CFG_STRING, runtime, "runc", 0, 0, CFG_NONEMPTY, "OCI runtime"),
     POPT("pids_enforced_by", CFG_STRING, pids_enforced_by, "cgroup", 0, 0, CFG_NONEMPTY,
          "cgroup (PidsLimit = pids) or runtime (runsc only: gVisor's own per-sandbox "
          "RLIMIT_NPROC = nproc caps the processes; PidsLimit is not sent)"),
     POPT("warm", CFG_UINT, warm, "4", 0, 10000, CFG_RELOADABLE, "containers kept ready"),
     POPT("max", CFG_UINT, max, "64", 1, 100000, CFG_RELOADABLE, "containers at most"),
+    POPT("max_per_tenant", CFG_UINT, max_per_tenant, "0", 0, 100000, CFG_RELOADABLE,
+         "sessions of this profile one tenant may hold (creates in flight included); 0: half of "
+         "max when several tenants are configured, no bound with one"),
     POPT("memory_mb", CFG_UINT, memory_mb, "512", 6, 1048576, 0, "memory cap, no swap"),
     POPT("cpus", CFG_DOUBLE, cpus, "1.0", 0.01, 1024, 0, "CPU cap"),
     POPT("pids", CFG_UINT, pids, "128", 8, 1000000, 0, "process/thread cap"),
@@ -790,6 +816,15 @@ cfg_apply_env(struct cfg *c, const char *const *envp, char *ret_unknown, size_t 
 
 /* ---- validation ------------------------------------------------------------------------------ */
 
+unsigned
+cfg_profile_tenant_share(const struct cfg *c, const struct cfg_profile *p)
+{
+    if (p->max_per_tenant > 0) {
+        return p->max_per_tenant;
+    }
+    return c->n_tenants > 1 ? MAX(1u, p->max / 2) : 0;
+}
+
 bool
 cfg_pids_by_runtime(const struct cfg_profile *p)
 {
@@ -799,22 +834,13 @@ cfg_pids_by_runtime(const struct cfg_profile *p)
 static int
 validate_profile(const struct cfg_profile *p, struct err *reterr)
 {
-    uint64_t uid, gid;
-    const char *colon = strchr(p->user, ':');
-
     if (p->warm > p->max) {
         return err_set(reterr, -EINVAL, "profile '%s': warm (%u) is larger than max (%u)", p->name,
                        p->warm, p->max);
     }
-    if (colon == NULL || parse_u64n(p->user, (size_t)(colon - p->user), &uid) < 0 ||
-        parse_u64(colon + 1, &gid) < 0 || uid > UINT32_MAX - 2 || gid > UINT32_MAX - 1) {
-        /* uid + 1 must be a uid too: the kernel's relay runs as it (kernel/kernel.h). */
-        return err_set(reterr, -EINVAL,
-                       "profile '%s': 'user' must be numeric uid:gid (uid at most 4294967293)",
-                       p->name);
-    }
-    if (uid == 0 || gid == 0) {
-        return err_set(reterr, -EINVAL, "profile '%s': 'user' must not be root", p->name);
+    if (p->max_per_tenant > p->max) {
+        return err_set(reterr, -EINVAL, "profile '%s': max_per_tenant (%u) is larger than max (%u)",
+                       p->name, p->max_per_tenant, p->max);
     }
     if (!str_is_name(p->runtime, 64)) {
         return err_set(reterr, -EINVAL, "profile '%s': bad 'runtime' '%.64s'", p->name, p->runtime);
@@ -926,11 +952,49 @@ validate_global(struct cfg *c, struct err *reterr)
     if (c->admin_token_sha256[0] != '\0' && cfg_parse_sha256_hex(c->admin_token_sha256, hash) < 0) {
         return err_set(reterr, -EINVAL, "'admin_token_sha256' must be 64 hex digits");
     }
+    if (c->metrics_token_sha256[0] != '\0' &&
+        cfg_parse_sha256_hex(c->metrics_token_sha256, hash) < 0) {
+        return err_set(reterr, -EINVAL, "'metrics_token_sha256' must be 64 hex digits");
+    }
+    if (c->http_health_listen[0] != '\0' &&
+        (parse_listen(c->http_health_listen, host, sizeof(host), &port) < 0 ||
+         strcmp(c->http_health_listen, c->listen) == 0)) {
+        return err_set(reterr, -EINVAL,
+                       "'http.health_listen' must be HOST:PORT, [IPV6]:PORT or unix:/path, other "
+                       "than 'listen', not '%.80s'",
+                       c->http_health_listen);
+    }
     if (log_level_from_string(c->log_level) < 0) {
         return err_set(reterr, -EINVAL, "'log.level' must be debug, info, warn or error");
     }
     if (log_format_from_string(c->log_format) < 0) {
         return err_set(reterr, -EINVAL, "'log.format' must be text or json");
+    }
+    return 0;
+}
+
+/* The sandbox uid range: pairs of an even first uid, room for every profile at its max, below
+ * 4294967294 ((uid_t)-1 and (uid_t)-2 are no uids to give). */
+static int
+validate_uids(const struct cfg *c, struct err *reterr)
+{
+    uint64_t need = 0;
+
+    if (c->sandbox_uid_first % 2 != 0 || c->sandbox_uid_count % 2 != 0) {
+        return err_set(reterr, -EINVAL, "'sandbox.uid_first' and 'sandbox.uid_count' must be even");
+    }
+    if ((uint64_t)c->sandbox_uid_first + c->sandbox_uid_count > 2147483648ull) {
+        /* Some tools read a uid as a signed 32-bit number. */
+        return err_set(reterr, -EINVAL, "the sandbox uid range ends past uid 2147483647");
+    }
+    for (size_t i = 0; i < c->n_profiles; i++) {
+        need += c->profiles[i].max;
+    }
+    if (need > c->sandbox_uid_count / 2) {
+        return err_set(reterr, -EINVAL,
+                       "'sandbox.uid_count' (%u) holds %u sandboxes; the profiles' 'max' add up "
+                       "to %llu (each needs 2 uids)",
+                       c->sandbox_uid_count, c->sandbox_uid_count / 2, (unsigned long long)need);
     }
     return 0;
 }
@@ -965,6 +1029,10 @@ cfg_validate(struct cfg *c, struct err *reterr)
         if (r < 0) {
             return r;
         }
+    }
+    r = validate_uids(c, reterr);
+    if (r < 0) {
+        return r;
     }
     for (size_t i = 0; i < c->n_tenants; i++) {
         for (char **p = c->tenants[i].profiles; p != NULL && *p != NULL; p++) {

@@ -22,12 +22,12 @@ struct cfg_profile {
     char *name;
     char *image;
     char **command; /* NULL-terminated argv, or NULL for the image's own CMD */
-    char *user;     /* "uid:gid", numeric */
     char *runtime;  /* OCI runtime name; "runc" means the engine default */
     /* Who caps the sandbox's processes: "cgroup" (PidsLimit = pids) or "runtime" (gVisor: its
      * own per-sandbox RLIMIT_NPROC = nproc; PidsLimit is not sent). See cfg_pids_by_runtime(). */
     char *pids_enforced_by;
     unsigned warm, max;
+    unsigned max_per_tenant; /* 0: see cfg_profile_tenant_share() */
     unsigned memory_mb;
     double cpus;
     unsigned pids;
@@ -67,9 +67,16 @@ struct cfg {
     unsigned drain_timeout_s;
     unsigned shutdown_delay_s; /* SIGTERM: not ready, still serving, before the drain */
     unsigned policy_check_s;
+    /* Host uids of the sandboxes: [first, first + count), a pair per container (pool/uids.c). */
+    unsigned sandbox_uid_first, sandbox_uid_count;
     unsigned http_max_body_bytes;
     unsigned http_max_connections;
+    unsigned http_max_connections_per_peer; /* anonymous ones per address; 0: no bound */
+    char *http_health_listen;               /* "": no health listener */
     unsigned http_header_timeout_s;
+    /* the files API's gate (api/gate.c) */
+    unsigned files_max_inflight, files_per_tenant, files_per_session, files_queue_per_tenant;
+    char *metrics_token_sha256; /* hex, "": /metrics needs no token (tenant series: admin only) */
 
     struct cfg_profile *profiles;
     size_t n_profiles;
@@ -100,6 +107,9 @@ int cfg_set(struct cfg *c, const char *name, const char *value, struct err *rete
 /* Checks cross-field rules and resolves node_id "auto" to the host name. */
 int cfg_validate(struct cfg *c, struct err *reterr);
 
+/* The sessions of profile p one tenant may hold: its max_per_tenant, or else half its max when
+ * c has several tenants; 0: no bound (a single tenant). */
+unsigned cfg_profile_tenant_share(const struct cfg *c, const struct cfg_profile *p);
 /* True when profile p leaves the process cap to its runtime ("pids_enforced_by": "runtime"). */
 bool cfg_pids_by_runtime(const struct cfg_profile *p);
 

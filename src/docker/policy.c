@@ -15,14 +15,12 @@
 #define MIB (1024ull * 1024ull)
 
 static void
-tmpfs_options(const struct cfg_profile *p, char *ws, size_t ws_n, char *tmp, size_t tmp_n)
+tmpfs_options(const struct cfg_profile *p, uint32_t uid, char *ws, size_t ws_n, char *tmp,
+              size_t tmp_n)
 {
-    const char *colon = strchr(p->user, ':');
-    int uid_len = colon ? (int)(colon - p->user) : (int)strlen(p->user);
-
     /* mode 0700 owned by the sandbox user: nobody else in the container needs it. */
-    (void)snprintf(ws, ws_n, "rw,exec,nosuid,nodev,size=%um,mode=0700,uid=%.*s,gid=%s",
-                   p->workspace_mb, uid_len, p->user, colon ? colon + 1 : p->user);
+    (void)snprintf(ws, ws_n, "rw,exec,nosuid,nodev,size=%um,mode=0700,uid=%u,gid=%u",
+                   p->workspace_mb, uid, uid);
     (void)snprintf(tmp, tmp_n, "rw,noexec,nosuid,nodev,size=%um,mode=1777", p->tmp_mb);
 }
 
@@ -50,13 +48,16 @@ docker_policy_wants_init(const struct cfg_profile *p)
 }
 
 json_t *
-docker_policy_create_body(const struct cfg_profile *p, const char *node_id, const char *slot_id)
+docker_policy_create_body(const struct cfg_profile *p, const char *node_id, const char *slot_id,
+                          uint32_t uid)
 {
-    char ws[160], tmp[160];
+    char ws[160], tmp[160], user[24], uid_text[12];
     json_t *host, *body;
     json_int_t mem = (json_int_t)((uint64_t)p->memory_mb * MIB);
 
-    tmpfs_options(p, ws, sizeof(ws), tmp, sizeof(tmp));
+    tmpfs_options(p, uid, ws, sizeof(ws), tmp, sizeof(tmp));
+    (void)snprintf(user, sizeof(user), "%u:%u", uid, uid);
+    (void)snprintf(uid_text, sizeof(uid_text), "%u", uid);
     host = OOM_CHECK(json_pack(
         "{s:s, s:b, s:I, s:I, s:I, s:I, s:[s], s:[s], s:{s:s, s:s}, s:I, s:s, s:o, s:b, s:b,"
         " s:{s:s}, s:{s:s}, s:i}",
@@ -74,15 +75,16 @@ docker_policy_create_body(const struct cfg_profile *p, const char *node_id, cons
     if (strcmp(p->runtime, "runc") != 0) {
         (void)json_object_set_new(host, "Runtime", OOM_CHECK(json_string(p->runtime)));
     }
+    /* USER and LOGNAME: the uid has no passwd entry (getpass.getuser() reads them). */
     body = OOM_CHECK(json_pack(
-        "{s:s, s:s, s:s, s:s, s:[s, s], s:{s:s, s:s, s:s, s:s}, s:b, s:b, s:b, s:b, s:b, s:b,"
-        " s:b, s:i, s:o}",
-        "Image", p->image, "User", p->user, "WorkingDir", DOCKER_WORKSPACE, "Hostname", "sandbox",
-        "Env", "HOME=" DOCKER_WORKSPACE, "TMPDIR=" DOCKER_TMP, "Labels", DOCKER_LABEL_OWNER,
-        node_id, DOCKER_LABEL_PROFILE, p->name, DOCKER_LABEL_SLOT, slot_id, DOCKER_LABEL_SCHEMA,
-        DOCKER_LABEL_SCHEMA_VERSION, "NetworkDisabled", 1, "Tty", 0, "OpenStdin", 1, "StdinOnce", 0,
-        "AttachStdin", 0, "AttachStdout", 0, "AttachStderr", 0, "StopTimeout", 1, "HostConfig",
-        host));
+        "{s:s, s:s, s:s, s:s, s:[s, s, s, s], s:{s:s, s:s, s:s, s:s, s:s}, s:b, s:b, s:b, s:b,"
+        " s:b, s:b, s:b, s:i, s:o}",
+        "Image", p->image, "User", user, "WorkingDir", DOCKER_WORKSPACE, "Hostname", "sandbox",
+        "Env", "HOME=" DOCKER_WORKSPACE, "TMPDIR=" DOCKER_TMP, "USER=sandbox", "LOGNAME=sandbox",
+        "Labels", DOCKER_LABEL_OWNER, node_id, DOCKER_LABEL_PROFILE, p->name, DOCKER_LABEL_SLOT,
+        slot_id, DOCKER_LABEL_SCHEMA, DOCKER_LABEL_SCHEMA_VERSION, DOCKER_LABEL_UID, uid_text,
+        "NetworkDisabled", 1, "Tty", 0, "OpenStdin", 1, "StdinOnce", 0, "AttachStdin", 0,
+        "AttachStdout", 0, "AttachStderr", 0, "StopTimeout", 1, "HostConfig", host));
     if (p->command != NULL) {
         json_t *cmd = OOM_CHECK(json_array());
 
@@ -181,12 +183,12 @@ verify_ulimits(json_t *hc, const struct cfg_profile *p, struct err *reterr)
 }
 
 static int
-verify_tmpfs(json_t *hc, const struct cfg_profile *p, struct err *reterr)
+verify_tmpfs(json_t *hc, const struct cfg_profile *p, uint32_t uid, struct err *reterr)
 {
     char ws[160], tmp[160];
     json_t *t = json_object_get(hc, "Tmpfs");
 
-    tmpfs_options(p, ws, sizeof(ws), tmp, sizeof(tmp));
+    tmpfs_options(p, uid, ws, sizeof(ws), tmp, sizeof(tmp));
     if (want_str(t, DOCKER_WORKSPACE, ws, reterr) < 0 || want_str(t, DOCKER_TMP, tmp, reterr) < 0) {
         return -EPERM;
     }
@@ -202,19 +204,42 @@ verify_tmpfs(json_t *hc, const struct cfg_profile *p, struct err *reterr)
     return 0;
 }
 
+int64_t
+docker_policy_uid(json_t *obj)
+{
+    json_t *labels = json_object_get(obj, "Labels");
+    const char *v;
+    uint64_t uid;
+
+    if (labels == NULL) {
+        labels = json_object_get(json_object_get(obj, "Config"), "Labels");
+    }
+    v = json_string_value(json_object_get(labels, DOCKER_LABEL_UID));
+    if (v == NULL || v[0] < '1' || v[0] > '9' || parse_u64(v, &uid) < 0 || uid > UINT32_MAX) {
+        return -1;
+    }
+    return (int64_t)uid;
+}
+
 int
-docker_policy_verify(json_t *inspect, const struct cfg_profile *p, struct err *reterr)
+docker_policy_verify(json_t *inspect, const struct cfg_profile *p, uint32_t uid, struct err *reterr)
 {
     json_t *cfg = json_object_get(inspect, "Config");
     json_t *hc = json_object_get(inspect, "HostConfig");
     json_int_t mem = (json_int_t)((uint64_t)p->memory_mb * MIB);
     json_t *masked = json_object_get(hc, "MaskedPaths");
     const char *runtime = json_string_value(json_object_get(hc, "Runtime"));
+    char user[24];
 
     if (!json_is_object(cfg) || !json_is_object(hc)) {
         return err_set(reterr, -EPROTO, "inspect answer lacks Config or HostConfig");
     }
-    if (want_str(cfg, "User", p->user, reterr) < 0 ||
+    (void)snprintf(user, sizeof(user), "%u:%u", uid, uid);
+    if (docker_policy_uid(inspect) != (int64_t)uid) {
+        return err_set(reterr, -EPERM, "its %s label is not %u, the uid it was given",
+                       DOCKER_LABEL_UID, uid);
+    }
+    if (want_str(cfg, "User", user, reterr) < 0 ||
         want_true(cfg, "NetworkDisabled", true, reterr) < 0 ||
         want_str(hc, "NetworkMode", "none", reterr) < 0 ||
         want_true(hc, "ReadonlyRootfs", true, reterr) < 0 ||
@@ -241,7 +266,7 @@ docker_policy_verify(json_t *inspect, const struct cfg_profile *p, struct err *r
         return err_set(reterr, -EPERM, "runtime is '%s', policy wants '%s'",
                        runtime ? runtime : "(default)", p->runtime);
     }
-    if (verify_ulimits(hc, p, reterr) < 0 || verify_tmpfs(hc, p, reterr) < 0) {
+    if (verify_ulimits(hc, p, reterr) < 0 || verify_tmpfs(hc, p, uid, reterr) < 0) {
         return -EPERM;
     }
     return 0;

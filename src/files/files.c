@@ -174,6 +174,7 @@ helper_errno(const char *code)
         {"bad_path", -EINVAL},  {"symlink", -EINVAL},     {"not_dir", -EINVAL},
         {"not_file", -EINVAL},  {"is_dir", -EINVAL},      {"exists", -EINVAL},
         {"not_empty", -EINVAL}, {"incomplete", -EINVAL},  {"usage", -EINVAL},
+        {"gone", -ESTALE}, /* the sandbox changed the path under the operation: 409 */
     };
 
     for (size_t i = 0; code != NULL && i < ELEMENTSOF(map); i++) {

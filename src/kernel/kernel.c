@@ -85,7 +85,7 @@ on_message(json_t *obj, void *userdata)
         return 0;
     }
     k->stats.messages++;
-    if (m.gen >= 0) {
+    if (m.gen >= 0) { /* hello and restarted only (proto.c) */
         k->gen = m.gen;
     }
     k->depth++;

@@ -55,6 +55,51 @@ valid_artifact_path(const char *p)
     return strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
+/* The members of a "done" the session reads, checked for their types: a done that breaks them
+ * is not a kernel's (-EPROTO). */
+static int
+check_done(json_t *obj, const char *status)
+{
+    static const char *const statuses[] = {"ok", "error", "interrupted", "died", "rejected"};
+    json_t *v, *tb, *line;
+    bool known = false;
+    size_t i;
+
+    for (i = 0; i < ELEMENTSOF(statuses); i++) {
+        known = known || strcmp(status, statuses[i]) == 0;
+    }
+    if (!known) {
+        return -EPROTO;
+    }
+    v = json_object_get(obj, "result");
+    if (v != NULL && !json_is_null(v) && !json_is_string(v)) {
+        return -EPROTO;
+    }
+    v = json_object_get(obj, "error");
+    if (v != NULL && !json_is_null(v)) {
+        tb = json_object_get(v, "traceback");
+        if (!json_is_object(v) || !json_is_string(json_object_get(v, "name")) ||
+            !json_is_string(json_object_get(v, "value")) || !json_is_array(tb)) {
+            return -EPROTO;
+        }
+        json_array_foreach (tb, i, line) {
+            if (!json_is_string(line)) {
+                return -EPROTO;
+            }
+        }
+    }
+    v = json_object_get(obj, "exit_code");
+    if (v != NULL &&
+        (!json_is_integer(v) || json_integer_value(v) < -255 || json_integer_value(v) > 255)) {
+        return -EPROTO;
+    }
+    v = json_object_get(obj, "oom");
+    if (v != NULL && !json_is_boolean(v)) {
+        return -EPROTO;
+    }
+    return 0;
+}
+
 static bool
 valid_sha256(const char *h)
 {
@@ -97,7 +142,8 @@ kernel_proto_decode(json_t *obj, struct kernel_msg *ret)
     if (m.type < 0) {
         return -EPROTO;
     }
-    if (json_is_integer(gen) && json_integer_value(gen) >= 0) {
+    if ((m.type == KERNEL_MSG_HELLO || m.type == KERNEL_MSG_RESTARTED) && json_is_integer(gen) &&
+        json_integer_value(gen) >= 0) {
         m.gen = json_integer_value(gen);
     }
     switch (m.type) {
@@ -115,7 +161,7 @@ kernel_proto_decode(json_t *obj, struct kernel_msg *ret)
     case KERNEL_MSG_DONE:
         m.id = get_str(obj, "id");
         m.status = get_str(obj, "status");
-        if (!valid_id(m.id) || m.status == NULL) {
+        if (!valid_id(m.id) || m.status == NULL || check_done(obj, m.status) < 0) {
             return -EPROTO;
         }
         break;
@@ -168,6 +214,17 @@ kernel_splitter_done(struct kernel_splitter *s)
     buf_done(&s->line);
 }
 
+/* Empties the line buffer, giving its memory back after a long line. */
+static void
+line_reset(struct kernel_splitter *s)
+{
+    if (s->line.alloc > KERNEL_LINE_KEEP) {
+        buf_done(&s->line);
+    } else {
+        buf_reset(&s->line);
+    }
+}
+
 static int
 emit_line(struct kernel_splitter *s, int (*cb)(json_t *, void *), void *userdata)
 {
@@ -179,7 +236,7 @@ emit_line(struct kernel_splitter *s, int (*cb)(json_t *, void *), void *userdata
     }
     /* User output may hold NUL (print("\\0")): allow it in strings. */
     obj = json_loadb(s->line.buf, s->line.len, JSON_ALLOW_NUL, NULL);
-    buf_reset(&s->line);
+    line_reset(s);
     if (obj == NULL || !json_is_object(obj)) {
         s->garbage++;
     } else {
@@ -201,7 +258,7 @@ kernel_splitter_feed(struct kernel_splitter *s, const char *data, size_t n,
         if (!s->discarding && buf_append(&s->line, data, take) < 0) {
             s->discarding = true; /* over-long: skip it whole */
             s->garbage++;
-            buf_reset(&s->line);
+            line_reset(s);
         }
         data += take;
         n -= take;

@@ -2,8 +2,12 @@
  * decoding, request encoding and a line splitter that survives garbage.
  *
  * The stream comes from inside the sandbox, where user code runs with the same uid as the
- * kernel and could write anything into it: every line is untrusted, a malformed line is skipped
- * and counted (never fatal), and an over-long line is discarded up to the next newline. */
+ * kernel: every line is untrusted, a malformed line is skipped and counted (never fatal), and an
+ * over-long line (over KERNEL_MAX_LINE, far above the largest the kernel sends) is discarded up
+ * to the next newline. The splitter gives its memory back after a long line, so a session costs
+ * the daemon at most KERNEL_MAX_LINE for its kernel's stream, and only while such a line is in
+ * flight. A message's generation is only read from hello and restarted: no other message moves
+ * the epoch (see session.c). */
 #pragma once
 
 #include <stdbool.h>
@@ -15,7 +19,8 @@
 typedef struct json_t json_t;
 
 #define KERNEL_PROTO_VERSION 1
-#define KERNEL_MAX_LINE      (8u << 20)
+#define KERNEL_MAX_LINE      (1u << 20)
+#define KERNEL_LINE_KEEP     (64u << 10) /* a line buffer larger than this is freed after use */
 /* Requests queued towards one kernel: the largest request body JSON-escaped (up to 6 bytes per
  * byte of code) still fits. */
 #define KERNEL_MAX_QUEUE ((size_t)64 << 20)
@@ -42,11 +47,13 @@ struct kernel_msg {
     bool to_stderr;   /* OUT */
     const char *text; /* OUT: data; RESTARTED: reason; ERROR: error */
     size_t text_len;
-    int64_t gen;         /* HELLO, PONG, DONE, RESTARTED; -1 when absent */
+    int64_t gen;         /* HELLO, RESTARTED; -1 otherwise */
     const char *busy;    /* HELLO: running execution id, or NULL */
     const char *session; /* HELLO, BOUND */
     bool used;           /* HELLO */
-    const char *status;  /* DONE */
+    const char *status;  /* DONE: ok, error, interrupted, died or rejected; the other members it
+                          * may have are checked for their types (result a string, error an
+                          * object of strings, exit_code a small integer, oom a boolean) */
     /* ARTIFACT: a file the execution produced, checked: path (relative to the workspace, under
      * KERNEL_ARTIFACT_DIR, plain characters), mime, size, sha256 (lowercase hex). */
     const char *path, *mime, *sha256;

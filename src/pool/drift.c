@@ -20,6 +20,7 @@ struct drift_item {
     struct drift_check *check;
     const struct cfg_profile *profile;
     struct docker_call *call;
+    uint32_t uid; /* the sandbox uid its pool gave it */
     char container[129];
 };
 
@@ -72,7 +73,7 @@ on_inspect(int r, json_t *result, const struct err *e, void *userdata)
         c->errors++;
     } else {
         c->checked++;
-        if (docker_policy_verify(result, it->profile, &why) < 0) {
+        if (docker_policy_verify(result, it->profile, it->uid, &why) < 0) {
             struct drift_finding *f = &c->found[c->n_found++];
 
             f->profile = it->profile;
@@ -98,7 +99,8 @@ start_more(struct drift_check *c)
 }
 
 static void
-add_item(struct pool *p, const char *container_id, enum pool_slot_state state, void *userdata)
+add_item(struct pool *p, const char *container_id, enum pool_slot_state state, uint32_t uid,
+         void *userdata)
 {
     struct drift_check *c = userdata;
     struct drift_item *it;
@@ -108,7 +110,7 @@ add_item(struct pool *p, const char *container_id, enum pool_slot_state state, v
         c->items = xrealloc(c->items, c->cap_items * sizeof(*c->items));
     }
     it = &c->items[c->n_items++];
-    *it = (struct drift_item){.check = c, .profile = pool_profile(p)};
+    *it = (struct drift_item){.check = c, .profile = pool_profile(p), .uid = uid};
     (void)snprintf(it->container, sizeof(it->container), "%s", container_id);
 }
 

@@ -1,8 +1,9 @@
 /* Policy drift check: re-inspects every READY and BOUND container of the pools and compares what
  * the engine enforces with the container's profile (docker_policy_verify: network, read-only
- * root, user, capabilities, no-new-privileges, privileged, pids, memory, swap, CPU, init,
- * runtime, ulimits, tmpfs and mounts). Somebody with access to the engine can loosen a running
- * container (`docker update --memory`, `--pids-limit`); this is how the daemon notices.
+ * root, user (the sandbox uid its pool gave it), capabilities, no-new-privileges, privileged, pids,
+ * memory, swap, CPU, init, runtime, ulimits, tmpfs and mounts). Somebody with access to the engine
+ * can loosen a running container (`docker update --memory`, `--pids-limit`); this is how the daemon
+ * notices.
  *
  * The check only reports; the caller decides what to do with a finding (the server ends the
  * container: quarantine). At most DRIFT_INFLIGHT inspects are in flight, so a large node does

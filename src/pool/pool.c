@@ -9,7 +9,10 @@
  *    the slot leaves those states;
  *  - counts in pool_stats are derived from the slot list, never kept separately;
  *  - every container we create carries our labels and a name derived from its slot id, so a
- *    create that timed out can still be found and removed by name.
+ *    create that timed out can still be found and removed by name;
+ *  - every slot holds the uid pair of its container (uids.c) until the engine confirmed the
+ *    removal; an adoption forgotten on a transient failure (the container may live on) keeps its
+ *    pair in `held` until the container is re-adopted or missing from a full list.
  * Completions clear `slot->call` before anything else, and no slot is freed while one of its own
  * callbacks (engine call or kernel handler) is on the stack: kernel handlers only change state
  * and schedule work; the removal that frees the slot completes in a later engine callback. */
@@ -53,6 +56,8 @@ struct pool_slot {
     char key[65];           /* the kernel's relay key (DOCKER_LABEL_KEY), "" if it has none */
     bool attached;          /* its kernel was reached once: stdin may be gone (quirks.h) */
     char container_id[129]; /* "" until create answered */
+    uint32_t uid;           /* of user code (uids.c); 0: none held */
+    char user[24];          /* "uid:uid" */
     struct docker_call *call;
     bool budgeted; /* `call` holds a unit of the budget */
     struct kernel *kernel;
@@ -74,6 +79,13 @@ struct pool {
     struct docker_client *docker;      /* borrowed */
     const struct cfg_profile *profile; /* borrowed */
     struct pool_budget *budget;        /* borrowed */
+    struct pool_uids *uids;            /* borrowed */
+    /* Forgotten adoptions' uids (see the invariants), until their container is seen again. */
+    struct held_uid {
+        char container_id[129];
+        uint32_t uid;
+    } * held;
+    size_t n_held;
     struct pool_callbacks cb;
     char *node_id;
     unsigned warm;
@@ -114,7 +126,7 @@ pool_foreach_container(struct pool *p, pool_container_fn *fn, void *userdata)
         next = TAILQ_NEXT(slot, link);
         if ((slot->state == POOL_SLOT_READY || slot->state == POOL_SLOT_BOUND) &&
             slot->container_id[0] != '\0') {
-            fn(p, slot->container_id, slot->state, userdata);
+            fn(p, slot->container_id, slot->state, slot->uid, userdata);
         }
     }
 }
@@ -209,8 +221,50 @@ slot_free(struct pool_slot *slot)
         }
     }
     slot_drop_kernel(slot);
+    if (slot->uid != 0) {
+        pool_uids_release(p->uids, slot->uid);
+    }
     TAILQ_REMOVE(&p->slots, slot, link);
     free(slot);
+}
+
+static void
+slot_set_uid(struct pool_slot *slot, uint32_t uid)
+{
+    slot->uid = uid;
+    (void)snprintf(slot->user, sizeof(slot->user), "%u:%u", uid, uid);
+}
+
+/* An adoption is given up without removing the container (it may live on): its uid stays in
+ * use, held for it. */
+static void
+slot_forget(struct pool_slot *slot)
+{
+    struct pool *p = slot->pool;
+
+    if (slot->uid != 0) {
+        p->held = xrealloc(p->held, (p->n_held + 1) * sizeof(*p->held));
+        (void)snprintf(p->held[p->n_held].container_id, sizeof(p->held->container_id), "%s",
+                       slot->container_id);
+        p->held[p->n_held++].uid = slot->uid;
+        slot->uid = 0;
+    }
+    slot_free(slot);
+}
+
+/* The held uid of container_id, taken out of held; 0 when none. */
+static uint32_t
+held_take(struct pool *p, const char *container_id)
+{
+    for (size_t i = 0; i < p->n_held; i++) {
+        if (strcmp(p->held[i].container_id, container_id) == 0) {
+            uint32_t uid = p->held[i].uid;
+
+            p->held[i] = p->held[--p->n_held];
+            return uid;
+        }
+    }
+    return 0;
 }
 
 /* A completion of `slot->call`: forget the call and return its budget unit. */
@@ -525,11 +579,8 @@ slot_open(struct pool_slot *slot, const struct kernel_handlers *h, void *userdat
                  (slot->adopted || slot->attached),
         .relay_user = relay_user,
     };
-    /* The sandbox user's uid + 1 (cfg_validate keeps it a valid uid): no process of user code
-     * has it. */
-    unsigned long long uid = strtoull(p->profile->user, NULL, 10);
-
-    (void)snprintf(relay_user, sizeof(relay_user), "%llu:%llu", uid + 1, uid + 1);
+    /* The second uid of the sandbox's pair (uids.c): no process of user code has it. */
+    (void)snprintf(relay_user, sizeof(relay_user), "%u:%u", slot->uid + 1, slot->uid + 1);
 
     slot->attached = true;
     return kernel_open(p->docker, &t, docker_client_timeout_ms(p->docker), h, userdata,
@@ -621,22 +672,32 @@ slot_new(struct pool *p, enum pool_slot_state state)
     return slot;
 }
 
-static void
+/* Creates a container; false, with nothing done, when no sandbox uid is free. */
+static bool
 spawn(struct pool *p)
 {
-    struct pool_slot *slot = slot_new(p, POOL_SLOT_CREATING);
+    struct pool_slot *slot;
     char name[64];
     json_t *body;
+    uint32_t uid;
 
+    if (pool_uids_take(p->uids, &uid) < 0) {
+        record_failure(p, "create", -ENOSPC,
+                       "every sandbox uid of the node is in use (sandbox.uid_count)");
+        return false;
+    }
+    slot = slot_new(p, POOL_SLOT_CREATING);
+    slot_set_uid(slot, uid);
     random_hex(slot->slot_id, 16);
     random_hex(slot->key, 16);
     (void)snprintf(name, sizeof(name), "sandpool-%s", slot->slot_id);
-    body = docker_policy_create_body(p->profile, p->node_id, slot->slot_id);
+    body = docker_policy_create_body(p->profile, p->node_id, slot->slot_id, uid);
     (void)json_object_set_new(json_object_get(body, "Labels"), DOCKER_LABEL_KEY,
                               OOM_CHECK(json_string(slot->key)));
     slot->budgeted = true; /* taken by the caller */
     slot->call = docker_container_create(p->docker, name, body, on_created, slot);
     json_decref(body);
+    return true;
 }
 
 void
@@ -671,7 +732,10 @@ pool_tick(struct pool *p)
     have = count_coming(p) + count_state(p, POOL_SLOT_READY);
     live = count_live(p);
     while (have < want && live < p->profile->max && budget_take(p)) {
-        spawn(p);
+        if (!spawn(p)) {
+            p->budget->inflight--;
+            break;
+        }
         have++;
         live++;
     }
@@ -728,6 +792,12 @@ const char *
 pool_slot_container(const struct pool_slot *slot)
 {
     return slot->container_id;
+}
+
+const char *
+pool_slot_user(const struct pool_slot *slot)
+{
+    return slot->user;
 }
 
 struct pool *
@@ -793,22 +863,36 @@ pool_knows_slot(const struct pool *p, const char *slot_id)
     return false;
 }
 
-/* True when the list holds container id in the running state. */
-static bool
-list_has_running(json_t *list, const char *id)
+/* The list's entry of container id, or NULL. */
+static json_t *
+list_find(json_t *list, const char *id)
 {
     size_t i;
     json_t *c;
 
     json_array_foreach (list, i, c) {
         const char *cid = json_string_value(json_object_get(c, "Id"));
-        const char *state = json_string_value(json_object_get(c, "State"));
 
         if (cid != NULL && strcmp(cid, id) == 0) {
-            return state != NULL && strcmp(state, "running") == 0;
+            return c;
         }
     }
-    return false;
+    return NULL;
+}
+
+static bool
+list_has(json_t *list, const char *id)
+{
+    return list_find(list, id) != NULL;
+}
+
+/* True when the list holds container id in the running state. */
+static bool
+list_has_running(json_t *list, const char *id)
+{
+    const char *state = json_string_value(json_object_get(list_find(list, id), "State"));
+
+    return state != NULL && strcmp(state, "running") == 0;
 }
 
 void
@@ -822,6 +906,15 @@ pool_reconcile(struct pool *p, json_t *list, uint64_t listed_at_ms)
         if ((slot->state == POOL_SLOT_READY || slot->state == POOL_SLOT_CONNECTING) &&
             slot->since_ms < listed_at_ms && !list_has_running(list, slot->container_id)) {
             slot_remove(slot);
+        }
+    }
+    /* A forgotten adoption's container that is not even listed any more is gone. */
+    for (size_t i = 0; i < p->n_held;) {
+        if (!list_has(list, p->held[i].container_id)) {
+            pool_uids_release(p->uids, p->held[i].uid);
+            p->held[i] = p->held[--p->n_held];
+        } else {
+            i++;
         }
     }
     pool_tick(p);
@@ -841,7 +934,7 @@ on_adopt_inspect(int r, json_t *result, const struct err *e, void *userdata)
         e = &e2;
     }
     if (r == 0) {
-        r = docker_policy_verify(result, p->profile, &e2);
+        r = docker_policy_verify(result, p->profile, slot->uid, &e2);
         e = &e2;
     }
     if (r == -ESRCH || r == -EPERM) {
@@ -856,7 +949,11 @@ on_adopt_inspect(int r, json_t *result, const struct err *e, void *userdata)
         if (r != -ENOENT) {
             notify(p, "adopt", r, e ? err_msg(e) : strerror(-r));
         }
-        slot_free(slot);
+        if (r == -ENOENT) {
+            slot_free(slot);
+        } else {
+            slot_forget(slot);
+        }
         return;
     }
     slot_connect(slot);
@@ -869,7 +966,10 @@ pool_adopt(struct pool *p, json_t *summary)
     const char *state = json_string_value(json_object_get(summary, "State"));
     const char *slot_id = docker_label(summary, DOCKER_LABEL_SLOT);
     const char *key = docker_label(summary, DOCKER_LABEL_KEY);
+    int64_t uid = docker_policy_uid(summary);
     struct pool_slot *slot;
+    uint32_t held;
+    int r;
 
     if (id == NULL || !docker_valid_id(id) || strlen(id) >= sizeof(slot->container_id)) {
         return -EINVAL;
@@ -882,6 +982,23 @@ pool_adopt(struct pool *p, json_t *summary)
     (void)snprintf(slot->container_id, sizeof(slot->container_id), "%s", id);
     (void)snprintf(slot->slot_id, sizeof(slot->slot_id), "%s", slot_id ? slot_id : "");
     (void)snprintf(slot->key, sizeof(slot->key), "%s", key ? key : "");
+    held = held_take(p, id);
+    r = held != 0 ? 0 : uid < 0 ? -ERANGE : pool_uids_claim(p->uids, (uint64_t)uid);
+    if (r == 0) {
+        slot_set_uid(slot, held != 0 ? held : (uint32_t)uid);
+    } else {
+        /* Made by an older sandpoold (every sandbox one uid), outside this node's range, or
+         * sharing its uid with a container that has it already: it cannot be a sandbox of its
+         * own here, whatever it held. */
+        char why[160];
+
+        (void)snprintf(why, sizeof(why),
+                       "container %.12s has %s sandbox uid: removing it, whatever it held", id,
+                       r == -EEXIST ? "another container's" : "no valid");
+        notify(p, "adopt", -EPERM, why);
+        slot_remove(slot);
+        return 0;
+    }
     if (state == NULL || strcmp(state, "running") != 0) {
         slot_remove(slot);
         return 0;
@@ -928,7 +1045,8 @@ pool_container_gone(struct pool *p, const char *container_id)
 
 struct pool *
 pool_new(struct event_base *base, struct docker_client *docker, const struct cfg_profile *profile,
-         const char *node_id, struct pool_budget *budget, const struct pool_callbacks *cb)
+         const char *node_id, struct pool_budget *budget, struct pool_uids *uids,
+         const struct pool_callbacks *cb)
 {
     struct pool *p = xcalloc(1, sizeof(*p));
 
@@ -936,6 +1054,7 @@ pool_new(struct event_base *base, struct docker_client *docker, const struct cfg
     p->docker = docker;
     p->profile = profile;
     p->budget = budget;
+    p->uids = uids;
     p->cb = *cb;
     p->node_id = xstrdup(node_id);
     p->warm = profile->warm;
@@ -964,6 +1083,7 @@ pool_free(struct pool *p)
     }
     event_free(p->kick);
     event_free(p->refill);
+    free(p->held);
     free(p->node_id);
     free(p);
     return NULL;

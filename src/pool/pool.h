@@ -52,6 +52,22 @@ enum pool_slot_state {
 
 const char *pool_slot_state_to_string(enum pool_slot_state s);
 
+/* The node's sandbox uids (uids.c): a pair per container, user code's and its relay's. Shared by
+ * every pool, owned by the server. Pure. */
+struct pool_uids;
+/* count uids from first (both even, validated by the config). */
+struct pool_uids *pool_uids_new(uint32_t first, uint32_t count);
+struct pool_uids *pool_uids_free(struct pool_uids *u);
+/* A free pair: 0 with user code's uid in *ret_uid (the relay's is + 1), or -ENOSPC. */
+int pool_uids_take(struct pool_uids *u, uint32_t *ret_uid);
+/* Marks the pair of uid used (a container found on the engine): -ERANGE when uid is not a user
+ * code uid of the range, -EEXIST when the pair is in use. */
+int pool_uids_claim(struct pool_uids *u, uint64_t uid);
+/* Frees the pair of uid (its container is gone); anything else is ignored. */
+void pool_uids_release(struct pool_uids *u, uint64_t uid);
+bool pool_uids_valid(const struct pool_uids *u, uint64_t uid);
+uint32_t pool_uids_used(const struct pool_uids *u);
+
 /* Engine operations in flight across every pool (create, start, remove), owned by the server. */
 struct pool_budget {
     unsigned inflight;
@@ -91,10 +107,11 @@ struct pool_callbacks {
 };
 
 /* Creates the pool for profile (borrowed; must outlive the pool). Starts nothing until
- * pool_tick(). node_id is copied; docker, budget and cb are borrowed. */
+ * pool_tick(). node_id is copied; docker, budget, uids and cb are borrowed. */
 struct pool *pool_new(struct event_base *base, struct docker_client *docker,
                       const struct cfg_profile *profile, const char *node_id,
-                      struct pool_budget *budget, const struct pool_callbacks *cb);
+                      struct pool_budget *budget, struct pool_uids *uids,
+                      const struct pool_callbacks *cb);
 /* Cancels engine work in flight, closes kernel connections and frees the pool and its slots.
  * Containers stay on the engine (labelled) for the next start to re-adopt or remove. Waiters are
  * not called. BOUND slots must have been released or abandoned by their owners first. */
@@ -123,9 +140,10 @@ void pool_get_stats(const struct pool *p, struct pool_stats *ret);
  * share). Returns 0 with a BOUND slot, or -EAGAIN when none is left to take. Makes no engine
  * call. */
 int pool_take(struct pool *p, unsigned keep, struct pool_slot **ret);
-/* Calls fn for every READY or BOUND container (fn must not free the pool; it may end slots). */
+/* Calls fn for every READY or BOUND container, with the uid it was given (fn must not free the
+ * pool; it may end slots). */
 typedef void pool_container_fn(struct pool *p, const char *container_id, enum pool_slot_state state,
-                               void *userdata);
+                               uint32_t uid, void *userdata);
 void pool_foreach_container(struct pool *p, pool_container_fn *fn, void *userdata);
 /* Cold path: waits up to timeout_ms for a container created on demand. -EUSERS at once when the
  * profile is at max with nothing on its way. The callback fires exactly once, never from inside
@@ -137,6 +155,8 @@ void pool_wait_cancel(struct pool_waiter *w);
 /* A BOUND slot's kernel connection (owned by the slot) and container id. */
 struct kernel *pool_slot_kernel(struct pool_slot *slot);
 const char *pool_slot_container(const struct pool_slot *slot);
+/* "uid:gid" of the slot's sandbox user (user code's, and its workspace's owner). */
+const char *pool_slot_user(const struct pool_slot *slot);
 struct pool *pool_slot_pool(const struct pool_slot *slot);
 /* Attaches to a BOUND slot's container again after its kernel connection broke: the old handle
  * is freed (callers holding it must take pool_slot_kernel() again) and a new connection opened

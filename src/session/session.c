@@ -23,9 +23,12 @@
  * claim this session (its generation and busy execution are handled as at re-adoption);
  * container gone or stopped, or RECONNECT_TRIES attempts without a hello -> the session ends.
  *
- * Epochs: s->gen is the kernel worker generation the current epoch belongs to. A "done" with
- * status died means the namespace is gone: the epoch is bumped at once and gen+1 expected; a
- * "restarted" (or a hello after re-adoption) with any other generation bumps it too. */
+ * Epochs: s->rec.gen is the kernel worker generation the current epoch belongs to, and the
+ * epoch moves exactly when a generation the kernel reports differs from it: in "restarted" (a
+ * new worker) or in a hello (after a reconnection or a re-adoption). Nothing else moves it,
+ * whatever it says (proto.c reads a generation from those two messages only): the kernel sends
+ * "restarted" before the "done" of an execution the restart ended, and an execution preserved
+ * its state exactly when the epoch did not move while it ran (x->epoch0). */
 #include "session.h"
 
 #include <errno.h>
@@ -92,6 +95,7 @@ struct execution {
     struct event *deadline, *grace;
     enum exec_phase phase;
     enum exec_cause cause;
+    uint64_t restart_ms; /* when PH_RESTARTING began (monotonic) */
     unsigned timeout_s;
     json_t *artifacts; /* array, filled as the kernel announces files */
     /* result, valid in on_done */
@@ -99,6 +103,7 @@ struct execution {
     json_t *result, *error, *truncated, *resources;
     int exit_code; /* -1: none */
     uint64_t duration_ms;
+    uint64_t epoch0; /* the session's epoch when it started */
     /* what ran, for the history and the audit log (never the code itself in the audit) */
     uint64_t started_wall_ms;
     char *code_head; /* the first CODE_HEAD_CHARS characters */
@@ -223,6 +228,7 @@ struct session_manager {
     bool freeing;   /* session_manager_free(): nothing is recorded any more */
     struct session_manager_stats stats;
     struct session_profile_stats *pstats; /* n_pools */
+    struct hashmap *takes;                /* "tenant/profile" -> struct take_rate */
     session_notify_cb *notify;
     void *notify_userdata;
 };
@@ -712,19 +718,14 @@ classify(struct execution *x, const struct kernel_msg *m)
     const char *st = m->status;
     bool died = strcmp(st, "died") == 0;
     bool oom_killed = json_is_true(json_object_get(m->obj, "oom"));
+    /* The epoch moved while it ran (the kernel's "restarted" came first), or the kernel says
+     * its interpreter died: either way the namespace is not the one the execution began in. */
+    bool preserved = !died && s->rec.epoch == x->epoch0;
 
-    x->state_preserved = !died;
-    if (died) {
-        const char *why = json_string_value(json_object_get(m->obj, "reason"));
-
-        epoch_bump(s, m->gen >= 0 ? m->gen + 1 : s->rec.gen + 1,
-                   oom_killed ? "out of memory"
-                   : why      ? why
-                              : "the interpreter died");
-    }
+    x->state_preserved = preserved;
     if (x->phase != PH_RUNNING && (died || strcmp(st, "interrupted") == 0)) {
         x->status = x->cause == CAUSE_TIMEOUT ? "timeout" : "interrupted";
-        x->state_preserved = x->phase != PH_RESTARTING && !died;
+        x->state_preserved = x->phase != PH_RESTARTING && preserved;
     } else if (died && oom_killed) {
         x->status = "oom";
     } else if (died) {
@@ -896,6 +897,22 @@ static const struct kernel_handlers session_kernel_handlers = {
 
 /* ---- executions ------------------------------------------------------------------------------ */
 
+/* x's kernel is being restarted (by the grace timer, or by a client's restart taking the
+ * execution over): its done is due within engine.timeout_ms, the grace timer's last bound. */
+static void
+execution_restarting(struct execution *x)
+{
+    struct timeval tv;
+
+    x->phase = PH_RESTARTING;
+    x->restart_ms = time_now_ms();
+    if (x->s->kernel != NULL) {
+        kernel_pause(x->s->kernel, false);
+    }
+    time_tv_from_ms(&tv, x->s->m->cfg->engine_timeout_ms);
+    (void)evtimer_add(x->grace, &tv); /* replaces whatever the interrupt armed */
+}
+
 /* The last resort: a kernel that answers neither the interrupt nor the restart (a frozen
  * container, an engine that stopped relaying its stream) ends its session, so that no execution
  * outlives timeout_s + interrupt_grace_ms + engine.timeout_ms. */
@@ -903,10 +920,16 @@ static void
 on_grace(evutil_socket_t fd, short what, void *arg)
 {
     struct execution *x = arg;
-    struct timeval tv;
     char why[160];
 
-    if (x->phase == PH_RESTARTING || x->is_cmd) {
+    if (x->phase == PH_RESTARTING) {
+        (void)snprintf(why, sizeof(why),
+                       "the sandbox stopped answering: no reply %llu ms after its restart",
+                       (unsigned long long)(time_now_ms() - x->restart_ms));
+        session_lost(x->s, why);
+        return;
+    }
+    if (x->is_cmd) {
         (void)snprintf(why, sizeof(why),
                        "the sandbox stopped answering: no reply %u ms after the %s",
                        x->s->profile->interrupt_grace_ms + x->s->m->cfg->engine_timeout_ms,
@@ -915,15 +938,13 @@ on_grace(evutil_socket_t fd, short what, void *arg)
         return;
     }
     /* Still running after the interrupt: C code or a swallowed KeyboardInterrupt. */
-    x->phase = PH_RESTARTING;
     if (kernel_restart(x->s->kernel, x->cause == CAUSE_TIMEOUT
                                          ? "execution did not stop after its timeout"
                                          : "execution did not stop after an interrupt") < 0) {
         session_lost(x->s, "the kernel connection broke during an interrupt");
         return;
     }
-    time_tv_from_ms(&tv, x->s->m->cfg->engine_timeout_ms);
-    (void)evtimer_add(x->grace, &tv);
+    execution_restarting(x);
 }
 
 /* KeyboardInterrupt now, a kernel restart after the grace period if the code goes on. A command's
@@ -1099,6 +1120,7 @@ execution_alloc(struct session *s)
     x->artifacts = OOM_CHECK(json_array());
     x->started_us = time_now_us();
     x->started_wall_ms = time_wall_ms();
+    x->epoch0 = s->rec.epoch;
     return x;
 }
 
@@ -1315,14 +1337,14 @@ session_restart(struct session *s, session_restart_cb *cb, void *userdata,
         return err_set(reterr, -EBUSY, "too many restarts of this session are pending");
     }
     if (n == 0) {
-        if (s->exec != NULL && s->exec->phase != PH_RESTARTING) {
-            /* The running execution ends as interrupted, its namespace gone. */
-            s->exec->phase = PH_RESTARTING;
-            s->exec->cause = CAUSE_CLIENT;
-            kernel_pause(s->kernel, false);
-        }
         if (kernel_restart(s->kernel, RESTART_REASON) < 0) {
             return err_set(reterr, -EPIPE, "the sandbox is not reachable");
+        }
+        if (s->exec != NULL && s->exec->phase != PH_RESTARTING) {
+            /* The running execution ends as interrupted, its namespace gone; the grace timer
+             * an interrupt armed gives way to the restart's bound. */
+            s->exec->cause = CAUSE_CLIENT;
+            execution_restarting(s->exec);
         }
         time_tv_from_ms(&tv, s->m->cfg->engine_timeout_ms);
         (void)evtimer_add(s->restart_timer, &tv);
@@ -1526,10 +1548,18 @@ on_cold_slot(int r, struct pool_slot *slot, const struct err *e, void *userdata)
 /* ---- tenant quotas -----------------------------------------------------------------------------
  */
 
-/* The tenant's sessions, those still being created included (a burst of creates must not pass
- * max_sessions while the first ones wait for a container or for Redis). */
+static bool
+is_of(const char *tenant, const char *profile, const char *want_tenant, const char *want_profile)
+{
+    return strcmp(tenant, want_tenant) == 0 &&
+           (want_profile == NULL || strcmp(profile, want_profile) == 0);
+}
+
+/* The tenant's sessions (of profile, or of all for NULL), those still being created included (a
+ * burst of creates must not pass a quota while the first ones wait for a container or for
+ * Redis). */
 static unsigned
-tenant_sessions(const struct session_manager *m, const char *tenant)
+tenant_sessions(const struct session_manager *m, const char *tenant, const char *profile)
 {
     const struct session *s;
     const struct cold *c;
@@ -1537,16 +1567,87 @@ tenant_sessions(const struct session_manager *m, const char *tenant)
     unsigned n = 0;
 
     TAILQ_FOREACH (s, &m->sessions, link) {
-        n += s->state != SESSION_ENDING && strcmp(s->rec.tenant, tenant) == 0;
+        n += s->state != SESSION_ENDING && is_of(s->rec.tenant, s->rec.profile, tenant, profile);
     }
     TAILQ_FOREACH (c, &m->colds, link) {
-        n += strcmp(c->tenant, tenant) == 0;
+        n += is_of(c->tenant, c->profile, tenant, profile);
     }
     TAILQ_FOREACH (op, &m->sops, link) {
         n += op->kind == SOP_CREATE && op->pending != NULL &&
-             strcmp(op->pending->rec.tenant, tenant) == 0;
+             is_of(op->pending->rec.tenant, op->pending->rec.profile, tenant, profile);
     }
     return n;
+}
+
+/* ---- fair shares of the warm pools --------------------------------------------------------------
+ *
+ * A tenant that takes warm containers faster than its pool refills them would leave every other
+ * tenant the cold path (churning create+delete at 6/s took another tenant's creates from 2 ms to
+ * over a second). Warm takes are counted per tenant and profile over TAKE_WINDOW_S: a tenant
+ * that took more than the profile's warm target in that time is a heavy taker, and a heavy
+ * taker leaves half the warm target ready for the others; past that, its creates wait for a
+ * fresh container like a cold one. A tenant that takes less never notices. */
+
+#define TAKE_WINDOW_S 10u
+
+struct take_rate {
+    uint64_t sec[TAKE_WINDOW_S];
+    unsigned n[TAKE_WINDOW_S];
+    char key[160];
+};
+
+static struct take_rate *
+take_rate(struct session_manager *m, const char *tenant, const char *profile)
+{
+    char key[160];
+    struct take_rate *r;
+
+    (void)snprintf(key, sizeof(key), "%s/%s", tenant, profile);
+    r = hashmap_get(m->takes, key);
+    if (r == NULL) {
+        r = xcalloc(1, sizeof(*r));
+        memcpy(r->key, key, sizeof(key));
+        hashmap_put(m->takes, r->key, r);
+    }
+    return r;
+}
+
+static unsigned
+takes_recent(const struct take_rate *r, uint64_t now_s)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < TAKE_WINDOW_S; i++) {
+        n += now_s - r->sec[i] < TAKE_WINDOW_S ? r->n[i] : 0;
+    }
+    return n;
+}
+
+static void
+take_note(struct take_rate *r, uint64_t now_s)
+{
+    unsigned i = (unsigned)(now_s % TAKE_WINDOW_S);
+
+    if (r->sec[i] != now_s) {
+        r->sec[i] = now_s;
+        r->n[i] = 0;
+    }
+    r->n[i]++;
+}
+
+/* The ready containers a create of tenant must leave in p's pool: other tenants' reserved share,
+ * and half the warm target from a heavy taker. */
+static unsigned
+warm_keep(struct session_manager *m, const char *tenant, const struct cfg_profile *p,
+          uint64_t now_s)
+{
+    unsigned keep = cfg_reserved_for_others(m->cfg, tenant, p->name);
+    const struct take_rate *r = take_rate(m, tenant, p->name);
+
+    if (p->warm > 0 && m->cfg->n_tenants > 1 && takes_recent(r, now_s) > p->warm) {
+        keep = MAX(keep, (p->warm + 1) / 2);
+    }
+    return keep;
 }
 
 static unsigned
@@ -1571,6 +1672,7 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     uint64_t started_us = time_now_us();
     struct pool_slot *slot;
     struct cold *c;
+    unsigned share;
     int r;
 
     if (pool == NULL) {
@@ -1585,10 +1687,17 @@ session_create(struct session_manager *m, const struct session_create_req *req,
         pool_get_stats(pool, &st);
         return err_set(reterr, -ECONNREFUSED, "%s", st.refused);
     }
-    if (t != NULL && t->max_sessions > 0 && tenant_sessions(m, t->id) >= t->max_sessions) {
+    if (t != NULL && t->max_sessions > 0 && tenant_sessions(m, t->id, NULL) >= t->max_sessions) {
         return err_set(reterr, -EDQUOT,
                        "tenant '%s' has max_sessions %u sessions; end one, or retry later", t->id,
                        t->max_sessions);
+    }
+    share = cfg_profile_tenant_share(m->cfg, p);
+    if (share > 0 && tenant_sessions(m, req->tenant, p->name) >= share) {
+        return err_set(reterr, -EDQUOT,
+                       "tenant '%s' holds %u of profile '%s''s %u containers, its share "
+                       "(max_per_tenant); end one, or retry later",
+                       req->tenant, share, p->name, p->max);
     }
     if (req->idle_timeout_s > p->idle_timeout_s) {
         return err_set(reterr, -EINVAL, "'idle_timeout_s' must be at most %u for profile '%s'",
@@ -1597,9 +1706,10 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     if (!store_redis_is_up(m->redis)) {
         return err_set(reterr, -ENOTCONN, "redis is unavailable");
     }
-    /* Other tenants' reserved share of the warm pool stays for them: past it, this create
-     * waits for a fresh container like a cold one. */
-    if (pool_take(pool, cfg_reserved_for_others(m->cfg, req->tenant, p->name), &slot) == 0) {
+    /* Other tenants' reserved share of the warm pool, and the fair share a heavy taker leaves,
+     * stay for them: past it, this create waits for a fresh container like a cold one. */
+    if (pool_take(pool, warm_keep(m, req->tenant, p, started_us / 1000000u), &slot) == 0) {
+        take_note(take_rate(m, req->tenant, p->name), started_us / 1000000u);
         r = bind_slot(m, slot, req, p, cb, userdata, started_us, false);
         return r < 0 ? err_set(reterr, r, "redis is unavailable") : 0;
     }
@@ -1694,6 +1804,12 @@ const char *
 session_container(const struct session *s)
 {
     return s->state != SESSION_ENDING && s->slot != NULL ? pool_slot_container(s->slot) : NULL;
+}
+
+const char *
+session_user(const struct session *s)
+{
+    return s->slot != NULL ? pool_slot_user(s->slot) : NULL;
 }
 
 static json_t *
@@ -2334,6 +2450,7 @@ session_manager_new(struct event_base *base, const struct cfg *cfg, struct pool 
     m->store = store_sessions_new(redis, cfg->redis_prefix, cfg->node_id);
     m->pstats = xcalloc(n_pools ? n_pools : 1, sizeof(*m->pstats));
     m->by_id = hashmap_new();
+    m->takes = hashmap_new();
     TAILQ_INIT(&m->sessions);
     TAILQ_INIT(&m->sops);
     TAILQ_INIT(&m->colds);
@@ -2371,6 +2488,7 @@ session_manager_free(struct session_manager *m)
         session_destroy(s);
     }
     hashmap_free(m->by_id);
+    hashmap_free_with(m->takes, free);
     store_sessions_free(m->store);
     free(m->unmatched);
     free(m->pstats);

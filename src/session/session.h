@@ -174,6 +174,9 @@ const char *session_tenant(const struct session *s);
 const struct cfg_profile *session_profile(const struct session *s);
 /* The id of the container serving the session, or NULL while it is being ended. */
 const char *session_container(const struct session *s);
+/* "uid:gid" of its sandbox's user code (what helpers exec'd in its container run as); NULL
+ * without a container. */
+const char *session_user(const struct session *s);
 
 /* ---- executions ------------------------------------------------------------------------------ */
 

@@ -44,6 +44,12 @@ hashmap_new(void)
 struct hashmap *
 hashmap_free(struct hashmap *m)
 {
+    return hashmap_free_with(m, NULL);
+}
+
+struct hashmap *
+hashmap_free_with(struct hashmap *m, void (*free_value)(void *value))
+{
     if (m == NULL) {
         return NULL;
     }
@@ -52,6 +58,9 @@ hashmap_free(struct hashmap *m)
 
         for (; e != NULL; e = next) {
             next = e->next;
+            if (free_value != NULL) {
+                free_value(e->value);
+            }
             free(e);
         }
     }

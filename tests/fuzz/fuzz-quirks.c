@@ -60,7 +60,7 @@ check_verify(json_t *inspect)
 
     for (size_t i = 0; i < c->n_profiles; i++) {
         struct err e = {0};
-        int r = docker_policy_verify(inspect, &c->profiles[i], &e);
+        int r = docker_policy_verify(inspect, &c->profiles[i], 1000, &e);
 
         if (r < 0) {
             check_refusal(r, &e);

@@ -45,9 +45,11 @@ MAX_OUT=1048576
 GRACE_MS=2000
 # policy_check_s 2: the drift check re-inspects every container all through the attacks, on every
 # engine (Podman's inspect answers are rewritten): a false finding would end a watched session.
+TADM=admin-$$-$RANDOM # to find a session's container (the own-uids case)
 cat >"$work/config.json" <<JSON
 {
 $(config_base)
+  "admin_token_sha256": "$(sha "$TADM")",
   "policy_check_s": 2,
   "profiles": {
     "python": {"image": "sandpool/python:latest", "warm": 3, "max": 8, "exec_timeout_s": 20,
@@ -799,10 +801,10 @@ for p in suid:
     proc = subprocess.Popen([p], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     time.sleep(0.1)
-    try:
+    try:  # an exited one (a zombie, not reaped yet) still shows what it ran with
         st = dict(l.split(":", 1) for l in open("/proc/%d/status" % proc.pid))
         seen.add("%s %s %s" % (st["Uid"].split()[1], st["Gid"].split()[1], st["CapEff"].strip()))
-        alive += st["State"].split()[0] != "Z"
+        alive += 1
     except (OSError, KeyError):
         pass
     proc.kill()
@@ -818,10 +820,12 @@ echo "# $CASE: $res"
 check_eq "$CASE: no capabilities at all, no_new_privs, seccomp filter on" \
     "$(jq -c '[.CapInh, .CapPrm, .CapEff, .CapBnd, .CapAmb, .NoNewPrivs, .Seccomp]' <<<"$res")" \
     '["0000000000000000","0000000000000000","0000000000000000","0000000000000000","0000000000000000","1","2"]'
-check_eq "$CASE: uid/euid/gid/egid 1000, not in group 0" "$(jq -c .ids <<<"$res")" '[1000,1000,1000,1000,false]'
-check_eq "$CASE: setuid programs run as 1000 with no capabilities ($(jq -r '"\(.setuid) found, \(.setuid_alive) seen running"' <<<"$res"))" \
-    "$(jq -c .setuid_seen <<<"$res")" '["1000 1000 0000000000000000"]'
-check "$CASE: at least 3 setuid programs were seen running (the check is not vacuous)" \
+SU=$(jq -r '.ids[0]' <<<"$res")
+check "$CASE: uid/euid/gid/egid are the sandbox's own (from sandbox.uid_first: $SU), not in group 0" \
+    jq_true '.ids[0] >= 1879048192 and .ids == [.ids[0], .ids[0], .ids[0], .ids[0], false]' <<<"$res"
+check_eq "$CASE: setuid programs run as $SU with no capabilities ($(jq -r '"\(.setuid) found, \(.setuid_alive) seen"' <<<"$res"))" \
+    "$(jq -c .setuid_seen <<<"$res")" "[\"$SU $SU 0000000000000000\"]"
+check "$CASE: at least 3 setuid programs were seen (the check is not vacuous)" \
     test "$(jq -r .setuid_alive <<<"$res")" -ge 3
 case_end
 
@@ -986,6 +990,95 @@ check_eq "$CASE: SIGKILL, SIGTERM, SIGSTOP, SIGHUP to the supervisor (PID 1) cha
     "$(aj '[.status, .stdout, .kernel_epoch]')" "[\"ok\",\"1 still there\\n\",$E0]"
 check_eq "$CASE: the session goes on with its variables" \
     "$(run "$TA" "$A" '{"code": "canary"}' | jq -r .result)" 777
+case_end
+
+# ---- one uid per sandbox (issue 14, items 5 and 6) --------------------------------------------------
+# Every sandbox runs as a host uid of its own from sandbox.uid_first (no host account has it), so
+# a host process of the uid every sandbox used to share (1000) cannot read a tenant's workspace
+# or memory through /proc, and the kernel's per-uid limits are per sandbox: one that takes every
+# inotify instance and its POSIX message queue bytes leaves the neighbour its own.
+case_begin own-uids
+ctr_of() { api GET "/v1/admin/sessions/$1" "$TADM" | jq -r '.container // empty'; }
+uid_of() { docker inspect -f '{{.Config.User}}' "$1" 2>/dev/null; }
+CA=$(ctr_of "$A")
+CB=$(ctr_of "$NB")
+UA=$(uid_of "$CA")
+UB=$(uid_of "$CB")
+echo "# $CASE: attacker $UA, neighbour $UB"
+check "$CASE: the two sandboxes have distinct uids ($UA, $UB)" \
+    eval '[ -n "$UA" ] && [ -n "$UB" ] && [ "$UA" != "$UB" ]'
+own_uid_ok() { # UID:GID: even, from sandbox.uid_first on, its own group
+    local u=${1%%:*}
+    is_num "$u" && [ "$u" = "${1#*:}" ] && [ "$u" -ge 1879048192 ] && [ $((u % 2)) = 0 ]
+}
+check "$CASE: both are in the node's range, user code's uid even and its own group" \
+    eval 'own_uid_ok "$UA" && own_uid_ok "$UB"'
+check "$CASE: no host account has either uid" \
+    eval '! getent passwd "${UA%%:*}" >/dev/null && ! getent passwd "${UB%%:*}" >/dev/null'
+check_eq "$CASE: the workspace is owned by the sandbox's uid" \
+    "$(run "$TB" "$NB" '{"code": "import os; s = os.stat(\"/workspace\"); (s.st_uid, s.st_gid, os.getuid())"}' | jq -r .result)" \
+    "(${UB%%:*}, ${UB%%:*}, ${UB%%:*})"
+# The neighbour's worker (the supervisor's child, dumpable) from the host, as uid 1000.
+nb_sup=$(docker inspect -f '{{.State.Pid}}' "$CB")
+nb_worker=$(cat "/proc/$nb_sup/task/$nb_sup/children" 2>/dev/null | awk '{print $1}')
+host1000() { setpriv --reuid=1000 --regid=1000 --clear-groups "$@" 2>&1; }
+check "$CASE: the neighbour's worker is found on the host (pid ${nb_worker:-none})" test -n "$nb_worker"
+check "$CASE: host uid 1000 cannot read the neighbour's workspace through /proc/PID/root" \
+    eval '! host1000 cat "/proc/$nb_worker/root/workspace/$SECRET.txt" | grep -q "$SECRET"'
+check "$CASE: nor open its memory" eval '! host1000 dd if="/proc/$nb_worker/mem" of=/dev/null bs=1 count=1 2>/dev/null'
+attack "$(pybody <<'PY'
+import ctypes, errno, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+class Attr(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_long), ("maxmsg", ctypes.c_long), ("msgsize", ctypes.c_long),
+                ("curmsgs", ctypes.c_long), ("pad", ctypes.c_long * 4)]
+libc.mq_open.restype = ctypes.c_int
+libc.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(Attr)]
+held_inotify, held_mq = [], []   # kept in the namespace: the limits stay taken
+while len(held_inotify) < 100000:
+    fd = libc.inotify_init1(0)
+    if fd < 0:
+        inotify_err = errno.errorcode.get(ctypes.get_errno(), "?")
+        break
+    held_inotify.append(fd)
+attr = Attr(0, 10, 8192, 0)
+while len(held_mq) < 10000:
+    fd = libc.mq_open(b"/q%d" % len(held_mq), os.O_CREAT | os.O_RDWR, 0o600, ctypes.byref(attr))
+    if fd < 0:
+        mq_err = errno.errorcode.get(ctypes.get_errno(), "?")
+        break
+    held_mq.append(fd)
+print(json.dumps({"inotify": len(held_inotify), "inotify_err": inotify_err,
+                  "mq": len(held_mq), "mq_err": mq_err}))
+PY
+)"
+res=$(last_json)
+echo "# $CASE: $res"
+check "$CASE: the attacker took every inotify instance and message queue byte of its uid" \
+    jq_true '.inotify >= 64 and .inotify_err == "EMFILE" and .mq >= 1 and (.mq_err == "EMFILE" or .mq_err == "ENOMEM")' <<<"$res"
+nbcode=$(pybody <<'PY'
+import ctypes, errno, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+class Attr(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_long), ("maxmsg", ctypes.c_long), ("msgsize", ctypes.c_long),
+                ("curmsgs", ctypes.c_long), ("pad", ctypes.c_long * 4)]
+libc.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(Attr)]
+fd = libc.inotify_init1(0)
+ino = "ok" if fd >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+q = libc.mq_open(b"/nb", os.O_CREAT | os.O_RDWR, 0o600, ctypes.byref(Attr(0, 10, 8192, 0)))
+mq = "ok" if q >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+for x in (fd, q):
+    if x >= 0:
+        os.close(x)
+libc.mq_unlink(b"/nb")
+print(json.dumps([ino, mq]))
+PY
+)
+nbres=$(run "$TB" "$NB" "$nbcode")
+nb_limits=$(jq -r '(.stdout // "") | rtrimstr("\n")' <<<"$nbres" | tail -n1)
+[ -n "$nb_limits" ] || echo "# $CASE: the neighbour's answer: $(head -c 400 <<<"$nbres")"
+check_eq "$CASE: meanwhile the neighbour gets an inotify instance and a message queue of its own" \
+    "$nb_limits" '["ok", "ok"]'
 case_end
 
 # ---- network ---------------------------------------------------------------------------------------

@@ -156,7 +156,7 @@ check_policy_applied(json_t *in)
     ASSERT_TRUE(json_array_size(json_object_get(hc, "MaskedPaths")) > 0); /* engine defaults */
     ASSERT_TRUE(json_array_size(json_object_get(hc, "ReadonlyPaths")) > 0);
     ASSERT_STREQ(docker_label(in, DOCKER_LABEL_OWNER), NODE);
-    TAP_CHECK(docker_policy_verify(in, profile, &e) == 0, "policy verify: '%s'", e.msg);
+    TAP_CHECK(docker_policy_verify(in, profile, 1000, &e) == 0, "policy verify: '%s'", e.msg);
 }
 
 static void
@@ -304,7 +304,7 @@ check_attach(void)
     }
     random_hex(slot, 8);
     (void)snprintf(name, sizeof(name), "sandpool-test-%s", slot);
-    body = docker_policy_create_body(&c->profiles[0], NODE, slot);
+    body = docker_policy_create_body(&c->profiles[0], NODE, slot, 1000);
     (void)docker_container_create(dc, name, body, on_res, &create);
     json_decref(body);
     TAP_CHECK(await(&create, 60000) == 0, "create python container: %s", create.msg);
@@ -337,7 +337,7 @@ check_errors(const char *id)
     (void)docker_container_inspect(dc, "sandpool-test-does-not-exist", on_res, &a);
     ASSERT_ERR(await(&a, 30000), ENOENT);
     TAP_CHECK(strstr(a.msg, "No such container") != NULL, "404 message: '%s'", a.msg);
-    body = docker_policy_create_body(profile, NODE, "x");
+    body = docker_policy_create_body(profile, NODE, "x", 1000);
     (void)json_object_set_new(body, "Image", json_string("sandpool/does-not-exist:1"));
     (void)docker_container_create(dc, "sandpool-test-noimage", body, on_res, &b);
     ASSERT_ERR(await(&b, 30000), ENOENT);
@@ -387,7 +387,7 @@ main(void)
 
     random_hex(slot, 8);
     (void)snprintf(name, sizeof(name), "sandpool-test-%s", slot);
-    body = docker_policy_create_body(profile, NODE, slot);
+    body = docker_policy_create_body(profile, NODE, slot, 1000);
     (void)docker_container_create(dc, name, body, on_res, &create);
     json_decref(body);
     TAP_CHECK(await(&create, 60000) == 0, "create: %s", create.msg);

@@ -473,7 +473,7 @@ unauth "the valid token with one more byte: 401" "Authorization: Bearer ${TA}x"
 unauth "the valid token less its last byte: 401" "Authorization: Bearer ${TA%?}"
 unauth "the valid token and more words: 401" "Authorization: Bearer $TA $TA"
 unauth "a 600-byte token: 401" "Authorization: Bearer $(printf 'x%.0s' $(seq 600))"
-unauth "a 12 KiB token: 401" "Authorization: Bearer $(printf 'x%.0s' $(seq 12000))"
+unauth "a 7 KiB token: 401" "Authorization: Bearer $(printf 'x%.0s' $(seq 7000))"
 unauth "a token in another header: 401" "X-Token: $TA"
 printf 'Authorization: Bearer %s\xff\r\n' "$TA" >"$work/h-bin"
 unauth "the valid token plus a raw 0xff: 401" "@$work/h-bin"
@@ -604,9 +604,11 @@ sleep 1 # the pool's refill after the sessions were taken settles
 fds0=$(fds)
 cat >"$work/flood.py" <<'PY'
 # Opens N connections at once (a third idle, a third with half a head, a third with a head and
-# half a body), keeps them while two keep-alive clients opened before (healthz, and the bystander
-# of tenant b) go on being served and a new client tries to get in, then closes them all. Prints
-# one JSON object.
+# half a body), keeps them while two keep-alive clients opened before (healthz, anonymous, and
+# the bystander of tenant b, authenticated) go on being served and a new client tries to get in,
+# then closes them all. The anonymous keep-alive client may lose its connection to the flood
+# (idle anonymous connections of its address are the first to go: it reconnects, counted); the
+# authenticated one must not. Prints one JSON object.
 import http.client, json, os, resource, socket, sys, threading, time
 
 port, pid, n, tb, sb = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
@@ -618,9 +620,19 @@ by = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
 auth = {"Authorization": "Bearer " + tb, "Content-Type": "application/json"}
 
 
+hz_reconnects = 0
+
+
 def healthz():
-    hz.request("GET", "/healthz")
-    r = hz.getresponse()
+    global hz, hz_reconnects
+    try:
+        hz.request("GET", "/healthz")
+        r = hz.getresponse()
+    except (http.client.RemoteDisconnected, ConnectionError):
+        hz_reconnects += 1
+        hz = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+        hz.request("GET", "/healthz")
+        r = hz.getresponse()
     return r.status == 200 and json.loads(r.read()) == {"status": "ok"}
 
 
@@ -688,7 +700,7 @@ for s in socks:
     s.close()
 after = healthz() and bystander()
 print(json.dumps({"before": before, "rounds": rounds, "after": after, "max_fds": max_fds,
-                  "fresh_served": fresh["served"],
+                  "fresh_served": fresh["served"], "hz_reconnects": hz_reconnects,
                   "connected": connected, "heads_sent": heads,
                   "held_s": round(time.monotonic() - t0, 1)}))
 PY
@@ -698,12 +710,14 @@ check_eq "flood: 3000 connections were opened (connected or queued) and heads se
     "$(jq -r '.connected > 0 and .heads_sent > 0' "$work/flood.json")" true
 check_eq "flood: keep-alive clients from before (healthz, bystander) are served all along" \
     "$(jq -c '[.before, (.rounds | map(.[0]) | all), .after]' "$work/flood.json")" '[true,true,true]'
-# A client that arrives during the flood queues behind it (all on loopback, so no per-address
-# limit can tell them apart): silent connections end at header_timeout_s, a cap's worth at a time,
-# so its wait grows with the flood. Reported, not gated.
-echo "# flood: a client arriving during the flood was served within 6 s: $(jq -r .fresh_served "$work/flood.json")"
-check "flood: the daemon held at most http.max_connections (+8) client descriptors" \
-    test "$(jq -r .max_fds "$work/flood.json")" -le $((fds0 + MAX_CONN + 8))
+# A client that arrives during the flood gets in: each newcomer closes the anonymous connection
+# of its address idle longest (all of this is one address, 127.0.0.1), and a client sends its
+# request at once, which makes its connection busy, never a victim.
+check_eq "flood: a client arriving during the flood is served within 6 s" \
+    "$(jq -r .fresh_served "$work/flood.json")" true
+echo "# flood: the anonymous keep-alive client reconnected $(jq -r .hz_reconnects "$work/flood.json") times"
+check "flood: the daemon held at most http.max_connections_per_peer (128) anonymous connections (+8)" \
+    test "$(jq -r .max_fds "$work/flood.json")" -le $((fds0 + 128 + 8))
 check_eq "after the flood a new connection is served" \
     "$(curl -s -m 20 -o /dev/null -w '%{http_code}' "$U/healthz")" 200
 check "after the flood the descriptors return to their count before (within 3)" \

@@ -15,9 +15,11 @@ NODE=sandpool-test-observe
 . "$here/../lib/api.sh"
 
 AUDIT=$work/audit.jsonl
+TADM=admin-$$-$RANDOM # the per-tenant series are the admin's (and a metrics token's) to see
 cat >"$work/config.json" <<JSON
 {
 $(config_base)
+  "admin_token_sha256": "$(sha "$TADM")",
   "audit": {"file": "$AUDIT"},
   "profiles": {"python": {"image": "sandpool/python:latest", "warm": 2, "max": 8}}
 }
@@ -90,7 +92,7 @@ if errors:
 for _, _, v, series in out:
     print(series, repr(v))
 PY
-scrape() { curl -s "$U/metrics" | python3 "$work/prom.py" >"$1" 2>"$1.err"; }
+scrape() { curl -s -H "Authorization: Bearer $TADM" "$U/metrics" | python3 "$work/prom.py" >"$1" 2>"$1.err"; }
 # m FILE SERIES: a value from a scrape (0 when absent)
 m() { awk -v s="$2" '$1 == s {print $2 + 0; f = 1} END {if (!f) print 0}' "$1"; }
 # d SERIES: its growth from $work/m0 to $work/m1

@@ -114,8 +114,11 @@ check_eq "it is served as image/png, never sniffed" \
 
 f=$(new_session "$TA")
 F="$U/v1/sessions/$f/files"
+f_uid=$(run "$TA" "$f" '{"command": ["id", "-u"]}' | jq -r '.stdout // empty' | tr -d '\n')
+check "the sandbox runs as a uid of its own from sandbox.uid_first ($f_uid)" \
+    eval 'is_num "$f_uid" && [ "$f_uid" -ge 1879048192 ]'
 check_eq "/workspace is the sandbox user's alone (mode 700, as the tmpfs option says)" \
-    "$(run "$TA" "$f" '{"command": ["stat", "-c", "%a %u", "/workspace"]}' | jq -r .stdout)" "700 1000"
+    "$(run "$TA" "$f" '{"command": ["stat", "-c", "%a %u", "/workspace"]}' | jq -r .stdout)" "700 $f_uid"
 head -c $((100 << 20)) /dev/urandom >"$work/big"
 big_sha=$(sha256sum <"$work/big" | cut -d' ' -f1)
 vm() { awk -v k="$1:" '$1 == k {print $2 * 1024}' "/proc/$daemon_pid/status"; }

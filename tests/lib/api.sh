@@ -27,6 +27,10 @@ cleanup() {
     [ -n "$redis_pid" ] && kill -KILL "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
     ids=$(docker ps -aq --filter "label=$LABEL")
     [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1
+    # A failed run keeps its daemon's whole log (SANDPOOL_TEST_KEEP_LOGS: where).
+    if [ "${TAP_FAILED:-0}" -gt 0 ] && [ -n "${SANDPOOL_TEST_KEEP_LOGS:-}" ] && [ -f "$work/daemon.log" ]; then
+        mkdir -p "$SANDPOOL_TEST_KEEP_LOGS" && cp "$work/daemon.log" "$SANDPOOL_TEST_KEEP_LOGS/$NODE-daemon.log"
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT

@@ -97,10 +97,14 @@ TEST(rejects)
         {"{\"listen\": \"a:1\", \"listen\": \"b:2\"}", "duplicate"},
         {"{\"profiles\": {}}", "non-empty"},
         {"{\"profiles\": {\"p\": {\"warm\": 5, \"max\": 2}}}", "warm (5) is larger than max"},
-        {"{\"profiles\": {\"p\": {\"user\": \"0:0\"}}}", "must not be root"},
-        {"{\"profiles\": {\"p\": {\"user\": \"sandbox\"}}}", "numeric uid:gid"},
-        /* uid + 1 is the kernel relay's uid: it must be a valid uid too. */
-        {"{\"profiles\": {\"p\": {\"user\": \"4294967294:1000\"}}}", "uid at most 4294967293"},
+        /* One uid per sandbox: a profile names none (sandbox.uid_first and uid_count do). */
+        {"{\"profiles\": {\"p\": {\"user\": \"1000:1000\"}}}", "unknown key 'profiles.p.user'"},
+        {"{\"sandbox\": {\"uid_first\": 1000001}}", "must be even"},
+        {"{\"sandbox\": {\"uid_count\": 3}}", "must be even"},
+        {"{\"sandbox\": {\"uid_first\": 1000}}", "between"},
+        {"{\"sandbox\": {\"uid_first\": 2147483000}}", "ends past uid 2147483647"},
+        {"{\"sandbox\": {\"uid_count\": 64}, \"profiles\": {\"p\": {\"max\": 33}}}",
+         "holds 32 sandboxes; the profiles' 'max' add up to 33"},
         {"{\"profiles\": {\"p\": {\"memory_mb\": 1}}}", "between"},
         {"{\"profiles\": {\"p\": {\"wram\": 1}}}", "unknown key 'profiles.p.wram'"},
         {"{\"profiles\": {\"bad name\": {}}}", "profile name"},

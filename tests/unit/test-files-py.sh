@@ -193,6 +193,22 @@ exec 7>&-
 check_eq "SIGTERM: exit 143, no file, no part file" \
     "$rc $(test -e "$WS/sig.txt"; echo $?) $(parts "$WS")" "143 1 0"
 
+# Code in the sandbox removes the directory while an upload into it is under way: the answer is
+# "gone" (the daemon's 409 conflict), not an I/O error, and nothing is left behind.
+mkdir -p "$WS/race"
+exec 7<>"$T/pipe"
+SANDPOOL_WORKSPACE=$WS python3 -I -S "$FILES_PY" put race/f.txt 3 <"$T/pipe" >"$T/race.out" 2>&1 7>&- &
+pid=$!
+part_in_race() { [ "$(parts "$WS/race")" = 1 ]; }
+wait_for 5 part_in_race
+rm -rf "$WS/race"
+printf 'abc' >&7
+exec 7>&-
+wait "$pid"
+rc=$?
+check_eq "a directory removed during an upload: exit 2, error 'gone'" \
+    "$rc $(tail -n1 "$T/race.out" | jq -r .error)" "2 gone"
+
 # --- delete ----------------------------------------------------------------------------------
 fp delete data.bin
 check_eq "delete file" "$RC $(j .path) $(j .deleted) $(test -e "$WS/data.bin"; echo $?)" \

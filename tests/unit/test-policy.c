@@ -38,7 +38,7 @@ TEST(create_body)
 {
     struct cfg *c = config();
     const struct cfg_profile *p = &c->profiles[0];
-    json_t *b = docker_policy_create_body(p, "node-a", "slot1");
+    json_t *b = docker_policy_create_body(p, "node-a", "slot1", 1000);
     json_t *hc = json_object_get(b, "HostConfig");
     json_t *ul = json_object_get(hc, "Ulimits");
     size_t i;
@@ -108,7 +108,7 @@ TEST(runtime_and_command)
 
     ASSERT_OK(cfg_load_json(c, json, strlen(json), &e));
     ASSERT_OK(cfg_validate(c, &e));
-    b = docker_policy_create_body(&c->profiles[0], "n", "s");
+    b = docker_policy_create_body(&c->profiles[0], "n", "s", 1000);
     ASSERT_STREQ(gets(json_object_get(b, "HostConfig"), "Runtime"), "runsc");
     ASSERT_EQ_I(geti(json_object_get(b, "HostConfig"), "NanoCpus"), 250000000);
     ASSERT_STREQ(json_string_value(json_array_get(json_object_get(b, "Cmd"), 1)), "1000");
@@ -151,10 +151,10 @@ TEST(verify_drift)
         {"MaskedPaths", "masked"},
     };
     struct err e = {0};
-    json_t *b = docker_policy_create_body(p, "n", "s");
+    json_t *b = docker_policy_create_body(p, "n", "s", 1000);
     json_t *in = fake_inspect(b);
 
-    ASSERT_OK(docker_policy_verify(in, p, &e));
+    ASSERT_OK(docker_policy_verify(in, p, 1000, &e));
     json_decref(in);
     for (size_t i = 0; i < sizeof(drifts) / sizeof(drifts[0]); i++) {
         json_t *copy = fake_inspect(b);
@@ -175,7 +175,7 @@ TEST(verify_drift)
             (void)json_object_del(hc, drifts[i].key);
         }
         e.msg[0] = '\0';
-        int r = docker_policy_verify(copy, p, &e);
+        int r = docker_policy_verify(copy, p, 1000, &e);
 
         TAP_CHECK(r == -EPERM && strstr(e.msg, drifts[i].want) != NULL,
                   "drift in %s detected: %d '%s'", drifts[i].key, r, e.msg);
@@ -186,10 +186,10 @@ TEST(verify_drift)
 
         (void)json_object_set_new(json_object_get(copy, "HostConfig"), "CapAdd",
                                   json_pack("[s]", "SYS_ADMIN"));
-        ASSERT_ERR(docker_policy_verify(copy, p, &e), EPERM);
+        ASSERT_ERR(docker_policy_verify(copy, p, 1000, &e), EPERM);
         (void)json_object_set_new(json_object_get(copy, "HostConfig"), "CapAdd", json_null());
         (void)json_object_set_new(json_object_get(copy, "Config"), "User", json_string("0:0"));
-        ASSERT_ERR(docker_policy_verify(copy, p, &e), EPERM);
+        ASSERT_ERR(docker_policy_verify(copy, p, 1000, &e), EPERM);
         json_decref(copy);
     }
     json_decref(b);
@@ -219,13 +219,13 @@ TEST(gvisor_pids)
     s = cfg_profile_find(c, "s");
     r = cfg_profile_find(c, "r");
     k = cfg_profile_find(c, "k");
-    b = docker_policy_create_body(g, "n", "x");
+    b = docker_policy_create_body(g, "n", "x", 1000);
     ASSERT_TRUE(json_object_get(json_object_get(b, "HostConfig"), "PidsLimit") == NULL);
     in = fake_inspect(b);
-    ASSERT_OK(docker_policy_verify(in, g, &e)); /* not demanded */
+    ASSERT_OK(docker_policy_verify(in, g, 1000, &e)); /* not demanded */
     json_decref(in);
     json_decref(b);
-    b = docker_policy_create_body(s, "n", "x");
+    b = docker_policy_create_body(s, "n", "x", 1000);
     ASSERT_EQ_I(geti(json_object_get(b, "HostConfig"), "PidsLimit"), 128);
     json_decref(b);
 

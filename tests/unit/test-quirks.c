@@ -208,7 +208,7 @@ TEST(adapt_create_docker)
     struct err e = {0};
 
     for (size_t i = 0; i < c->n_profiles; i++) {
-        json_t *b = docker_policy_create_body(&c->profiles[i], "node-a", "slot1");
+        json_t *b = docker_policy_create_body(&c->profiles[i], "node-a", "slot1", 1000);
         char *before = dump(b), *after;
 
         ASSERT_OK(docker_quirks_adapt_create(docker(), b, &e));
@@ -229,7 +229,7 @@ TEST(adapt_create_podman)
 {
     struct cfg *c = config(NULL);
     struct err e = {0};
-    json_t *b = docker_policy_create_body(&c->profiles[0], "node-a", "slot1");
+    json_t *b = docker_policy_create_body(&c->profiles[0], "node-a", "slot1", 1000);
     json_t *want = json_deep_copy(b);
 
     ASSERT_STREQ(tmpfs_at(b, "/workspace"), WS_OPTS);
@@ -258,13 +258,12 @@ TEST(adapt_create_podman)
 /* Another user and size: "U" stands for whatever the User is. */
 TEST(adapt_create_podman_other_user)
 {
-    struct cfg *c = config("{\"profiles\": {\"u\": {\"user\": \"2000:3000\", \"workspace_mb\": 16,"
-                           " \"tmp_mb\": 8}}}");
+    struct cfg *c = config("{\"profiles\": {\"u\": {\"workspace_mb\": 16, \"tmp_mb\": 8}}}");
     struct err e = {0};
-    json_t *b = docker_policy_create_body(&c->profiles[0], "n", "s");
+    json_t *b = docker_policy_create_body(&c->profiles[0], "n", "s", 2000);
 
     ASSERT_STREQ(tmpfs_at(b, "/workspace"),
-                 "rw,exec,nosuid,nodev,size=16m,mode=0700,uid=2000,gid=3000");
+                 "rw,exec,nosuid,nodev,size=16m,mode=0700,uid=2000,gid=2000");
     ASSERT_OK(docker_quirks_adapt_create(podman(), b, &e));
     ASSERT_STREQ(tmpfs_at(b, "/workspace"),
                  "rw,exec,nosuid,nodev,size=16m,mode=0700,U,notmpcopyup");
@@ -479,18 +478,18 @@ TEST(normalize_inspect_each)
 {
     struct cfg *c = config(NULL);
     const struct cfg_profile *p = &c->profiles[0];
-    json_t *body = docker_policy_create_body(p, "n", "s");
+    json_t *body = docker_policy_create_body(p, "n", "s", 1000);
     json_t *want = docker_inspect(body);
     struct err e = {0};
 
-    ASSERT_OK(docker_policy_verify(want, p, &e));
+    ASSERT_OK(docker_policy_verify(want, p, 1000, &e));
     for (size_t i = 0; i < sizeof(podman_diffs) / sizeof(podman_diffs[0]); i++) {
         json_t *in = json_deep_copy(want);
         int r;
 
         podman_diffs[i].apply(in);
         err_clear(&e);
-        r = docker_policy_verify(in, p, &e);
+        r = docker_policy_verify(in, p, 1000, &e);
         if (podman_diffs[i].refused != NULL) {
             TAP_CHECK(r == -EPERM && strstr(e.msg, podman_diffs[i].refused) != NULL,
                       "%s: refused as it is (%d '%s')", podman_diffs[i].name, r, e.msg);
@@ -500,7 +499,7 @@ TEST(normalize_inspect_each)
         docker_quirks_normalize_inspect(podman(), in);
         ASSERT_JSON_EQ(in, want);
         err_clear(&e);
-        r = docker_policy_verify(in, p, &e);
+        r = docker_policy_verify(in, p, 1000, &e);
         TAP_CHECK(r == 0, "%s: passes rewritten (%d '%s')", podman_diffs[i].name, r, e.msg);
         json_decref(in);
     }
@@ -514,7 +513,7 @@ TEST(normalize_inspect_all)
 {
     struct cfg *c = config(NULL);
     const struct cfg_profile *p = &c->profiles[0];
-    json_t *body = docker_policy_create_body(p, "n", "s");
+    json_t *body = docker_policy_create_body(p, "n", "s", 1000);
     json_t *want = docker_inspect(body);
     json_t *in = podman_inspect(body);
     json_t *orig = json_deep_copy(in);
@@ -526,11 +525,11 @@ TEST(normalize_inspect_all)
                  "RLIMIT_NOFILE");
     ASSERT_EQ_U(json_array_size(json_object_get(hc_of(in), "CapDrop")), 14);
     ASSERT_EQ_U(json_object_size(tmpfs_of(in)), 6);
-    ASSERT_ERR(docker_policy_verify(in, p, &e), EPERM);
+    ASSERT_ERR(docker_policy_verify(in, p, 1000, &e), EPERM);
 
     docker_quirks_normalize_inspect(docker(), in);
     ASSERT_JSON_EQ(in, orig);
-    ASSERT_ERR(docker_policy_verify(in, p, &e), EPERM);
+    ASSERT_ERR(docker_policy_verify(in, p, 1000, &e), EPERM);
 
     docker_quirks_normalize_inspect(podman(), in);
     ASSERT_JSON_EQ(in, want);
@@ -547,7 +546,7 @@ TEST(normalize_inspect_all)
     ASSERT_EQ_U(json_object_size(tmpfs_of(in)), 2);
     ASSERT_TRUE(json_is_true(json_object_get(json_object_get(in, "Config"), "NetworkDisabled")));
     err_clear(&e);
-    ASSERT_OK(docker_policy_verify(in, p, &e));
+    ASSERT_OK(docker_policy_verify(in, p, 1000, &e));
 
     /* A second pass changes nothing. */
     docker_quirks_normalize_inspect(podman(), in);
@@ -605,7 +604,7 @@ TEST(normalize_inspect_tmpfs)
 {
     struct cfg *c = config(NULL);
     const struct cfg_profile *p = &c->profiles[0];
-    json_t *body = docker_policy_create_body(p, "n", "s");
+    json_t *body = docker_policy_create_body(p, "n", "s", 1000);
     struct err e = {0};
 
     for (size_t i = 0; i < sizeof(tmpfs_cases) / sizeof(tmpfs_cases[0]); i++) {
@@ -616,7 +615,7 @@ TEST(normalize_inspect_tmpfs)
         (void)json_object_set_new(tmpfs_of(in), path, json_string(tmpfs_cases[i].opts));
         docker_quirks_normalize_inspect(podman(), in);
         err_clear(&e);
-        r = docker_policy_verify(in, p, &e);
+        r = docker_policy_verify(in, p, 1000, &e);
         if (tmpfs_cases[i].kept == NULL) {
             TAP_CHECK(json_object_get(tmpfs_of(in), path) == NULL && r == 0,
                       "%s '%s' dropped, policy passes (%d '%s')", path, tmpfs_cases[i].opts, r,
@@ -638,14 +637,14 @@ TEST(normalize_inspect_podman_tmp)
 {
     struct cfg *c = config(NULL);
     const struct cfg_profile *p = &c->profiles[0];
-    json_t *body = docker_policy_create_body(p, "n", "s");
+    json_t *body = docker_policy_create_body(p, "n", "s", 1000);
     json_t *in = podman_inspect(body);
     struct err e = {0};
 
     (void)json_object_set_new(tmpfs_of(in), "/tmp", json_string(PODMAN_RW));
     docker_quirks_normalize_inspect(podman(), in);
     ASSERT_TRUE(json_object_get(tmpfs_of(in), "/tmp") == NULL);
-    ASSERT_ERR(docker_policy_verify(in, p, &e), EPERM);
+    ASSERT_ERR(docker_policy_verify(in, p, 1000, &e), EPERM);
     ASSERT_STREQ(e.msg, "/tmp is '(unset)', policy wants '" TMP_OPTS "'");
     json_decref(in);
     json_decref(body);
@@ -657,7 +656,7 @@ TEST(normalize_inspect_binds)
 {
     struct cfg *c = config(NULL);
     const struct cfg_profile *p = &c->profiles[0];
-    json_t *body = docker_policy_create_body(p, "n", "s");
+    json_t *body = docker_policy_create_body(p, "n", "s", 1000);
     json_t *in = podman_inspect(body);
     json_t *binds = json_pack("[s]", "/dev/shm:/dev/shm:rw");
     json_t *mounts = json_pack("[{s:s, s:s, s:s, s:b}]", "Type", "bind", "Source", "/dev/shm",
@@ -667,7 +666,7 @@ TEST(normalize_inspect_binds)
     (void)json_object_set(hc_of(in), "Binds", binds);
     docker_quirks_normalize_inspect(podman(), in);
     ASSERT_JSON_EQ(json_object_get(hc_of(in), "Binds"), binds);
-    ASSERT_ERR(docker_policy_verify(in, p, &e), EPERM);
+    ASSERT_ERR(docker_policy_verify(in, p, 1000, &e), EPERM);
     ASSERT_STREQ(e.msg, "container has bind or volume mounts");
     json_decref(in);
 
@@ -676,7 +675,7 @@ TEST(normalize_inspect_binds)
     docker_quirks_normalize_inspect(podman(), in);
     ASSERT_JSON_EQ(json_object_get(hc_of(in), "Mounts"), mounts);
     err_clear(&e);
-    ASSERT_ERR(docker_policy_verify(in, p, &e), EPERM);
+    ASSERT_ERR(docker_policy_verify(in, p, 1000, &e), EPERM);
     ASSERT_STREQ(e.msg, "container has bind or volume mounts");
     json_decref(in);
 
@@ -691,7 +690,7 @@ TEST(normalize_inspect_capdrop)
 {
     struct cfg *c = config(NULL);
     const struct cfg_profile *p = &c->profiles[0];
-    json_t *body = docker_policy_create_body(p, "n", "s");
+    json_t *body = docker_policy_create_body(p, "n", "s", 1000);
     json_t *all = json_pack("[s]", "ALL");
     struct err e = {0};
     json_t *in, *drop;
@@ -706,10 +705,10 @@ TEST(normalize_inspect_capdrop)
     (void)json_object_set_new(hc_of(in), "CapDrop", drop);
     docker_quirks_normalize_inspect(podman(), in);
     ASSERT_JSON_EQ(json_object_get(hc_of(in), "CapDrop"), all);
-    ASSERT_OK(docker_policy_verify(in, p, &e));
+    ASSERT_OK(docker_policy_verify(in, p, 1000, &e));
     /* An added capability is refused however CapDrop reads. */
     (void)json_object_set_new(hc_of(in), "CapAdd", json_pack("[s]", "NET_RAW"));
-    ASSERT_ERR(docker_policy_verify(in, p, &e), EPERM);
+    ASSERT_ERR(docker_policy_verify(in, p, 1000, &e), EPERM);
     json_decref(in);
 
     /* One left out (SYS_CHROOT kept), or a duplicate in its place, or lower case: not "ALL". */
@@ -730,7 +729,7 @@ TEST(normalize_inspect_capdrop)
         TAP_CHECK(json_equal(json_object_get(hc_of(in), "CapDrop"), before),
                   "variant %d: CapDrop left as it was", variant);
         err_clear(&e);
-        ASSERT_ERR(docker_policy_verify(in, p, &e), EPERM);
+        ASSERT_ERR(docker_policy_verify(in, p, 1000, &e), EPERM);
         ASSERT_STREQ(e.msg, "capabilities are not all dropped");
         json_decref(before);
         json_decref(in);
@@ -745,7 +744,7 @@ TEST(normalize_inspect_ulimits)
 {
     struct cfg *c = config(NULL);
     const struct cfg_profile *p = &c->profiles[0];
-    json_t *body = docker_policy_create_body(p, "n", "s");
+    json_t *body = docker_policy_create_body(p, "n", "s", 1000);
     json_t *in = podman_inspect(body);
     json_t *ul = json_object_get(hc_of(in), "Ulimits");
     struct err e = {0};
@@ -765,7 +764,8 @@ TEST(normalize_inspect_ulimits)
     }
     ASSERT_EQ_I(json_integer_value(json_object_get(json_array_get(ul, 8), "Name")), 3);
     ASSERT_STREQ(json_string_value(json_object_get(json_array_get(ul, 9), "Name")), "");
-    ASSERT_OK(docker_policy_verify(in, p, &e)); /* extra ulimits are not the policy's business */
+    ASSERT_OK(
+        docker_policy_verify(in, p, 1000, &e)); /* extra ulimits are not the policy's business */
     json_decref(in);
 
     /* Renamed, but a wrong value is still a wrong value. */
@@ -773,7 +773,7 @@ TEST(normalize_inspect_ulimits)
     (void)json_object_set_new(json_array_get(json_object_get(hc_of(in), "Ulimits"), 0), "Soft",
                               json_integer(4096));
     docker_quirks_normalize_inspect(podman(), in);
-    ASSERT_ERR(docker_policy_verify(in, p, &e), EPERM);
+    ASSERT_ERR(docker_policy_verify(in, p, 1000, &e), EPERM);
     ASSERT_STREQ(e.msg, "ulimit nofile is not 1024");
     json_decref(in);
     json_decref(body);
@@ -786,13 +786,13 @@ TEST(normalize_inspect_runtime)
     struct cfg *c = config("{\"profiles\": {\"python\": {}, \"g\": {\"runtime\": \"runsc\"}}}");
     const struct cfg_profile *py = cfg_profile_find(c, "python");
     const struct cfg_profile *g = cfg_profile_find(c, "g");
-    json_t *body = docker_policy_create_body(g, "n", "s");
+    json_t *body = docker_policy_create_body(g, "n", "s", 1000);
     json_t *in = podman_inspect(body);
     struct err e = {0};
 
     docker_quirks_normalize_inspect(podman(), in);
     ASSERT_TRUE(json_object_get(hc_of(in), "Runtime") == NULL);
-    ASSERT_ERR(docker_policy_verify(in, g, &e), EPERM);
+    ASSERT_ERR(docker_policy_verify(in, g, 1000, &e), EPERM);
     ASSERT_STREQ(e.msg, "runtime is '(default)', policy wants 'runsc'");
     json_decref(in);
 
@@ -801,11 +801,11 @@ TEST(normalize_inspect_runtime)
     docker_quirks_normalize_inspect(podman(), in);
     ASSERT_STREQ(json_string_value(json_object_get(hc_of(in), "Runtime")), "runsc");
     err_clear(&e);
-    ASSERT_OK(docker_policy_verify(in, g, &e));
+    ASSERT_OK(docker_policy_verify(in, g, 1000, &e));
     json_decref(in);
     json_decref(body);
 
-    body = docker_policy_create_body(py, "n", "s");
+    body = docker_policy_create_body(py, "n", "s", 1000);
     in = podman_inspect(body);
     (void)json_object_set_new(hc_of(in), "Runtime", json_string("OCI"));
     docker_quirks_normalize_inspect(podman(), in);
@@ -820,7 +820,7 @@ TEST(normalize_inspect_network)
 {
     struct cfg *c = config(NULL);
     const struct cfg_profile *p = &c->profiles[0];
-    json_t *body = docker_policy_create_body(p, "n", "s");
+    json_t *body = docker_policy_create_body(p, "n", "s", 1000);
     struct err e = {0};
     json_t *in;
 
@@ -828,14 +828,14 @@ TEST(normalize_inspect_network)
     (void)json_object_del(json_object_get(in, "Config"), "NetworkDisabled"); /* absent */
     docker_quirks_normalize_inspect(podman(), in);
     ASSERT_TRUE(json_is_true(json_object_get(json_object_get(in, "Config"), "NetworkDisabled")));
-    ASSERT_OK(docker_policy_verify(in, p, &e));
+    ASSERT_OK(docker_policy_verify(in, p, 1000, &e));
     json_decref(in);
 
     in = podman_inspect(body);
     (void)json_object_set_new(json_object_get(in, "Config"), "NetworkDisabled", json_false());
     docker_quirks_normalize_inspect(podman(), in);
     ASSERT_TRUE(json_is_false(json_object_get(json_object_get(in, "Config"), "NetworkDisabled")));
-    ASSERT_ERR(docker_policy_verify(in, p, &e), EPERM);
+    ASSERT_ERR(docker_policy_verify(in, p, 1000, &e), EPERM);
     ASSERT_STREQ(e.msg, "NetworkDisabled is not true");
     json_decref(in);
 
@@ -843,7 +843,7 @@ TEST(normalize_inspect_network)
     (void)json_object_set_new(hc_of(in), "NetworkMode", json_string("bridge"));
     docker_quirks_normalize_inspect(podman(), in);
     ASSERT_TRUE(json_is_null(json_object_get(json_object_get(in, "Config"), "NetworkDisabled")));
-    ASSERT_ERR(docker_policy_verify(in, p, &e), EPERM);
+    ASSERT_ERR(docker_policy_verify(in, p, 1000, &e), EPERM);
     json_decref(in);
     json_decref(body);
     cfg_free(c);

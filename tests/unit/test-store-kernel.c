@@ -174,6 +174,67 @@ TEST(splitter_long_line)
     free(big);
 }
 
+/* A long line that fits is delivered, and its buffer given back after it (a session must not
+ * keep a forged line's high-water mark). */
+TEST(splitter_shrinks)
+{
+    struct kernel_splitter sp;
+    size_t n = KERNEL_MAX_LINE - 100;
+    char *big = malloc(n);
+
+    memcpy(big, "{\"t\":\"pong\",\"pad\":\"", 19);
+    memset(big + 19, 'x', n - 21);
+    memcpy(big + n - 2, "\"}", 2);
+    seen_msgs = 0;
+    kernel_splitter_init(&sp);
+    ASSERT_OK(kernel_splitter_feed(&sp, big, n, on_obj, NULL));
+    TAP_CHECK(sp.line.alloc >= n, "the line is held while it comes (%zu bytes)", sp.line.alloc);
+    ASSERT_OK(kernel_splitter_feed(&sp, "\n", 1, on_obj, NULL));
+    ASSERT_EQ_I(seen_msgs, 1);
+    TAP_CHECK(sp.line.alloc <= KERNEL_LINE_KEEP, "and freed after it (%zu bytes kept)",
+              sp.line.alloc);
+    kernel_splitter_done(&sp);
+    free(big);
+}
+
+/* Only hello and restarted carry a generation the daemon believes. */
+TEST(decode_gen_and_done_types)
+{
+    static const char *const bad_done[] = {
+        "{\"t\":\"done\",\"id\":\"e\",\"status\":\"forged\"}",
+        "{\"t\":\"done\",\"id\":\"e\",\"status\":\"ok\",\"result\":5}",
+        "{\"t\":\"done\",\"id\":\"e\",\"status\":\"error\",\"error\":5}",
+        "{\"t\":\"done\",\"id\":\"e\",\"status\":\"error\",\"error\":{\"name\":\"E\"}}",
+        ("{\"t\":\"done\",\"id\":\"e\",\"status\":\"error\",\"error\":{\"name\":\"E\",\"value\":"
+         "\"v\",\"traceback\":[1]}}"),
+        "{\"t\":\"done\",\"id\":\"e\",\"status\":\"ok\",\"exit_code\":100000}",
+        "{\"t\":\"done\",\"id\":\"e\",\"status\":\"died\",\"oom\":\"yes\"}",
+    };
+    struct kernel_msg m;
+    json_t *o;
+
+    o = json_loads(
+        "{\"t\":\"done\",\"id\":\"e\",\"status\":\"died\",\"gen\":9,\"oom\":true,"
+        "\"result\":null,\"error\":{\"name\":\"E\",\"value\":\"v\",\"traceback\":[\"a\"]}}",
+        0, NULL);
+    ASSERT_OK(kernel_proto_decode(o, &m));
+    TAP_CHECK(m.gen == -1, "a done's generation is not read (%lld)", (long long)m.gen);
+    json_decref(o);
+    o = json_loads("{\"t\":\"pong\",\"gen\":9}", 0, NULL);
+    ASSERT_OK(kernel_proto_decode(o, &m));
+    TAP_CHECK(m.gen == -1, "nor a pong's");
+    json_decref(o);
+    o = json_loads("{\"t\":\"restarted\",\"gen\":9}", 0, NULL);
+    ASSERT_OK(kernel_proto_decode(o, &m));
+    TAP_CHECK(m.gen == 9, "a restarted's is");
+    json_decref(o);
+    for (size_t i = 0; i < ELEMENTSOF(bad_done); i++) {
+        o = json_loads(bad_done[i], 0, NULL);
+        TAP_CHECK(o != NULL && kernel_proto_decode(o, &m) == -EPROTO, "refused: %s", bad_done[i]);
+        json_decref(o);
+    }
+}
+
 TEST(decode)
 {
     struct kernel_msg m;
@@ -220,6 +281,8 @@ main(void)
     RUN(record_rejects);
     RUN(splitter_survives_garbage);
     RUN(splitter_long_line);
+    RUN(splitter_shrinks);
+    RUN(decode_gen_and_done_types);
     RUN(decode);
     RUN(encode);
     return tap_done();

@@ -165,6 +165,9 @@ def op_put(raw, size_arg):
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o644, dir_fd=d)
         created = True
+    except FileNotFoundError:  # the directory went between its walk and this
+        raise Fail("gone", describe(comps[:-1] or ["."], "was removed while the file was "
+                                    "written"))
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
     try:
@@ -191,6 +194,10 @@ def op_put(raw, size_arg):
             os.rename(part, name, src_dir_fd=d, dst_dir_fd=d)
         except IsADirectoryError:
             raise Fail("is_dir", describe(comps, "is a directory"))
+        except FileNotFoundError:
+            # Code in the sandbox removed the directory (or the part file) meanwhile.
+            raise Fail("gone", describe(comps[:-1] or ["."], "was removed while the file was "
+                                        "written"))
         created = False
     finally:
         if fd >= 0:

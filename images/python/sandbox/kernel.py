@@ -45,6 +45,19 @@ Protocol (daemon -> supervisor):
   anything malformed                     -> {"t":"error","error":S}
 Output is cut per stream and execution at max_output bytes, keeping the first 3/4 (streamed as
 it comes) and the last 1/4 (sent before "done"); "done" carries the exact byte counts.
+"restarted" comes before the "done" of an execution the restart ended (status "died"), so that
+the daemon's epoch has moved when it answers. Every line the supervisor sends is at most
+OUT_LINE_MAX bytes or so (the daemon refuses longer ones).
+
+The worker's channel (its socketpair) is hostile: user code runs in the worker and can reach the
+socket (walking frames finds the Worker object), so anything may come on it. The supervisor
+forwards nothing from it as it came: it takes at most one reply per execution, only for the
+execution running, only while the worker's main thread is back waiting for its next request
+(/proc/PID/syscall; a forged reply while user code runs on is not an end), and builds the "done"
+from checked, bounded fields (status ok, error or interrupted; never "died", which only the
+supervisor says). An artifact is announced by name only; the supervisor opens the file itself
+(no symlink, a regular file, at most ARTIFACT_MAX bytes) and hashes it. Lines on that channel are
+cut at CTL_LINE_MAX, so user code can grow no buffer of PID 1's.
 """
 
 import ast
@@ -57,6 +70,7 @@ import os
 import selectors
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -66,7 +80,15 @@ import traceback
 PROTOCOL_VERSION = 1
 MAX_LINE = 64 << 20          # longest request line accepted from the daemon
 READ_CHUNK = 65536
-RESULT_REPR_MAX = 65536      # a trailing expression's repr is cut beyond this
+RESULT_REPR_MAX = 65536      # a trailing expression's repr is cut beyond this (characters)
+ERROR_VALUE_MAX = 16384      # an exception's str() is cut beyond this (characters)
+TRACEBACK_MAX = 32768        # the traceback lines of an error, in all (characters)
+TRACEBACK_LINES_MAX = 200
+CTL_LINE_MAX = 1 << 20       # a line from the worker (user code can write anything there)
+OUT_CHUNK = 16384            # raw output bytes per "out" message (the daemon's line cap: 1 MiB)
+ARTIFACT_MAX = 256 << 20     # an artifact file the supervisor hashes, at most
+# recvfrom(2), where a worker waiting for its next request sits (/proc/PID/syscall)
+RECVFROM = {"x86_64": 45, "aarch64": 207}.get(os.uname().machine)
 DEFAULT_MAX_OUTPUT = 1 << 20
 KERNEL_FILE = os.path.abspath(__file__)
 WORKSPACE = os.environ.get("SANDPOOL_WORKSPACE", "/workspace")
@@ -134,21 +156,45 @@ def user_frames(tb):
     return [f for f in traceback.extract_tb(tb) if f.filename != KERNEL_FILE]
 
 
+def cut(text, limit):
+    if not isinstance(text, str):
+        return None
+    if len(text) > limit:
+        return text[:limit] + "... [%d characters cut]" % (len(text) - limit)
+    return text
+
+
+def cut_lines(lines):
+    """At most TRACEBACK_LINES_MAX strings of TRACEBACK_MAX characters in all (the last ones,
+    where the error is, when cut)."""
+    out, used = [], 0
+    for line in reversed(lines[-TRACEBACK_LINES_MAX:]):
+        if not isinstance(line, str):
+            continue
+        line = cut(line, max(TRACEBACK_MAX - used, 0))
+        used += len(line)
+        out.append(line)
+        if used >= TRACEBACK_MAX:
+            break
+    return out[::-1]
+
+
 def describe_error(exc):
     name = type(exc).__name__
     if isinstance(exc, SyntaxError):
         lines = traceback.format_exception_only(type(exc), exc)
-        return {"name": name, "value": str(exc.msg), "traceback": [l.rstrip("\n") for l in lines],
+        return {"name": name, "value": cut(str(exc.msg), ERROR_VALUE_MAX),
+                "traceback": cut_lines([l.rstrip("\n") for l in lines]),
                 "line": exc.lineno, "column": exc.offset}
     frames = user_frames(exc.__traceback__)
     lines = ["Traceback (most recent call last):"]
     lines += [l.rstrip("\n") for l in traceback.format_list(frames)]
-    lines += [l.rstrip("\n") for l in traceback.format_exception_only(type(exc), exc)]
     try:
+        lines += [l.rstrip("\n") for l in traceback.format_exception_only(type(exc), exc)]
         value = str(exc)
     except Exception:  # a broken __str__ must not kill the kernel
         value = "<unprintable %s>" % name
-    return {"name": name, "value": value, "traceback": lines}
+    return {"name": name, "value": cut(value, ERROR_VALUE_MAX), "traceback": cut_lines(lines)}
 
 
 def safe_repr(value):
@@ -156,9 +202,7 @@ def safe_repr(value):
         text = repr(value)
     except Exception as exc:  # noqa: BLE001 - user objects may raise anything
         text = "<repr failed: %s: %s>" % (type(exc).__name__, exc)
-    if len(text) > RESULT_REPR_MAX:
-        text = text[:RESULT_REPR_MAX] + "... [%d characters cut]" % (len(text) - RESULT_REPR_MAX)
-    return text
+    return cut(text, RESULT_REPR_MAX)
 
 
 FORK_NAME = "sandpool-fork"  # the comm of a process forked by user code, until it execs
@@ -311,13 +355,8 @@ class Worker:
         else:
             data_or_fig.savefig(tmp, format="png")
         os.rename(tmp, path)
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 16), b""):
-                digest.update(chunk)
-        entry = {"path": os.path.relpath(path, WORKSPACE), "mime": "image/png",
-                 "size": os.path.getsize(path), "sha256": digest.hexdigest()}
-        self.ctl.sendall(jdump({"t": "artifact", "id": exec_id, "entry": entry}))
+        # By name: the supervisor checks and hashes the file itself (see the docstring).
+        self.ctl.sendall(jdump({"t": "artifact", "id": exec_id, "name": name}))
 
     def save_artifacts(self, exec_id, value):
         self.n_artifacts = 0
@@ -452,6 +491,98 @@ def worker_main(ctl, out_w, err_w):
 # Supervisor
 # --------------------------------------------------------------------------------------------
 
+class Lines:
+    """Splits a byte stream into lines of at most `cap` bytes; a longer one is dropped whole, so
+    that whoever writes the stream cannot make the buffer grow past the cap."""
+
+    def __init__(self, cap):
+        self.cap = cap
+        self.buf = bytearray()
+        self.discarding = False
+
+    def feed(self, data):
+        lines, pos = [], 0
+        while pos < len(data):
+            nl = data.find(b"\n", pos)
+            end = len(data) if nl < 0 else nl
+            if not self.discarding:
+                if len(self.buf) + end - pos > self.cap:
+                    self.discarding = True
+                    self.buf = bytearray()
+                else:
+                    self.buf += data[pos:end]
+            if nl < 0:
+                break
+            if not self.discarding:
+                lines.append(bytes(self.buf))
+            self.buf = bytearray()
+            self.discarding = False
+            pos = nl + 1
+        return lines
+
+
+def is_int(v, limit):
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < limit
+
+
+def checked_error(err):
+    """An error object from the worker, rebuilt from the fields the daemon knows, bounded."""
+    if not isinstance(err, dict) or not isinstance(err.get("name"), str):
+        return None
+    tb = err.get("traceback")
+    out = {"name": cut(err["name"], 256), "value": cut(err.get("value"), ERROR_VALUE_MAX) or "",
+           "traceback": cut_lines(tb) if isinstance(tb, list) else []}
+    for key in ("line", "column"):
+        if is_int(err.get(key), 1 << 31):
+            out[key] = err[key]
+    return out
+
+
+def checked_reply(msg):
+    """The worker's reply to an execution, rebuilt from checked fields; None when it is not
+    one. "died" is never taken from the worker: only the supervisor sees a worker die."""
+    status = msg.get("status")
+    if status not in ("ok", "error", "interrupted"):
+        return None
+    result = msg.get("result")
+    return {"status": status,
+            "result": cut(result, RESULT_REPR_MAX) if isinstance(result, str) else None,
+            "error": checked_error(msg.get("error")),
+            "peak_rss": msg["peak_rss"] if is_int(msg.get("peak_rss"), 1 << 50) else 0}
+
+
+def artifact_entry(name):
+    """Size and SHA-256 of the artifact file `name`, read by the supervisor itself: each
+    directory on the way and the file are opened without following a symlink, the file must be
+    a regular one of at most ARTIFACT_MAX bytes. None otherwise."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fds = []
+    try:
+        fds.append(os.open(WORKSPACE, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        for part in (".sandpool", "artifacts"):
+            fds.append(os.open(part, flags | os.O_DIRECTORY, dir_fd=fds[-1]))
+        fds.append(os.open(name, flags | os.O_NONBLOCK, dir_fd=fds[-1]))
+        st = os.fstat(fds[-1])
+        if not stat.S_ISREG(st.st_mode) or st.st_size > ARTIFACT_MAX:
+            return None
+        digest, size = hashlib.sha256(), 0
+        while size <= ARTIFACT_MAX:
+            chunk = os.read(fds[-1], 1 << 16)
+            if not chunk:
+                break
+            digest.update(chunk)
+            size += len(chunk)
+        if size > ARTIFACT_MAX:
+            return None
+        return {"path": os.path.relpath(os.path.join(ARTIFACTS, name), WORKSPACE),
+                "mime": "image/png", "size": size, "sha256": digest.hexdigest()}
+    except OSError:
+        return None
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 class Capture:
     """Output of one stream for one execution.
 
@@ -513,6 +644,8 @@ class Execution:
         self.cpu0 = cgroup_cpu_ns()
         self.peak0 = cgroup_peak()
         self.peak_rss = 0
+        self.reply = None         # the worker's latest reply (checked), taken once it waits
+        self.artifacts = set()    # names announced
 
 
 class Supervisor:
@@ -535,8 +668,10 @@ class Supervisor:
         self.inbuf = bytearray()
         self.gen = 0
         self.worker_pid = None
+        self.worker_ctl_fd = None  # the number of the worker's end of self.ctl, in the worker
+        self.can_check = None      # whether /proc/PID/syscall tells a waiting worker here
         self.ctl = None
-        self.ctl_buf = bytearray()
+        self.ctl_lines = Lines(CTL_LINE_MAX)
         self.pipes = {}           # fd -> (exec_attr, tag)
         self.current = None       # Execution
         self.session = None       # set by "bind": this container serves that session
@@ -580,7 +715,7 @@ class Supervisor:
         self.start_exec({"id": "__warm_up__", "code": "print()\n0"})
         end = time.monotonic() + 10
         while self.current is not None and time.monotonic() < end:
-            self.dispatch()
+            self.step()
         self.sel.register(self.proto_in, selectors.EVENT_READ, self.on_request_data)
         if self.listener is not None:
             self.sel.register(self.listener, selectors.EVENT_READ, self.on_relay_accept)
@@ -611,10 +746,10 @@ class Supervisor:
     def on_relay_accept(self, _):
         try:
             conn, _ = self.listener.accept()
-            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("iII"))
         except OSError:
             return
-        if struct.unpack("3i", creds)[1] == os.getuid():
+        if struct.unpack("iII", creds)[1] == os.getuid():  # struct ucred: uid_t is unsigned
             # User code: the daemon's relay runs as another uid (exec's User), which user code
             # can neither become nor trace nor signal.
             conn.close()
@@ -744,6 +879,14 @@ class Supervisor:
                 worker_main(ctl_child, out_w, err_w)
             finally:
                 os._exit(70)
+        # Its own process group, set from both sides (whichever runs first): a restart right
+        # after this fork must find the group to kill (stop_worker), not wait for a child that
+        # has not run setpgid yet.
+        try:
+            os.setpgid(pid, pid)
+        except OSError:
+            pass
+        self.worker_ctl_fd = ctl_child.fileno()
         ctl_child.close()
         os.close(out_w)
         os.close(err_w)
@@ -751,7 +894,7 @@ class Supervisor:
         self.worker_pid = pid
         self.ctl = ctl_parent
         self.ctl.setblocking(False)
-        self.ctl_buf = bytearray()
+        self.ctl_lines = Lines(CTL_LINE_MAX)
         self.sel.register(self.ctl, selectors.EVENT_READ, self.on_ctl_data)
         for fd, tag in ((out_r, "o"), (err_r, "e")):
             os.set_blocking(fd, False)
@@ -789,10 +932,11 @@ class Supervisor:
     def stop_worker(self):
         if self.worker_pid is None:
             return None
-        try:
-            os.killpg(self.worker_pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        for kill in (os.killpg, os.kill):  # the group, and the worker even outside it
+            try:
+                kill(self.worker_pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         _, status = os.waitpid(self.worker_pid, 0)
         self.kill_strays()
         self.drain_pipes("worker")
@@ -810,10 +954,10 @@ class Supervisor:
         was_oom = oom > self.oom_count
         self.oom_count = oom
         how = describe_status(status)
-        if self.current is not None and self.current.kind == "exec":
-            self.finish({"status": "died", "oom": was_oom, "reason": how})
         self.start_worker(how)
         self.send({"t": "restarted", "gen": self.gen, "reason": "oom" if was_oom else how})
+        if self.current is not None and self.current.kind == "exec":
+            self.finish({"status": "died", "oom": was_oom, "reason": how})
 
     @staticmethod
     def read_oom_count():
@@ -865,10 +1009,13 @@ class Supervisor:
         if ex is None:
             return True  # output of a background process between executions: dropped
         cap = ex.out if tag == "o" else ex.err
-        text = cap.feed(data)
-        if text:
-            self.send({"t": "out", "id": ex.id, "s": tag, "d": text})
+        self.send_out(ex, tag, cap.feed(data))
         return True
+
+    def send_out(self, ex, tag, text):
+        """Output text in messages of at most OUT_CHUNK characters (lines the daemon takes)."""
+        for i in range(0, len(text), OUT_CHUNK):
+            self.send({"t": "out", "id": ex.id, "s": tag, "d": text[i:i + OUT_CHUNK]})
 
     def on_pipe_data(self, fd):
         self.read_pipe(fd)
@@ -880,8 +1027,7 @@ class Supervisor:
         trunc = {}
         for cap in (ex.out, ex.err):
             text, dropped = cap.finish()
-            if text:
-                self.send({"t": "out", "id": ex.id, "s": cap.tag, "d": text})
+            self.send_out(ex, cap.tag, text)
             trunc[cap.tag] = [cap.total, dropped]
         msg = {"t": "done", "id": ex.id, "gen": self.gen, "truncated": trunc,
                "duration_ms": int((time.monotonic() - ex.started) * 1000),
@@ -990,8 +1136,9 @@ class Supervisor:
         self.finish({"status": status, "exit_code": code if code >= 0 else 128 - code})
 
     def reject(self, req, why):
-        self.send({"t": "done", "id": req.get("id"), "gen": self.gen, "status": "rejected",
-                   "reason": why})
+        rid = req.get("id")
+        self.send({"t": "done", "id": rid if isinstance(rid, str) else None, "gen": self.gen,
+                   "status": "rejected", "reason": why[:200]})
 
     def interrupt(self, req):
         ex = self.current
@@ -1013,14 +1160,14 @@ class Supervisor:
         reason = str(req.get("reason", "requested"))[:200]
         ex = self.current
         self.stop_worker()
+        self.oom_count = self.read_oom_count()
+        self.start_worker(reason)
+        self.send({"t": "restarted", "gen": self.gen, "reason": reason})
         if ex is not None:
             if ex.kind == "exec":
                 self.finish({"status": "died", "oom": False, "reason": "restarted: " + reason})
             else:
                 self.interrupt({"id": ex.id})
-        self.oom_count = self.read_oom_count()
-        self.start_worker(reason)
-        self.send({"t": "restarted", "gen": self.gen, "reason": reason})
 
     # ---- requests --------------------------------------------------------------------------------
 
@@ -1055,8 +1202,8 @@ class Supervisor:
             req = json.loads(line)
             if not isinstance(req, dict) or not isinstance(req.get("t"), str):
                 raise ValueError("not an object with a 't'")
-        except ValueError as exc:
-            self.send({"t": "error", "error": "bad request: %s" % exc})
+        except (ValueError, RecursionError) as exc:
+            self.send({"t": "error", "error": ("bad request: %s" % exc)[:200]})
             return
         kind = req["t"]
         if kind == "ping":
@@ -1097,47 +1244,101 @@ class Supervisor:
             data = self.ctl.recv(READ_CHUNK)
         except (BlockingIOError, InterruptedError):
             return
+        except OSError:
+            data = b""
         if not data:
             self.worker_died()
             return
-        self.ctl_buf += data
-        while True:
-            nl = self.ctl_buf.find(b"\n")
-            if nl < 0:
-                return
-            line = bytes(self.ctl_buf[:nl])
-            del self.ctl_buf[:nl + 1]
-            try:
-                reply = json.loads(line)
-                if not isinstance(reply, dict):
-                    raise ValueError("not an object")
-            except ValueError:
-                continue  # user code wrote into the control socket: ignore it
-            if reply.get("t") == "artifact":
-                if self.current is not None and self.current.id == reply.get("id"):
-                    self.drain_pipes("worker")  # output printed before it comes first
-                    self.send(reply)
-                continue
-            if not isinstance(reply.get("status"), str):
-                continue
-            if self.current is not None and self.current.id == reply.get("id"):
-                if isinstance(reply.get("peak_rss"), int):
-                    self.current.peak_rss = reply["peak_rss"]
-                # Everything the worker printed is in the pipes already: take it first.
-                self.drain_pipes("worker")
-                self.finish({"status": reply["status"], "result": reply.get("result"),
-                             "error": reply.get("error")})
+        for line in self.ctl_lines.feed(data):
+            self.on_ctl_line(line)
+        self.try_finish()
 
-    def dispatch(self):
-        for key, _ in self.sel.select(timeout=0.05):
+    def on_ctl_line(self, line):
+        """One line from the worker's channel, where user code may write too (the docstring)."""
+        try:
+            msg = json.loads(line)
+        except (ValueError, RecursionError):
+            return
+        ex = self.current
+        if not isinstance(msg, dict) or ex is None or ex.kind != "exec" or msg.get("id") != ex.id:
+            return
+        if msg.get("t") == "artifact":
+            self.on_artifact(ex, msg.get("name"))
+            return
+        reply = checked_reply(msg)
+        if reply is not None:
+            ex.reply = reply  # the latest one, taken once the worker waits (try_finish)
+
+    def on_artifact(self, ex, name):
+        """An artifact the worker says it wrote: named "<execution id>-<n>.png" (as
+        Worker.artifact names them), each at most once, at most MAX_ARTIFACTS + 1 of them."""
+        if not isinstance(name, str) or name in ex.artifacts:
+            return
+        prefix = ex.id + "-"
+        number = name[len(prefix):-4]
+        if not (name.startswith(prefix) and name.endswith(".png") and number.isascii() and
+                number.isdigit() and len(number) <= 3 and 1 <= int(number) <= MAX_ARTIFACTS + 1):
+            return
+        ex.artifacts.add(name)
+        entry = artifact_entry(name)
+        if entry is None:
+            return
+        self.drain_pipes("worker")  # output printed before it comes first
+        self.send({"t": "artifact", "id": ex.id, "entry": entry})
+
+    def worker_waiting(self):
+        """Whether the worker's main thread sits in recvfrom(2) on its end of the control
+        socket, i.e. is done with user code: a reply that user code forged while its code runs
+        on is not an end. Where /proc/PID/syscall cannot tell (gVisor, another architecture),
+        found out by the first execution (the warm-up, before any user code), the reply counts
+        as it comes; once it could tell, a worker that stops letting it (user code made its
+        process undumpable) is not waiting."""
+        if RECVFROM is None or self.can_check is False:
+            return True
+        try:
+            with open("/proc/%d/syscall" % self.worker_pid, "rb") as f:
+                fields = f.read().split()
+        except OSError:
+            if self.can_check is None:
+                self.can_check = False
+                return True
+            return False
+        self.can_check = True
+        try:
+            return int(fields[0]) == RECVFROM and int(fields[1], 16) == self.worker_ctl_fd
+        except (ValueError, IndexError):
+            return False  # "running"
+
+    def try_finish(self):
+        ex = self.current
+        if ex is None or ex.kind != "exec" or ex.reply is None or not self.worker_waiting():
+            return
+        # Everything the worker printed is in the pipes already: take it first.
+        self.drain_pipes("worker")
+        if self.current is not ex:
+            return
+        ex.peak_rss = ex.reply["peak_rss"]
+        self.finish({"status": ex.reply["status"], "result": ex.reply["result"],
+                     "error": ex.reply["error"]})
+
+    def dispatch(self, timeout):
+        for key, _ in self.sel.select(timeout=timeout):
             # A handler earlier in this round may have closed this one's descriptor (a relay
             # replaced, a pending one dropped), whose number may even be reused by now.
             if self.sel.get_map().get(key.fd) is key:
                 key.data(key.fd)
 
+    def step(self):
+        ex = self.current
+        waiting = ex is not None and ex.reply is not None
+        # A reply that came before the worker was back in recvfrom: look again very soon.
+        self.dispatch(0.001 if waiting else 0.05)
+        if waiting:
+            self.try_finish()
+
     def loop(self):
         while True:
-            self.dispatch()
+            self.step()
             self.poll_cmd()
             if self.pending:
                 self.expire_pending()

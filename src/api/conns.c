@@ -1,0 +1,675 @@
+/* Client connections: who gets a slot, who loses one, and the descriptors they hold.
+ *
+ * Threat: anyone who reaches the port can open connections, without a token. A single global
+ * cap that only pauses accepting (the design this replaces) lets 1,100 idle keep-alive sockets
+ * take every slot and lock every tenant out, /healthz included. The rules here:
+ *
+ *  1. Every connection has one standing (enum api_conn_standing), written only by
+ *     table_set():
+ *       ANON_IDLE / ANON_BUSY   no request on it carried a valid token yet
+ *       AUTH_IDLE / AUTH_BUSY   one did (tenant or admin); a connection never loses it
+ *       CLOSING                 evicted or refused: its socket is shut down, evhttp frees it
+ *       LINGERING               evhttp freed it with a refused upload's body still coming: a
+ *                               duplicate of its socket drains the body (see linger_start)
+ *     Busy: evhttp dispatched a request and its reply is not complete. Idle: anything else
+ *     (between requests, or a head still arriving).
+ *  2. At most `max` slots: every connection but the CLOSING ones, lingering closes included.
+ *     A connection accepted past the cap closes the one idle longest, anonymous ones first;
+ *     busy connections are never closed for another. With nothing idle (every slot has a
+ *     request in progress) the listener pauses until a slot frees or turns idle, and the
+ *     kernel's listen backlog holds what comes.
+ *  3. Per peer (an IPv4 address, an IPv6 /64; unix-socket peers are exempt, the socket's
+ *     permissions are their boundary) at most `per_peer` anonymous connections: one more closes
+ *     that peer's anonymous connection idle longest, or, with none idle, is answered 503 and
+ *     closed. A connection that authenticates leaves its peer's count, so a gateway carrying
+ *     many clients' authenticated traffic from one address is bound only by rule 2.
+ *  4. Lingering closes: only for authenticated connections, at most `linger_max` at once
+ *     (each holds a slot, rule 2); otherwise the socket closes at once.
+ *
+ * So unauthenticated clients can take at most the slots nobody authenticated is using, and lose
+ * them first; descriptors held for clients stay within max + the listen backlog. The table
+ * (table_*) is pure bookkeeping, unit-tested in tests/unit/test-conns.c; the api_conns_*
+ * functions add the I/O: shutting sockets down, the listener, lingering. Loop context only. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#define LOG_MODULE "api"
+#include "api/api-internal.h"
+#include "log/log.h"
+#include "util/hashmap.h"
+#include "util/macro.h"
+#include "util/time.h"
+
+#define LINGER_TOTAL_S 10 /* a lingering close drains at most this long, */
+#define LINGER_IDLE_S  5  /* and this long without a byte */
+#define WARN_EVERY_MS  10000u
+#define PEER_KEY_MAX   64 /* "<IPv6 text>/64" */
+
+static const struct timeval linger_idle = {.tv_sec = LINGER_IDLE_S};
+
+struct conn_peer {
+    TAILQ_HEAD(, api_conn_entry) idle; /* its ANON_IDLE connections, idle longest first */
+    unsigned anon;                     /* its admitted anonymous connections */
+    char key[PEER_KEY_MAX];
+};
+
+struct api_conn_entry {
+    TAILQ_ENTRY(api_conn_entry) idle_link; /* table idle list of its class, while idle */
+    TAILQ_ENTRY(api_conn_entry) peer_link; /* peer->idle, while ANON_IDLE and admitted */
+    struct api_conns *reg;
+    struct conn_peer *peer; /* NULL: not admitted yet, or exempt */
+    enum api_conn_standing standing;
+    bool admitted;
+    struct bufferevent *sock; /* borrowed: the socket bufferevent; NULL once evhttp freed it */
+    void *owner;              /* borrowed: body.c's connection */
+    char key[32];             /* in reg->by_bev: the filter bufferevent's address */
+    struct event *admit_ev;   /* admission once the descriptor is known */
+    /* LINGERING */
+    int linger_fd;
+    struct event *linger_ev;
+    uint64_t linger_until_ms;
+};
+
+TAILQ_HEAD(entry_list, api_conn_entry);
+
+/* Registries with a listener. libevent calls a listener's error callback with evhttp's own
+ * argument, so the registry is found by its listener (there are at most two). */
+static LIST_HEAD(, api_conns) listening = LIST_HEAD_INITIALIZER(listening);
+
+struct api_conns {
+    struct api_conns_limits lim;
+    struct hashmap *peers;     /* key -> struct conn_peer */
+    struct hashmap *by_bev;    /* filter bufferevent's address -> entry with a connection */
+    struct entry_list idle[2]; /* [0] anonymous, [1] authenticated; idle longest first */
+    struct entry_list lingers; /* LINGERING entries (linked through idle_link) */
+    unsigned n[API_CONN__COUNT];
+    unsigned total;
+    struct api_conns_stats stats;
+    size_t refs;                     /* the api, and each entry */
+    bool api_gone;                   /* no more lingering closes */
+    struct evconnlistener *listener; /* borrowed; NULL when not listening */
+    LIST_ENTRY(api_conns) listening; /* while listener is set: on_accept_error finds it */
+    bool paused;
+    struct event *backoff; /* accept() failed for want of descriptors: pause a moment */
+    uint64_t warned_cap_ms, warned_peer_ms, warned_accept_ms;
+};
+
+/* ---- the table: pure bookkeeping ------------------------------------------------------------ */
+
+static bool
+standing_idle(enum api_conn_standing s)
+{
+    return s == API_CONN_ANON_IDLE || s == API_CONN_AUTH_IDLE;
+}
+
+static bool
+standing_anon(enum api_conn_standing s)
+{
+    return s == API_CONN_ANON_IDLE || s == API_CONN_ANON_BUSY;
+}
+
+static void
+peer_unref(struct api_conns *reg, struct conn_peer *p)
+{
+    if (p->anon == 0) {
+        (void)hashmap_remove(reg->peers, p->key);
+        free(p);
+    }
+}
+
+/* The one setter of a connection's standing: keeps the idle lists, the per-peer counts and the
+ * totals in step with it. */
+static void
+table_set(struct api_conns *reg, struct api_conn_entry *e, enum api_conn_standing to)
+{
+    enum api_conn_standing from = e->standing;
+
+    if (standing_idle(from)) {
+        TAILQ_REMOVE(&reg->idle[from == API_CONN_AUTH_IDLE], e, idle_link);
+    } else if (from == API_CONN_LINGERING) {
+        TAILQ_REMOVE(&reg->lingers, e, idle_link);
+    }
+    if (e->peer != NULL && standing_anon(from)) {
+        if (from == API_CONN_ANON_IDLE) {
+            TAILQ_REMOVE(&e->peer->idle, e, peer_link);
+        }
+        e->peer->anon--;
+    }
+    reg->n[from]--;
+    e->standing = to;
+    reg->n[to]++;
+    if (e->peer != NULL && standing_anon(to)) {
+        e->peer->anon++;
+        if (to == API_CONN_ANON_IDLE) {
+            TAILQ_INSERT_TAIL(&e->peer->idle, e, peer_link);
+        }
+    }
+    if (standing_idle(to)) {
+        TAILQ_INSERT_TAIL(&reg->idle[to == API_CONN_AUTH_IDLE], e, idle_link);
+    } else if (to == API_CONN_LINGERING) {
+        TAILQ_INSERT_TAIL(&reg->lingers, e, idle_link);
+    }
+    if (e->peer != NULL && !standing_anon(to)) {
+        struct conn_peer *p = e->peer;
+
+        e->peer = NULL; /* authenticated or leaving: no longer its peer's */
+        peer_unref(reg, p);
+    }
+}
+
+enum api_conn_standing
+api_conn_standing(const struct api_conn_entry *e)
+{
+    return e->standing;
+}
+
+struct api_conn_entry *
+api_conns_table_add(struct api_conns *reg)
+{
+    struct api_conn_entry *e = xcalloc(1, sizeof(*e));
+
+    e->reg = reg;
+    e->linger_fd = -1;
+    e->standing = API_CONN_ANON_IDLE;
+    reg->n[API_CONN_ANON_IDLE]++;
+    reg->total++;
+    reg->refs++;
+    TAILQ_INSERT_TAIL(&reg->idle[0], e, idle_link);
+    return e;
+}
+
+void
+api_conns_table_set(struct api_conns *reg, struct api_conn_entry *e, enum api_conn_standing to)
+{
+    if (e->standing != to && e->standing != API_CONN_CLOSING && e->standing != API_CONN_LINGERING) {
+        table_set(reg, e, to);
+    }
+}
+
+unsigned
+api_conns_live(const struct api_conns *reg)
+{
+    return reg->total - reg->n[API_CONN_CLOSING];
+}
+
+struct api_conn_entry *
+api_conns_table_victim(const struct api_conns *reg, const struct api_conn_entry *exclude)
+{
+    for (int auth = 0; auth < 2; auth++) {
+        struct api_conn_entry *e;
+
+        TAILQ_FOREACH (e, &reg->idle[auth], idle_link) {
+            if (e != exclude) {
+                return e;
+            }
+        }
+    }
+    return NULL;
+}
+
+int
+api_conns_table_admit(struct api_conns *reg, struct api_conn_entry *e, const char *peer,
+                      struct api_conn_entry **ret_victim)
+{
+    enum api_conn_standing s = e->standing;
+    struct conn_peer *p;
+
+    *ret_victim = NULL;
+    if (e->admitted || e->standing == API_CONN_CLOSING) {
+        return 0;
+    }
+    e->admitted = true;
+    if (peer == NULL || peer[0] == '\0' || reg->lim.per_peer == 0 || !standing_anon(e->standing)) {
+        return 0; /* exempt, or authenticated before its admission came round */
+    }
+    p = hashmap_get(reg->peers, peer);
+    if (p == NULL) {
+        p = xcalloc(1, sizeof(*p));
+        TAILQ_INIT(&p->idle);
+        (void)snprintf(p->key, sizeof(p->key), "%s", peer);
+        hashmap_put(reg->peers, p->key, p);
+    }
+    if (p->anon >= reg->lim.per_peer) {
+        *ret_victim = TAILQ_FIRST(&p->idle);
+        if (*ret_victim == NULL) {
+            peer_unref(reg, p);
+            return -EUSERS;
+        }
+    }
+    /* Counted from now on: leave and enter the standing again, with the peer. */
+    table_set(reg, e, API_CONN_CLOSING);
+    e->peer = p;
+    table_set(reg, e, s);
+    return 0;
+}
+
+/* Forgets e (its connection and any lingering close are over). */
+static void
+table_remove(struct api_conns *reg, struct api_conn_entry *e)
+{
+    table_set(reg, e, API_CONN_CLOSING); /* leaves every list and the peer */
+    reg->n[API_CONN_CLOSING]--;
+    reg->total--;
+}
+
+/* ---- listener ------------------------------------------------------------------------------- */
+
+/* Accepting pauses only when the cap is reached and no connection is idle (nothing to close
+ * for a newcomer); it resumes as soon as one is. */
+static void
+update_listener(struct api_conns *reg)
+{
+    bool full = reg->lim.max > 0 && api_conns_live(reg) >= reg->lim.max &&
+                reg->n[API_CONN_ANON_IDLE] + reg->n[API_CONN_AUTH_IDLE] == 0;
+
+    if (reg->backoff != NULL && evtimer_pending(reg->backoff, NULL)) {
+        full = true;
+    }
+    if (reg->listener == NULL) {
+        return;
+    }
+    if (!reg->paused && full) {
+        uint64_t now = time_now_ms();
+
+        (void)evconnlistener_disable(reg->listener);
+        reg->paused = true;
+        if (now - reg->warned_cap_ms >= WARN_EVERY_MS) {
+            reg->warned_cap_ms = now;
+            log_warn("%u client connections, each with a request in progress "
+                     "(http.max_connections): new ones wait",
+                     api_conns_live(reg));
+        }
+    } else if (reg->paused && !full) {
+        (void)evconnlistener_enable(reg->listener);
+        reg->paused = false;
+    }
+}
+
+static void
+on_backoff(evutil_socket_t fd, short what, void *arg)
+{
+    update_listener(arg);
+}
+
+/* accept() failed. Out of descriptors (the process's or the system's), the connection waiting
+ * in the backlog would make the listener fire again at once, forever: accepting pauses for
+ * 100 ms instead. The descriptor budget (sandpoold's main) keeps this from happening. */
+static void
+on_accept_error(struct evconnlistener *listener, void *arg)
+{
+    struct api_conns *reg;
+    int e = EVUTIL_SOCKET_ERROR();
+    uint64_t now = time_now_ms();
+
+    LIST_FOREACH (reg, &listening, listening) {
+        if (reg->listener == listener) {
+            break;
+        }
+    }
+    if (reg == NULL || (e != EMFILE && e != ENFILE && e != ENOBUFS && e != ENOMEM)) {
+        return;
+    }
+    if (now - reg->warned_accept_ms >= WARN_EVERY_MS) {
+        reg->warned_accept_ms = now;
+        log_warn("accepting a connection failed: %s; accepting pauses for 100 ms", strerror(e));
+    }
+    if (reg->backoff == NULL) {
+        reg->backoff = OOM_CHECK(evtimer_new(evconnlistener_get_base(listener), on_backoff, reg));
+    }
+    (void)evtimer_add(reg->backoff, &(struct timeval){.tv_usec = 100000});
+    update_listener(reg);
+}
+
+/* ---- closing -------------------------------------------------------------------------------- */
+
+/* Ends e's connection: shutting its socket down makes the read evhttp waits on see the end, and
+ * evhttp frees the connection on its next turn (api_conns_release). */
+static void
+close_entry(struct api_conns *reg, struct api_conn_entry *e)
+{
+    int fd = e->sock != NULL ? bufferevent_getfd(e->sock) : -1;
+
+    table_set(reg, e, API_CONN_CLOSING);
+    if (fd >= 0) {
+        (void)shutdown(fd, SHUT_RDWR);
+    }
+}
+
+/* Over the per-peer share with nothing of that peer idle: a short answer, then the end. */
+static void
+refuse(struct api_conns *reg, struct api_conn_entry *e, int fd)
+{
+    static const char body[] = "{\"error\":{\"code\":\"unavailable\",\"message\":\"too many "
+                               "connections from this address\"}}\n";
+    char head[256];
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                     "Cache-Control: no-store\r\nRetry-After: 1\r\nConnection: close\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     sizeof(body) - 1, body);
+
+    /* A new socket takes these few bytes at once, or the client is gone anyway. */
+    if (n > 0 && (size_t)n < sizeof(head)) {
+        (void)send(fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    close_entry(reg, e);
+}
+
+/* The key of a connection's peer: "" for unix sockets (exempt), else its address, IPv6
+ * addresses cut to their /64 (one host has a whole /64 to pick from). */
+static void
+peer_key(int fd, char *key, size_t n)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    char text[INET6_ADDRSTRLEN];
+
+    key[0] = '\0';
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0) {
+        return;
+    }
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+
+        if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) != NULL) {
+            (void)snprintf(key, n, "%s", text);
+        }
+    } else if (ss.ss_family == AF_INET6) {
+        struct in6_addr a = ((const struct sockaddr_in6 *)&ss)->sin6_addr;
+
+        if (IN6_IS_ADDR_V4MAPPED(&a)) {
+            if (inet_ntop(AF_INET, &a.s6_addr[12], text, sizeof(text)) != NULL) {
+                (void)snprintf(key, n, "%s", text);
+            }
+            return;
+        }
+        memset(&a.s6_addr[8], 0, 8);
+        if (inet_ntop(AF_INET6, &a, text, sizeof(text)) != NULL) {
+            (void)snprintf(key, n, "%s/64", text);
+        }
+    }
+}
+
+bool
+api_conns_admit(struct api_conn_entry *e)
+{
+    struct api_conns *reg = e->reg;
+    struct api_conn_entry *victim;
+    int fd = e->sock != NULL ? bufferevent_getfd(e->sock) : -1;
+    char key[PEER_KEY_MAX];
+
+    if (e->admitted) {
+        return e->standing != API_CONN_CLOSING;
+    }
+    if (fd < 0) {
+        return true; /* not connected yet: the deferred admission comes back */
+    }
+    peer_key(fd, key, sizeof(key));
+    if (api_conns_table_admit(reg, e, key, &victim) < 0) {
+        uint64_t now = time_now_ms();
+
+        reg->stats.refused_total++;
+        if (now - reg->warned_peer_ms >= WARN_EVERY_MS) {
+            reg->warned_peer_ms = now;
+            log_warn("refused a connection from '%s': %u anonymous connections of it are busy "
+                     "(http.max_connections_per_peer)",
+                     key, reg->lim.per_peer);
+        }
+        refuse(reg, e, fd);
+        update_listener(reg);
+        return false;
+    }
+    if (victim != NULL) {
+        reg->stats.evicted_peer_total++;
+        close_entry(reg, victim);
+    }
+    (void)event_del(e->admit_ev);
+    return true;
+}
+
+static void
+on_admit(evutil_socket_t fd, short what, void *arg)
+{
+    (void)api_conns_admit(arg);
+}
+
+static void
+bev_key(char *key, size_t n, const struct bufferevent *bev)
+{
+    (void)snprintf(key, n, "%p", (const void *)bev);
+}
+
+struct api_conn_entry *
+api_conns_add(struct api_conns *reg, struct bufferevent *sock, struct bufferevent *filter,
+              void *owner)
+{
+    struct api_conn_entry *e = api_conns_table_add(reg);
+
+    e->sock = sock;
+    e->owner = owner;
+    bev_key(e->key, sizeof(e->key), filter);
+    hashmap_put(reg->by_bev, e->key, e);
+    /* The descriptor is set right after evhttp's bufferevent callback returns: the peer is
+     * looked at on the next turn, or at its first bytes if they come first. */
+    e->admit_ev = OOM_CHECK(event_new(bufferevent_get_base(sock), -1, 0, on_admit, e));
+    event_active(e->admit_ev, EV_READ, 0);
+    if (reg->lim.max > 0 && api_conns_live(reg) > reg->lim.max) {
+        struct api_conn_entry *victim = api_conns_table_victim(reg, e);
+
+        if (victim != NULL) {
+            reg->stats.evicted_total++;
+            close_entry(reg, victim);
+        }
+    }
+    update_listener(reg);
+    return e;
+}
+
+void
+api_conns_set(struct api_conn_entry *e, enum api_conn_standing to)
+{
+    api_conns_table_set(e->reg, e, to);
+    update_listener(e->reg);
+}
+
+bool
+api_conns_closing(const struct api_conn_entry *e)
+{
+    return e->standing == API_CONN_CLOSING;
+}
+
+void *
+api_conns_find(const struct api_conns *reg, const struct bufferevent *filter)
+{
+    struct api_conn_entry *e;
+    char key[32];
+
+    bev_key(key, sizeof(key), filter);
+    e = hashmap_get(reg->by_bev, key);
+    return e != NULL ? e->owner : NULL;
+}
+
+const struct api_conns_limits *
+api_conns_limits(const struct api_conns *reg)
+{
+    return &reg->lim;
+}
+
+/* ---- lingering close ------------------------------------------------------------------------ */
+
+static void
+reg_unref(struct api_conns *reg)
+{
+    if (--reg->refs == 0) {
+        hashmap_free(reg->peers);
+        hashmap_free(reg->by_bev);
+        free(reg);
+    }
+}
+
+static void
+entry_free(struct api_conn_entry *e)
+{
+    struct api_conns *reg = e->reg;
+
+    if (e->linger_ev != NULL) {
+        event_free(e->linger_ev);
+    }
+    if (e->linger_fd >= 0) {
+        (void)close(e->linger_fd);
+    }
+    if (e->admit_ev != NULL) {
+        event_free(e->admit_ev);
+    }
+    table_remove(reg, e);
+    free(e);
+    update_listener(reg);
+    reg_unref(reg);
+}
+
+static void
+on_linger(evutil_socket_t fd, short what, void *arg)
+{
+    struct api_conn_entry *e = arg;
+    char sink[16384];
+
+    if (what & EV_TIMEOUT) {
+        entry_free(e);
+        return;
+    }
+    for (;;) {
+        ssize_t n = read(fd, sink, sizeof(sink));
+
+        if (n > 0) {
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR) && time_now_ms() < e->linger_until_ms) {
+            (void)event_add(e->linger_ev, &linger_idle);
+            return;
+        }
+        entry_free(e); /* the client is done, gone, or took too long */
+        return;
+    }
+}
+
+/* The connection closes with a held body unread: evhttp has written the answer and shut down
+ * the sending side. Closing now, with the client's bytes unread, would make the kernel reset the
+ * connection, and the client could lose the answer; so a duplicate of the descriptor drains what
+ * comes until the client closes, for LINGER_TOTAL_S at most. */
+static bool
+linger_start(struct api_conn_entry *e, int fd)
+{
+    struct api_conns *reg = e->reg;
+    bool auth = e->standing == API_CONN_AUTH_IDLE || e->standing == API_CONN_AUTH_BUSY;
+
+    if (reg->api_gone || fd < 0 || !auth) {
+        return false; /* an anonymous client gets no descriptor of ours kept for it */
+    }
+    if (reg->n[API_CONN_LINGERING] >= reg->lim.linger_max) {
+        reg->stats.linger_skipped_total++;
+        return false;
+    }
+    e->linger_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (e->linger_fd < 0) {
+        return false;
+    }
+    (void)shutdown(e->linger_fd, SHUT_WR);
+    e->linger_until_ms = time_now_ms() + (uint64_t)LINGER_TOTAL_S * 1000;
+    e->linger_ev =
+        OOM_CHECK(event_new(bufferevent_get_base(e->sock), e->linger_fd, EV_READ, on_linger, e));
+    table_set(reg, e, API_CONN_LINGERING);
+    (void)event_add(e->linger_ev, &linger_idle);
+    return true;
+}
+
+void
+api_conns_release(struct api_conn_entry *e, bool linger)
+{
+    int fd = e->sock != NULL ? bufferevent_getfd(e->sock) : -1;
+
+    if (e->admit_ev != NULL) {
+        event_free(e->admit_ev);
+        e->admit_ev = NULL;
+    }
+    (void)hashmap_remove(e->reg->by_bev, e->key);
+    e->owner = NULL;
+    if (linger && linger_start(e, fd)) {
+        e->sock = NULL;
+        return;
+    }
+    e->sock = NULL;
+    entry_free(e);
+}
+
+/* ---- registry ------------------------------------------------------------------------------- */
+
+struct api_conns *
+api_conns_new(const struct api_conns_limits *lim)
+{
+    struct api_conns *reg = xcalloc(1, sizeof(*reg));
+
+    reg->lim = *lim;
+    reg->peers = hashmap_new();
+    reg->by_bev = hashmap_new();
+    for (int i = 0; i < 2; i++) {
+        TAILQ_INIT(&reg->idle[i]);
+    }
+    TAILQ_INIT(&reg->lingers);
+    reg->refs = 1;
+    return reg;
+}
+
+void
+api_conns_set_listener(struct api_conns *reg, struct evconnlistener *listener)
+{
+    if (reg->listener != NULL) {
+        LIST_REMOVE(reg, listening);
+    }
+    reg->listener = listener;
+    reg->paused = false; /* a new listener accepts; a gone one is nothing to resume */
+    if (listener != NULL) {
+        LIST_INSERT_HEAD(&listening, reg, listening);
+        evconnlistener_set_error_cb(listener, on_accept_error);
+    }
+    update_listener(reg);
+}
+
+void
+api_conns_free(struct api_conns *reg)
+{
+    if (reg == NULL) {
+        return;
+    }
+    reg->api_gone = true;
+    api_conns_set_listener(reg, NULL);
+    if (reg->backoff != NULL) {
+        event_free(reg->backoff);
+        reg->backoff = NULL;
+    }
+    while (!TAILQ_EMPTY(&reg->lingers)) {
+        entry_free(TAILQ_FIRST(&reg->lingers));
+    }
+    reg_unref(reg);
+}
+
+void
+api_conns_get_stats(const struct api_conns *reg, struct api_conns_stats *ret)
+{
+    *ret = reg->stats;
+    ret->idle = reg->n[API_CONN_ANON_IDLE] + reg->n[API_CONN_AUTH_IDLE];
+    ret->busy = reg->n[API_CONN_ANON_BUSY] + reg->n[API_CONN_AUTH_BUSY];
+    ret->anonymous = reg->n[API_CONN_ANON_IDLE] + reg->n[API_CONN_ANON_BUSY];
+    ret->lingering = reg->n[API_CONN_LINGERING];
+    ret->closing = reg->n[API_CONN_CLOSING];
+}
