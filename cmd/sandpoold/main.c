@@ -10,6 +10,7 @@
 #define LOG_MODULE "main"
 #include <jansson.h>
 
+#include "api/api.h"
 #include "audit/audit.h"
 #include "config/config.h"
 #include "docker/policy.h"
@@ -176,6 +177,29 @@ raise_nofile(void)
     return (unsigned long)rl.rlim_cur;
 }
 
+/* The descriptors this configuration can hold at once, whatever its clients and sandboxes do:
+ * every bound below is enforced by the daemon (docs/security.md). */
+static unsigned long
+descriptor_budget(const struct cfg *c)
+{
+    unsigned long n = 32; /* stdio, the loop, signals, Redis, the audit file, libraries */
+    unsigned long containers = 0;
+
+    for (size_t i = 0; i < c->n_profiles; i++) {
+        containers += c->profiles[i].max;
+    }
+    n += c->http_max_connections + API_LISTEN_BACKLOG; /* slots (lingering ones within) */
+    if (c->http_health_listen[0] != '\0') {
+        n += API_HEALTH_MAX_CONNECTIONS + API_LISTEN_BACKLOG;
+    }
+    n += 2 * containers;            /* each one's kernel stream, and a relay's exec during a
+                                     * reconnection */
+    n += c->files_max_inflight;     /* a file operation's exec stream each */
+    n += c->engine_max_concurrency; /* creations, starts, removals */
+    n += 32; /* the engine client's kept connections (CURLMOPT_MAXCONNECTS) */
+    return n;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -228,8 +252,20 @@ main(int argc, char **argv)
     /* Writes to a peer that went away must fail with EPIPE, not kill the daemon. */
     (void)signal(SIGPIPE, SIG_IGN);
     unsigned long nofile = raise_nofile(); /* not inside log_debug(): it may not evaluate */
+    unsigned long budget = descriptor_budget(c);
 
-    log_debug("open files limit: %lu", nofile);
+    log_debug("open files limit: %lu, this configuration holds at most %lu", nofile, budget);
+    if (nofile > 0 && nofile < budget) {
+        /* Past the limit, accept() and the engine's sockets fail for everyone: refuse to start
+         * rather than let a client reach it. */
+        log_error("cannot start: the open files limit (%lu) is below the %lu descriptors this "
+                  "configuration may hold (http.max_connections, the profiles' max, "
+                  "files.max_inflight); raise it (LimitNOFILE=, ulimit -n) or lower those",
+                  nofile, budget);
+        cfg_free(c);
+        audit_close();
+        return EXIT_FAILURE;
+    }
 
     r = server_new(c, &s, &e);
     if (r < 0) {

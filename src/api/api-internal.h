@@ -22,8 +22,6 @@ struct session;
 #define API_CONN_TIMEOUT_S    60    /* a connection idle this long (reading or writing) is closed */
 /* Lingering closes at once (conns.c), within the connection slots. */
 #define API_LINGER_MAX(max_connections) MIN(64u, MAX(1u, (max_connections) / 16u))
-/* Connection slots of the health listener (http.health_listen): probes and scrapes. */
-#define API_HEALTH_MAX_CONNECTIONS 64u
 
 struct api {
     struct event_base *base;           /* borrowed */

@@ -448,7 +448,7 @@ listen_unix(struct evhttp *http, const char *path, struct evhttp_bound_socket **
     if (fd < 0) {
         return err_set(reterr, -errno, "socket: %s", strerror(errno));
     }
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 511) < 0) {
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, API_LISTEN_BACKLOG) < 0) {
         int e = errno;
 
         (void)close(fd);

@@ -58,6 +58,12 @@ struct api_backend {
     void *userdata;
 };
 
+/* Connection slots of the health listener (http.health_listen): probes and scrapes. */
+#define API_HEALTH_MAX_CONNECTIONS 64u
+/* The listen backlog: what one accept round can take in past the slots (each newcomer then
+ * closes an idle connection, freed on the next loop turn). */
+#define API_LISTEN_BACKLOG 511u
+
 /* Binds cfg->listen and starts serving. cfg and backend are borrowed and must outlive the api.
  * Errors: -EADDRINUSE, -EACCES, -EINVAL with a message. */
 int api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend *backend,

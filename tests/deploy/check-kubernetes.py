@@ -309,15 +309,22 @@ class Checker:
         cfg = self.effective_config(where, pod, c, volumes)
         if cfg is None:
             return
-        m = re.match(r"^(.*):(\d+)$", cfg["listen"])
-        if cfg["listen"].startswith("unix:") or not m:
-            self.bad(where, f"listen {cfg['listen']!r}: the probes need TCP")
+        # The probes go to the health listener when there is one, else to the API's.
+        probed_key = "http.health_listen" if cfg["http"].get("health_listen") else "listen"
+        probed = cfg["http"]["health_listen"] if probed_key != "listen" else cfg["listen"]
+        m = re.match(r"^(.*):(\d+)$", probed)
+        if probed.startswith("unix:") or not m:
+            self.bad(where, f"{probed_key} {probed!r}: the probes need TCP")
         else:
             host, port = m.group(1), int(m.group(2))
             if port not in [p.get("containerPort") for p in c.get("ports") or []]:
-                self.bad(where, f"listen port {port} is not a containerPort of sandpoold")
+                self.bad(where, f"{probed_key} port {port} is not a containerPort of sandpoold")
+            for kind in ("livenessProbe", "readinessProbe"):
+                ref = ((c.get(kind) or {}).get("httpGet") or {}).get("port")
+                if self.port_of(c, ref) != port:
+                    self.bad(where, f"{kind} is not on {probed_key} ({port})")
             if host.startswith("127.") or host in ("localhost", "[::1]"):
-                self.bad(where, f"listen {cfg['listen']}: loopback, the kubelet's probes to the "
+                self.bad(where, f"{probed_key} {probed}: loopback, the kubelet's probes to the "
                          "pod IP would fail")
         sock = cfg["engine"]["socket"]
         mount = self.in_mount(c, sock)

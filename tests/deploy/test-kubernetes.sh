@@ -86,13 +86,15 @@ broken token-key-typo dind "has no key 'tokn'" \
 broken service-port hostpath "targetPort 'htp' is no container port" \
     "sub('base/service.yaml', 'targetPort: http', 'targetPort: htp')"
 broken service-exposes-sandpoold dind "exposes sandpoold's port" \
-    "sub('base/service.yaml', 'targetPort: http', 'targetPort: sandpool')"
+    "sub('base/service.yaml', 'targetPort: http', 'targetPort: health')"
 broken redis-service-name dind "no Service 'sandpool-redis' is rendered" \
     "sub('redis/redis.yaml', 'name: sandpool-redis\nspec:\n  selector', 'name: redis\nspec:\n  selector')"
 broken no-engine-mount hostpath "engine.socket /var/run/engine/docker.sock is in no volumeMount" \
     "sub('overlays/hostpath/engine.yaml', 'mountPath: /var/run/engine/docker.sock', 'mountPath: /var/run/docker.sock')"
 broken loopback-listen dind "loopback, the kubelet's probes" \
-    "sub('base/kustomization.yaml', 'SANDPOOL_LISTEN=0.0.0.0:8080', 'SANDPOOL_LISTEN=127.0.0.1:8080')"
+    "sub('base/kustomization.yaml', 'SANDPOOL_HTTP_HEALTH_LISTEN=0.0.0.0:8081', 'SANDPOOL_HTTP_HEALTH_LISTEN=127.0.0.1:8081')"
+broken probe-on-api dind "livenessProbe is not on http.health_listen" \
+    "sub('base/deployment.yaml', 'path: /healthz\n              port: health', 'path: /healthz\n              port: 8080')"
 broken bad-config-key hostpath "the daemon refuses its configuration" \
     "sub('base/sandpoold.json', '\"max_sessions\": 50', '\"max_sesions\": 50')"
 broken writable-root dind "readOnlyRootFilesystem is not true" \
