@@ -85,6 +85,7 @@ ERROR_VALUE_MAX = 16384      # an exception's str() is cut beyond this (characte
 TRACEBACK_MAX = 32768        # the traceback lines of an error, in all (characters)
 TRACEBACK_LINES_MAX = 200
 CTL_LINE_MAX = 1 << 20       # a line from the worker (user code can write anything there)
+WAIT_SPIN_S = 0.0005         # how long a reply waits, spinning, for the worker to wait again
 OUT_CHUNK = 16384            # raw output bytes per "out" message (the daemon's line cap: 1 MiB)
 ARTIFACT_MAX = 256 << 20     # an artifact file the supervisor hashes, at most
 # recvfrom(2), where a worker waiting for its next request sits (/proc/PID/syscall)
@@ -1311,8 +1312,16 @@ class Supervisor:
 
     def try_finish(self):
         ex = self.current
-        if ex is None or ex.kind != "exec" or ex.reply is None or not self.worker_waiting():
+        if ex is None or ex.kind != "exec" or ex.reply is None:
             return
+        # The worker sends its reply, then enters recvfrom: it gets there within microseconds,
+        # usually before this looks. Look again for a moment, yielding the CPU, before falling
+        # back to the loop's 1 ms polls (a forged reply while code runs on ends up there).
+        spin_until = time.monotonic() + WAIT_SPIN_S
+        while not self.worker_waiting():
+            if time.monotonic() > spin_until:
+                return
+            os.sched_yield()
         # Everything the worker printed is in the pipes already: take it first.
         self.drain_pipes("worker")
         if self.current is not ex:
