@@ -1241,18 +1241,26 @@ class Supervisor:
             self.send({"t": "error", "error": "unknown request '%s'" % kind[:40]})
 
     def on_ctl_data(self, fd):
-        try:
-            data = self.ctl.recv(READ_CHUNK)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self.worker_died()
-            return
-        for line in self.ctl_lines.feed(data):
-            self.on_ctl_line(line)
-        self.try_finish()
+        if self.read_ctl():
+            self.try_finish()
+
+    def read_ctl(self):
+        """Takes what the worker's channel holds; False when the worker is gone (then
+        replaced)."""
+        while True:
+            try:
+                data = self.ctl.recv(READ_CHUNK)
+            except (BlockingIOError, InterruptedError):
+                return True
+            except OSError:
+                data = b""
+            if not data:
+                self.worker_died()
+                return False
+            for line in self.ctl_lines.feed(data):
+                self.on_ctl_line(line)
+            if len(data) < READ_CHUNK:
+                return True
 
     def on_ctl_line(self, line):
         """One line from the worker's channel, where user code may write too (the docstring)."""
@@ -1322,6 +1330,10 @@ class Supervisor:
             if time.monotonic() > spin_until:
                 return
             os.sched_yield()
+        # Waiting now, so it writes no more: its last reply may still be in the socket (the
+        # real one after a forged one) and is the one to take.
+        if not self.read_ctl() or self.current is not ex:
+            return
         # Everything the worker printed is in the pipes already: take it first.
         self.drain_pipes("worker")
         if self.current is not ex:
