@@ -64,6 +64,10 @@ SCRIPT_PATH=$(readlink -f "${BASH_SOURCE[0]}")
 IMAGES_DIR=$(dirname "$SCRIPT_PATH")
 readonly SCRIPT_PATH IMAGES_DIR
 readonly PYTHON_CONTEXT="$IMAGES_DIR/python"
+# The sandbox seccomp profile, in the daemon's image where it looks by default
+# (sandbox.seccomp_profile; deploy/seccomp/make-profile.py made it).
+readonly SECCOMP_PROFILE="$(dirname "$IMAGES_DIR")/deploy/seccomp/sandbox.json"
+readonly SECCOMP_IN_IMAGE=/usr/share/sandpool/seccomp.json
 
 readonly SUITE=bookworm
 # python3-munkres: satisfies python3-fonttools' "python3-scipy | python3-munkres"
@@ -485,6 +489,7 @@ daemon_inputs() {
   printf 'base %s\n' "$DAEMON_BASE_HASH"
   printf 'user %s\n' "$DAEMON_USER"
   printf 'sandpoold %s\n' "$(sha256_of_file "$DAEMON_BIN")"
+  printf 'seccomp %s\n' "$(sha256_of_file "$SECCOMP_PROFILE")"
 }
 
 test_inputs() {
@@ -851,6 +856,16 @@ daemon_print_config() {
   printf 'print-config ok: %s lines\n' "$(printf '%s\n' "$out" | grep -c .)"
 }
 
+# daemon_seccomp IMAGE: the built-in profile's create body carries the image's seccomp profile.
+daemon_seccomp() {
+  local out
+  out=$(run_container "$1" --network none --read-only --cap-drop ALL -- \
+    --print-create-body=python) || return 1
+  printf '%s\n' "$out" | grep -q '"seccomp={\\"defaultAction\\"' ||
+    { printf 'no seccomp profile in the create body\n'; return 1; }
+  printf 'seccomp profile: %s\n' "$SECCOMP_IN_IMAGE"
+}
+
 build_daemon() {
   local log="$LOGS/sandpoold.log" iid="$WORK/sandpoold.iid" ctx="$WORK/sandpoold-context"
   local id base_ref out version
@@ -867,10 +882,12 @@ build_daemon() {
   [[ -n $version ]] || die "cannot read a version from '$DAEMON_BIN --version': $out"
   mkdir -p "$ctx"
   install -m 0755 "$DAEMON_BIN" "$ctx/sandpoold"
+  install -m 0644 "$SECCOMP_PROFILE" "$ctx/seccomp.json"
   # COPY and metadata only: no RUN, so the base needs no shell.
   cat >"$ctx/Dockerfile" <<EOF
 FROM $base_ref
 COPY sandpoold /usr/local/bin/sandpoold
+COPY seccomp.json $SECCOMP_IN_IMAGE
 USER $DAEMON_USER
 WORKDIR /
 EXPOSE 8080
@@ -887,6 +904,7 @@ EOF
   run_check "$log" "sandpoold --version" run_container "$id" --network none --read-only \
     --cap-drop ALL --security-opt no-new-privileges -- --version
   run_check "$log" "sandpoold --print-config" daemon_print_config "$id"
+  run_check "$log" "sandpoold reads its seccomp profile" daemon_seccomp "$id"
   out=$(docker image inspect --format '{{.Config.User}}' "$id")
   [[ $out == "$DAEMON_USER" ]] || die "sandpoold image user is '$out', want $DAEMON_USER"
   if run_container "$id" --network none --entrypoint /bin/sh -- -c true >>"$log" 2>&1; then

@@ -134,6 +134,7 @@ SANDPOOL_PACKAGES+=(python3-yaml)
 command -v kubectl >/dev/null || SANDPOOL_PACKAGES+=(kubernetes-client)
 command -v systemd-analyze >/dev/null || SANDPOOL_PACKAGES+=(systemd)
 ensure_packages
+install_seccomp_profile # where every suite's sandpoold finds it (sandbox.seccomp_profile)
 ensure_docker
 remove_labelled "$TEST_LABEL"
 ensure_images

@@ -131,6 +131,11 @@ load_config(int argc, char **argv, struct cfg **ret, struct args *a, char *unkno
     if (r == 0) {
         r = cfg_validate(c, &e);
     }
+    /* The profile's file, read once here (and at each reload); --print-config only shows its
+     * path, as it shows audit.file's without opening it. */
+    if (r == 0 && !a->print_config) {
+        r = cfg_load_seccomp(c, &e);
+    }
     if (r != 0) {
         if (r < 0 && e.code < 0) {
             (void)fprintf(stderr, "sandpoold: configuration: %s\n", err_msg(&e));
@@ -243,6 +248,13 @@ main(int argc, char **argv)
     log_route_libevent();
     if (unknown_env[0] != '\0') {
         log_warn("not configuration options, ignoring: %s", unknown_env);
+    }
+    if (c->seccomp == NULL) {
+        log_warn("sandbox.seccomp_profile is \"\": sandboxes get the engine's default seccomp "
+                 "profile (Docker 20.10's allows io_uring)");
+    } else {
+        log_info("seccomp profile of every sandbox: '%s' (%zu bytes compact)",
+                 c->sandbox_seccomp_profile, strlen(c->seccomp));
     }
     if (audit_open(c->audit_file, &e) < 0) {
         log_error("cannot start: %s", err_msg(&e));

@@ -40,6 +40,25 @@ ensure_packages() {
         "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
 }
 
+# The sandbox seccomp profile (deploy/seccomp/sandbox.json, made by make-profile.py from the
+# engine default containers-common installs) where sandpoold looks by default
+# (sandbox.seccomp_profile). Warns when this machine's containers-common would make another one:
+# regenerate and commit it then (deploy/seccomp/make-profile.py IN OUT).
+SECCOMP_PROFILE=$SANDPOOL_ROOT/deploy/seccomp/sandbox.json
+SECCOMP_INSTALLED=/usr/share/sandpool/seccomp.json
+install_seccomp_profile() {
+    local default=/usr/share/containers/seccomp.json
+    if [ -r "$default" ] &&
+        ! python3 "$SANDPOOL_ROOT/deploy/seccomp/make-profile.py" --check "$default" \
+            "$SECCOMP_PROFILE" 2>/dev/null; then
+        say "warning: $SECCOMP_PROFILE is not what deploy/seccomp/make-profile.py makes from this machine's $default (installing it as it is)"
+    fi
+    cmp -s "$SECCOMP_PROFILE" "$SECCOMP_INSTALLED" && return 0
+    install -D -m 0644 "$SECCOMP_PROFILE" "$SECCOMP_INSTALLED" ||
+        die "cannot install the seccomp profile at $SECCOMP_INSTALLED"
+    say "installed the sandbox seccomp profile at $SECCOMP_INSTALLED"
+}
+
 engine_answers() {
     curl -fsS --max-time 5 --unix-socket "$ENGINE_SOCKET" http://docker/_ping >/dev/null 2>&1
 }
@@ -88,11 +107,9 @@ start_podman() {
     local sock=$1 dir i
     dir=$(dirname "$sock")
     mkdir -p "$dir"
-    # Our containers.conf plus a seccomp profile as strict as Docker's default (no namespaces,
-    # no mounts: deploy/podman/harden-seccomp.py), made from the installed Podman's own.
-    python3 "$SANDPOOL_ROOT/deploy/podman/harden-seccomp.py" /usr/share/containers/seccomp.json \
-        "$dir/seccomp.json" || die "cannot write the hardened seccomp profile"
-    sed "s|^\[containers\]\$|&\nseccomp_profile = \"$dir/seccomp.json\"|" \
+    # Our containers.conf, with the sandbox seccomp profile as the engine's default too: for the
+    # containers sandpoold does not make (images/build.sh's); sandpoold sends it with its own.
+    sed "s|^\[containers\]\$|&\nseccomp_profile = \"$SECCOMP_PROFILE\"|" \
         "$SANDPOOL_ROOT/deploy/podman/containers.conf" >"$dir/containers.conf"
     export CONTAINERS_CONF=$dir/containers.conf
     setsid podman system service --time=0 "unix://$sock" >"$dir/podman.log" 2>&1 </dev/null &

@@ -62,6 +62,7 @@ ensure_gvisor() {
 require_root
 [ "${SANDPOOL_GVISOR:-0}" = 1 ] && SANDPOOL_PACKAGES+=(runsc)
 ensure_packages
+install_seccomp_profile
 ensure_docker
 [ "${SANDPOOL_GVISOR:-0}" = 1 ] && ensure_gvisor
 say "building sandpoold and sandpoolctl in $BUILD_DIR"

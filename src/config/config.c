@@ -6,8 +6,8 @@
  * exactly one parser per type. JSON values must have the row's JSON type: a number given as a
  * string, or a string given as a number, is an error rather than a guess.
  *
- * Nothing here touches the event loop; cfg_load_file() does blocking file I/O and is only called
- * at start-up or on reload (STYLE.md §6.1). */
+ * Nothing here touches the event loop; cfg_load_file() and cfg_load_seccomp() do blocking file
+ * I/O and are only called at start-up or on reload (STYLE.md §6.1). */
 #include "config.h"
 
 #include <assert.h>
@@ -112,6 +112,11 @@ static const struct cfg_option options[] = {
         "code's, even, and its relay's); no host account may use the range"),
     OPT("sandbox.uid_count", CFG_UINT, sandbox_uid_count, "262144", 2, 16777216, 0,
         "uids in the range (even): room for half as many containers at once"),
+    OPT("sandbox.seccomp_profile", CFG_STRING, sandbox_seccomp_profile, CFG_SECCOMP_DEFAULT_PATH, 0,
+        0, 0,
+        "seccomp profile of every sandbox (JSON, read at start; deploy/seccomp/sandbox.json): "
+        "Docker is sent its content, Podman its path (which it opens itself); empty: the "
+        "engine's default profile (Docker 20.10's allows io_uring)"),
     OPT("files.max_inflight", CFG_UINT, files_max_inflight, "32", 1, 4096, 0,
         "file operations (an engine exec each) in flight at once; more wait, then get 429"),
     OPT("files.max_inflight_per_tenant", CFG_UINT, files_per_tenant, "8", 1, 4096, 0,
@@ -660,6 +665,7 @@ cfg_free(struct cfg *c)
     free_strings(c, options, ELEMENTSOF(options));
     profiles_clear(c);
     tenants_clear(c);
+    free(c->seccomp);
     free(c);
     return NULL;
 }
@@ -689,14 +695,13 @@ cfg_load_json(struct cfg *c, const char *data, size_t len, struct err *reterr)
     return r;
 }
 
-int
-cfg_load_file(struct cfg *c, const char *path, struct err *reterr)
+/* Reads all of path into *b (at most b->max bytes). Blocking: start-up and reload only. */
+static int
+read_file(const char *path, struct buf *b, struct err *reterr)
 {
-    struct buf b = BUF_INIT(CFG_MAX_FILE_BYTES);
     cleanup_close int fd = -1;
     char chunk[16384];
     ssize_t n;
-    int r;
 
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -707,19 +712,168 @@ cfg_load_file(struct cfg *c, const char *path, struct err *reterr)
             if (errno == EINTR) {
                 continue;
             }
-            r = err_set(reterr, -errno, "cannot read '%s': %s", path, strerror(errno));
-            buf_done(&b);
-            return r;
+            return err_set(reterr, -errno, "cannot read '%s': %s", path, strerror(errno));
         }
-        if (buf_append(&b, chunk, (size_t)n) < 0) {
-            buf_done(&b);
-            return err_set(reterr, -EMSGSIZE, "'%s' is larger than %u bytes", path,
-                           CFG_MAX_FILE_BYTES);
+        if (buf_append(b, chunk, (size_t)n) < 0) {
+            return err_set(reterr, -EMSGSIZE, "'%s' is larger than %zu bytes", path, b->max);
         }
     }
-    r = cfg_load_json(c, b.buf, b.len, reterr);
+    return 0;
+}
+
+int
+cfg_load_file(struct cfg *c, const char *path, struct err *reterr)
+{
+    struct buf b = BUF_INIT(CFG_MAX_FILE_BYTES);
+    int r = read_file(path, &b, reterr);
+
+    if (r == 0) {
+        r = cfg_load_json(c, b.buf, b.len, reterr);
+    }
     buf_done(&b);
     return r;
+}
+
+/* ---- the sandbox seccomp profile ------------------------------------------------------------ */
+
+/* A profile's defaultAction must refuse: with an allowing one the rules are a denylist, and every
+ * call the engine's default keeps out (and every call newer than the profile) would pass. */
+static bool
+seccomp_action_denies(const char *action)
+{
+    static const char *const deny[] = {"SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS",
+                                       "SCMP_ACT_KILL_THREAD", "SCMP_ACT_TRAP"};
+
+    for (size_t i = 0; i < ELEMENTSOF(deny); i++) {
+        if (strcmp(action, deny[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* One entry of "syscalls": {"action": "...", "names": ["...", ...]} (or Docker's older "name"). */
+static bool
+seccomp_rule_valid(json_t *rule)
+{
+    json_t *names = json_object_get(rule, "names");
+    size_t i;
+    json_t *v;
+
+    if (!json_is_object(rule) || !json_is_string(json_object_get(rule, "action"))) {
+        return false;
+    }
+    if (names == NULL) {
+        return json_is_string(json_object_get(rule, "name"));
+    }
+    if (!json_is_array(names) || json_array_size(names) == 0) {
+        return false;
+    }
+    json_array_foreach (names, i, v) {
+        if (!json_is_string(v) || json_string_length(v) == 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static int
+seccomp_check(json_t *root, struct err *reterr)
+{
+    const char *action = json_string_value(json_object_get(root, "defaultAction"));
+    json_t *rules = json_object_get(root, "syscalls");
+    size_t i;
+    json_t *rule;
+
+    if (!json_is_object(root)) {
+        return err_set(reterr, -EINVAL, "seccomp profile: not a JSON object");
+    }
+    if (action == NULL || !seccomp_action_denies(action)) {
+        return err_set(reterr, -EINVAL,
+                       "seccomp profile: 'defaultAction' must refuse (SCMP_ACT_ERRNO, _KILL*, "
+                       "_TRAP), not '%.40s'",
+                       action != NULL ? action : "(unset)");
+    }
+    if (!json_is_array(rules) || json_array_size(rules) == 0) {
+        return err_set(reterr, -EINVAL, "seccomp profile: 'syscalls' must be a non-empty array");
+    }
+    json_array_foreach (rules, i, rule) {
+        if (!seccomp_rule_valid(rule)) {
+            return err_set(reterr, -EINVAL,
+                           "seccomp profile: syscalls[%zu] needs an 'action' and 'names' (a "
+                           "non-empty list of names)",
+                           i);
+        }
+    }
+    return 0;
+}
+
+int
+cfg_parse_seccomp(const char *data, size_t len, char **ret_compact, struct err *reterr)
+{
+    json_error_t jerr;
+    json_t *root;
+    char *compact;
+    int r;
+
+    if (len > CFG_SECCOMP_MAX_BYTES) {
+        return err_set(reterr, -EMSGSIZE, "seccomp profile: larger than %u bytes",
+                       CFG_SECCOMP_MAX_BYTES);
+    }
+    root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        return err_set(reterr, -EINVAL, "seccomp profile: line %d column %d: %s", jerr.line,
+                       jerr.column, jerr.text);
+    }
+    r = seccomp_check(root, reterr);
+    if (r < 0) {
+        json_decref(root);
+        return r;
+    }
+    compact = OOM_CHECK(json_dumps(root, JSON_COMPACT));
+    json_decref(root);
+    if (strlen(compact) > CFG_SECCOMP_MAX_BYTES) {
+        free(compact); /* a re-encoding longer than its source: escapes turned into more text */
+        return err_set(reterr, -EMSGSIZE, "seccomp profile: larger than %u bytes compact",
+                       CFG_SECCOMP_MAX_BYTES);
+    }
+    *ret_compact = compact;
+    return 0;
+}
+
+int
+cfg_load_seccomp(struct cfg *c, struct err *reterr)
+{
+    struct buf b = BUF_INIT(CFG_SECCOMP_MAX_BYTES);
+    const char *path = c->sandbox_seccomp_profile;
+    struct err e = {0};
+    char *compact = NULL;
+    int r;
+
+    if (path[0] == '\0') {
+        return 0;
+    }
+    r = read_file(path, &b, &e);
+    if (r == 0) {
+        r = cfg_parse_seccomp(b.buf, b.len, &compact, &e);
+    }
+    buf_done(&b);
+    if (r == -ENOENT) {
+        return err_set(reterr, r,
+                       "'sandbox.seccomp_profile': %s (install deploy/seccomp/sandbox.json there, "
+                       "or name another file)",
+                       err_msg(&e));
+    }
+    if (r < 0) {
+        return err_set(reterr, r, "'sandbox.seccomp_profile': %s", err_msg(&e));
+    }
+    free(c->seccomp);
+    c->seccomp = compact;
+    for (size_t i = 0; i < c->n_profiles; i++) {
+        c->profiles[i].seccomp = c->seccomp;
+        c->profiles[i].seccomp_path = c->sandbox_seccomp_profile;
+    }
+    return 0;
 }
 
 /* "engine.socket" -> "ENGINE_SOCKET"; "engine-socket" -> "engine.socket" lookups. */
@@ -963,6 +1117,13 @@ validate_global(struct cfg *c, struct err *reterr)
                        "'http.health_listen' must be HOST:PORT, [IPV6]:PORT or unix:/path, other "
                        "than 'listen', not '%.80s'",
                        c->http_health_listen);
+    }
+    /* Podman is sent the path itself ("seccomp=PATH"), and opens it where it runs. */
+    if (c->sandbox_seccomp_profile[0] != '\0' &&
+        (c->sandbox_seccomp_profile[0] != '/' || strlen(c->sandbox_seccomp_profile) >= PATH_MAX)) {
+        return err_set(reterr, -EINVAL,
+                       "'sandbox.seccomp_profile' must be an absolute path, or \"\" for the "
+                       "engine's default profile");
     }
     if (log_level_from_string(c->log_level) < 0) {
         return err_set(reterr, -EINVAL, "'log.level' must be debug, info, warn or error");

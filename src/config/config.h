@@ -37,6 +37,11 @@ struct cfg_profile {
     uint64_t max_output_bytes;
     unsigned interrupt_grace_ms;
     uint64_t max_file_bytes;
+    /* The sandbox seccomp profile (cfg_load_seccomp()), both borrowed from the struct cfg that
+     * holds this profile: compact JSON and the file it was read from. NULL: none read, or
+     * sandbox.seccomp_profile is "" (the engine's default profile). */
+    const char *seccomp;
+    const char *seccomp_path;
 };
 
 struct cfg_tenant {
@@ -69,6 +74,8 @@ struct cfg {
     unsigned policy_check_s;
     /* Host uids of the sandboxes: [first, first + count), a pair per container (pool/uids.c). */
     unsigned sandbox_uid_first, sandbox_uid_count;
+    char *sandbox_seccomp_profile; /* path of the sandbox seccomp profile; "": engine default */
+    char *seccomp;                 /* its content, compact (cfg_load_seccomp()); NULL until then */
     unsigned http_max_body_bytes;
     unsigned http_max_connections;
     unsigned http_max_connections_per_peer; /* anonymous ones per address; 0: no bound */
@@ -106,6 +113,28 @@ int cfg_apply_env(struct cfg *c, const char *const *envp, char *ret_unknown, siz
 int cfg_set(struct cfg *c, const char *name, const char *value, struct err *reterr);
 /* Checks cross-field rules and resolves node_id "auto" to the host name. */
 int cfg_validate(struct cfg *c, struct err *reterr);
+
+/* Largest sandbox seccomp profile accepted (its compact form goes into every create body and
+ * comes back in every inspect answer). Docker's default is 11 KiB compact. */
+#define CFG_SECCOMP_MAX_BYTES (256u << 10)
+/* Where sandbox.seccomp_profile looks by default: deploy/seccomp/sandbox.json installed (the
+ * daemon's image has it there; deploy/systemd and deploy/local/lib.sh install it). */
+#define CFG_SECCOMP_DEFAULT_PATH "/usr/share/sandpool/seccomp.json"
+
+/* Reads the seccomp profile that sandbox.seccomp_profile names (blocking file I/O: start-up and
+ * reload only), checks it with cfg_parse_seccomp() and points every profile of c at it (see
+ * struct cfg_profile). With "" it does nothing (the caller warns). Call after cfg_validate().
+ * Errors: -errno of open/read, -EMSGSIZE, -EINVAL, each with a message naming the option and the
+ * file; c is unchanged then. */
+int cfg_load_seccomp(struct cfg *c, struct err *reterr);
+/* Checks that data[len] is a seccomp profile as Docker and Podman read it: a JSON object (no
+ * duplicate keys; at most CFG_SECCOMP_MAX_BYTES) whose "defaultAction" denies (SCMP_ACT_ERRNO,
+ * _KILL, _KILL_PROCESS, _KILL_THREAD or _TRAP: an allow-by-default profile would pass what the
+ * engine's default blocks) and whose "syscalls" is a non-empty array of rules, each an object
+ * with an "action" string and "names" (non-empty array of strings) or "name". Pure. On success
+ * *ret_compact is the profile re-encoded compact (malloc'd; keys in file order). Errors: -EINVAL
+ * or -EMSGSIZE with a message; *ret_compact untouched. */
+int cfg_parse_seccomp(const char *data, size_t len, char **ret_compact, struct err *reterr);
 
 /* The sessions of profile p one tenant may hold: its max_per_tenant, or else half its max when
  * c has several tenants; 0: no bound (a single tenant). */

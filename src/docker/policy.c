@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "util/buf.h"
 #include "util/macro.h"
 #include "util/parse.h"
 
@@ -22,6 +23,21 @@ tmpfs_options(const struct cfg_profile *p, uint32_t uid, char *ws, size_t ws_n, 
     (void)snprintf(ws, ws_n, "rw,exec,nosuid,nodev,size=%um,mode=0700,uid=%u,gid=%u",
                    p->workspace_mb, uid, uid);
     (void)snprintf(tmp, tmp_n, "rw,noexec,nosuid,nodev,size=%um,mode=1777", p->tmp_mb);
+}
+
+/* A new JSON string "seccomp=" and the profile. */
+static json_t *
+seccomp_opt_new(const char *profile)
+{
+    struct buf b = BUF_INIT(SIZE_MAX);
+    json_t *v;
+
+    if (buf_printf(&b, "seccomp=%s", profile) < 0) {
+        oom();
+    }
+    v = OOM_CHECK(json_string(b.buf));
+    buf_done(&b);
+    return v;
 }
 
 static uint64_t
@@ -67,6 +83,11 @@ docker_policy_create_body(const struct cfg_profile *p, const char *node_id, cons
         "ShmSize", (json_int_t)((uint64_t)p->shm_mb * MIB), "IpcMode", "private", "Ulimits",
         ulimits(p), "Init", docker_policy_wants_init(p), "AutoRemove", 0, "RestartPolicy", "Name",
         "no", "LogConfig", "Type", "none", "OomScoreAdj", 500));
+    /* Docker's form, the content; Podman is sent the file instead (docker/quirks.c). */
+    if (p->seccomp != NULL) {
+        (void)json_array_append_new(json_object_get(host, "SecurityOpt"),
+                                    seccomp_opt_new(p->seccomp));
+    }
     /* Under gVisor the pids cgroup would count the sandbox's own host threads, not the
      * container's processes (docker_policy_check_engine): the profile accepted nproc instead. */
     if (cfg_pids_by_runtime(p)) {
@@ -85,6 +106,11 @@ docker_policy_create_body(const struct cfg_profile *p, const char *node_id, cons
         slot_id, DOCKER_LABEL_SCHEMA, DOCKER_LABEL_SCHEMA_VERSION, DOCKER_LABEL_UID, uid_text,
         "NetworkDisabled", 1, "Tty", 0, "OpenStdin", 1, "StdinOnce", 0, "AttachStdin", 0,
         "AttachStdout", 0, "AttachStderr", 0, "StopTimeout", 1, "HostConfig", host));
+    if (p->seccomp != NULL) {
+        /* For Podman, which takes the file (docker/quirks.c), and for whoever reads the labels. */
+        (void)json_object_set_new(json_object_get(body, "Labels"), DOCKER_LABEL_SECCOMP,
+                                  OOM_CHECK(json_string(p->seccomp_path)));
+    }
     if (p->command != NULL) {
         json_t *cmd = OOM_CHECK(json_array());
 
@@ -204,6 +230,81 @@ verify_tmpfs(json_t *hc, const struct cfg_profile *p, uint32_t uid, struct err *
     return 0;
 }
 
+/* Whether opt is a seccomp option: "seccomp=X", Docker's older "seccomp:X", or a file as
+ * docker/quirks.c writes Podman's. */
+static bool
+is_seccomp_opt(const char *opt)
+{
+    return str_startswith(opt, "seccomp=") || str_startswith(opt, "seccomp:") ||
+           str_startswith(opt, DOCKER_SECCOMP_FILE_OPT);
+}
+
+/* Whether opt is p's profile: its content (Docker applied it), or its file (Podman opened it). */
+static bool
+is_our_seccomp(const char *opt, const struct cfg_profile *p)
+{
+    const size_t n = strlen(DOCKER_SECCOMP_FILE_OPT);
+
+    return (str_startswith(opt, "seccomp=") && strcmp(opt + 8, p->seccomp) == 0) ||
+           (p->seccomp_path != NULL && strncmp(opt, DOCKER_SECCOMP_FILE_OPT, n) == 0 &&
+            strcmp(opt + n, p->seccomp_path) == 0);
+}
+
+static bool
+str_eq_opt(const char *a, const char *b)
+{
+    return a != NULL && b != NULL && strcmp(a, b) == 0;
+}
+
+/* Exactly one seccomp option, p's, and the label naming its file; no seccomp option when p leaves
+ * seccomp to the engine's default. */
+static int
+verify_seccomp(json_t *cfg, json_t *hc, const struct cfg_profile *p, struct err *reterr)
+{
+    json_t *opts = json_object_get(hc, "SecurityOpt");
+    const char *other = NULL;
+    size_t i, n = 0;
+    bool ours = false;
+    json_t *v;
+
+    json_array_foreach (opts, i, v) {
+        const char *s = json_string_value(v);
+
+        if (s == NULL || !is_seccomp_opt(s)) {
+            continue;
+        }
+        n++;
+        if (p->seccomp != NULL && is_our_seccomp(s, p)) {
+            ours = true;
+        } else {
+            other = s;
+        }
+    }
+    if (p->seccomp == NULL && n > 0) {
+        return err_set(reterr, -EPERM,
+                       "seccomp is '%.60s', policy leaves it to the engine's default profile",
+                       other);
+    }
+    if (p->seccomp != NULL && n > 1) {
+        return err_set(reterr, -EPERM, "%zu seccomp options, policy sends one", n);
+    }
+    if (p->seccomp != NULL && !ours) {
+        return err_set(reterr, -EPERM,
+                       "seccomp is %s%.60s%s, policy wants the profile of sandbox.seccomp_profile "
+                       "'%.60s'",
+                       other != NULL ? "'" : "", other != NULL ? other : "the engine's default",
+                       other != NULL ? "'" : "", p->seccomp_path);
+    }
+    if (p->seccomp != NULL &&
+        !str_eq_opt(json_string_value(
+                        json_object_get(json_object_get(cfg, "Labels"), DOCKER_LABEL_SECCOMP)),
+                    p->seccomp_path)) {
+        return err_set(reterr, -EPERM, "its %s label is not '%.60s'", DOCKER_LABEL_SECCOMP,
+                       p->seccomp_path);
+    }
+    return 0;
+}
+
 int64_t
 docker_policy_uid(json_t *obj)
 {
@@ -256,6 +357,9 @@ docker_policy_verify(json_t *inspect, const struct cfg_profile *p, uint32_t uid,
     }
     if (!array_has(json_object_get(hc, "SecurityOpt"), "no-new-privileges")) {
         return err_set(reterr, -EPERM, "no-new-privileges is not set");
+    }
+    if (verify_seccomp(cfg, hc, p, reterr) < 0) {
+        return -EPERM;
     }
     for (const char *const *m = (const char *const[]){"/proc/kcore", "/proc/keys", NULL}; *m; m++) {
         if (json_is_array(masked) && !array_has(masked, *m)) {

@@ -6,8 +6,24 @@
  * capability dropped, no-new-privileges, PID/memory/CPU caps with swap forbidden (MemorySwap ==
  * Memory), size-capped tmpfs for /workspace (nosuid,nodev) and /tmp (also noexec), ulimits
  * nofile/nproc/fsize and core=0, an init process to reap zombies, no log driver, no restart policy,
- * engine-default seccomp and masked paths (MaskedPaths and ReadonlyPaths are never sent: an empty
- * list would remove the defaults). */
+ * engine-default masked paths (MaskedPaths and ReadonlyPaths are never sent: an empty list would
+ * remove the defaults), and the sandbox seccomp profile (deploy/seccomp/sandbox.json: the engine
+ * default without io_uring, namespaces, mounts, bpf, perf, keys and the rest user code never
+ * needs; config sandbox.seccomp_profile) as "seccomp=<its JSON>" in SecurityOpt.
+ *
+ * Seccomp on the engines (observed on Docker 20.10.24 and Podman 4.3.1): Docker takes the
+ * profile's content (a path fails at start: "Decoding seccomp profile failed") and its inspect
+ * shows the option exactly as sent; Podman's compat API opens the value as a file (content fails
+ * at create: "file name too long") and shows that path. So the body also names the file
+ * (DOCKER_LABEL_SECCOMP), docker/quirks.c sends Podman the path and rewrites its inspect's
+ * "seccomp=<path>" into DOCKER_SECCOMP_FILE_OPT "<path>", and the check accepts exactly ours in
+ * either form: the content (Docker) or the file (Podman, which read it at create). Anything else
+ * (none, "unconfined", another profile or file, two of them) is drift.
+ *
+ * Under gVisor (runsc) the same profile is sent: Docker puts it in the OCI spec, and runsc applies
+ * it inside the sandbox only when it runs with --oci-seccomp; without, user code's calls go to
+ * gVisor's own kernel (the Sentry), never to the host's, and the Sentry runs under gVisor's own
+ * narrow host filter. The check still verifies what the engine was given. */
 #pragma once
 
 #include <stdint.h>
@@ -24,7 +40,12 @@ typedef struct json_t json_t;
 #define DOCKER_LABEL_SCHEMA         "sandpool.schema"  /* label layout version */
 #define DOCKER_LABEL_KEY            "sandpool.key"     /* the kernel's relay key (kernel.h) */
 #define DOCKER_LABEL_UID            "sandpool.uid"     /* user code's uid (pool/uids.c) */
+#define DOCKER_LABEL_SECCOMP        "sandpool.seccomp" /* the seccomp profile's file, if any */
 #define DOCKER_LABEL_SCHEMA_VERSION "2"
+
+/* A seccomp option that names a file the engine opened ("seccomp=/path" in Podman's inspect, as
+ * docker/quirks.c rewrites it); Docker's inspect has "seccomp=" and the profile's content. */
+#define DOCKER_SECCOMP_FILE_OPT "seccomp-file="
 
 /* Workspace and scratch paths inside every sandbox. */
 #define DOCKER_WORKSPACE "/workspace"
@@ -41,8 +62,9 @@ bool docker_policy_wants_init(const struct cfg_profile *p);
 json_t *docker_policy_create_body(const struct cfg_profile *p, const char *node_id,
                                   const char *slot_id, uint32_t uid);
 
-/* Compares a container inspect object with the policy of profile p for a sandbox of uid uid
- * (its User, its label and its workspace's owner must all be it). Returns 0 when every
+/* Compares a container inspect object (in Docker's shape: docker/quirks.c) with the policy of
+ * profile p for a sandbox of uid uid (its User, its label and its workspace's owner must all be
+ * it; its seccomp option p's profile, see the top of this file). Returns 0 when every
  * restriction is in force, or -EPERM with a message naming the first one that is not. */
 int docker_policy_verify(json_t *inspect, const struct cfg_profile *p, uint32_t uid,
                          struct err *reterr);

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "docker/policy.h"
 #include "util/buf.h"
 #include "util/macro.h"
 #include "util/parse.h"
@@ -26,6 +27,7 @@ static const struct docker_quirks quirks_docker = {
     .capdrop_expanded = false,
     .nproc_capped_by_pid_max = false,
     .stdin_survives_detach = true,
+    .seccomp_inline = true,
 };
 
 static const struct docker_quirks quirks_podman = {
@@ -38,6 +40,7 @@ static const struct docker_quirks quirks_podman = {
     .capdrop_expanded = true,
     .nproc_capped_by_pid_max = true,
     .stdin_survives_detach = false,
+    .seccomp_inline = false,
 };
 
 /* Where Podman's own writable tmpfs are accepted in an inspect answer: /dev and /dev/shm (every
@@ -210,6 +213,40 @@ adapt_tmpfs_value(const char *user, const char *path, json_t *value, struct err 
     return r;
 }
 
+/* Podman: a seccomp profile by content becomes the file the body's label names. */
+static int
+adapt_seccomp(const struct docker_quirks *q, json_t *body, struct err *reterr)
+{
+    json_t *opts = json_object_get(json_object_get(body, "HostConfig"), "SecurityOpt");
+    const char *file =
+        json_string_value(json_object_get(json_object_get(body, "Labels"), DOCKER_LABEL_SECCOMP));
+    struct buf b = BUF_INIT(SIZE_MAX);
+    size_t i;
+    json_t *v;
+
+    json_array_foreach (opts, i, v) {
+        const char *s = json_string_value(v);
+
+        if (s == NULL || !str_startswith(s, "seccomp={")) {
+            continue;
+        }
+        if (file == NULL || file[0] != '/') {
+            buf_done(&b);
+            return err_set(reterr, -EOPNOTSUPP,
+                           "%s takes a seccomp profile only as a file it opens itself, and the "
+                           "create body names none (label %s)",
+                           q->name, DOCKER_LABEL_SECCOMP);
+        }
+        buf_reset(&b);
+        if (buf_printf(&b, "seccomp=%s", file) < 0) {
+            oom();
+        }
+        (void)json_array_set_new(opts, i, OOM_CHECK(json_string(b.buf)));
+    }
+    buf_done(&b);
+    return 0;
+}
+
 int
 docker_quirks_adapt_create(const struct docker_quirks *q, json_t *body, struct err *reterr)
 {
@@ -218,6 +255,9 @@ docker_quirks_adapt_create(const struct docker_quirks *q, json_t *body, struct e
     const char *path;
     json_t *value;
 
+    if (!q->seccomp_inline && adapt_seccomp(q, body, reterr) < 0) {
+        return -EOPNOTSUPP;
+    }
     if (q->tmpfs_owner_option) {
         return 0;
     }
@@ -327,6 +367,31 @@ normalize_ulimits(json_t *ulimits)
     }
 }
 
+/* Podman shows a seccomp profile by the file it opened ("seccomp=/path"): written the way the
+ * policy recognises a file (DOCKER_SECCOMP_FILE_OPT), not as Docker's "seccomp=<content>". */
+static void
+normalize_seccomp(json_t *hc)
+{
+    json_t *opts = json_object_get(hc, "SecurityOpt");
+    struct buf b = BUF_INIT(SIZE_MAX);
+    size_t i;
+    json_t *v;
+
+    json_array_foreach (opts, i, v) {
+        const char *s = json_string_value(v);
+
+        if (s == NULL || !str_startswith(s, "seccomp=/")) {
+            continue;
+        }
+        buf_reset(&b);
+        if (buf_printf(&b, "%s%s", DOCKER_SECCOMP_FILE_OPT, s + strlen("seccomp=")) < 0) {
+            oom();
+        }
+        (void)json_array_set_new(opts, i, OOM_CHECK(json_string(b.buf)));
+    }
+    buf_done(&b);
+}
+
 /* Podman lists "ALL" as its default capability set, one by one. */
 static void
 normalize_capdrop(json_t *hc)
@@ -364,6 +429,9 @@ docker_quirks_normalize_inspect(const struct docker_quirks *q, json_t *inspect)
         return;
     }
     normalize_ulimits(json_object_get(hc, "Ulimits"));
+    if (!q->seccomp_inline) {
+        normalize_seccomp(hc);
+    }
     if (q->capdrop_expanded) {
         normalize_capdrop(hc);
     }

@@ -48,6 +48,11 @@ struct docker_quirks {
      * client goes, whatever StdinOnce says (no --leave-stdin-open for a container's conmon):
      * the kernel is then reached through a relay (kernel/kernel.h). */
     bool stdin_survives_detach;
+    /* SecurityOpt "seccomp=" takes the profile itself (Docker: its CLI reads the file and sends
+     * the content; a path fails at start) and inspect shows it as sent. Podman's compat API opens
+     * the value as a file (the content fails at create: "file name too long") and its inspect
+     * shows "seccomp=<that path>". */
+    bool seccomp_inline;
 };
 
 /* The quirks of engine e. Static; never NULL. */
@@ -65,12 +70,17 @@ unsigned long docker_quirks_host_pid_max(void);
 
 /* Rewrites a create body (the policy's, Docker's shape) in place for the engine. Podman: tmpfs
  * owned through "U" (which needs uid=/gid= to be the container's User) and "notmpcopyup" (Docker
- * never copies the image's files into a tmpfs). Returns 0, or -EOPNOTSUPP with a message when
- * the body asks for something the engine cannot do. */
+ * never copies the image's files into a tmpfs); a seccomp profile given by content
+ * ("seccomp={...}") is given by its file instead, the one the body's DOCKER_LABEL_SECCOMP label
+ * names. Returns 0, or -EOPNOTSUPP with a message when the body asks for something the engine
+ * cannot do (a profile by content without that label naming an absolute path). */
 int docker_quirks_adapt_create(const struct docker_quirks *q, json_t *body, struct err *reterr);
 
 /* Rewrites a container inspect object in place into Docker's shape: Podman's ulimit names
- * (RLIMIT_NOFILE: nofile), its Runtime "oci" (the containers.conf one: dropped), the options it
+ * (RLIMIT_NOFILE: nofile), its seccomp option naming a file ("seccomp=/path":
+ * DOCKER_SECCOMP_FILE_OPT
+ * "/path", which the policy tells from Docker's content), its Runtime "oci" (the containers.conf
+ * one: dropped), the options it
  * appends to every tmpfs ("rprivate"), and the tmpfs it adds under ReadonlyRootfs: the writable
  * ones dropped only at /dev, /dev/shm and /tmp and only with exactly its own options (rw, nosuid,
  * nodev, rprivate, tmpcopyup, in any order, noexec optional); at /run and /var/tmp only our own

@@ -1,5 +1,7 @@
 /* Fuzz target: the configuration file parser and validator, plus --print-config output, which
- * must itself load again whenever the input was accepted. */
+ * must itself load again whenever the input was accepted; and the same bytes as the seccomp
+ * profile file that sandbox.seccomp_profile names: when accepted, its compact form is accepted
+ * again and re-encodes to itself. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,5 +27,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(text);
     }
     cfg_free(c);
+
+    char *compact = NULL, *again = NULL;
+
+    if (cfg_parse_seccomp((const char *)data, size, &compact, &e) == 0) {
+        if (compact == NULL || cfg_parse_seccomp(compact, strlen(compact), &again, &e) < 0 ||
+            strcmp(compact, again) != 0) {
+            abort(); /* a profile we send that we would not read back as it is */
+        }
+        free(again);
+        free(compact);
+    } else if (compact != NULL || e.code >= 0 || e.msg[0] == '\0') {
+        abort(); /* a refusal writes no output and says why */
+    }
     return 0;
 }

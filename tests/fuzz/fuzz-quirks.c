@@ -3,8 +3,9 @@
  * parsed as docker_json_parse() parses an engine answer (at most 1 MiB here; the client caps
  * answers too). For each engine, on copies of it:
  *
- *   normalize_inspect(), then docker_policy_verify() against two fixed profiles (the built-in
- *   one, and a gVisor one that leaves the process cap to the runtime);
+ *   normalize_inspect(), then docker_policy_verify() against three fixed profiles (the built-in
+ *   one, a gVisor one that leaves the process cap to the runtime, and one with a seccomp profile
+ *   read);
  *   normalize_event();
  *   adapt_create(), as if the document were a create body.
  *
@@ -12,7 +13,7 @@
  * idempotent or touches a document without a HostConfig object; when Podman's event rewrite
  * changes anything but Action and status, or those other than "remove" -> "destroy" and
  * "exec_died" -> "exec_die"; when an adapted Podman tmpfs keeps a uid=/gid= or lacks
- * notmpcopyup; or when a refusal lacks its errno or message. */
+ * notmpcopyup or a seccomp profile by content; or when a refusal lacks its errno or message. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,12 +37,16 @@ profiles(void)
     static struct cfg *c;
     static const char json[] =
         "{\"profiles\": {\"python\": {}, \"g\": {\"runtime\": \"runsc\", \"pids_enforced_by\":"
-        " \"runtime\", \"nproc\": 100, \"pids\": 100, \"command\": [\"/bin/sleep\", \"1\"]}}}";
+        " \"runtime\", \"nproc\": 100, \"pids\": 100, \"command\": [\"/bin/sleep\", \"1\"]},"
+        " \"s\": {}}}";
     struct err e = {0};
 
     if (c == NULL) {
         c = cfg_new();
         CHECK(cfg_load_json(c, json, strlen(json), &e) == 0 && cfg_validate(c, &e) == 0);
+        /* As cfg_load_seccomp() leaves it: the profile read, borrowed. */
+        c->profiles[2].seccomp = "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"syscalls\":[]}";
+        c->profiles[2].seccomp_path = "/usr/share/sandpool/seccomp.json";
     }
     return c;
 }
@@ -164,12 +169,21 @@ check_adapt(const struct docker_quirks *q, json_t *root)
     } else if (r < 0) {
         check_refusal(r, &e);
         CHECK(r == -EOPNOTSUPP);
-    } else if (json_is_object(tmpfs)) {
-        CHECK(json_object_get(tmpfs, "/run") != NULL && json_object_get(tmpfs, "/var/tmp") != NULL);
-        json_object_foreach (tmpfs, path, v) {
-            if (json_is_string(v)) {
-                check_adapted_opts(json_string_value(v));
+    } else {
+        size_t i;
+
+        if (json_is_object(tmpfs)) {
+            CHECK(json_object_get(tmpfs, "/run") != NULL &&
+                  json_object_get(tmpfs, "/var/tmp") != NULL);
+            json_object_foreach (tmpfs, path, v) {
+                if (json_is_string(v)) {
+                    check_adapted_opts(json_string_value(v));
+                }
             }
+        }
+        json_array_foreach (json_object_get(json_object_get(body, "HostConfig"), "SecurityOpt"), i,
+                            v) {
+            CHECK(!json_is_string(v) || strncmp(json_string_value(v), "seccomp={", 9) != 0);
         }
     }
     json_decref(body);

@@ -1,5 +1,8 @@
 /* Unit tests for configuration loading: defaults, strict JSON, environment, flags, validation. */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -119,6 +122,8 @@ TEST(rejects)
         {"[1,2]", "must be a JSON object"},
         {"{\"listen\": ", "line 1"},
         {"{\"node_id\": \"a b\"}", "'node_id'"},
+        {"{\"sandbox\": {\"seccomp_profile\": \"seccomp.json\"}}",
+         "'sandbox.seccomp_profile' must be an absolute path, or \"\" for the engine's default"},
         {"{\"profiles\": {\"p\": {\"pids_enforced_by\": \"kernel\"}}}",
          "'pids_enforced_by' must be \"cgroup\" or \"runtime\""},
         {"{\"profiles\": {\"p\": {\"pids_enforced_by\": \"runtime\", \"nproc\": 64}}}",
@@ -297,6 +302,289 @@ TEST(pids_enforced_by)
     cfg_free(c);
 }
 
+/* ---- the sandbox seccomp profile ----------------------------------------------------------- */
+
+#define SMALL_PROFILE                                                                      \
+    "{\"defaultAction\": \"SCMP_ACT_ERRNO\", \"defaultErrnoRet\": 38,\n \"syscalls\": [\n" \
+    "  {\"names\": [\"read\", \"write\"], \"action\": \"SCMP_ACT_ALLOW\"},\n"              \
+    "  {\"name\": \"io_uring_setup\", \"action\": \"SCMP_ACT_ERRNO\", \"errnoRet\": 38}]}\n"
+/* The same, compact, keys in the file's order. */
+#define SMALL_COMPACT                                                                              \
+    "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"defaultErrnoRet\":38,\"syscalls\":[{\"names\":"       \
+    "[\"read\",\"write\"],\"action\":\"SCMP_ACT_ALLOW\"},{\"name\":\"io_uring_setup\",\"action\":" \
+    "\"SCMP_ACT_ERRNO\",\"errnoRet\":38}]}"
+
+TEST(seccomp_parse)
+{
+    static const struct {
+        const char *json;
+        const char *msg_part;
+    } bad[] = {
+        {"", "line 1"},
+        {"[]", "not a JSON object"},
+        {"{\"defaultAction\": \"SCMP_ACT_ERRNO\", \"defaultAction\": \"SCMP_ACT_ALLOW\","
+         " \"syscalls\": [{\"names\": [\"read\"], \"action\": \"SCMP_ACT_ALLOW\"}]}",
+         "duplicate"},
+        /* Allowing by default would pass what the engine's default keeps out. */
+        {"{\"defaultAction\": \"SCMP_ACT_ALLOW\", \"syscalls\": [{\"names\": [\"bpf\"],"
+         " \"action\": \"SCMP_ACT_ERRNO\"}]}",
+         "'defaultAction' must refuse (SCMP_ACT_ERRNO, _KILL*, _TRAP), not 'SCMP_ACT_ALLOW'"},
+        {"{\"defaultAction\": \"SCMP_ACT_LOG\", \"syscalls\": [{\"names\": [\"bpf\"],"
+         " \"action\": \"SCMP_ACT_ERRNO\"}]}",
+         "not 'SCMP_ACT_LOG'"},
+        {"{\"syscalls\": [{\"names\": [\"read\"], \"action\": \"SCMP_ACT_ALLOW\"}]}",
+         "not '(unset)'"},
+        {"{\"defaultAction\": 1, \"syscalls\": []}", "not '(unset)'"},
+        {"{\"defaultAction\": \"SCMP_ACT_ERRNO\"}", "'syscalls' must be a non-empty array"},
+        {"{\"defaultAction\": \"SCMP_ACT_ERRNO\", \"syscalls\": []}", "non-empty array"},
+        {"{\"defaultAction\": \"SCMP_ACT_ERRNO\", \"syscalls\": {}}", "non-empty array"},
+        {"{\"defaultAction\": \"SCMP_ACT_ERRNO\", \"syscalls\": [1]}", "syscalls[0] needs"},
+        {"{\"defaultAction\": \"SCMP_ACT_ERRNO\", \"syscalls\": [{\"names\": [\"read\"]}]}",
+         "syscalls[0] needs an 'action'"},
+        {"{\"defaultAction\": \"SCMP_ACT_ERRNO\", \"syscalls\": [{\"names\": [\"read\"],"
+         " \"action\": \"SCMP_ACT_ALLOW\"}, {\"names\": [], \"action\": \"SCMP_ACT_ALLOW\"}]}",
+         "syscalls[1] needs"},
+        {"{\"defaultAction\": \"SCMP_ACT_ERRNO\", \"syscalls\": [{\"names\": [\"read\", 2],"
+         " \"action\": \"SCMP_ACT_ALLOW\"}]}",
+         "syscalls[0] needs"},
+        {"{\"defaultAction\": \"SCMP_ACT_ERRNO\", \"syscalls\": [{\"names\": [\"\"],"
+         " \"action\": \"SCMP_ACT_ALLOW\"}]}",
+         "syscalls[0] needs"},
+        {"{\"defaultAction\": \"SCMP_ACT_ERRNO\", \"syscalls\": [{\"action\": \"SCMP_ACT_ALLOW\"}]}",
+         "syscalls[0] needs"},
+    };
+    char *compact = NULL, *big;
+    struct err e = {0};
+
+    ASSERT_OK(cfg_parse_seccomp(SMALL_PROFILE, strlen(SMALL_PROFILE), &compact, &e));
+    ASSERT_STREQ(compact != NULL ? compact : "(null)", SMALL_COMPACT);
+    free(compact);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *out = NULL;
+        int r = cfg_parse_seccomp(bad[i].json, strlen(bad[i].json), &out, &e);
+
+        TAP_CHECK(r == -EINVAL && strstr(e.msg, bad[i].msg_part) != NULL && out == NULL,
+                  "reject profile %s -> %d '%s' (want '%s'; output untouched)", bad[i].json, r,
+                  e.msg, bad[i].msg_part);
+        free(out);
+    }
+    /* Bounded: one byte past the limit is refused before it is parsed. */
+    big = malloc(CFG_SECCOMP_MAX_BYTES + 2);
+    ASSERT_TRUE(big != NULL);
+    if (big == NULL) {
+        return;
+    }
+    memset(big, ' ', CFG_SECCOMP_MAX_BYTES + 1);
+    memcpy(big, SMALL_PROFILE, strlen(SMALL_PROFILE));
+    big[CFG_SECCOMP_MAX_BYTES + 1] = '\0';
+    compact = NULL;
+    ASSERT_ERR(cfg_parse_seccomp(big, CFG_SECCOMP_MAX_BYTES + 1, &compact, &e), EMSGSIZE);
+    ASSERT_TRUE(compact == NULL);
+    ASSERT_OK(cfg_parse_seccomp(big, CFG_SECCOMP_MAX_BYTES, &compact, &e)); /* trailing spaces */
+    ASSERT_STREQ(compact != NULL ? compact : "(null)", SMALL_COMPACT);
+    free(compact);
+    free(big);
+}
+
+/* Writes data to a new temporary file; its path in path[64]. */
+static bool
+temp_file(char path[64], const char *data, size_t len)
+{
+    int fd;
+    bool ok;
+
+    (void)snprintf(path, 64, "/tmp/test-config-XXXXXX");
+    fd = mkstemp(path);
+    if (fd < 0) {
+        return false;
+    }
+    ok = write(fd, data, len) == (ssize_t)len;
+    (void)close(fd);
+    return ok;
+}
+
+TEST(seccomp_load)
+{
+    struct cfg *c = NULL;
+    struct err e = {0};
+    char path[64], json[256], *text;
+
+    /* The default names the installed profile; "" leaves it to the engine. */
+    c = cfg_new();
+    ASSERT_STREQ(c->sandbox_seccomp_profile, CFG_SECCOMP_DEFAULT_PATH);
+    ASSERT_STREQ(CFG_SECCOMP_DEFAULT_PATH, "/usr/share/sandpool/seccomp.json");
+    ASSERT_OK(cfg_set(c, "sandbox-seccomp-profile", "", &e));
+    ASSERT_OK(cfg_validate(c, &e));
+    ASSERT_OK(cfg_load_seccomp(c, &e));
+    ASSERT_TRUE(c->seccomp == NULL && c->profiles[0].seccomp == NULL &&
+                c->profiles[0].seccomp_path == NULL);
+    cfg_free(c);
+
+    ASSERT_TRUE(temp_file(path, SMALL_PROFILE, strlen(SMALL_PROFILE)));
+    (void)snprintf(json, sizeof(json),
+                   "{\"sandbox\": {\"seccomp_profile\": \"%s\"}, \"profiles\": {\"a\": {},"
+                   " \"b\": {}}}",
+                   path);
+    ASSERT_OK(load(&c, json, &e));
+    if (c == NULL) {
+        return;
+    }
+    ASSERT_TRUE(c->seccomp == NULL); /* cfg_validate() reads no file */
+    ASSERT_OK(cfg_load_seccomp(c, &e));
+    ASSERT_STREQ(c->seccomp != NULL ? c->seccomp : "(null)", SMALL_COMPACT);
+    for (size_t i = 0; i < c->n_profiles; i++) {
+        TAP_CHECK(c->profiles[i].seccomp == c->seccomp &&
+                      c->profiles[i].seccomp_path == c->sandbox_seccomp_profile,
+                  "profile '%s' points at the profile read", c->profiles[i].name);
+    }
+    ASSERT_EQ_U(c->n_profiles, 2);
+    text = cfg_dump(c);
+    ASSERT_TRUE(strstr(text, "\"seccomp_profile\": \"/tmp/test-config-") != NULL);
+    free(text);
+    cfg_free(c); /* frees the profile read too (ASan would see a leak) */
+
+    /* Errors name the option and the file, and leave the config as it was. */
+    (void)unlink(path);
+    c = cfg_new();
+    ASSERT_OK(cfg_set(c, "sandbox.seccomp_profile", path, &e));
+    ASSERT_OK(cfg_validate(c, &e));
+    ASSERT_ERR(cfg_load_seccomp(c, &e), ENOENT);
+    TAP_CHECK(strstr(e.msg, "'sandbox.seccomp_profile': cannot open '/tmp/test-config-") != NULL &&
+                  strstr(e.msg, "(install deploy/seccomp/sandbox.json there") != NULL,
+              "missing file: '%s'", e.msg);
+    ASSERT_TRUE(c->seccomp == NULL && c->profiles[0].seccomp == NULL);
+    {
+        static const char allow[] = "{\"defaultAction\": \"SCMP_ACT_ALLOW\"}";
+
+        ASSERT_TRUE(temp_file(path, allow, strlen(allow)));
+    }
+    ASSERT_OK(cfg_set(c, "sandbox.seccomp_profile", path, &e));
+    ASSERT_ERR(cfg_load_seccomp(c, &e), EINVAL);
+    TAP_CHECK(strstr(e.msg, "'sandbox.seccomp_profile': seccomp profile: 'defaultAction' must "
+                            "refuse") != NULL,
+              "allow-by-default file: '%s'", e.msg);
+    ASSERT_TRUE(c->seccomp == NULL && c->profiles[0].seccomp == NULL);
+    (void)unlink(path);
+    {
+        /* Too large a file: refused while it is read. */
+        size_t n = CFG_SECCOMP_MAX_BYTES + 1;
+        char *big = malloc(n);
+
+        ASSERT_TRUE(big != NULL);
+        if (big != NULL) {
+            memset(big, ' ', n);
+            ASSERT_TRUE(temp_file(path, big, n));
+            ASSERT_OK(cfg_set(c, "sandbox.seccomp_profile", path, &e));
+            ASSERT_ERR(cfg_load_seccomp(c, &e), EMSGSIZE);
+            TAP_CHECK(strstr(e.msg, "is larger than 262144 bytes") != NULL, "big file: '%s'",
+                      e.msg);
+            (void)unlink(path);
+            free(big);
+        }
+    }
+    /* A directory cannot be read as one. */
+    ASSERT_OK(cfg_set(c, "sandbox.seccomp_profile", "/tmp", &e));
+    ASSERT_ERR(cfg_load_seccomp(c, &e), EISDIR);
+    cfg_free(c);
+
+    /* The environment sets it like any option. */
+    {
+        const char *env[] = {"SANDPOOL_SANDBOX_SECCOMP_PROFILE=/etc/sandpool/seccomp.json", NULL};
+
+        c = cfg_new();
+        ASSERT_OK(cfg_apply_env(c, env, NULL, 0, &e));
+        ASSERT_STREQ(c->sandbox_seccomp_profile, "/etc/sandpool/seccomp.json");
+        cfg_free(c);
+    }
+}
+
+/* The profile the project ships (deploy/seccomp/sandbox.json) is one the daemon accepts, and
+ * carries the denials it was made for. The path is the source tree's, from this file's (meson
+ * compiles and runs the tests in the build directory). */
+TEST(seccomp_shipped)
+{
+    char path[4096];
+    const char *slash = strrchr(__FILE__, '/');
+    struct cfg *c = cfg_new();
+    struct err e = {0};
+    json_t *root;
+
+    (void)snprintf(path, sizeof(path), "%.*s/../../deploy/seccomp/sandbox.json",
+                   slash != NULL ? (int)(slash - __FILE__) : 1, slash != NULL ? __FILE__ : ".");
+    ASSERT_OK(cfg_set(c, "sandbox.seccomp_profile", path, &e));
+    ASSERT_OK(cfg_load_seccomp(c, &e));
+    if (c->seccomp == NULL) {
+        printf("# %s: %s\n", path, e.msg);
+        cfg_free(c);
+        return;
+    }
+    root = json_loads(c->seccomp, 0, NULL);
+    ASSERT_TRUE(root != NULL);
+    {
+        static const struct {
+            const char *name;
+            int errno_ret; /* 0: allowed */
+        } want[] = {
+            {"io_uring_setup", ENOSYS},
+            {"io_uring_enter", ENOSYS},
+            {"io_uring_register", ENOSYS},
+            {"clone3", ENOSYS},
+            {"userfaultfd", EPERM},
+            {"perf_event_open", EPERM},
+            {"bpf", EPERM},
+            {"keyctl", EPERM},
+            {"add_key", EPERM},
+            {"request_key", EPERM},
+            {"fanotify_init", EPERM},
+            {"open_by_handle_at", EPERM},
+            {"name_to_handle_at", EPERM},
+            {"kexec_load", EPERM},
+            {"init_module", EPERM},
+            {"swapon", EPERM},
+            {"reboot", EPERM},
+            {"acct", EPERM},
+            {"quotactl", EPERM},
+            {"lookup_dcookie", EPERM},
+            {"vm86", EPERM},
+            {"iopl", EPERM},
+            {"ioperm", EPERM},
+            {"unshare", EPERM},
+            {"mount", EPERM},
+            {"setns", EPERM},
+            {"syslog", EPERM},
+            {"ptrace", 0},
+            {"read", 0},
+            {"clone", 0},
+        };
+
+        for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+            json_t *rules = json_object_get(root, "syscalls"), *rule, *found = NULL;
+            size_t i, j, n = 0;
+            json_t *name;
+
+            json_array_foreach (rules, i, rule) {
+                json_array_foreach (json_object_get(rule, "names"), j, name) {
+                    if (strcmp(json_string_value(name), want[k].name) == 0) {
+                        found = rule;
+                        n++;
+                    }
+                }
+            }
+            const char *action = json_string_value(json_object_get(found, "action"));
+            json_int_t ret = json_integer_value(json_object_get(found, "errnoRet"));
+
+            TAP_CHECK(n == 1 && action != NULL &&
+                          (want[k].errno_ret == 0
+                               ? strcmp(action, "SCMP_ACT_ALLOW") == 0
+                               : strcmp(action, "SCMP_ACT_ERRNO") == 0 && ret == want[k].errno_ret),
+                      "%s: one rule, %s %lld (want %d)", want[k].name, action ? action : "(none)",
+                      (long long)ret, want[k].errno_ret);
+        }
+    }
+    json_decref(root);
+    cfg_free(c);
+}
+
 int
 main(void)
 {
@@ -309,5 +597,8 @@ main(void)
     RUN(redis_urls);
     RUN(dump_round_trip);
     RUN(pids_enforced_by);
+    RUN(seccomp_parse);
+    RUN(seccomp_load);
+    RUN(seccomp_shipped);
     return tap_done();
 }

@@ -248,6 +248,140 @@ TEST(gvisor_pids)
     cfg_free(c);
 }
 
+/* ---- seccomp ------------------------------------------------------------------------------- */
+
+#define PROFILE \
+    "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"syscalls\":[{\"names\":[\"read\"],\"action\":\"SCMP_ACT_ALLOW\"}]}"
+#define PROFILE_FILE "/usr/share/sandpool/seccomp.json"
+/* PROFILE inside a JSON string. */
+#define PROFILE_JSON_ESC                                                                             \
+    "{\\\"defaultAction\\\":\\\"SCMP_ACT_ERRNO\\\",\\\"syscalls\\\":[{\\\"names\\\":[\\\"read\\\"]," \
+    "\\\"action\\\":\\\"SCMP_ACT_ALLOW\\\"}]}"
+
+/* The built-in profile with the sandbox seccomp profile read (as cfg_load_seccomp() sets it). */
+static struct cfg_profile
+with_seccomp(const struct cfg_profile *p)
+{
+    struct cfg_profile q = *p;
+
+    q.seccomp = PROFILE;
+    q.seccomp_path = PROFILE_FILE;
+    return q;
+}
+
+/* fake_inspect(b) with SecurityOpt replaced by opts (a JSON array). */
+static json_t *
+inspect_with_opts(json_t *b, json_t *opts)
+{
+    json_t *in = fake_inspect(b);
+
+    (void)json_object_set_new(json_object_get(in, "HostConfig"), "SecurityOpt", opts);
+    return in;
+}
+
+TEST(seccomp_create_body)
+{
+    struct cfg *c = config();
+    struct cfg_profile p = with_seccomp(&c->profiles[0]);
+    json_t *b = docker_policy_create_body(&p, "n", "s", 1000);
+    json_t *opts = json_object_get(json_object_get(b, "HostConfig"), "SecurityOpt");
+
+    /* Docker's form (the content), no-new-privileges first; the label names the file. */
+    ASSERT_EQ_U(json_array_size(opts), 2);
+    ASSERT_STREQ(json_string_value(json_array_get(opts, 0)), "no-new-privileges");
+    ASSERT_STREQ(json_string_value(json_array_get(opts, 1)), "seccomp=" PROFILE);
+    ASSERT_STREQ(gets(json_object_get(b, "Labels"), "sandpool.seccomp"), PROFILE_FILE);
+    json_decref(b);
+
+    /* Without a profile read ("" or not loaded): the engine's default, no label. */
+    b = docker_policy_create_body(&c->profiles[0], "n", "s", 1000);
+    opts = json_object_get(json_object_get(b, "HostConfig"), "SecurityOpt");
+    ASSERT_EQ_U(json_array_size(opts), 1);
+    ASSERT_TRUE(json_object_get(json_object_get(b, "Labels"), "sandpool.seccomp") == NULL);
+    json_decref(b);
+    cfg_free(c);
+}
+
+TEST(seccomp_verify)
+{
+    struct cfg *c = config();
+    struct cfg_profile p = with_seccomp(&c->profiles[0]);
+    const struct cfg_profile *none = &c->profiles[0];
+    static const struct {
+        const char *opts;    /* SecurityOpt as inspect shows it (JSON) */
+        const char *with;    /* verify's message with the profile; NULL: it passes */
+        const char *without; /* the same for a profile left to the engine's default */
+    } cases[] = {
+        /* Docker: as sent. Podman: its file, as docker/quirks.c writes it. */
+        {"[\"no-new-privileges\", \"seccomp=" PROFILE_JSON_ESC "\"]", NULL,
+         "policy leaves it to the engine's default profile"},
+        {"[\"seccomp-file=" PROFILE_FILE "\", \"no-new-privileges\"]", NULL,
+         "seccomp is 'seccomp-file=" PROFILE_FILE "'"},
+        /* The engine's default, unconfined, another profile or file, a path in Docker's form. */
+        {"[\"no-new-privileges\"]",
+         "seccomp is the engine's default, policy wants the profile of sandbox.seccomp_profile "
+         "'" PROFILE_FILE "'",
+         NULL},
+        {"[\"no-new-privileges\", \"seccomp=unconfined\"]", "seccomp is 'seccomp=unconfined'",
+         "seccomp is 'seccomp=unconfined'"},
+        {"[\"no-new-privileges\", \"seccomp:unconfined\"]", "seccomp is 'seccomp:unconfined'",
+         "seccomp is 'seccomp:unconfined'"},
+        {"[\"no-new-privileges\", \"seccomp={\\\"defaultAction\\\":\\\"SCMP_ACT_ERRNO\\\"}\"]",
+         "seccomp is 'seccomp={\"defaultAction\":\"SCMP_ACT_ERRNO\"}'", "seccomp is 'seccomp={"},
+        {"[\"no-new-privileges\", \"seccomp-file=/etc/other.json\"]",
+         "seccomp is 'seccomp-file=/etc/other.json'", "seccomp is 'seccomp-file=/etc/other.json'"},
+        {"[\"no-new-privileges\", \"seccomp=" PROFILE_FILE "\"]",
+         "seccomp is 'seccomp=" PROFILE_FILE "'", "seccomp is 'seccomp=" PROFILE_FILE "'"},
+        /* Ours twice, or ours and another one. */
+        {"[\"no-new-privileges\", \"seccomp=" PROFILE_JSON_ESC "\", \"seccomp-file=" PROFILE_FILE
+         "\"]",
+         "2 seccomp options, policy sends one", "policy leaves it to the engine's default profile"},
+        {"[\"no-new-privileges\", \"seccomp=unconfined\", \"seccomp=" PROFILE_JSON_ESC "\"]",
+         "2 seccomp options, policy sends one", "policy leaves it to the engine's default profile"},
+        /* Other options are not seccomp's. */
+        {"[\"no-new-privileges\", \"label=disable\", \"seccomp=" PROFILE_JSON_ESC "\"]", NULL,
+         "policy leaves it"},
+    };
+    json_t *b = docker_policy_create_body(&p, "n", "s", 1000);
+    json_t *bn = docker_policy_create_body(none, "n", "s", 1000);
+    struct err e = {0};
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        for (int k = 0; k < 2; k++) {
+            const char *want = k == 0 ? cases[i].with : cases[i].without;
+            json_t *opts = json_loads(cases[i].opts, 0, NULL);
+            json_t *in = inspect_with_opts(k == 0 ? b : bn, opts);
+            int r;
+
+            e.msg[0] = '\0';
+            r = docker_policy_verify(in, k == 0 ? &p : none, 1000, &e);
+            TAP_CHECK(opts != NULL &&
+                          (want == NULL ? r == 0 : r == -EPERM && strstr(e.msg, want) != NULL),
+                      "%s profile, SecurityOpt %.80s: %d '%s' (want '%s')",
+                      k == 0 ? "with a" : "without a", cases[i].opts, r, e.msg,
+                      want != NULL ? want : "ok");
+            json_decref(in);
+        }
+    }
+    /* The label must name the file too (Podman is sent that file). */
+    {
+        json_t *in = fake_inspect(b);
+
+        ASSERT_OK(docker_policy_verify(in, &p, 1000, &e));
+        (void)json_object_set_new(json_object_get(json_object_get(in, "Config"), "Labels"),
+                                  "sandpool.seccomp", json_string("/tmp/other.json"));
+        ASSERT_ERR(docker_policy_verify(in, &p, 1000, &e), EPERM);
+        ASSERT_STREQ(e.msg, "its sandpool.seccomp label is not '" PROFILE_FILE "'");
+        (void)json_object_del(json_object_get(json_object_get(in, "Config"), "Labels"),
+                              "sandpool.seccomp");
+        ASSERT_ERR(docker_policy_verify(in, &p, 1000, &e), EPERM);
+        json_decref(in);
+    }
+    json_decref(b);
+    json_decref(bn);
+    cfg_free(c);
+}
+
 int
 main(void)
 {
@@ -255,5 +389,7 @@ main(void)
     RUN(runtime_and_command);
     RUN(verify_drift);
     RUN(gvisor_pids);
+    RUN(seccomp_create_body);
+    RUN(seccomp_verify);
     return tap_done();
 }

@@ -123,6 +123,7 @@ TEST(flags)
     ASSERT_TRUE(!d->capdrop_expanded);
     ASSERT_TRUE(!d->nproc_capped_by_pid_max);
     ASSERT_TRUE(d->stdin_survives_detach);
+    ASSERT_TRUE(d->seccomp_inline);
 
     ASSERT_TRUE(p->engine == DOCKER_ENGINE_PODMAN);
     ASSERT_STREQ(p->name, "podman");
@@ -133,6 +134,7 @@ TEST(flags)
     ASSERT_TRUE(p->capdrop_expanded);
     ASSERT_TRUE(p->nproc_capped_by_pid_max);
     ASSERT_TRUE(!p->stdin_survives_detach);
+    ASSERT_TRUE(!p->seccomp_inline);
 }
 
 /* ---- profile check ----------------------------------------------------------------------------
@@ -886,6 +888,153 @@ TEST(normalize_inspect_odd_shapes)
     docker_quirks_normalize_inspect(podman(), NULL);
 }
 
+/* ---- seccomp -----------------------------------------------------------------------------------
+ */
+
+#define SECCOMP \
+    "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"syscalls\":[{\"names\":[\"read\"],\"action\":\"SCMP_ACT_ALLOW\"}]}"
+#define SECCOMP_FILE "/usr/share/sandpool/seccomp.json"
+
+/* The built-in profile with the sandbox seccomp profile read (cfg_load_seccomp()). */
+static struct cfg_profile
+with_seccomp(const struct cfg_profile *p)
+{
+    struct cfg_profile q = *p;
+
+    q.seccomp = SECCOMP;
+    q.seccomp_path = SECCOMP_FILE;
+    return q;
+}
+
+static const char *
+opt_at(json_t *o, size_t i)
+{
+    const char *s = json_string_value(json_array_get(json_object_get(hc_of(o), "SecurityOpt"), i));
+
+    return s != NULL ? s : "(none)";
+}
+
+/* Docker is sent the content; Podman (which opens the value as a file) the file the label names;
+ * nothing else of the body changes for it. */
+TEST(adapt_create_seccomp)
+{
+    struct cfg *c = config(NULL);
+    struct cfg_profile p = with_seccomp(&c->profiles[0]);
+    json_t *b = docker_policy_create_body(&p, "n", "s", 1000);
+    json_t *d = json_deep_copy(b), *want = json_deep_copy(b);
+    struct err e = {0};
+
+    ASSERT_STREQ(opt_at(b, 1), "seccomp=" SECCOMP);
+    ASSERT_OK(docker_quirks_adapt_create(docker(), d, &e));
+    ASSERT_JSON_EQ(d, b);
+    ASSERT_OK(docker_quirks_adapt_create(podman(), b, &e));
+    ASSERT_STREQ(opt_at(b, 0), "no-new-privileges");
+    ASSERT_STREQ(opt_at(b, 1), "seccomp=" SECCOMP_FILE);
+    ASSERT_EQ_U(json_array_size(json_object_get(hc_of(b), "SecurityOpt")), 2);
+    /* The rest as for a body without a profile (adapt_create_podman). */
+    ASSERT_OK(docker_quirks_adapt_create(podman(), want, &e));
+    (void)json_array_set_new(json_object_get(hc_of(want), "SecurityOpt"), 1,
+                             json_string("seccomp=" SECCOMP_FILE));
+    ASSERT_JSON_EQ(b, want);
+    json_decref(want);
+    json_decref(d);
+    json_decref(b);
+
+    /* A profile by content without its file named, or with a relative one: Podman cannot take
+     * it. What is not a profile by content is left as it is. */
+    for (int k = 0; k < 3; k++) {
+        b = docker_policy_create_body(&p, "n", "s", 1000);
+        if (k == 0) {
+            (void)json_object_del(json_object_get(b, "Labels"), "sandpool.seccomp");
+        } else if (k == 1) {
+            (void)json_object_set_new(json_object_get(b, "Labels"), "sandpool.seccomp",
+                                      json_string("seccomp.json"));
+        } else {
+            (void)json_object_set_new(json_object_get(b, "Labels"), "sandpool.seccomp",
+                                      json_null());
+        }
+        err_clear(&e);
+        ASSERT_ERR(docker_quirks_adapt_create(podman(), b, &e), EOPNOTSUPP);
+        ASSERT_STREQ(e.msg, "podman takes a seccomp profile only as a file it opens itself, and "
+                            "the create body names none (label sandpool.seccomp)");
+        json_decref(b);
+    }
+    b = docker_policy_create_body(&c->profiles[0], "n", "s", 1000);
+    (void)json_array_append_new(json_object_get(hc_of(b), "SecurityOpt"),
+                                json_string("seccomp=unconfined"));
+    (void)json_array_append_new(json_object_get(hc_of(b), "SecurityOpt"),
+                                json_string("seccomp=/etc/x.json"));
+    ASSERT_OK(docker_quirks_adapt_create(podman(), b, &e));
+    ASSERT_STREQ(opt_at(b, 1), "seccomp=unconfined");
+    ASSERT_STREQ(opt_at(b, 2), "seccomp=/etc/x.json");
+    json_decref(b);
+    cfg_free(c);
+}
+
+/* Podman's inspect shows the file it opened ("seccomp=<path>", seen on 4.3.1): rewritten into
+ * the policy's file form, which verify() accepts for exactly our file; Docker's is as sent. The
+ * whole way: the body as adapted for Podman, shown by its inspect, rewritten, checked. */
+TEST(normalize_inspect_seccomp)
+{
+    struct cfg *c = config(NULL);
+    struct cfg_profile p = with_seccomp(&c->profiles[0]);
+    json_t *b = docker_policy_create_body(&p, "n", "s", 1000);
+    json_t *sent = json_deep_copy(b);
+    json_t *in, *copy;
+    struct err e = {0};
+
+    /* Docker: as sent, and it passes. */
+    in = docker_inspect(b);
+    copy = json_deep_copy(in);
+    docker_quirks_normalize_inspect(docker(), in);
+    ASSERT_JSON_EQ(in, copy);
+    ASSERT_OK(docker_policy_verify(in, &p, 1000, &e));
+    json_decref(copy);
+    json_decref(in);
+
+    /* Podman: what it was sent (the file), with all its other differences. */
+    ASSERT_OK(docker_quirks_adapt_create(podman(), sent, &e));
+    in = podman_inspect(b);
+    (void)json_object_set(hc_of(in), "SecurityOpt", json_object_get(hc_of(sent), "SecurityOpt"));
+    ASSERT_STREQ(opt_at(in, 1), "seccomp=" SECCOMP_FILE);
+    docker_quirks_normalize_inspect(docker(), in);
+    ASSERT_STREQ(opt_at(in, 1), "seccomp=" SECCOMP_FILE); /* Docker's rewrite leaves it */
+    docker_quirks_normalize_inspect(podman(), in);
+    ASSERT_STREQ(opt_at(in, 1), DOCKER_SECCOMP_FILE_OPT SECCOMP_FILE);
+    ASSERT_OK(docker_policy_verify(in, &p, 1000, &e));
+    copy = json_deep_copy(in);
+    docker_quirks_normalize_inspect(podman(), in); /* a second pass changes nothing */
+    ASSERT_JSON_EQ(in, copy);
+    json_decref(copy);
+    /* Another file, unconfined, none: still drift after the rewrite. */
+    (void)json_array_set_new(json_object_get(hc_of(in), "SecurityOpt"), 1,
+                             json_string("seccomp=/etc/other.json"));
+    docker_quirks_normalize_inspect(podman(), in);
+    ASSERT_STREQ(opt_at(in, 1), DOCKER_SECCOMP_FILE_OPT "/etc/other.json");
+    ASSERT_ERR(docker_policy_verify(in, &p, 1000, &e), EPERM);
+    (void)json_array_set_new(json_object_get(hc_of(in), "SecurityOpt"), 1,
+                             json_string("seccomp=unconfined"));
+    docker_quirks_normalize_inspect(podman(), in);
+    ASSERT_STREQ(opt_at(in, 1), "seccomp=unconfined");
+    ASSERT_ERR(docker_policy_verify(in, &p, 1000, &e), EPERM);
+    (void)json_array_remove(json_object_get(hc_of(in), "SecurityOpt"), 1);
+    docker_quirks_normalize_inspect(podman(), in);
+    ASSERT_ERR(docker_policy_verify(in, &p, 1000, &e), EPERM);
+    ASSERT_TRUE(strstr(e.msg, "seccomp is the engine's default") != NULL);
+    json_decref(in);
+
+    /* Docker never shows a file: a path in its inspect is no profile of ours. */
+    in = docker_inspect(b);
+    (void)json_array_set_new(json_object_get(hc_of(in), "SecurityOpt"), 1,
+                             json_string("seccomp=" SECCOMP_FILE));
+    docker_quirks_normalize_inspect(docker(), in);
+    ASSERT_ERR(docker_policy_verify(in, &p, 1000, &e), EPERM);
+    json_decref(in);
+    json_decref(sent);
+    json_decref(b);
+    cfg_free(c);
+}
+
 /* ---- events -----------------------------------------------------------------------------------
  */
 
@@ -975,6 +1124,8 @@ main(void)
     RUN(normalize_inspect_runtime);
     RUN(normalize_inspect_network);
     RUN(normalize_inspect_odd_shapes);
+    RUN(adapt_create_seccomp);
+    RUN(normalize_inspect_seccomp);
     RUN(normalize_event);
     return tap_done();
 }
