@@ -1692,8 +1692,10 @@ session_create(struct session_manager *m, const struct session_create_req *req,
                        "tenant '%s' has max_sessions %u sessions; end one, or retry later", t->id,
                        t->max_sessions);
     }
+    /* A share of the whole profile bounds nothing the profile's max does not (that answer,
+     * 503 capacity_exhausted, says more). */
     share = cfg_profile_tenant_share(m->cfg, p);
-    if (share > 0 && tenant_sessions(m, req->tenant, p->name) >= share) {
+    if (share > 0 && share < p->max && tenant_sessions(m, req->tenant, p->name) >= share) {
         return err_set(reterr, -EDQUOT,
                        "tenant '%s' holds %u of profile '%s''s %u containers, its share "
                        "(max_per_tenant); end one, or retry later",

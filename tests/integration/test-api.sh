@@ -17,7 +17,7 @@ cat >"$work/config.json" <<JSON
 $(config_base)
   "profiles": {
     "python": {"image": "sandpool/python:latest", "warm": 3, "max": 10, "exec_timeout_s": 20,
-               "max_output_bytes": 65536},
+               "max_output_bytes": 65536, "max_per_tenant": 10},
     "single": {"image": "sandpool/python:latest", "warm": 1, "max": 1},
     "big": {"image": "sandpool/python:latest", "warm": 0, "max": 2, "max_output_bytes": 8388608}
   }
