@@ -1091,6 +1091,77 @@ check_eq "$CASE: the session goes on with its variables" \
     "$(run "$TA" "$A" '{"code": "canary"}' | jq -r .result)" 777
 case_end
 
+# ---- the kernel's channel (issue 14, items 3, 4, 9) --------------------------------------------------
+# User code reaches the worker's control socket (walking frames finds the Worker object) and
+# floods it with 7 MiB forged artifact lines for 3 s, then forges a "died" and a "done": the
+# supervisor passes none of it on, so the daemon's CPU and memory do not move, the execution ends
+# when its code does (1 s after the forged done), with its real result, no artifact, and the
+# same epoch with the variables kept.
+case_begin forged-kernel-lines
+rss() { awk '$1 == "VmRSS:" { print $2 * 1024 }' "/proc/$daemon_pid/status"; }
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$daemon_pid/stat"; }
+rss0=$(rss)
+ticks0=$(cpu_ticks)
+attack "$(pybody <<'PY'
+import gc, json, sys, time
+w = [o for o in gc.get_objects() if type(o).__name__ == "Worker"][0]
+xid = sys._getframe(0).f_back.f_locals["exec_id"]
+def forge(obj):
+    w.ctl.sendall((json.dumps(obj) + "\n").encode())
+big = "x" * (7 << 20)
+entry = {"path": ".sandpool/artifacts/%s-1.png" % xid, "mime": "image/png", "size": 1,
+         "sha256": "0" * 64}
+end, n = time.monotonic() + 3, 0
+while time.monotonic() < end:
+    forge({"t": "artifact", "id": xid, "entry": entry, "pad": big})
+    n += 1
+forge({"id": xid, "status": "died", "oom": True, "gen": 99, "reason": "forged"})
+forge({"id": xid, "status": "ok", "result": "forged", "error": 5})
+time.sleep(1)
+print(n)
+PY
+)"
+ticks1=$(cpu_ticks)
+rss1=$(rss)
+cpu_pct=$(awk -v t="$((ticks1 - ticks0))" -v ms="$A_WALL_MS" -v hz="$(getconf CLK_TCK)" 'BEGIN { if (ms > 0) printf "%d", 100 * t / hz / (ms / 1000) }')
+echo "# $CASE: $(aj '[.status, .stdout, .result, .kernel_epoch, .state_preserved, (.artifacts | length), .duration_ms]'), daemon CPU ${cpu_pct}% of the attack's ${A_WALL_MS} ms, RSS $rss0 -> $rss1"
+check "$CASE: the real answer: ok, no forged result, no artifact, same epoch, state kept" \
+    ajt ".status == \"ok\" and .result == null and (.artifacts | length) == 0 and .kernel_epoch == $E0 and .state_preserved == true and (.stdout | tonumber) > 0"
+check "$CASE: the execution ended with its code, not at the forged done (ran $(aj .duration_ms) ms >= 3900)" \
+    ajt '.duration_ms >= 3900'
+check "$CASE: the daemon's CPU stayed under 50% of the attack's wall time (${cpu_pct}%)" \
+    eval 'is_num "$cpu_pct" && [ "$cpu_pct" -lt 50 ]'
+check "$CASE: the daemon's RSS grew less than 16 MiB ($rss0 -> $rss1)" \
+    eval 'is_num "$rss1" && [ "$rss1" -le $((rss0 + 16 * 1048576)) ]'
+check_eq "$CASE: the variables are there, same epoch" \
+    "$(run "$TA" "$A" '{"code": "canary"}' | jq -c '[.result, .kernel_epoch]')" "[\"777\",$E0]"
+case_end
+
+# Interrupts and restarts back to back against code that swallows KeyboardInterrupt: every
+# restart is answered, the session is never lost (a restart taking over an interrupted
+# execution is bounded by engine.timeout_ms, not by what is left of the interrupt's grace), and
+# the execution ends interrupted with a new epoch.
+case_begin restart-spam
+run_bg "$TA" "$A" '{"code": "import time\nwhile True:\n    try:\n        time.sleep(0.01)\n    except KeyboardInterrupt:\n        pass", "timeout_s": 20}' "$work/spam.out"
+spam_bg=$!
+sleep 0.5
+codes=()
+for _ in 1 2 3 4 5; do
+    codes+=("$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $TA" "$U/v1/sessions/$A/interrupt")")
+    codes+=("$(curl -s -o /dev/null -w '%{http_code}' -m 30 -X POST -H "Authorization: Bearer $TA" "$U/v1/sessions/$A/restart")")
+    codes+=("$(curl -s -o /dev/null -w '%{http_code}' -m 30 -X POST -H "Authorization: Bearer $TA" "$U/v1/sessions/$A/restart")")
+done
+wait "$spam_bg"
+echo "# $CASE: answers ${codes[*]}; the execution: $(jq -c '[.status, .state_preserved, .kernel_epoch]' "$work/spam.out" 2>/dev/null)"
+check "$CASE: every restart answered 200 (interrupts 202 or 409 not_running)" \
+    eval 'for i in "${!codes[@]}"; do c=${codes[$i]}; if [ $((i % 3)) = 0 ]; then [ "$c" = 202 ] || [ "$c" = 409 ] || exit 1; else [ "$c" = 200 ] || exit 1; fi; done'
+check "$CASE: the execution ended interrupted, its state gone, a new epoch" \
+    jq_true ".status == \"interrupted\" and .state_preserved == false and .kernel_epoch > $E0" "$work/spam.out"
+check_eq "$CASE: the session is there and runs code afterwards" \
+    "$(run "$TA" "$A" '{"code": "1 + 1"}' | jq -r .result)" 2
+check "$CASE: no session was lost (nothing in the log says so)" lacks 'stopped answering' "$work/daemon.log"
+case_end
+
 # ---- one uid per sandbox (issue 14, items 5 and 6) --------------------------------------------------
 # Every sandbox runs as a host uid of its own from sandbox.uid_first (no host account has it), so
 # a host process of the uid every sandbox used to share (1000) cannot read a tenant's workspace
