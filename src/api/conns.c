@@ -371,7 +371,7 @@ refuse(struct api_conns *reg, struct api_conn_entry *e, int fd)
 static void
 peer_key(int fd, char *key, size_t n)
 {
-    struct sockaddr_storage ss;
+    struct sockaddr_storage ss = {0}; /* zeroed: the analyzer cannot see getpeername() fill it */
     socklen_t len = sizeof(ss);
     char text[INET6_ADDRSTRLEN];
 
