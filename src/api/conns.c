@@ -12,7 +12,9 @@
  *       LINGERING               evhttp freed it with a refused upload's body still coming: a
  *                               duplicate of its socket drains the body (see linger_start)
  *     Busy: evhttp dispatched a request and its reply is not complete. Idle: anything else
- *     (between requests, or a head still arriving).
+ *     (between requests, or a head still arriving). An idle connection whose request already
+ *     came but was not read yet (bytes waiting in its socket or before evhttp: a burst of new
+ *     connections, each with its request) is spared as a victim while it is so.
  *  2. At most `max` slots: every connection but the CLOSING ones, lingering closes included.
  *     A connection accepted past the cap closes the one idle longest, anonymous ones first;
  *     busy connections are never closed for another. With nothing idle (every slot has a
@@ -36,10 +38,12 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
@@ -71,10 +75,11 @@ struct api_conn_entry {
     struct conn_peer *peer; /* NULL: not admitted yet, or exempt */
     enum api_conn_standing standing;
     bool admitted;
-    struct bufferevent *sock; /* borrowed: the socket bufferevent; NULL once evhttp freed it */
-    void *owner;              /* borrowed: body.c's connection */
-    char key[32];             /* in reg->by_bev: the filter bufferevent's address */
-    struct event *admit_ev;   /* admission once the descriptor is known */
+    struct bufferevent *sock;   /* borrowed: the socket bufferevent; NULL once evhttp freed it */
+    struct bufferevent *filter; /* borrowed: what evhttp reads from (body.c's filter) */
+    void *owner;                /* borrowed: body.c's connection */
+    char key[32];               /* in reg->by_bev: the filter bufferevent's address */
+    struct event *admit_ev;     /* admission once the descriptor is known */
     /* LINGERING */
     int linger_fd;
     struct event *linger_ev;
@@ -203,6 +208,23 @@ api_conns_live(const struct api_conns *reg)
     return reg->total - reg->n[API_CONN_CLOSING];
 }
 
+/* An idle connection with a request already come and not read yet is no victim: bytes in its
+ * socket, in its socket bufferevent or before evhttp. (Pure entries of the unit tests have no
+ * socket.) */
+static bool
+spared(const struct api_conn_entry *e)
+{
+    int fd = e->sock != NULL ? bufferevent_getfd(e->sock) : -1;
+    int pending = 0;
+
+    if (fd < 0) {
+        return false;
+    }
+    return evbuffer_get_length(bufferevent_get_input(e->sock)) > 0 ||
+           (e->filter != NULL && evbuffer_get_length(bufferevent_get_input(e->filter)) > 0) ||
+           (ioctl(fd, FIONREAD, &pending) == 0 && pending > 0);
+}
+
 struct api_conn_entry *
 api_conns_table_victim(const struct api_conns *reg, const struct api_conn_entry *exclude)
 {
@@ -210,7 +232,7 @@ api_conns_table_victim(const struct api_conns *reg, const struct api_conn_entry 
         struct api_conn_entry *e;
 
         TAILQ_FOREACH (e, &reg->idle[auth], idle_link) {
-            if (e != exclude) {
+            if (e != exclude && !spared(e)) {
                 return e;
             }
         }
@@ -241,8 +263,15 @@ api_conns_table_admit(struct api_conns *reg, struct api_conn_entry *e, const cha
         hashmap_put(reg->peers, p->key, p);
     }
     if (p->anon >= reg->lim.per_peer) {
-        *ret_victim = TAILQ_FIRST(&p->idle);
-        if (*ret_victim == NULL) {
+        struct api_conn_entry *v;
+
+        TAILQ_FOREACH (v, &p->idle, peer_link) {
+            if (!spared(v)) {
+                break;
+            }
+        }
+        *ret_victim = v;
+        if (v == NULL) {
             peer_unref(reg, p);
             return -EUSERS;
         }
@@ -457,6 +486,7 @@ api_conns_add(struct api_conns *reg, struct bufferevent *sock, struct buffereven
     struct api_conn_entry *e = api_conns_table_add(reg);
 
     e->sock = sock;
+    e->filter = filter;
     e->owner = owner;
     bev_key(e->key, sizeof(e->key), filter);
     hashmap_put(reg->by_bev, e->key, e);
@@ -604,6 +634,7 @@ api_conns_release(struct api_conn_entry *e, bool linger)
     }
     (void)hashmap_remove(e->reg->by_bev, e->key);
     e->owner = NULL;
+    e->filter = NULL;
     if (linger && linger_start(e, fd)) {
         e->sock = NULL;
         return;

@@ -1662,6 +1662,19 @@ tenant_running(const struct session_manager *m, const char *tenant)
     return n;
 }
 
+/* A warm container was taken for req: counted for the tenant's rate, and bound. */
+static int
+take_warm(struct session_manager *m, struct pool_slot *slot, const struct session_create_req *req,
+          const struct cfg_profile *p, session_create_cb *cb, void *userdata, uint64_t started_us,
+          struct err *reterr)
+{
+    int r;
+
+    take_note(take_rate(m, req->tenant, p->name), started_us / 1000000u);
+    r = bind_slot(m, slot, req, p, cb, userdata, started_us, false);
+    return r < 0 ? err_set(reterr, r, "redis is unavailable") : 0;
+}
+
 int
 session_create(struct session_manager *m, const struct session_create_req *req,
                session_create_cb *cb, void *userdata, struct err *reterr)
@@ -1672,7 +1685,7 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     uint64_t started_us = time_now_us();
     struct pool_slot *slot;
     struct cold *c;
-    unsigned share;
+    unsigned share, keep;
     int r;
 
     if (pool == NULL) {
@@ -1710,10 +1723,9 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     }
     /* Other tenants' reserved share of the warm pool, and the fair share a heavy taker leaves,
      * stay for them: past it, this create waits for a fresh container like a cold one. */
-    if (pool_take(pool, warm_keep(m, req->tenant, p, started_us / 1000000u), &slot) == 0) {
-        take_note(take_rate(m, req->tenant, p->name), started_us / 1000000u);
-        r = bind_slot(m, slot, req, p, cb, userdata, started_us, false);
-        return r < 0 ? err_set(reterr, r, "redis is unavailable") : 0;
+    keep = warm_keep(m, req->tenant, p, started_us / 1000000u);
+    if (pool_take(pool, keep, &slot) == 0) {
+        return take_warm(m, slot, req, p, cb, userdata, started_us, reterr);
     }
     c = xcalloc(1, sizeof(*c));
     c->m = m;
@@ -1730,7 +1742,14 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     TAILQ_INSERT_TAIL(&m->colds, c, link);
     r = pool_wait(pool, COLD_WAIT_FACTOR * m->cfg->engine_timeout_ms, on_cold_slot, c, &c->waiter);
     if (r < 0) {
+        unsigned reserved = cfg_reserved_for_others(m->cfg, req->tenant, p->name);
+
         cold_free(c);
+        /* At max no fresh container comes: what a heavy taker left ready for the others is
+         * better taken than refused (reservations stay theirs). */
+        if (keep > reserved && pool_take(pool, reserved, &slot) == 0) {
+            return take_warm(m, slot, req, p, cb, userdata, started_us, reterr);
+        }
         return err_set(reterr, -EUSERS,
                        "profile '%s' is at its maximum of %u containers; retry later", p->name,
                        p->max);
