@@ -4,8 +4,8 @@
  *
  * Everything shown to people passes through the escaping here (rules in ctl.h): the operator's
  * terminal must never receive a control sequence that a tenant, a sandbox or the engine wrote.
- * The rules are the daemon's log rules (src/log/log.c); the code is repeated because
- * sandpoolctl links only the client library, not src/util/utf8.c or the log. */
+ * The rules are the daemon's log rules (src/log/log.c), over the same UTF-8 decoder
+ * (src/util/utf8.c, in the client library). */
 #include <assert.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -17,6 +17,7 @@
 
 #include "ctl.h"
 #include "util/macro.h"
+#include "util/utf8.h"
 
 struct sp_client *
 ctl_client(const struct ctl *ctl)
@@ -77,48 +78,13 @@ ctl_print_json(const json_t *j)
 
 #define CHAR_INVALID UINT32_MAX
 
-/* Length of the well-formed UTF-8 sequence at s[0..n) (1..4), or 0: the table 3-7 of the
- * Unicode standard, as src/util/utf8.c (no overlongs, surrogates or code points > U+10FFFF). */
-static size_t
-utf8_seq_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
-    size_t len;
-
-    if (c < 0x80) {
-        return 1;
-    }
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        lo = c == 0xE0 ? 0xA0 : 0x80;
-        hi = c == 0xED ? 0x9F : 0xBF;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        lo = c == 0xF0 ? 0x90 : 0x80;
-        hi = c == 0xF4 ? 0x8F : 0xBF;
-    } else {
-        return 0;
-    }
-    if (n < len || s[1] < lo || s[1] > hi) {
-        return 0;
-    }
-    for (size_t i = 2; i < len; i++) {
-        if (s[i] < 0x80 || s[i] > 0xBF) {
-            return 0;
-        }
-    }
-    return len;
-}
-
 /* The character at s[0..n) (n >= 1): its code point and length, or CHAR_INVALID and length 1
  * for a byte that does not start a well-formed sequence. */
 static uint32_t
 char_at(const char *s, size_t n, size_t *ret_len)
 {
     const unsigned char *u = (const unsigned char *)s;
-    size_t len = utf8_seq_len(u, n);
+    size_t len = utf8_seq_len(s, n);
     uint32_t cp;
 
     if (len == 0) {

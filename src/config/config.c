@@ -672,21 +672,34 @@ cfg_free(struct cfg *c)
     return NULL;
 }
 
+/* Parses len bytes of what (named in messages) as JSON of at most max bytes, duplicate keys
+ * refused: 0 with a new reference in *ret, -EMSGSIZE or -EINVAL. */
+static int
+parse_document(const char *what, const char *data, size_t len, size_t max, json_t **ret,
+               struct err *reterr)
+{
+    json_error_t jerr;
+
+    if (len > max) {
+        return err_set(reterr, -EMSGSIZE, "%s: larger than %zu bytes", what, max);
+    }
+    *ret = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (*ret == NULL) {
+        return err_set(reterr, -EINVAL, "%s: line %d column %d: %s", what, jerr.line, jerr.column,
+                       jerr.text);
+    }
+    return 0;
+}
+
 int
 cfg_load_json(struct cfg *c, const char *data, size_t len, struct err *reterr)
 {
-    json_error_t jerr;
-    json_t *root;
+    json_t *root = NULL;
     int r;
 
-    if (len > CFG_MAX_FILE_BYTES) {
-        return err_set(reterr, -EMSGSIZE, "configuration is larger than %u bytes",
-                       CFG_MAX_FILE_BYTES);
-    }
-    root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (root == NULL) {
-        return err_set(reterr, -EINVAL, "configuration line %d column %d: %s", jerr.line,
-                       jerr.column, jerr.text);
+    r = parse_document("configuration", data, len, CFG_MAX_FILE_BYTES, &root, reterr);
+    if (r < 0) {
+        return r;
     }
     if (!json_is_object(root)) {
         json_decref(root);
@@ -813,19 +826,13 @@ seccomp_check(json_t *root, struct err *reterr)
 int
 cfg_parse_seccomp(const char *data, size_t len, char **ret_compact, struct err *reterr)
 {
-    json_error_t jerr;
-    json_t *root;
+    json_t *root = NULL;
     char *compact;
     int r;
 
-    if (len > CFG_SECCOMP_MAX_BYTES) {
-        return err_set(reterr, -EMSGSIZE, "seccomp profile: larger than %u bytes",
-                       CFG_SECCOMP_MAX_BYTES);
-    }
-    root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (root == NULL) {
-        return err_set(reterr, -EINVAL, "seccomp profile: line %d column %d: %s", jerr.line,
-                       jerr.column, jerr.text);
+    r = parse_document("seccomp profile", data, len, CFG_SECCOMP_MAX_BYTES, &root, reterr);
+    if (r < 0) {
+        return r;
     }
     r = seccomp_check(root, reterr);
     if (r < 0) {

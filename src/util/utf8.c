@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <stdint.h>
 
-/* Length of the well-formed sequence at s (1..4), or 0 when it is ill-formed or cut short. */
 static size_t
 seq_len(const unsigned char *s, size_t n)
 {
@@ -39,6 +38,12 @@ seq_len(const unsigned char *s, size_t n)
         }
     }
     return len;
+}
+
+size_t
+utf8_seq_len(const char *s, size_t n)
+{
+    return n > 0 ? seq_len((const unsigned char *)s, n) : 0;
 }
 
 bool

@@ -11,6 +11,9 @@
 /* True when s[0..n) is well-formed UTF-8 (no overlongs, surrogates or code points > U+10FFFF;
  * NUL is allowed). */
 bool utf8_valid(const char *s, size_t n);
+/* Length of the well-formed sequence at s[0..n) (1..4), or 0 when it is ill-formed, cut short
+ * or n is 0. */
+size_t utf8_seq_len(const char *s, size_t n);
 /* Appends s[0..n) to out with every ill-formed sequence replaced by U+FFFD. Returns 0, or
  * -EMSGSIZE when out's cap is reached (out then holds a valid prefix). */
 int utf8_append_sanitized(struct buf *out, const char *s, size_t n);
