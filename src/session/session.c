@@ -229,6 +229,7 @@ struct session_manager {
     struct session_manager_stats stats;
     struct session_profile_stats *pstats; /* n_pools */
     struct hashmap *takes;                /* "tenant/profile" -> struct take_rate */
+    struct hashmap *askers;               /* profile -> struct askers */
     session_notify_cb *notify;
     void *notify_userdata;
 };
@@ -1585,8 +1586,10 @@ tenant_sessions(const struct session_manager *m, const char *tenant, const char 
  * tenant the cold path (churning create+delete at 6/s took another tenant's creates from 2 ms to
  * over a second). Warm takes are counted per tenant and profile over TAKE_WINDOW_S: a tenant
  * that took more than the profile's warm target in that time is a heavy taker, and a heavy
- * taker leaves half the warm target ready for the others; past that, its creates wait for a
- * fresh container like a cold one. A tenant that takes less never notices. */
+ * taker leaves half the warm target ready for the others, as long as another tenant asked for
+ * a session of the profile within TAKE_WINDOW_S (nobody else there, nothing is kept); past that,
+ * its creates wait for a fresh container like a cold one. A tenant that takes less never
+ * notices. */
 
 #define TAKE_WINDOW_S 10u
 
@@ -1595,6 +1598,56 @@ struct take_rate {
     unsigned n[TAKE_WINDOW_S];
     char key[160];
 };
+
+/* The two tenants that last asked for a session of a profile, and when (monotonic s). */
+struct askers {
+    char tenant[2][65];
+    uint64_t at_s[2];
+    char key[80];
+};
+
+static struct askers *
+askers_of(struct session_manager *m, const char *profile)
+{
+    struct askers *a = hashmap_get(m->askers, profile);
+
+    if (a == NULL) {
+        a = xcalloc(1, sizeof(*a));
+        (void)snprintf(a->key, sizeof(a->key), "%s", profile);
+        hashmap_put(m->askers, a->key, a);
+    }
+    return a;
+}
+
+/* tenant asks for a session of profile now: it becomes the latest asker, the previous latest
+ * (if another tenant) the one before. */
+static void
+asker_note(struct session_manager *m, const char *tenant, const char *profile, uint64_t now_s)
+{
+    struct askers *a = askers_of(m, profile);
+
+    if (strcmp(a->tenant[0], tenant) != 0) {
+        memcpy(a->tenant[1], a->tenant[0], sizeof(a->tenant[1]));
+        a->at_s[1] = a->at_s[0];
+        (void)snprintf(a->tenant[0], sizeof(a->tenant[0]), "%s", tenant);
+    }
+    a->at_s[0] = now_s;
+}
+
+/* Whether a tenant other than tenant asked for profile within TAKE_WINDOW_S. */
+static bool
+others_asked(struct session_manager *m, const char *tenant, const char *profile, uint64_t now_s)
+{
+    const struct askers *a = askers_of(m, profile);
+
+    for (int i = 0; i < 2; i++) {
+        if (a->tenant[i][0] != '\0' && strcmp(a->tenant[i], tenant) != 0 &&
+            now_s - a->at_s[i] < TAKE_WINDOW_S) {
+            return true;
+        }
+    }
+    return false;
+}
 
 static struct take_rate *
 take_rate(struct session_manager *m, const char *tenant, const char *profile)
@@ -1644,7 +1697,8 @@ warm_keep(struct session_manager *m, const char *tenant, const struct cfg_profil
     unsigned keep = cfg_reserved_for_others(m->cfg, tenant, p->name);
     const struct take_rate *r = take_rate(m, tenant, p->name);
 
-    if (p->warm > 0 && m->cfg->n_tenants > 1 && takes_recent(r, now_s) > p->warm) {
+    if (p->warm > 0 && takes_recent(r, now_s) > p->warm &&
+        others_asked(m, tenant, p->name, now_s)) {
         keep = MAX(keep, (p->warm + 1) / 2);
     }
     return keep;
@@ -1724,6 +1778,7 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     /* Other tenants' reserved share of the warm pool, and the fair share a heavy taker leaves,
      * stay for them: past it, this create waits for a fresh container like a cold one. */
     keep = warm_keep(m, req->tenant, p, started_us / 1000000u);
+    asker_note(m, req->tenant, p->name, started_us / 1000000u);
     if (pool_take(pool, keep, &slot) == 0) {
         return take_warm(m, slot, req, p, cb, userdata, started_us, reterr);
     }
@@ -2472,6 +2527,7 @@ session_manager_new(struct event_base *base, const struct cfg *cfg, struct pool 
     m->pstats = xcalloc(n_pools ? n_pools : 1, sizeof(*m->pstats));
     m->by_id = hashmap_new();
     m->takes = hashmap_new();
+    m->askers = hashmap_new();
     TAILQ_INIT(&m->sessions);
     TAILQ_INIT(&m->sops);
     TAILQ_INIT(&m->colds);
@@ -2510,6 +2566,7 @@ session_manager_free(struct session_manager *m)
     }
     hashmap_free(m->by_id);
     hashmap_free_with(m->takes, free);
+    hashmap_free_with(m->askers, free);
     store_sessions_free(m->store);
     free(m->unmatched);
     free(m->pstats);

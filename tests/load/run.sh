@@ -32,6 +32,8 @@ DURATION=${SANDPOOL_LOAD_DURATION_S:-180}
 # session while the warm containers are made: clients + warm. capacity_exhausted (503) is then
 # possible only in races and must stay a minority of the create answers. SANDPOOL_LOAD_WARM and
 # SANDPOOL_LOAD_MAX override both (experiments: a max below the clients exercises the 503s).
+# Every client is tenant a's: the whole profile is its share (max_per_tenant), as the default
+# would give it half with tenant b configured.
 WARM=${SANDPOOL_LOAD_WARM:-$(( CLIENTS / 4 > 4 ? CLIENTS / 4 : 4 ))}
 MAX=${SANDPOOL_LOAD_MAX:-$(( CLIENTS + WARM ))}
 # RSS bound, warm-up to end: 20% of the warm-up RSS. A ratio rather than an absolute because the
@@ -44,7 +46,8 @@ RSS_PCT=${SANDPOOL_LOAD_RSS_GROWTH_PCT:-20}
 cat >"$work/config.json" <<JSON
 {
 $(config_base)
-  "profiles": {"python": {"image": "sandpool/python:latest", "warm": $WARM, "max": $MAX}}
+  "profiles": {"python": {"image": "sandpool/python:latest", "warm": $WARM, "max": $MAX,
+                          "max_per_tenant": $MAX}}
 }
 JSON
 
