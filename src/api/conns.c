@@ -16,7 +16,8 @@
  *     came but was not read yet (bytes waiting in its socket or before evhttp: a burst of new
  *     connections, each with its request) is spared as a victim while it is so.
  *  2. At most `max` slots: every connection but the CLOSING ones, lingering closes included.
- *     A connection accepted past the cap closes the one idle longest, anonymous ones first;
+ *     A connection accepted past the cap closes the one idle longest, anonymous ones first
+ *     (api_conns_table_victim() has the exact order);
  *     busy connections are never closed for another. With nothing idle (every slot has a
  *     request in progress) the listener pauses until a slot frees or turns idle, and the
  *     kernel's listen backlog holds what comes.
@@ -225,14 +226,22 @@ spared(const struct api_conn_entry *e)
            (ioctl(fd, FIONREAD, &pending) == 0 && pending > 0);
 }
 
+/* In this order: an anonymous connection with nothing unread, an anonymous one with its request
+ * unread (an authenticated connection is worth more than an anonymous request), an
+ * authenticated one with nothing unread; the one idle longest of each. */
 struct api_conn_entry *
 api_conns_table_victim(const struct api_conns *reg, const struct api_conn_entry *exclude)
 {
-    for (int auth = 0; auth < 2; auth++) {
+    static const struct {
+        int auth;
+        bool spared;
+    } tiers[] = {{0, false}, {0, true}, {1, false}};
+
+    for (size_t t = 0; t < ELEMENTSOF(tiers); t++) {
         struct api_conn_entry *e;
 
-        TAILQ_FOREACH (e, &reg->idle[auth], idle_link) {
-            if (e != exclude && !spared(e)) {
+        TAILQ_FOREACH (e, &reg->idle[tiers[t].auth], idle_link) {
+            if (e != exclude && spared(e) == tiers[t].spared) {
                 return e;
             }
         }
