@@ -760,12 +760,13 @@ metrics_http(struct server *s, struct buf *out)
                    (unsigned long long)as.download_bytes) < 0 ||
         metric_family(out, "sandpool_http_connections", "gauge",
                       "Client connections of the main listener: idle or busy (a request in "
-                      "progress), and lingering closes.") < 0 ||
+                      "progress), lingering closes, and closed ones not freed yet.") < 0 ||
         buf_printf(out,
                    "sandpool_http_connections{state=\"idle\"} %u\n"
                    "sandpool_http_connections{state=\"busy\"} %u\n"
-                   "sandpool_http_connections{state=\"lingering\"} %u\n",
-                   as.conns_idle, as.conns_busy, as.conns_lingering) < 0 ||
+                   "sandpool_http_connections{state=\"lingering\"} %u\n"
+                   "sandpool_http_connections{state=\"closing\"} %u\n",
+                   as.conns_idle, as.conns_busy, as.conns_lingering, as.conns_closing) < 0 ||
         metric_one(out, "sandpool_http_connections_anonymous", "gauge",
                    "Client connections on which no valid token was seen yet.",
                    as.conns_anonymous) < 0 ||

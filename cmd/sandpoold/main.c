@@ -193,9 +193,9 @@ descriptor_budget(const struct cfg *c)
     for (size_t i = 0; i < c->n_profiles; i++) {
         containers += c->profiles[i].max;
     }
-    n += c->http_max_connections + API_LISTEN_BACKLOG; /* slots (lingering ones within) */
+    n += c->http_max_connections + API_CONNS_SLACK; /* slots (lingering ones within) */
     if (c->http_health_listen[0] != '\0') {
-        n += API_HEALTH_MAX_CONNECTIONS + API_LISTEN_BACKLOG;
+        n += API_HEALTH_MAX_CONNECTIONS + API_CONNS_SLACK;
     }
     n += 2 * containers;            /* each one's kernel stream, and a relay's exec during a
                                      * reconnection */

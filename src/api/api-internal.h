@@ -139,9 +139,9 @@ unsigned api_conns_live(const struct api_conns *reg);
 struct api_conn_entry *api_conns_table_add(struct api_conns *reg);
 void api_conns_table_set(struct api_conns *reg, struct api_conn_entry *e,
                          enum api_conn_standing to);
-/* The connection a newcomer at the cap closes: the anonymous one idle longest (one whose request
- * came but was not read yet only after those without), else the authenticated one idle longest
- * with nothing unread; never exclude; NULL when none is idle. */
+/* The connection a newcomer at the cap closes: the anonymous one idle longest with nothing
+ * unread; only with no anonymous connection at all, the authenticated one idle longest with
+ * nothing unread; never exclude; NULL otherwise (conns.c says why). */
 struct api_conn_entry *api_conns_table_victim(const struct api_conns *reg,
                                               const struct api_conn_entry *exclude);
 /* Counts e against peer (a key; "" or NULL: exempt). 0, with *ret_victim set when that peer

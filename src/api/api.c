@@ -551,6 +551,7 @@ api_get_stats(const struct api *a, struct api_stats *ret)
     ret->conns_busy = cs.busy;
     ret->conns_anonymous = cs.anonymous;
     ret->conns_lingering = cs.lingering;
+    ret->conns_closing = cs.closing;
     ret->conns_evicted_total = cs.evicted_total + cs.evicted_peer_total;
     ret->conns_refused_total = cs.refused_total;
     ret->conns_linger_skipped_total = cs.linger_skipped_total;

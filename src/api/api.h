@@ -60,9 +60,11 @@ struct api_backend {
 
 /* Connection slots of the health listener (http.health_listen): probes and scrapes. */
 #define API_HEALTH_MAX_CONNECTIONS 64u
-/* The listen backlog: what one accept round can take in past the slots (each newcomer then
- * closes an idle connection, freed on the next loop turn). */
+/* The listen backlog (the kernel holds these, not the daemon). */
 #define API_LISTEN_BACKLOG 511u
+/* Descriptors a listener's clients hold past its slots: one newcomer that found nothing to
+ * close, and closed connections evhttp has not freed yet (src/api/conns.c, CLOSING_MAX). */
+#define API_CONNS_SLACK 8u
 
 /* Binds cfg->listen and starts serving. cfg and backend are borrowed and must outlive the api.
  * Errors: -EADDRINUSE, -EACCES, -EINVAL with a message. */
@@ -77,7 +79,7 @@ struct api_stats {
     uint64_t upload_bytes;   /* file bytes sent into sandboxes (PUT .../files/...) */
     uint64_t download_bytes; /* file bytes sent to clients (GET .../files/...) */
     /* client connections of the main listener (conns.c) */
-    unsigned conns_idle, conns_busy, conns_anonymous, conns_lingering;
+    unsigned conns_idle, conns_busy, conns_anonymous, conns_lingering, conns_closing;
     uint64_t conns_evicted_total;        /* closed for a newcomer (at the cap, or its peer's) */
     uint64_t conns_refused_total;        /* refused: their peer's share was all busy */
     uint64_t conns_linger_skipped_total; /* closed at once: no lingering slot was free */

@@ -12,15 +12,17 @@
  *       LINGERING               evhttp freed it with a refused upload's body still coming: a
  *                               duplicate of its socket drains the body (see linger_start)
  *     Busy: evhttp dispatched a request and its reply is not complete. Idle: anything else
- *     (between requests, or a head still arriving). An idle connection whose request already
- *     came but was not read yet (bytes waiting in its socket or before evhttp: a burst of new
- *     connections, each with its request) is spared as a victim while it is so.
+ *     (between requests, or a head still arriving). An idle connection whose bytes came but
+ *     were not read yet (a burst of new connections, each with its request) is spared as a
+ *     victim while it is so; bytes evhttp already holds (a head trickling in) spare nothing.
  *  2. At most `max` slots: every connection but the CLOSING ones, lingering closes included.
- *     A connection accepted past the cap closes the one idle longest, anonymous ones first
- *     (api_conns_table_victim() has the exact order);
- *     busy connections are never closed for another. With nothing idle (every slot has a
- *     request in progress) the listener pauses until a slot frees or turns idle, and the
- *     kernel's listen backlog holds what comes.
+ *     A connection accepted past the cap closes the anonymous one idle longest; an
+ *     authenticated one only when no anonymous connection holds a slot at all
+ *     (api_conns_table_victim() has the exact order). Busy connections are never closed for
+ *     another. With no victim the newcomer passes the cap by one: accepting pauses, and the
+ *     first connection to become a victim is closed (update_listener()). With nothing idle
+ *     (every slot has a request in progress) accepting pauses too, and the kernel's listen
+ *     backlog holds what comes.
  *  3. Per peer (an IPv4 address, an IPv6 /64; unix-socket peers are exempt, the socket's
  *     permissions are their boundary) at most `per_peer` anonymous connections: one more closes
  *     that peer's anonymous connection idle longest, or, with none idle, is answered 503 and
@@ -30,7 +32,7 @@
  *     (each holds a slot, rule 2); otherwise the socket closes at once.
  *
  * So unauthenticated clients can take at most the slots nobody authenticated is using, and lose
- * them first; descriptors held for clients stay within max + the listen backlog. The table
+ * them first; descriptors held for clients stay within max + 1 + CLOSING_MAX. The table
  * (table_*) is pure bookkeeping, unit-tested in tests/unit/test-conns.c; the api_conns_*
  * functions add the I/O: shutting sockets down, the listener, lingering. Loop context only. */
 #include <arpa/inet.h>
@@ -60,6 +62,9 @@
 #define LINGER_IDLE_S  5  /* and this long without a byte */
 #define WARN_EVERY_MS  10000u
 #define PEER_KEY_MAX   64 /* "<IPv6 text>/64" */
+#define CLOSING_MAX                                                        \
+    4 /* closed connections not freed yet before accepting pauses (api.h's \
+       * API_CONNS_SLACK holds these and one newcomer past the cap) */
 
 static const struct timeval linger_idle = {.tv_sec = LINGER_IDLE_S};
 
@@ -209,41 +214,55 @@ api_conns_live(const struct api_conns *reg)
     return reg->total - reg->n[API_CONN_CLOSING];
 }
 
-/* An idle connection with a request already come and not read yet is no victim: bytes in its
- * socket, in its socket bufferevent or before evhttp. (Pure entries of the unit tests have no
- * socket.) */
+/* An idle connection whose bytes came and were not read yet is no victim: they are in its socket
+ * or, with a filter, in its socket bufferevent (read on this loop turn: a burst of new
+ * connections, each with its request). Bytes evhttp already took are no such thing: a head or
+ * body arriving slowly is idle like any other (a client trickling a head keeps no slot that
+ * way). Nor is a connection just accepted, whose descriptor is not set yet. (Pure entries of the
+ * unit tests have no socket.) */
 static bool
 spared(const struct api_conn_entry *e)
 {
     int fd = e->sock != NULL ? bufferevent_getfd(e->sock) : -1;
     int pending = 0;
 
-    if (fd < 0) {
+    if (e->sock == NULL) {
         return false;
     }
-    return evbuffer_get_length(bufferevent_get_input(e->sock)) > 0 ||
-           (e->filter != NULL && evbuffer_get_length(bufferevent_get_input(e->filter)) > 0) ||
+    if (fd < 0) {
+        return true; /* just accepted: evhttp sets its descriptor after api_conns_add() */
+    }
+    return (e->filter != NULL && evbuffer_get_length(bufferevent_get_input(e->sock)) > 0) ||
            (ioctl(fd, FIONREAD, &pending) == 0 && pending > 0);
 }
 
-/* In this order: an anonymous connection with nothing unread, an anonymous one with its request
- * unread (an authenticated connection is worth more than an anonymous request), an
- * authenticated one with nothing unread; the one idle longest of each. */
+/* The anonymous connection idle longest with nothing unread. With none, but anonymous ones
+ * busy or with their request unread: nobody; they are answered within a loop turn or two and
+ * turn idle, and the slots are passed by one till then (update_listener() pauses accepting and
+ * trims). Only with no anonymous connection at all: the authenticated one idle longest with
+ * nothing unread. An anonymous newcomer never closes an authenticated connection while an
+ * anonymous one holds a slot. */
 struct api_conn_entry *
 api_conns_table_victim(const struct api_conns *reg, const struct api_conn_entry *exclude)
 {
-    static const struct {
-        int auth;
-        bool spared;
-    } tiers[] = {{0, false}, {0, true}, {1, false}};
+    bool anon = false;
+    struct api_conn_entry *e;
 
-    for (size_t t = 0; t < ELEMENTSOF(tiers); t++) {
-        struct api_conn_entry *e;
-
-        TAILQ_FOREACH (e, &reg->idle[tiers[t].auth], idle_link) {
-            if (e != exclude && spared(e) == tiers[t].spared) {
-                return e;
-            }
+    TAILQ_FOREACH (e, &reg->idle[0], idle_link) {
+        if (e == exclude) {
+            continue;
+        }
+        if (!spared(e)) {
+            return e;
+        }
+        anon = true;
+    }
+    if (anon || reg->n[API_CONN_ANON_BUSY] > 0) {
+        return NULL;
+    }
+    TAILQ_FOREACH (e, &reg->idle[1], idle_link) {
+        if (e != exclude && !spared(e)) {
+            return e;
         }
     }
     return NULL;
@@ -303,14 +322,31 @@ table_remove(struct api_conns *reg, struct api_conn_entry *e)
 
 /* ---- listener ------------------------------------------------------------------------------- */
 
-/* Accepting pauses only when the cap is reached and no connection is idle (nothing to close
- * for a newcomer); it resumes as soon as one is. */
+static void close_entry(struct api_conns *reg, struct api_conn_entry *e);
+
+/* Connections past the cap (a newcomer found no victim, api_conns_table_victim()) are trimmed
+ * as soon as one is; accepting pauses while the cap is passed, while it is reached with no
+ * connection idle (nothing to close for a newcomer), and while CLOSING_MAX closed connections
+ * wait for evhttp to free them (a burst of newcomers each closing one would otherwise hold a
+ * descriptor per connection in the backlog). It resumes as soon as none of that holds. */
 static void
 update_listener(struct api_conns *reg)
 {
-    bool full = reg->lim.max > 0 && api_conns_live(reg) >= reg->lim.max &&
-                reg->n[API_CONN_ANON_IDLE] + reg->n[API_CONN_AUTH_IDLE] == 0;
+    unsigned max = reg->lim.max;
+    bool full;
 
+    while (max > 0 && api_conns_live(reg) > max) {
+        struct api_conn_entry *victim = api_conns_table_victim(reg, NULL);
+
+        if (victim == NULL) {
+            break;
+        }
+        reg->stats.evicted_total++;
+        close_entry(reg, victim);
+    }
+    full = max > 0 && (api_conns_live(reg) > max || reg->n[API_CONN_CLOSING] >= CLOSING_MAX ||
+                       (api_conns_live(reg) == max &&
+                        reg->n[API_CONN_ANON_IDLE] + reg->n[API_CONN_AUTH_IDLE] == 0));
     if (reg->backoff != NULL && evtimer_pending(reg->backoff, NULL)) {
         full = true;
     }
@@ -322,9 +358,9 @@ update_listener(struct api_conns *reg)
 
         (void)evconnlistener_disable(reg->listener);
         reg->paused = true;
-        if (now - reg->warned_cap_ms >= WARN_EVERY_MS) {
+        if (api_conns_live(reg) >= max && now - reg->warned_cap_ms >= WARN_EVERY_MS) {
             reg->warned_cap_ms = now;
-            log_warn("%u client connections, each with a request in progress "
+            log_warn("%u client connections, none of them to close for a new one "
                      "(http.max_connections): new ones wait",
                      api_conns_live(reg));
         }
@@ -372,7 +408,8 @@ on_accept_error(struct evconnlistener *listener, void *arg)
 /* ---- closing -------------------------------------------------------------------------------- */
 
 /* Ends e's connection: shutting its socket down makes the read evhttp waits on see the end, and
- * evhttp frees the connection on its next turn (api_conns_release). */
+ * evhttp frees the connection on its next turn (api_conns_release). One whose descriptor is not
+ * set yet is shut down at its admission. */
 static void
 close_entry(struct api_conns *reg, struct api_conn_entry *e)
 {
@@ -452,6 +489,13 @@ api_conns_admit(struct api_conn_entry *e)
     }
     if (fd < 0) {
         return true; /* not connected yet: the deferred admission comes back */
+    }
+    if (e->standing == API_CONN_CLOSING) {
+        /* Closed before evhttp set its descriptor: nothing was shut down then. */
+        e->admitted = true;
+        (void)event_del(e->admit_ev);
+        (void)shutdown(fd, SHUT_RDWR);
+        return false;
     }
     peer_key(fd, key, sizeof(key));
     if (api_conns_table_admit(reg, e, key, &victim) < 0) {

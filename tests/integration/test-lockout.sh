@@ -68,7 +68,12 @@ auth = {"Authorization": "Bearer " + tb, "Content-Type": "application/json"}
 stop = threading.Event()
 res = {"probes": 0, "probe_fail": 0, "probe_worst_ms": 0.0, "ka_fail": 0, "healthz_fail": 0,
        "health_port_fail": 0, "max_fds": 0, "max_rss": 0, "attacker_closed": 0,
-       "attacker_opened": 0, "peer_open": None, "last_fail": None}
+       "attacker_opened": 0, "peer_open": None, "last_fail": None,
+       "worst_ms": {"ka": 0.0, "healthz": 0.0, "health_port": 0.0}}
+
+
+def timed(key, t):
+    res["worst_ms"][key] = max(res["worst_ms"][key], (time.monotonic() - t) * 1000)
 
 
 def fds():
@@ -167,24 +172,30 @@ def probe_loop():
             res["last_fail"] = repr(e)[:200]
         res["probe_worst_ms"] = max(res["probe_worst_ms"], (time.monotonic() - t) * 1000)
         res["probes"] += 1
+        t = time.monotonic()
         try:  # and on a keep-alive connection opened before the attack
             ka.request("GET", "/v1/sessions/%s" % sb, headers=auth)
             r = ka.getresponse()
             r.read()
             if r.status != 200:
                 raise ValueError(r.status)
-        except Exception:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001
             res["ka_fail"] += 1
+            res["last_fail"] = "keep-alive: " + repr(e)[:200]
             ka = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        for p, key in ((port, "healthz_fail"), (hport, "health_port_fail")):
+        timed("ka", t)
+        for p, key in ((port, "healthz"), (hport, "health_port")):
+            t = time.monotonic()
             try:
                 c = http.client.HTTPConnection("127.0.0.1", p, timeout=10)
                 c.request("GET", "/healthz")
                 if c.getresponse().status != 200:
                     raise ValueError("status")
                 c.close()
-            except Exception:  # noqa: BLE001
-                res[key] += 1
+            except Exception as e:  # noqa: BLE001
+                res[key + "_fail"] += 1
+                res["last_fail"] = key + ": " + repr(e)[:200]
+            timed(key, t)
         res["max_fds"] = max(res["max_fds"], fds())
         res["max_rss"] = max(res["max_rss"], rss())
         time.sleep(0.2)

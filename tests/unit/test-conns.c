@@ -39,8 +39,12 @@ TEST(victim_is_anonymous_idle_longest_first)
     TAP_CHECK(api_conns_table_victim(reg, NULL) == d, "idle order is least recently used");
     api_conns_table_set(reg, c, API_CONN_ANON_BUSY);
     api_conns_table_set(reg, d, API_CONN_AUTH_BUSY);
+    TAP_CHECK(api_conns_table_victim(reg, NULL) == NULL,
+              "anonymous ones busy: nobody (an authenticated one is not closed for them)");
+    api_conns_table_set(reg, b, API_CONN_AUTH_BUSY);
+    api_conns_table_set(reg, c, API_CONN_AUTH_BUSY);
     TAP_CHECK(api_conns_table_victim(reg, NULL) == a,
-              "with no anonymous one idle, the authenticated idle longest");
+              "with no anonymous connection at all, the authenticated idle longest");
     api_conns_table_set(reg, a, API_CONN_AUTH_BUSY);
     TAP_CHECK(api_conns_table_victim(reg, NULL) == NULL, "busy connections are never victims");
     ASSERT_EQ_U(api_conns_live(reg), 4);
