@@ -153,13 +153,18 @@ pool_by_name(struct server *s, const char *name)
     return NULL;
 }
 
-/* A removal of a container nobody owns; at most one per container, each holding one unit of
- * the engine budget, so a node full of leftovers cannot crowd out the pools' own work. */
+/* A container nobody owns, until the engine confirmed it is gone: its removal, at most one in
+ * flight per container, each holding one unit of the engine budget (a node full of leftovers
+ * cannot crowd out the pools' own work), and its sandbox uid, claimed from the first list that
+ * shows it until then: its processes live until the removal, so no new sandbox may get the uid
+ * meanwhile, whether the removal waits for the budget or failed (the next reconcile retries).
+ * One that a later list no longer shows is forgotten (removed by someone else). */
 struct orphan {
     TAILQ_ENTRY(orphan) link;
     struct server *server;
-    struct docker_call *call;
-    int64_t uid; /* the sandbox uid it holds until it is gone (claimed), or -1 */
+    struct docker_call *call; /* the removal in flight, or NULL */
+    int64_t uid;              /* the sandbox uid it holds (claimed), or -1 */
+    bool listed;              /* in the list being reconciled */
     char id[129];
 };
 
@@ -167,7 +172,10 @@ static void
 orphan_free(struct orphan *o)
 {
     TAILQ_REMOVE(&o->server->orphans, o, link);
-    o->server->budget.inflight--;
+    if (o->call != NULL) {
+        docker_call_cancel(o->call);
+        o->server->budget.inflight--;
+    }
     if (o->uid >= 0) {
         pool_uids_release(o->server->uids, (uint64_t)o->uid);
     }
@@ -179,11 +187,26 @@ on_orphan_removed(int r, json_t *result, const struct err *e, void *userdata)
 {
     struct orphan *o = userdata;
 
+    o->call = NULL;
+    o->server->budget.inflight--;
     if (r < 0) {
-        log_warn("removing container ctr=%.12s failed: %s; the next reconcile retries", o->id,
-                 err_msg(e));
+        log_warn("removing container ctr=%.12s failed: %s; the next reconcile retries (its uid "
+                 "stays taken)",
+                 o->id, err_msg(e));
+        return;
     }
     orphan_free(o);
+}
+
+static void
+orphan_remove(struct server *s, struct orphan *o)
+{
+    if (o->call != NULL || s->budget.inflight >= s->budget.max) {
+        return; /* on its way, or the next reconcile comes back to it */
+    }
+    log_info("removing container ctr=%.12s: no profile or pool owns it", o->id);
+    s->budget.inflight++;
+    o->call = docker_container_remove(s->docker, o->id, on_orphan_removed, o);
 }
 
 static void
@@ -193,21 +216,21 @@ remove_orphan(struct server *s, const char *id, int64_t uid)
 
     TAILQ_FOREACH (o, &s->orphans, link) {
         if (strcmp(o->id, id) == 0) {
-            return; /* already on its way */
+            o->listed = true;
+            orphan_remove(s, o);
+            return;
         }
     }
-    if (s->budget.inflight >= s->budget.max || strlen(id) >= sizeof(o->id)) {
-        return; /* the next reconcile comes back to it */
+    if (strlen(id) >= sizeof(o->id)) {
+        return;
     }
-    log_info("removing container ctr=%.12s: no profile or pool owns it", id);
     o = xcalloc(1, sizeof(*o));
     o->server = s;
+    o->listed = true;
     memcpy(o->id, id, strlen(id) + 1);
-    /* Its processes live until the removal: no new sandbox may get its uid meanwhile. */
     o->uid = uid >= 0 && pool_uids_claim(s->uids, (uint64_t)uid) == 0 ? uid : -1;
-    s->budget.inflight++;
     TAILQ_INSERT_TAIL(&s->orphans, o, link);
-    o->call = docker_container_remove(s->docker, id, on_orphan_removed, o);
+    orphan_remove(s, o);
 }
 
 /* Every container labelled with our node is either tracked by a pool, adopted, or removed.
@@ -217,7 +240,11 @@ reconcile_list(struct server *s, json_t *list, uint64_t listed_at_ms)
 {
     size_t i;
     json_t *c;
+    struct orphan *o, *next;
 
+    TAILQ_FOREACH (o, &s->orphans, link) {
+        o->listed = o->call != NULL; /* one being removed is judged by its removal */
+    }
     json_array_foreach (list, i, c) {
         const char *id = json_string_value(json_object_get(c, "Id"));
         const char *slot = docker_label(c, DOCKER_LABEL_SLOT);
@@ -234,6 +261,12 @@ reconcile_list(struct server *s, json_t *list, uint64_t listed_at_ms)
             continue;
         }
         remove_orphan(s, id, docker_policy_uid(c));
+    }
+    for (o = TAILQ_FIRST(&s->orphans); o != NULL; o = next) {
+        next = TAILQ_NEXT(o, link);
+        if (!o->listed) {
+            orphan_free(o); /* gone without us */
+        }
     }
     for (size_t k = 0; k < s->n_pools; k++) {
         pool_reconcile(s->pools[k], list, listed_at_ms);
@@ -1272,10 +1305,7 @@ server_free(struct server *s)
     docker_call_cancel(s->events_call);
     drift_check_cancel(s->drift);
     while (!TAILQ_EMPTY(&s->orphans)) {
-        struct orphan *o = TAILQ_FIRST(&s->orphans);
-
-        docker_call_cancel(o->call);
-        orphan_free(o);
+        orphan_free(TAILQ_FIRST(&s->orphans));
     }
     api_free(s->api); /* closing its connections cancels the admin requests' policy waits */
     while (!TAILQ_EMPTY(&s->policy_waits)) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,25 @@ static int tap_n, tap_failed;
         printf("1..0 # SKIP %s\n", why); \
         exit(77);                        \
     } while (0)
+
+/* True when s[0..n) holds a byte a terminal may act on: C0 controls (newline aside), DEL, and
+ * the UTF-8 forms of the C1 controls U+0080..U+009F (output meant for logs and terminals). */
+static inline bool
+tap_has_terminal_control(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if ((c < 0x20 && c != '\n') || c == 0x7f) {
+            return true;
+        }
+        if (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
+            (unsigned char)s[i + 1] <= 0x9f) {
+            return true;
+        }
+    }
+    return false;
+}
 
 static inline int
 tap_done(void)

@@ -92,6 +92,7 @@ struct api_conns_limits {
     unsigned per_peer;       /* anonymous connections per peer (0: no bound) */
     unsigned linger_max;     /* lingering closes at once (0: none) */
     unsigned head_timeout_s; /* a request head must arrive within this (0: no bound) */
+    unsigned anon_busy_ms;   /* an anonymous connection busy this long is a victim (0: never) */
 };
 
 struct api_conns_stats {
@@ -113,12 +114,12 @@ void api_conns_free(struct api_conns *reg);
 void api_conns_get_stats(const struct api_conns *reg, struct api_conns_stats *ret);
 const struct api_conns_limits *api_conns_limits(const struct api_conns *reg);
 /* A new connection (sock: its socket bufferevent, filter: the bufferevent evhttp uses; owner:
- * what api_conns_find() returns for filter). At the cap it closes the idle connection that
- * waited longest (anonymous first). Its peer is admitted on the next loop turn, or earlier by
- * api_conns_admit(). */
+ * what api_conns_find() returns for filter). Its peer is admitted on the next loop turn, or
+ * earlier by api_conns_admit(); past the cap a victim is closed then (conns.c, rule 2). */
 struct api_conn_entry *api_conns_add(struct api_conns *reg, struct bufferevent *sock,
                                      struct bufferevent *filter, void *owner);
-/* Applies the per-peer share once the descriptor is known (idempotent): false when the
+/* Bytes of the connection came: applies the per-peer share once the descriptor is known
+ * (idempotent; without bytes it is applied on the loop turn after the accept): false when the
  * connection was refused (answered 503 and shut down). */
 bool api_conns_admit(struct api_conn_entry *e);
 /* Moves e to standing to: busy/idle and anonymous/authenticated (a CLOSING or LINGERING entry
@@ -155,7 +156,8 @@ int api_conns_table_admit(struct api_conns *reg, struct api_conn_entry *e, const
  * Engine operations of the files API in flight, bounded per session, per tenant and in all; see
  * gate.c. Loop context only. */
 
-#define API_GATE_WAIT_MS 10000u /* a waiting operation is refused (429) after this */
+#define API_GATE_WAIT_MS      10000u /* a waiting operation is refused (429) after this */
+#define API_GATE_LEFT_HOLD_MS 500u   /* api_gate_leave_later() */
 
 struct api_gate_limits {
     unsigned per_session, per_tenant, max;
@@ -179,6 +181,9 @@ int api_gate_enter(struct api_gate *g, const char *tenant, const char *session, 
 void api_gate_cancel(struct api_gate_waiter *w);
 /* An operation that entered ended. */
 void api_gate_leave(struct api_gate *g, const char *tenant, const char *session);
+/* The same, API_GATE_LEFT_HOLD_MS from now: for an operation whose client left while the
+ * engine still works on it (at most one per operation in, so bounded by the gate). */
+void api_gate_leave_later(struct api_gate *g, const char *tenant, const char *session);
 void api_gate_get_stats(const struct api_gate *g, struct api_gate_stats *ret);
 
 /* ---- streamed request bodies (body.c) ---- */

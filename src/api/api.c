@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -96,6 +97,18 @@ reply_raw(struct evhttp_request *req, int status, const char *reason, const char
     }
     evhttp_send_reply(req, status, reason, out);
     evbuffer_free(out);
+}
+
+void
+api_reply_close(struct evhttp_request *req)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    const char *v = evhttp_find_header(h, "Connection");
+
+    if (v == NULL || strcasecmp(v, "close") != 0) {
+        (void)evhttp_remove_header(h, "Connection");
+        (void)evhttp_add_header(h, "Connection", "close");
+    }
 }
 
 void
@@ -222,6 +235,7 @@ handle_metrics(struct api *a, struct evhttp_request *req, const char *const *par
     if (a->cfg->metrics_token_sha256[0] != '\0' && !trusted) {
         (void)evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
                                 "Bearer realm=\"sandpool\"");
+        api_reply_close(req);
         api_reply_error(req, -EACCES, "/metrics needs the metrics or the admin token");
         return;
     }
@@ -510,10 +524,12 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
         .per_peer = MIN(cfg->http_max_connections_per_peer, cfg->http_max_connections),
         .linger_max = API_LINGER_MAX(cfg->http_max_connections),
         .head_timeout_s = cfg->http_header_timeout_s,
+        .anon_busy_ms = API_ANON_BUSY_MS,
     };
     struct api_conns_limits health = {
         .max = API_HEALTH_MAX_CONNECTIONS,
         .head_timeout_s = cfg->http_header_timeout_s,
+        .anon_busy_ms = API_ANON_BUSY_MS,
     };
     int r;
 

@@ -60,10 +60,14 @@ struct api_backend {
 
 /* Connection slots of the health listener (http.health_listen): probes and scrapes. */
 #define API_HEALTH_MAX_CONNECTIONS 64u
+/* An anonymous request is answered at once (health, 401, the open /metrics): a connection whose
+ * reply is still untaken after this long is a victim at the cap (src/api/conns.c). */
+#define API_ANON_BUSY_MS 1000u
 /* The listen backlog (the kernel holds these, not the daemon). */
 #define API_LISTEN_BACKLOG 511u
-/* Descriptors a listener's clients hold past its slots: one newcomer that found nothing to
- * close, and closed connections evhttp has not freed yet (src/api/conns.c, CLOSING_MAX). */
+/* Descriptors a listener's clients hold past its slots: newcomers past the cap not looked at
+ * yet, and closed connections evhttp has not freed yet (src/api/conns.c: PAST_CAP_MAX and
+ * CLOSING_MAX, 4 each). */
 #define API_CONNS_SLACK 8u
 
 /* Binds cfg->listen and starts serving. cfg and backend are borrowed and must outlive the api.
@@ -95,6 +99,8 @@ struct api_status {
 };
 const struct api_status *api_status_from_errno(int r);
 
+/* The reply to req closes its connection ("Connection: close", once). */
+void api_reply_close(struct evhttp_request *req);
 /* Sends body (stolen) as JSON with status. */
 void api_reply_json_new(struct evhttp_request *req, int status, json_t *body);
 /* Sends {"error": {"code", "message"}} for errno r (Retry-After where the table says so). */

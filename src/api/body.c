@@ -540,8 +540,11 @@ api_conn_dispatched(struct api_conns *reg, struct evhttp_request *req)
     api_conns_set(c->entry, st == API_CONN_AUTH_IDLE ? API_CONN_AUTH_BUSY : API_CONN_ANON_BUSY);
     evhttp_request_set_on_complete_cb(req, on_request_complete, c);
     c->dispatched++;
-    if (c->state == CONN_BLIND) {
-        (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+    /* A blind connection's heads are untimed after this one; an anonymous connection gets one
+     * answer (api_conn_authenticated() keeps it open): a client that pipelines requests and
+     * reads no reply holds its slot for one small reply at most (conns.c, API_ANON_BUSY_MS). */
+    if (c->state == CONN_BLIND || st == API_CONN_ANON_IDLE) {
+        api_reply_close(req);
     }
     return c->nul_head == 0 || c->dispatched != c->nul_head;
 }
@@ -557,6 +560,12 @@ api_conn_authenticated(struct api_conns *reg, struct evhttp_request *req)
         if (st == API_CONN_ANON_BUSY || st == API_CONN_ANON_IDLE) {
             api_conns_set(c->entry,
                           st == API_CONN_ANON_BUSY ? API_CONN_AUTH_BUSY : API_CONN_AUTH_IDLE);
+            /* The close api_conn_dispatched() set for an anonymous connection, unless another
+             * reason for it holds: a blind connection, a held body (api.c), a NUL head. */
+            if (c->state != CONN_BLIND && c->nul_head != c->dispatched &&
+                evhttp_find_header(evhttp_request_get_input_headers(req), HELD_HEADER) == NULL) {
+                (void)evhttp_remove_header(evhttp_request_get_output_headers(req), "Connection");
+            }
         }
     }
 }

@@ -16,13 +16,16 @@
  *     were not read yet (a burst of new connections, each with its request) is spared as a
  *     victim while it is so; bytes evhttp already holds (a head trickling in) spare nothing.
  *  2. At most `max` slots: every connection but the CLOSING ones, lingering closes included.
- *     A connection accepted past the cap closes the anonymous one idle longest; an
+ *     A connection accepted past the cap is looked at first (rule 3 may close one of its own
+ *     address's), then the connections past the cap close victims: anonymous ones idle
+ *     longest, then anonymous ones whose reply went untaken for lim.anon_busy_ms, and an
  *     authenticated one only when no anonymous connection holds a slot at all
- *     (api_conns_table_victim() has the exact order). Busy connections are never closed for
- *     another. With no victim the newcomer passes the cap by one: accepting pauses, and the
- *     first connection to become a victim is closed (update_listener()). With nothing idle
- *     (every slot has a request in progress) accepting pauses too, and the kernel's listen
- *     backlog holds what comes.
+ *     (api_conns_table_victim() has the exact order). Other busy connections are never closed
+ *     for another. With no victim yet the cap stays passed, by PAST_CAP_MAX at most: accepting
+ *     pauses, and the first connection to become a victim is closed (update_listener()). With
+ *     nothing idle (every slot has a request in progress) accepting pauses too, and the
+ *     kernel's listen backlog holds what comes. An anonymous connection gets one answer and is
+ *     closed (body.c); the first valid token keeps it open.
  *  3. Per peer (an IPv4 address, an IPv6 /64; unix-socket peers are exempt, the socket's
  *     permissions are their boundary) at most `per_peer` anonymous connections: one more closes
  *     that peer's anonymous connection idle longest, or, with none idle, is answered 503 and
@@ -32,8 +35,8 @@
  *     (each holds a slot, rule 2); otherwise the socket closes at once.
  *
  * So unauthenticated clients can take at most the slots nobody authenticated is using, and lose
- * them first; descriptors held for clients stay within max + 1 + CLOSING_MAX. The table
- * (table_*) is pure bookkeeping, unit-tested in tests/unit/test-conns.c; the api_conns_*
+ * them first; descriptors held for clients stay within max + PAST_CAP_MAX + CLOSING_MAX. The
+ * table (table_*) is pure bookkeeping, unit-tested in tests/unit/test-conns.c; the api_conns_*
  * functions add the I/O: shutting sockets down, the listener, lingering. Loop context only. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -60,11 +63,14 @@
 
 #define LINGER_TOTAL_S 10 /* a lingering close drains at most this long, */
 #define LINGER_IDLE_S  5  /* and this long without a byte */
+#define LINGER_READS   16 /* reads of 16 KiB per readable event */
 #define WARN_EVERY_MS  10000u
 #define PEER_KEY_MAX   64 /* "<IPv6 text>/64" */
-#define CLOSING_MAX                                                        \
-    4 /* closed connections not freed yet before accepting pauses (api.h's \
-       * API_CONNS_SLACK holds these and one newcomer past the cap) */
+/* Connections past the cap being looked at, and closed ones evhttp has not freed yet, before
+ * accepting pauses (api.h's API_CONNS_SLACK holds both). */
+#define PAST_CAP_MAX 4
+#define CLOSING_MAX  4
+#define FRESH_MS     200 /* see fresh() */
 
 static const struct timeval linger_idle = {.tv_sec = LINGER_IDLE_S};
 
@@ -86,6 +92,9 @@ struct api_conn_entry {
     void *owner;                /* borrowed: body.c's connection */
     char key[32];               /* in reg->by_bev: the filter bufferevent's address */
     struct event *admit_ev;     /* admission once the descriptor is known */
+    uint64_t busy_since_ms;     /* ANON_BUSY: since when */
+    uint64_t added_ms;          /* accepted then */
+    bool heard;                 /* a byte of it came (api_conns_admit()) */
     /* LINGERING */
     int linger_fd;
     struct event *linger_ev;
@@ -100,12 +109,14 @@ static LIST_HEAD(, api_conns) listening = LIST_HEAD_INITIALIZER(listening);
 
 struct api_conns {
     struct api_conns_limits lim;
-    struct hashmap *peers;     /* key -> struct conn_peer */
-    struct hashmap *by_bev;    /* filter bufferevent's address -> entry with a connection */
-    struct entry_list idle[2]; /* [0] anonymous, [1] authenticated; idle longest first */
-    struct entry_list lingers; /* LINGERING entries (linked through idle_link) */
+    struct hashmap *peers;       /* key -> struct conn_peer */
+    struct hashmap *by_bev;      /* filter bufferevent's address -> entry with a connection */
+    struct entry_list idle[2];   /* [0] anonymous, [1] authenticated; idle longest first */
+    struct entry_list lingers;   /* LINGERING entries (linked through idle_link) */
+    struct entry_list anon_busy; /* ANON_BUSY entries, busy longest first (idle_link too) */
     unsigned n[API_CONN__COUNT];
     unsigned total;
+    unsigned unadmitted; /* entries whose peer was not looked at yet */
     struct api_conns_stats stats;
     size_t refs;                     /* the api, and each entry */
     bool api_gone;                   /* no more lingering closes */
@@ -113,6 +124,7 @@ struct api_conns {
     LIST_ENTRY(api_conns) listening; /* while listener is set: on_accept_error finds it */
     bool paused;
     struct event *backoff; /* accept() failed for want of descriptors: pause a moment */
+    struct event *recheck; /* while paused: look again (a spared connection turns closable) */
     uint64_t warned_cap_ms, warned_peer_ms, warned_accept_ms;
 };
 
@@ -150,6 +162,8 @@ table_set(struct api_conns *reg, struct api_conn_entry *e, enum api_conn_standin
         TAILQ_REMOVE(&reg->idle[from == API_CONN_AUTH_IDLE], e, idle_link);
     } else if (from == API_CONN_LINGERING) {
         TAILQ_REMOVE(&reg->lingers, e, idle_link);
+    } else if (from == API_CONN_ANON_BUSY) {
+        TAILQ_REMOVE(&reg->anon_busy, e, idle_link);
     }
     if (e->peer != NULL && standing_anon(from)) {
         if (from == API_CONN_ANON_IDLE) {
@@ -170,6 +184,9 @@ table_set(struct api_conns *reg, struct api_conn_entry *e, enum api_conn_standin
         TAILQ_INSERT_TAIL(&reg->idle[to == API_CONN_AUTH_IDLE], e, idle_link);
     } else if (to == API_CONN_LINGERING) {
         TAILQ_INSERT_TAIL(&reg->lingers, e, idle_link);
+    } else if (to == API_CONN_ANON_BUSY) {
+        e->busy_since_ms = time_now_ms();
+        TAILQ_INSERT_TAIL(&reg->anon_busy, e, idle_link);
     }
     if (e->peer != NULL && !standing_anon(to)) {
         struct conn_peer *p = e->peer;
@@ -193,8 +210,10 @@ api_conns_table_add(struct api_conns *reg)
     e->reg = reg;
     e->linger_fd = -1;
     e->standing = API_CONN_ANON_IDLE;
+    e->added_ms = time_now_ms();
     reg->n[API_CONN_ANON_IDLE]++;
     reg->total++;
+    reg->unadmitted++;
     reg->refs++;
     TAILQ_INSERT_TAIL(&reg->idle[0], e, idle_link);
     return e;
@@ -236,12 +255,25 @@ spared(const struct api_conn_entry *e)
            (ioctl(fd, FIONREAD, &pending) == 0 && pending > 0);
 }
 
-/* The anonymous connection idle longest with nothing unread. With none, but anonymous ones
- * busy or with their request unread: nobody; they are answered within a loop turn or two and
- * turn idle, and the slots are passed by one till then (update_listener() pauses accepting and
- * trims). Only with no anonymous connection at all: the authenticated one idle longest with
- * nothing unread. An anonymous newcomer never closes an authenticated connection while an
- * anonymous one holds a slot. */
+/* A connection accepted less than FRESH_MS ago from which nothing came yet: a client sends its
+ * request right after it connects, and a newcomer must not be closed for itself before (with
+ * nothing else anonymous to close, the newcomer past the cap would be the victim). It is no
+ * victim, and holds no other connection back: silent newcomers at the cap close tenants' idle
+ * keep-alive connections (which reconnect) rather than leave every newcomer waiting. */
+static bool
+fresh(const struct api_conn_entry *e)
+{
+    return e->sock != NULL && !e->heard && time_now_ms() - e->added_ms < FRESH_MS;
+}
+
+/* In this order: the anonymous connection idle longest with nothing unread (a fresh() one
+ * aside); the anonymous one busy longest, once it has been busy lim.anon_busy_ms (every
+ * anonymous request is answered at once, so its client is not reading the reply). With none,
+ * but anonymous ones busy for less or with their request unread: nobody; they turn idle or
+ * closable within moments, and the cap stays passed till then (update_listener() pauses
+ * accepting and trims). Only with no other anonymous connection: the authenticated one idle
+ * longest with nothing unread. So an anonymous newcomer closes an authenticated connection
+ * only while every anonymous one is fresh and silent. */
 struct api_conn_entry *
 api_conns_table_victim(const struct api_conns *reg, const struct api_conn_entry *exclude)
 {
@@ -252,10 +284,19 @@ api_conns_table_victim(const struct api_conns *reg, const struct api_conn_entry 
         if (e == exclude) {
             continue;
         }
-        if (!spared(e)) {
+        if (spared(e)) {
+            anon = true;
+        } else if (!fresh(e)) {
             return e;
         }
-        anon = true;
+    }
+    e = TAILQ_FIRST(&reg->anon_busy);
+    if (e != NULL && e == exclude) {
+        e = TAILQ_NEXT(e, idle_link);
+    }
+    if (e != NULL && reg->lim.anon_busy_ms > 0 &&
+        time_now_ms() - e->busy_since_ms >= reg->lim.anon_busy_ms) {
+        return e;
     }
     if (anon || reg->n[API_CONN_ANON_BUSY] > 0) {
         return NULL;
@@ -266,6 +307,15 @@ api_conns_table_victim(const struct api_conns *reg, const struct api_conn_entry 
         }
     }
     return NULL;
+}
+
+static void
+table_admitted(struct api_conns *reg, struct api_conn_entry *e)
+{
+    if (!e->admitted) {
+        e->admitted = true;
+        reg->unadmitted--;
+    }
 }
 
 int
@@ -279,7 +329,7 @@ api_conns_table_admit(struct api_conns *reg, struct api_conn_entry *e, const cha
     if (e->admitted || e->standing == API_CONN_CLOSING) {
         return 0;
     }
-    e->admitted = true;
+    table_admitted(reg, e);
     if (peer == NULL || peer[0] == '\0' || reg->lim.per_peer == 0 || !standing_anon(e->standing)) {
         return 0; /* exempt, or authenticated before its admission came round */
     }
@@ -294,7 +344,7 @@ api_conns_table_admit(struct api_conns *reg, struct api_conn_entry *e, const cha
         struct api_conn_entry *v;
 
         TAILQ_FOREACH (v, &p->idle, peer_link) {
-            if (!spared(v)) {
+            if (!spared(v)) { /* a fresh one too: the address competes with itself */
                 break;
             }
         }
@@ -316,6 +366,7 @@ static void
 table_remove(struct api_conns *reg, struct api_conn_entry *e)
 {
     table_set(reg, e, API_CONN_CLOSING); /* leaves every list and the peer */
+    table_admitted(reg, e);
     reg->n[API_CONN_CLOSING]--;
     reg->total--;
 }
@@ -324,18 +375,28 @@ table_remove(struct api_conns *reg, struct api_conn_entry *e)
 
 static void close_entry(struct api_conns *reg, struct api_conn_entry *e);
 
-/* Connections past the cap (a newcomer found no victim, api_conns_table_victim()) are trimmed
- * as soon as one is; accepting pauses while the cap is passed, while it is reached with no
- * connection idle (nothing to close for a newcomer), and while CLOSING_MAX closed connections
+static void on_recheck(evutil_socket_t fd, short what, void *arg);
+
+/* Newcomers are accepted past the cap and looked at first (their own address's share may close
+ * one of that address's connections, api_conns_admit()); once every one of them was, the
+ * connections past the cap are closed, victims in api_conns_table_victim()'s order, as soon as
+ * there are any. Accepting pauses while the cap is passed by PAST_CAP_MAX, while it is reached with
+ * no connection idle (nothing to close for a newcomer), and while CLOSING_MAX closed connections
  * wait for evhttp to free them (a burst of newcomers each closing one would otherwise hold a
- * descriptor per connection in the backlog). It resumes as soon as none of that holds. */
+ * descriptor per connection in the backlog). While paused it looks again every 100 ms (a
+ * connection's unread bytes get read, an anonymous reply goes untaken: no standing changes),
+ * and it resumes as soon as none of that holds. */
 static void
 update_listener(struct api_conns *reg)
 {
+    static const struct timeval recheck_every = {.tv_usec = 100000};
     unsigned max = reg->lim.max;
     bool full;
 
-    while (max > 0 && api_conns_live(reg) > max) {
+    if (reg->api_gone) {
+        return;
+    }
+    while (max > 0 && reg->unadmitted == 0 && api_conns_live(reg) > max) {
         struct api_conn_entry *victim = api_conns_table_victim(reg, NULL);
 
         if (victim == NULL) {
@@ -344,14 +405,24 @@ update_listener(struct api_conns *reg)
         reg->stats.evicted_total++;
         close_entry(reg, victim);
     }
-    full = max > 0 && (api_conns_live(reg) > max || reg->n[API_CONN_CLOSING] >= CLOSING_MAX ||
-                       (api_conns_live(reg) == max &&
-                        reg->n[API_CONN_ANON_IDLE] + reg->n[API_CONN_AUTH_IDLE] == 0));
-    if (reg->backoff != NULL && evtimer_pending(reg->backoff, NULL)) {
-        full = true;
-    }
+    full = max > 0 &&
+           (api_conns_live(reg) >= max + PAST_CAP_MAX || reg->n[API_CONN_CLOSING] >= CLOSING_MAX ||
+            (api_conns_live(reg) >= max &&
+             reg->n[API_CONN_ANON_IDLE] + reg->n[API_CONN_AUTH_IDLE] == 0));
     if (reg->listener == NULL) {
         return;
+    }
+    if (full) {
+        if (reg->recheck == NULL) {
+            reg->recheck =
+                OOM_CHECK(evtimer_new(evconnlistener_get_base(reg->listener), on_recheck, reg));
+        }
+        if (!evtimer_pending(reg->recheck, NULL)) {
+            (void)evtimer_add(reg->recheck, &recheck_every);
+        }
+    }
+    if (reg->backoff != NULL && evtimer_pending(reg->backoff, NULL)) {
+        full = true;
     }
     if (!reg->paused && full) {
         uint64_t now = time_now_ms();
@@ -368,6 +439,12 @@ update_listener(struct api_conns *reg)
         (void)evconnlistener_enable(reg->listener);
         reg->paused = false;
     }
+}
+
+static void
+on_recheck(evutil_socket_t fd, short what, void *arg)
+{
+    update_listener(arg);
 }
 
 static void
@@ -476,8 +553,8 @@ peer_key(int fd, char *key, size_t n)
     }
 }
 
-bool
-api_conns_admit(struct api_conn_entry *e)
+static bool
+admit(struct api_conn_entry *e)
 {
     struct api_conns *reg = e->reg;
     struct api_conn_entry *victim;
@@ -492,9 +569,10 @@ api_conns_admit(struct api_conn_entry *e)
     }
     if (e->standing == API_CONN_CLOSING) {
         /* Closed before evhttp set its descriptor: nothing was shut down then. */
-        e->admitted = true;
+        table_admitted(reg, e);
         (void)event_del(e->admit_ev);
         (void)shutdown(fd, SHUT_RDWR);
+        update_listener(reg);
         return false;
     }
     peer_key(fd, key, sizeof(key));
@@ -517,13 +595,30 @@ api_conns_admit(struct api_conn_entry *e)
         close_entry(reg, victim);
     }
     (void)event_del(e->admit_ev);
+    update_listener(reg); /* the last newcomer looked at: trims what passes the cap */
     return true;
+}
+
+bool
+api_conns_admit(struct api_conn_entry *e)
+{
+    e->heard = true;
+    return admit(e);
 }
 
 static void
 on_admit(evutil_socket_t fd, short what, void *arg)
 {
-    (void)api_conns_admit(arg);
+    struct api_conn_entry *e = arg;
+
+    if (e->sock != NULL && bufferevent_getfd(e->sock) < 0) {
+        /* evhttp sets the descriptor before this turn; should it not have, the connection
+         * counts as exempt rather than hold the trimming of the cap back (update_listener). */
+        table_admitted(e->reg, e);
+        update_listener(e->reg);
+        return;
+    }
+    (void)admit(e);
 }
 
 static void
@@ -547,15 +642,7 @@ api_conns_add(struct api_conns *reg, struct bufferevent *sock, struct buffereven
      * looked at on the next turn, or at its first bytes if they come first. */
     e->admit_ev = OOM_CHECK(event_new(bufferevent_get_base(sock), -1, 0, on_admit, e));
     event_active(e->admit_ev, EV_READ, 0);
-    if (reg->lim.max > 0 && api_conns_live(reg) > reg->lim.max) {
-        struct api_conn_entry *victim = api_conns_table_victim(reg, e);
-
-        if (victim != NULL) {
-            reg->stats.evicted_total++;
-            close_entry(reg, victim);
-        }
-    }
-    update_listener(reg);
+    update_listener(reg); /* past the cap: paused until it is admitted, then trimmed */
     return e;
 }
 
@@ -631,11 +718,14 @@ on_linger(evutil_socket_t fd, short what, void *arg)
         entry_free(e);
         return;
     }
-    for (;;) {
-        ssize_t n = read(fd, sink, sizeof(sink));
+    for (int reads = 0;; reads++) {
+        ssize_t n = reads < LINGER_READS ? read(fd, sink, sizeof(sink)) : -1;
 
         if (n > 0) {
             continue;
+        }
+        if (reads == LINGER_READS) {
+            errno = EAGAIN; /* a client faster than the reads: the loop serves others first */
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR) && time_now_ms() < e->linger_until_ms) {
             (void)event_add(e->linger_ev, &linger_idle);
@@ -710,6 +800,7 @@ api_conns_new(const struct api_conns_limits *lim)
         TAILQ_INIT(&reg->idle[i]);
     }
     TAILQ_INIT(&reg->lingers);
+    TAILQ_INIT(&reg->anon_busy);
     reg->refs = 1;
     return reg;
 }
@@ -740,6 +831,10 @@ api_conns_free(struct api_conns *reg)
     if (reg->backoff != NULL) {
         event_free(reg->backoff);
         reg->backoff = NULL;
+    }
+    if (reg->recheck != NULL) {
+        event_free(reg->recheck);
+        reg->recheck = NULL;
     }
     while (!TAILQ_EMPTY(&reg->lingers)) {
         entry_free(TAILQ_FIRST(&reg->lingers));

@@ -74,8 +74,9 @@ struct fcall {
     struct stream_out *out;
     bool head;
     uint64_t sent;
-    bool answering; /* a download's headers are out: it is audited however it ends */
-    bool audited;   /* its "file.downloaded" line is written */
+    bool answering;      /* a download's headers are out: it is audited however it ends */
+    bool audited;        /* its "file.downloaded" line is written */
+    bool left_in_flight; /* the client left while the engine worked on it (gate.c holds on) */
 };
 
 static void audit_file(struct fcall *fc, const char *action, uint64_t size);
@@ -85,7 +86,9 @@ static void
 fcall_free(struct fcall *fc)
 {
     api_gate_cancel(fc->waiting);
-    if (fc->entered) {
+    if (fc->entered && fc->left_in_flight) {
+        api_gate_leave_later(fc->a->files_gate, fc->tenant, fc->session);
+    } else if (fc->entered) {
         api_gate_leave(fc->a->files_gate, fc->tenant, fc->session);
     }
     if (fc->answering && !fc->audited) {
@@ -101,6 +104,7 @@ on_conn_close(struct evhttp_connection *conn, void *arg)
 {
     struct fcall *fc = arg;
 
+    fc->left_in_flight = fc->op != NULL;
     files_cancel(fc->op); /* the helper sees its stream close and cleans up after itself */
     if (fc->held.conn != NULL) {
         api_body_cancel(&fc->held);

@@ -37,8 +37,19 @@ struct api_gate_waiter {
     char tenant[65], session[65];
 };
 
+/* An operation whose client left while the engine still worked on it: its slot is given back
+ * API_GATE_LEFT_HOLD_MS later (the engine finishes the exec it was sent, the helper sees its
+ * stream end), so clients that hang up at once cannot have more in flight than the bounds. */
+struct gate_leaver {
+    TAILQ_ENTRY(gate_leaver) link;
+    struct api_gate *g;
+    struct event *timer;
+    char tenant[65], session[65];
+};
+
 struct api_gate {
     struct api_gate_limits lim;
+    TAILQ_HEAD(, gate_leaver) leavers;
     struct event *kick; /* lets waiters in, outside the leave that made room */
     struct hashmap *counts;
     TAILQ_HEAD(, api_gate_waiter) waiters;
@@ -148,6 +159,7 @@ api_gate_new(struct event_base *base, const struct api_gate_limits *lim)
     g->kick = OOM_CHECK(event_new(base, -1, 0, on_kick, g));
     g->counts = hashmap_new();
     TAILQ_INIT(&g->waiters);
+    TAILQ_INIT(&g->leavers);
     return g;
 }
 
@@ -159,6 +171,13 @@ api_gate_free(struct api_gate *g)
     }
     while (!TAILQ_EMPTY(&g->waiters)) {
         waiter_free(TAILQ_FIRST(&g->waiters)); /* their requests are being freed too */
+    }
+    while (!TAILQ_EMPTY(&g->leavers)) {
+        struct gate_leaver *l = TAILQ_FIRST(&g->leavers);
+
+        TAILQ_REMOVE(&g->leavers, l, link);
+        event_free(l->timer);
+        free(l);
     }
     event_free(g->kick);
     hashmap_free_with(g->counts, free); /* counts of operations in flight go with it */
@@ -229,6 +248,32 @@ api_gate_leave(struct api_gate *g, const char *tenant, const char *session)
     if (!TAILQ_EMPTY(&g->waiters)) {
         event_active(g->kick, EV_READ, 0);
     }
+}
+
+static void
+on_left(evutil_socket_t fd, short what, void *arg)
+{
+    struct gate_leaver *l = arg;
+
+    TAILQ_REMOVE(&l->g->leavers, l, link);
+    api_gate_leave(l->g, l->tenant, l->session);
+    event_free(l->timer);
+    free(l);
+}
+
+void
+api_gate_leave_later(struct api_gate *g, const char *tenant, const char *session)
+{
+    struct gate_leaver *l = xcalloc(1, sizeof(*l));
+    struct timeval tv;
+
+    l->g = g;
+    (void)snprintf(l->tenant, sizeof(l->tenant), "%s", tenant);
+    (void)snprintf(l->session, sizeof(l->session), "%s", session);
+    l->timer = OOM_CHECK(evtimer_new(event_get_base(g->kick), on_left, l));
+    time_tv_from_ms(&tv, API_GATE_LEFT_HOLD_MS);
+    (void)evtimer_add(l->timer, &tv);
+    TAILQ_INSERT_TAIL(&g->leavers, l, link);
 }
 
 void

@@ -121,7 +121,7 @@ reply_unauthenticated(struct evhttp_request *req)
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
 
     (void)evhttp_add_header(h, "WWW-Authenticate", "Bearer realm=\"sandpool\"");
-    (void)evhttp_add_header(h, "Connection", "close");
+    api_reply_close(req);
     api_reply_error(req, -EACCES, "a valid 'Authorization: Bearer <token>' header is required");
 }
 

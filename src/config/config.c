@@ -1160,11 +1160,15 @@ validate_uids(const struct cfg *c, struct err *reterr)
     for (size_t i = 0; i < c->n_profiles; i++) {
         need += c->profiles[i].max;
     }
-    if (need > c->sandbox_uid_count / 2) {
+    /* A container keeps its uid until the engine confirmed its removal: those being removed
+     * (at most engine.max_concurrency at once) hold theirs beside the profiles' max. */
+    if (need + c->engine_max_concurrency > c->sandbox_uid_count / 2) {
         return err_set(reterr, -EINVAL,
                        "'sandbox.uid_count' (%u) holds %u sandboxes; the profiles' 'max' add up "
-                       "to %llu (each needs 2 uids)",
-                       c->sandbox_uid_count, c->sandbox_uid_count / 2, (unsigned long long)need);
+                       "to %llu, and up to %u more being removed keep theirs "
+                       "(engine.max_concurrency; each needs 2 uids)",
+                       c->sandbox_uid_count, c->sandbox_uid_count / 2, (unsigned long long)need,
+                       c->engine_max_concurrency);
     }
     return 0;
 }

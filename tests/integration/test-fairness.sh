@@ -335,11 +335,7 @@ for s in "${aflood[@]}"; do del "$TA" "$s"; done
 del "$TB" "$sb"
 
 check "the daemon logged no failed engine request (deadline)" lacks -iE 'deadline passed|engine request failed|timed out' "$work/daemon.log"
-kill -TERM "$daemon_pid"
-rc=timeout
-for _ in $(seq 1 150); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$daemon_pid" 2>/dev/null || { wait "$daemon_pid"; rc=$?; }
-daemon_pid=
+stop_daemon_rc 15
 check_eq "SIGTERM: the daemon exits 0" "$rc" 0
 
 if [ "$TAP_FAILED" -gt 0 ]; then

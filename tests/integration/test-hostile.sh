@@ -606,9 +606,10 @@ cat >"$work/flood.py" <<'PY'
 # Opens N connections at once (a third idle, a third with half a head, a third with a head and
 # half a body), keeps them while two keep-alive clients opened before (healthz, anonymous, and
 # the bystander of tenant b, authenticated) go on being served and a new client tries to get in,
-# then closes them all. The anonymous keep-alive client may lose its connection to the flood
-# (idle anonymous connections of its address are the first to go: it reconnects, counted); the
-# authenticated one must not. Prints one JSON object.
+# then closes them all. The anonymous client gets one answer a connection (http.client opens the
+# next by itself) and may lose a connection to the flood (idle anonymous connections of its
+# address are the first to go: it reconnects, counted); the authenticated one must not. Prints
+# one JSON object.
 import http.client, json, os, resource, socket, sys, threading, time
 
 port, pid, n, tb, sb = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]

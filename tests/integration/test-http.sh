@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Integration test of the HTTP front end's bounds against hostile clients: the connection cap
-# (http.max_connections: a newcomer at the cap closes the connection idle longest; the lock-out
+# (http.max_connections: a newcomer at the cap closes the connection idle longest; an anonymous
+# connection gets one answer and is closed; the lock-out
 # attacks are tests/integration/test-lockout.sh) and the request head deadline (http.header_timeout_s: a slowloris client that
 # trickles its head is disconnected while everyone else is served). Loopback only. TAP output.
 #
@@ -58,13 +59,14 @@ check "the slowloris connection is ended long before its 40 lines (20 s) are sen
     test "${lines:-40}" -lt 20
 
 # ---- the connection cap -------------------------------------------------------------------------
-# 40 clients that each send a request and then keep their connection idle, against a cap of 16:
-# every newcomer past the cap closes the connection idle longest, so all 40 are answered, and
-# the daemon never holds much more than 16 of them.
-python3 - "$port" "$daemon_pid" >"$work/cap.out" <<'PY'
+# 40 clients of tenant a that each send a request and then keep their connection idle, against a
+# cap of 16: every newcomer past the cap closes the connection idle longest (authenticated ones
+# too, with no anonymous connection to close), so all 40 are answered, and the daemon never
+# holds much more than 16 of them.
+python3 - "$port" "$daemon_pid" "$TA" >"$work/cap.out" <<'PY'
 import os, select, socket, sys, time
-port, pid = int(sys.argv[1]), int(sys.argv[2])
-req = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+port, pid, token = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+req = ("GET /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n" % token).encode()
 socks, answered, closed, max_fds = [], set(), set(), 0
 for _ in range(40):
     s = socket.create_connection(("127.0.0.1", port))   # the backlog takes what is not accepted
@@ -99,14 +101,23 @@ read -r answered closed max_fds <"$work/cap.out"
 check_eq "40 connections at a cap of 16: every one is answered (idle ones make room)" "$answered" 40
 check "the daemon closed the connections idle longest for the newcomers ($closed of 40)" \
     test "${closed:-0}" -ge 20
-check "the daemon held at most the cap (+4): $max_fds descriptors, $fds0 at the start" \
-    test "${max_fds:-999}" -le $((fds0 + 16 + 4))
+check "the daemon held at most the cap (+8): $max_fds descriptors, $fds0 at the start" \
+    test "${max_fds:-999}" -le $((fds0 + 16 + 8))
 evicted=$(metric sandpool_http_connections_evicted_total)
 check "/metrics counts them ($evicted)" test "${evicted:-0}" -ge 20
 check_eq "a new connection is served afterwards" \
     "$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$U/healthz")" 200
 check "no descriptor is left behind (within 3 of the start)" \
     wait_for 10 bash -c "[ \$(ls /proc/$daemon_pid/fd | wc -l) -le $((fds0 + 3)) ]"
+# An anonymous connection gets one answer; the first valid token keeps a connection open.
+check "an anonymous request is answered with Connection: close" \
+    eval 'curl -s -D - -o /dev/null "$U/healthz" | grep -qi "^connection: close"'
+reused=$(curl -s -o /dev/null -o /dev/null -w '%{num_connects}\n' -H "Authorization: Bearer $TA" \
+    "$U/v1/sessions" "$U/v1/sessions" | paste -sd' ')
+check_eq "an authenticated client keeps its connection (new connections per request: $reused)" \
+    "$reused" "1 0"
+reused=$(curl -s -o /dev/null -o /dev/null -w '%{num_connects}\n' "$U/healthz" "$U/healthz" | paste -sd' ')
+check_eq "an anonymous one does not ($reused)" "$reused" "1 1"
 check "the daemon is still running" kill -0 "$daemon_pid"
 
 if [ "$TAP_FAILED" -gt 0 ]; then

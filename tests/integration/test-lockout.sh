@@ -3,11 +3,14 @@
 # over loopback only: attacker sockets come from other loopback addresses (127.0.0.2 and up, a
 # peer each) than the tenant's (127.0.0.1).
 #
-#  1. Lock-out: hundreds of sockets that send one GET /healthz and keep their connection idle
-#     (repeating it every 2 s) against http.max_connections 64. The oldest idle anonymous
+#  1. Lock-out: hundreds of sockets that begin a request head and keep it open (a header line
+#     every 2 s) against http.max_connections 64; a whole anonymous request is answered and
+#     its connection closed, so this is what an anonymous client can hold. The oldest idle anonymous
 #     connections are closed first, one address keeps at most http.max_connections_per_peer
 #     anonymous ones, and all along tenant b's print(1) (new connections and a keep-alive one)
 #     and /healthz (the main port and http.health_listen) answer.
+#  1b. Pipelining: sockets that send 2,000 GET /metrics at once and never read a reply (each
+#     reply that cannot be written would keep its connection busy).
 #  2. Refused uploads: PUT heads with Content-Length 1e9 trickling a byte a second. Without a
 #     token (401) the socket closes at once, no descriptor kept; with a token (404, no such
 #     session) a few linger, at most API_LINGER_MAX at once, each within the slots.
@@ -60,7 +63,7 @@ FD_BOUND=$((fds0 + MAX_CONN + HEALTH_SLOTS + 16))
 
 # The attacks and the tenant's probes, in one program: prints one JSON object.
 cat >"$work/attack.py" <<'PY'
-import http.client, json, os, socket, sys, threading, time
+import http.client, json, os, select, socket, sys, threading, time
 
 port, hport, pid, tb, sb, mode = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
                                   sys.argv[4], sys.argv[5], sys.argv[6])
@@ -101,14 +104,18 @@ def closed(s):
         return True
 
 
+HEAD_START = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"  # a head begun, never ended
+
+
 def attacker_lockout(addr, n, holder):
-    """n sockets from addr: GET /healthz, then idle; again every 2 s on those still open."""
+    """n sockets from addr, each a request head begun and kept open, a header line every 2 s
+    (what an anonymous client can still hold: a whole request is answered and closed)."""
     for _ in range(n):
         if stop.is_set():
             return
         try:
             s = socket.create_connection(("127.0.0.1", port), timeout=2, source_address=(addr, 0))
-            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.sendall(HEAD_START)
             holder.append(s)
             res["attacker_opened"] += 1
         except OSError:
@@ -120,9 +127,45 @@ def attacker_lockout(addr, n, holder):
                 res["attacker_closed"] += 1
                 continue
             try:
-                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                s.sendall(b"X-Pad: 1\r\n")
             except OSError:
                 holder.remove(s)
+                res["attacker_closed"] += 1
+
+
+def attacker_pipeline(addr, n, holder):
+    """n sockets from addr, each with 2,000 GET /metrics pipelined (the open /metrics:
+    kilobytes a reply) and a small receive buffer, never reading a reply (so a reply stays unwritten and its connection busy); each one the
+    daemon closes is opened again."""
+    burst = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 2000
+
+    def one():
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+        s.settimeout(2)
+        s.bind((addr, 0))
+        s.connect(("127.0.0.1", port))
+        s.setblocking(False)
+        try:
+            s.send(burst)
+        except OSError:
+            pass
+        res["attacker_opened"] += 1
+        return s
+
+    while not stop.is_set():
+        while len(holder) < n and not stop.is_set():
+            try:
+                holder.append(one())
+            except OSError:
+                break
+        stop.wait(0.5)
+        for s in list(holder):  # the server's end, seen without reading what it sent
+            p = select.poll()
+            p.register(s, select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+            if p.poll(0):
+                holder.remove(s)
+                s.close()
                 res["attacker_closed"] += 1
 
 
@@ -208,6 +251,11 @@ if mode == "lockout":
         holders.append([])
         threads.append(threading.Thread(target=attacker_lockout,
                                         args=("127.0.0.%d" % (i + 2), 40, holders[-1])))
+elif mode == "pipeline":
+    for i in range(8):  # 8 peers x 16 sockets (their share) = twice the 64 slots
+        holders.append([])
+        threads.append(threading.Thread(target=attacker_pipeline,
+                                        args=("127.0.0.%d" % (i + 40), 16, holders[-1])))
 elif mode in ("upload-anon", "upload-auth"):
     token = tb if mode == "upload-auth" else None
     for i in range(2):
@@ -222,7 +270,7 @@ if mode == "lockout":  # one more peer, quietly: how many of its 40 stay open?
     for _ in range(40):
         s = socket.create_connection(("127.0.0.1", port), timeout=2,
                                      source_address=("127.0.0.30", 0))
-        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.sendall(HEAD_START)
         mine.append(s)
         time.sleep(0.01)
     time.sleep(1.0)
@@ -259,6 +307,24 @@ check "lock-out: RSS peaked at $(field lockout max_rss) bytes, within 64 MiB of 
     test "$(field lockout max_rss)" -le $((rss0 + 64 * 1048576))
 evicted=$(metric sandpool_http_connections_evicted_total)
 check "lock-out: /metrics counts the evictions ($evicted)" test "${evicted:-0}" -gt 0
+check "descriptors return to their count before (within 3) once the attackers leave" \
+    wait_for 20 bash -c "[ \$(ls /proc/$daemon_pid/fd | wc -l) -le $((fds0 + 3)) ]"
+
+# ---- 1b. anonymous requests pipelined, replies never read ------------------------------------------
+# Each attacker socket sends 2,000 GET /metrics (open without metrics_token_sha256) at once with
+# a 1 KiB receive buffer and reads nothing: a reply that cannot be written keeps its connection
+# busy, and busy connections are never closed for a newcomer. An anonymous connection gets one
+# answer and is closed, and one whose reply goes untaken for a second is a victim at the cap
+# (API_ANON_BUSY_MS).
+attack pipeline
+check "pipelining: the attack ran (sockets opened: $(field pipeline attacker_opened))" \
+    test "$(field pipeline attacker_opened)" -ge 128
+check "pipelining: tenant b's print(1) on new connections answered all $(field pipeline probes) probes (worst $(field pipeline probe_worst_ms) ms)" \
+    eval '[ "$(field pipeline probes)" -ge 10 ] && [ "$(field pipeline probe_fail)" = 0 ]'
+check_eq "pipelining: tenant b's keep-alive connection was never lost" "$(field pipeline ka_fail)" 0
+check_eq "pipelining: /healthz on the main port answered every probe" "$(field pipeline healthz_fail)" 0
+check "pipelining: descriptors peaked at $(field pipeline max_fds) <= $FD_BOUND" \
+    test "$(field pipeline max_fds)" -le "$FD_BOUND"
 check "descriptors return to their count before (within 3) once the attackers leave" \
     wait_for 20 bash -c "[ \$(ls /proc/$daemon_pid/fd | wc -l) -le $((fds0 + 3)) ]"
 

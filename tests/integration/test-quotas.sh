@@ -126,11 +126,7 @@ check "a negative max_sessions is refused" bad '"max_sessions": -1' "max_session
 check "an unknown tenant field is refused" bad '"max_sesions": 1' "max_sesions"
 
 # SIGTERM last: under ASan the exit code carries a leak report (the reloads freed tenants).
-kill -TERM "$daemon_pid"
-rc=timeout
-for _ in $(seq 1 150); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$daemon_pid" 2>/dev/null || { wait "$daemon_pid"; rc=$?; }
-daemon_pid=
+stop_daemon_rc 15
 check_eq "SIGTERM: the daemon exits 0" "$rc" 0
 
 if [ "$TAP_FAILED" -gt 0 ]; then

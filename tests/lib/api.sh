@@ -77,6 +77,16 @@ stop_daemon() { # SIGTERM, wait
     for _ in $(seq 1 100); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
     wait "$daemon_pid" 2>/dev/null; daemon_pid=
 }
+# SIGTERM, then the daemon's exit code once it ends within $1 seconds (default 15), else
+# "timeout" (it keeps running then): sets rc.
+stop_daemon_rc() {
+    local i
+    rc=timeout
+    kill -TERM "$daemon_pid"
+    for i in $(seq 1 $((${1:-15} * 10))); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$daemon_pid" 2>/dev/null && return
+    wait "$daemon_pid"; rc=$?; daemon_pid=
+}
 ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/readyz")" = 200 ]; }
 # Under tests/run.sh's ASan+UBSan pass a report aborts the daemon (abort_on_error, halt_on_error);
 # whatever the checks after it saw, the suite also fails on the report itself.

@@ -137,25 +137,6 @@ TEST(metric_sum)
     ASSERT_ERR(sp_client_metric_sum("m one\n", "m", &v), EINVAL);
 }
 
-/* True when s[0..n) holds a byte a terminal acts on: C0 controls (newline aside), DEL, and the
- * UTF-8 forms of the C1 controls U+0080..U+009F. */
-static bool
-has_terminal_control(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        if ((c < 0x20 && c != '\n') || c == 0x7f) {
-            return true;
-        }
-        if (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
-            (unsigned char)s[i + 1] <= 0x9f) {
-            return true;
-        }
-    }
-    return false;
-}
-
 static const char hostile[] = "t\x1b]0;pwned\x07 c\x1b]52;c;SGVsbG8=\x07 \x1b[2J"
                               "\nx\xc2\x9b"
                               "1m\x7f\\ \xc3\xa9\xff\xe2\x80\xa8";
@@ -169,7 +150,8 @@ TEST(escape_cell)
                  "t\\x1b]0;pwned\\x07 c\\x1b]52;c;SGVsbG8=\\x07 \\x1b[2J\\nx\\u009b1m\\x7f\\\\ "
                  "\xc3\xa9\\xff\\u2028");
     ASSERT_EQ_U(n, strlen(out));
-    TAP_CHECK(!has_terminal_control(out, n) && strchr(out, '\n') == NULL, "one line, no control");
+    TAP_CHECK(!tap_has_terminal_control(out, n) && strchr(out, '\n') == NULL,
+              "one line, no control");
     ASSERT_EQ_U(ctl_text_escape(out, sizeof(out), "plain text: caf\xc3\xa9", 17, CTL_TEXT_CELL),
                 17);
     ASSERT_STREQ(out, "plain text: caf\xc3\xa9");
@@ -226,7 +208,7 @@ TEST(table_cells_are_escaped)
     ctl_table_add(t, row);
     ctl_table_print(t, f, 0, 0);
     (void)fclose(f);
-    TAP_CHECK(!has_terminal_control(text, len), "no control byte in the table");
+    TAP_CHECK(!tap_has_terminal_control(text, len), "no control byte in the table");
     TAP_CHECK(strstr(text, "t\\x1b]0;pwned\\x07 c\\x1b]52;c;SGVsbG8=\\x07 \\x1b[2J\\nx\\u009b") !=
                   NULL,
               "visible escapes");

@@ -1,6 +1,7 @@
 /* Unit tests of the connection table (src/api/conns.c): standings, the victim a newcomer at the
  * cap closes, per-peer shares. Pure bookkeeping, no loop or socket. */
 #include <errno.h>
+#include <unistd.h>
 
 #include "api/api-internal.h"
 #include "tap.h"
@@ -115,6 +116,31 @@ TEST(admission_is_once)
     done(reg, (struct api_conn_entry *[]){a, b}, 2);
 }
 
+TEST(anonymous_reply_not_taken)
+{
+    struct api_conns *reg = api_conns_new(&(struct api_conns_limits){.max = 3, .anon_busy_ms = 20});
+    struct api_conn_entry *a = api_conns_table_add(reg), *b = api_conns_table_add(reg),
+                          *c = api_conns_table_add(reg);
+
+    /* a: authenticated, idle; b, c: anonymous, busy (b longest). */
+    api_conns_table_set(reg, a, API_CONN_AUTH_IDLE);
+    api_conns_table_set(reg, b, API_CONN_ANON_BUSY);
+    api_conns_table_set(reg, c, API_CONN_ANON_BUSY);
+    TAP_CHECK(api_conns_table_victim(reg, NULL) == NULL,
+              "anonymous replies just begun: nobody, not the authenticated one either");
+    (void)usleep(40 * 1000);
+    TAP_CHECK(api_conns_table_victim(reg, NULL) == b,
+              "an anonymous reply untaken past anon_busy_ms: the one busy longest");
+    TAP_CHECK(api_conns_table_victim(reg, b) == c, "then the next one");
+    api_conns_table_set(reg, b, API_CONN_ANON_IDLE);
+    TAP_CHECK(api_conns_table_victim(reg, NULL) == b, "an idle anonymous one comes first");
+    api_conns_table_set(reg, b, API_CONN_AUTH_BUSY);
+    api_conns_table_set(reg, c, API_CONN_AUTH_BUSY);
+    TAP_CHECK(api_conns_table_victim(reg, NULL) == a,
+              "an authenticated busy connection is never one; its idle neighbour is");
+    done(reg, (struct api_conn_entry *[]){a, b, c}, 3);
+}
+
 int
 main(void)
 {
@@ -122,5 +148,6 @@ main(void)
     RUN(authenticated_never_goes_back);
     RUN(per_peer_share);
     RUN(admission_is_once);
+    RUN(anonymous_reply_not_taken);
     return tap_done();
 }

@@ -54,25 +54,6 @@ count_char(const char *s, size_t n, char c)
     return k;
 }
 
-/* True when s[0..n) holds a byte that a terminal may act on: C0 controls (newline aside), DEL,
- * and the UTF-8 forms of the C1 controls U+0080..U+009F. */
-static bool
-has_terminal_control(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        if ((c < 0x20 && c != '\n') || c == 0x7f) {
-            return true;
-        }
-        if (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
-            (unsigned char)s[i + 1] <= 0x9f) {
-            return true;
-        }
-    }
-    return false;
-}
-
 /* One record through log_emit in the given format; returns its length. */
 #define EMIT(out, fmt_, ...)                         \
     ({                                               \
@@ -95,7 +76,7 @@ TEST(text_forged_line_stays_one_line)
     TAP_CHECK(strstr(out, " info  api files helper failed session=s1: oops\\n2026-11-29T08:38:58"
                           ".123Z info  api forged line\\r\\n\n") != NULL,
               "escaped in place: %.*s", (int)(n > 0 ? n - 1 : 0), out);
-    TAP_CHECK(!has_terminal_control(out, n), "no control byte");
+    TAP_CHECK(!tap_has_terminal_control(out, n), "no control byte");
 }
 
 TEST(text_escapes_terminal_sequences)
@@ -107,7 +88,7 @@ TEST(text_escapes_terminal_sequences)
                     "31m del \x7f tab\t nul-ish \x01 st \xc2\x9c");
 
     ASSERT_EQ_U(count_char(out, n, '\n'), 1);
-    TAP_CHECK(!has_terminal_control(out, n), "no control byte");
+    TAP_CHECK(!tap_has_terminal_control(out, n), "no control byte");
     TAP_CHECK(strstr(out, "stderr: \\x1b[2J clear \\x1b]0;title\\x07 osc52 \\x1b]52;c;SGVsbG8="
                           "\\x1b\\\\ csi \\u009b31m del \\x7f tab\\t nul-ish \\x01 st \\u009c\n") !=
                   NULL,
@@ -246,7 +227,7 @@ TEST(json_has_no_terminal_control)
                     "s\x1b[1m");
 
     o = parse_line(out, n);
-    TAP_CHECK(!has_terminal_control(out, n), "no raw control byte in the line");
+    TAP_CHECK(!tap_has_terminal_control(out, n), "no raw control byte in the line");
     /* Compared without printing them: the TAP output must not carry the controls either. */
     TAP_CHECK(strcmp(field(o, "msg") ?: "", "stderr: \x1b]52;c;SGVsbG8=\x07 \xc2\x9b"
                                             "2J \x7f\n session=s\x1b[1m") == 0,

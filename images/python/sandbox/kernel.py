@@ -80,6 +80,7 @@ import traceback
 PROTOCOL_VERSION = 1
 MAX_LINE = 64 << 20          # longest request line accepted from the daemon
 READ_CHUNK = 65536
+CTL_READS = 16  # chunks read from the worker's channel before the others get a turn
 RESULT_REPR_MAX = 65536      # a trailing expression's repr is cut beyond this (characters)
 ERROR_VALUE_MAX = 16384      # an exception's str() is cut beyond this (characters)
 TRACEBACK_MAX = 32768        # the traceback lines of an error, in all (characters)
@@ -1246,8 +1247,9 @@ class Supervisor:
 
     def read_ctl(self):
         """Takes what the worker's channel holds; False when the worker is gone (then
-        replaced)."""
-        while True:
+        replaced). At most CTL_READS chunks a call: a worker (or user code) flooding its
+        channel cannot keep the supervisor from the daemon's interrupt or restart."""
+        for _ in range(CTL_READS):
             try:
                 data = self.ctl.recv(READ_CHUNK)
             except (BlockingIOError, InterruptedError):
@@ -1261,6 +1263,7 @@ class Supervisor:
                 self.on_ctl_line(line)
             if len(data) < READ_CHUNK:
                 return True
+        return True
 
     def on_ctl_line(self, line):
         """One line from the worker's channel, where user code may write too (the docstring)."""
