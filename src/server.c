@@ -5,11 +5,11 @@
  *   UP --events stream ends / reconcile or liveness ping fails--> DOWN, retried with backoff
  *   250 ms .. 5 s.
  * The engine events stream is only a hint: a full list + reconcile runs after every (re)connect
- * and every 30 s (docker-engine.md §2.5).
+ * and every 30 s (docs/internals/engine.md §3).
  *
- * Cron (STYLE.md §6.7): one 250 ms timer; pool top-up every tick, reconcile every 30 s, a
- * liveness ping every 5 s (an engine that stops answering keeps its event stream open: only a
- * call with a deadline notices). Each job does bounded work per tick.
+ * Cron (docs/internals/style.md §6.7): one 250 ms timer; pool top-up every tick, reconcile
+ * every 30 s, a liveness ping every 5 s (an engine that stops answering keeps its event stream
+ * open: only a call with a deadline notices). Each job does bounded work per tick.
  *
  * Crash-only: nothing is persisted locally. On start every container labelled with this node is
  * listed; running ones that match a profile's policy are re-adopted into the pool, the rest are
@@ -811,7 +811,20 @@ metrics_http(struct server *s, struct buf *out)
                    as.conns_refused_total) < 0 ||
         metric_one(out, "sandpool_http_lingers_skipped_total", "counter",
                    "Closes with an upload body unread that could not linger (no slot free).",
-                   as.conns_linger_skipped_total) < 0) {
+                   as.conns_linger_skipped_total) < 0 ||
+        metric_family(out, "sandpool_file_operations", "gauge",
+                      "Operations of the files API at the gate (files.max_inflight*): in flight "
+                      "at the engine, or waiting.") < 0 ||
+        buf_printf(out,
+                   "sandpool_file_operations{state=\"inflight\"} %u\n"
+                   "sandpool_file_operations{state=\"waiting\"} %u\n",
+                   as.files_inflight, as.files_waiting) < 0 ||
+        metric_one(out, "sandpool_file_operations_queued_total", "counter",
+                   "File operations that had to wait at the gate.", as.files_queued_total) < 0 ||
+        metric_one(out, "sandpool_file_operations_refused_total", "counter",
+                   "File operations answered 429: they waited in vain, or their tenant had too "
+                   "many waiting.",
+                   as.files_refused_total) < 0) {
         return -ENOBUFS;
     }
     return 0;

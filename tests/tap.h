@@ -1,4 +1,4 @@
-/* Minimal TAP harness (STYLE.md Appendix D) for tests run by meson with protocol 'tap'.
+/* Minimal TAP harness (docs/internals/style.md §10) for tests run by meson with protocol 'tap'.
  * Assertions print the expression and both values. */
 #pragma once
 

@@ -560,6 +560,7 @@ void
 api_get_stats(const struct api *a, struct api_stats *ret)
 {
     struct api_conns_stats cs;
+    struct api_gate_stats gs;
 
     *ret = a->stats;
     api_conns_get_stats(a->conns, &cs);
@@ -571,6 +572,11 @@ api_get_stats(const struct api *a, struct api_stats *ret)
     ret->conns_evicted_total = cs.evicted_total + cs.evicted_peer_total;
     ret->conns_refused_total = cs.refused_total;
     ret->conns_linger_skipped_total = cs.linger_skipped_total;
+    api_gate_get_stats(a->files_gate, &gs);
+    ret->files_inflight = gs.inflight;
+    ret->files_waiting = gs.waiting;
+    ret->files_queued_total = gs.queued_total;
+    ret->files_refused_total = gs.refused_total;
 }
 
 void

@@ -1,5 +1,5 @@
 /* The HTTP front end: evhttp server, route table, JSON replies and the single errno -> HTTP
- * status mapping (STYLE.md §4).
+ * status mapping (docs/internals/style.md §4).
  *
  * The api module knows nothing about curl or Redis: what it needs from the rest of the daemon
  * comes through struct api_backend, filled in by the server. Every handler sends exactly one
@@ -87,6 +87,10 @@ struct api_stats {
     uint64_t conns_evicted_total;        /* closed for a newcomer (at the cap, or its peer's) */
     uint64_t conns_refused_total;        /* refused: their peer's share was all busy */
     uint64_t conns_linger_skipped_total; /* closed at once: no lingering slot was free */
+    /* file operations at the gate (gate.c) */
+    unsigned files_inflight, files_waiting;
+    uint64_t files_queued_total;  /* had to wait */
+    uint64_t files_refused_total; /* answered 429: waited in vain, or too many waiting */
 };
 void api_get_stats(const struct api *a, struct api_stats *ret);
 

@@ -7,7 +7,7 @@
  * string, or a string given as a number, is an error rather than a guess.
  *
  * Nothing here touches the event loop; cfg_load_file() and cfg_load_seccomp() do blocking file
- * I/O and are only called at start-up or on reload (STYLE.md §6.1). */
+ * I/O and are only called at start-up or on reload (docs/internals/style.md §6.1). */
 #include "config.h"
 
 #include <assert.h>

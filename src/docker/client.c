@@ -265,7 +265,7 @@ call_setup(struct docker_call *call, const struct docker_request *req)
         (void)curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
                                (long)(req->timeout_ms ? req->timeout_ms : c->timeout_ms));
     }
-    /* No Expect: 100-continue round trip on POST bodies (docker-engine.md §1.1). */
+    /* No Expect: 100-continue round trip on POST bodies (docs/internals/engine.md §2). */
     call->headers = OOM_CHECK(curl_slist_append(call->headers, "Expect:"));
     if (strcmp(req->method, "POST") == 0 || strcmp(req->method, "PUT") == 0) {
         call->body = req->body ? xstrndup(req->body, req->body_len) : xstrdup("");

@@ -1,12 +1,12 @@
 /* One-shot exec with stdin and collected output: create, start (hijacked), feed stdin, half-close,
  * collect stdout and stderr apart, then read the exit code (retrying while the engine still
- * reports the process as running, docker-engine.md §3.1(6)).
+ * reports the process as running, docs/internals/engine.md §4).
  *
  * This is for administrative commands (health probes, file transfer helpers, tests), never for
  * the request hot path: it costs an engine round trip per step. The completion fires exactly
  * once and never synchronously; docker_exec_run_cancel() suppresses it. Note that cancelling, or
  * hitting the deadline, does not stop the process inside the container (there is no exec kill in
- * the engine API, §0.7): callers that care kill the container. */
+ * the engine API, docs/internals/engine.md §4): callers that care kill the container. */
 #pragma once
 
 #include <stdbool.h>

@@ -443,7 +443,8 @@ docker_hijack_new(struct event_base *base, const struct docker_hijack_opts *o,
                        strerror(e));
     }
     (void)evutil_make_socket_closeonexec(bufferevent_getfd(h->bev));
-    /* Host is mandatory for Go's HTTP/1.1 server; Connection+Upgrade for Podman (§3.3, §7). */
+    /* Host is mandatory for Go's HTTP/1.1 server; Connection+Upgrade for Podman
+     * (docs/internals/engine.md §4). */
     if (evbuffer_add_printf(bufferevent_get_output(h->bev),
                             "POST %s HTTP/1.1\r\n"
                             "Host: docker\r\n"

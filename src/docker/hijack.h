@@ -1,10 +1,10 @@
 /* Hijacked bidirectional engine streams: exec start and container attach.
  *
  * libcurl cannot half-close or hand over a live connection, so these use their own AF_UNIX socket
- * under a libevent bufferevent (docker-engine.md §3.6 C). The request carries Host,
- * Content-Type, Connection: Upgrade and Upgrade: tcp (§3.3). Bytes written before the 101/200
- * status line are held back (§0.4); bytes that arrive with the headers are stream data (§0.5); the
- * stream is always parsed as 8-byte multiplexed frames because we never ask for a TTY (§0.6).
+ * under a libevent bufferevent (docs/internals/engine.md §4 has the engine's rules). The request
+ * carries Host, Content-Type, Connection: Upgrade and Upgrade: tcp. Bytes written before the
+ * 101/200 status line are held back; bytes that arrive with the headers are stream data; the
+ * stream is always parsed as 8-byte multiplexed frames because we never ask for a TTY.
  *
  * Events, each delivered at most once except DRAINED:
  *   OPEN     the engine accepted; stdin may flow

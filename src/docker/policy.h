@@ -1,7 +1,7 @@
 /* The locked-down container policy: the one place that turns a profile into an engine create
  * body, and that checks a running container against it.
  *
- * Policy (docker-engine.md §9.1): no network (NetworkMode none + NetworkDisabled), read-only
+ * Policy (docs/internals/engine.md §7): no network (NetworkMode none + NetworkDisabled), read-only
  * root, a numeric uid of the sandbox's own (pool/uids.c; its workspace owned by it), every
  * capability dropped, no-new-privileges, PID/memory/CPU caps with swap forbidden (MemorySwap ==
  * Memory), size-capped tmpfs for /workspace (nosuid,nodev) and /tmp (also noexec), ulimits

@@ -1,5 +1,5 @@
 /* What an engine does differently from the Docker Engine API as sandpool uses it: the one place
- * that knows Podman (docker-engine.md §7, and what running against Podman 4.3.1 showed).
+ * that knows Podman (docs/internals/engine.md §6, and what running against Podman 4.3.1 showed).
  *
  * The typed operations (api.c) speak Docker to the rest of the daemon: a create body is adapted
  * to the engine before it is sent, and inspect answers and events are rewritten into Docker's

@@ -2,9 +2,9 @@
  * in-sandbox helper /opt/sandpool/files.py run with `docker exec` as the sandbox user.
  *
  * The engine's archive endpoints cannot see tmpfs mounts and refuse read-only root filesystems
- * (docker-engine.md §4), so bytes travel over the exec's stdin and stdout instead. The helper
- * walks every path component with O_NOFOLLOW from the workspace root, so a symlink planted by
- * user code never leads outside it, and writes uploads to a hidden temporary name that is
+ * (docs/internals/engine.md §5), so bytes travel over the exec's stdin and stdout instead. The
+ * helper walks every path component with O_NOFOLLOW from the workspace root, so a symlink planted
+ * by user code never leads outside it, and writes uploads to a hidden temporary name that is
  * renamed only once every byte arrived (nothing partial is ever left). Paths are checked here
  * first as well: a relative path inside the workspace, no "..", no NUL, no control characters.
  *

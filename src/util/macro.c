@@ -1,6 +1,6 @@
-/* Allocation wrappers. Out of memory is fatal by design (STYLE.md §4): every caller may assume a
- * non-NULL result, and the crash-only recovery path (state rebuilt from Docker labels and Redis)
- * is what restores service. */
+/* Allocation wrappers. Out of memory is fatal by design (docs/internals/style.md §4): every caller
+ * may assume a non-NULL result, and the crash-only recovery path (state rebuilt from Docker labels
+ * and Redis) is what restores service. */
 #include "macro.h"
 
 #include <stdio.h>

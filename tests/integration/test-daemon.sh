@@ -115,7 +115,11 @@ check "the old containers are gone from the engine" wait_for 30 bash -c \
     "! docker ps -aq --no-trunc | grep -qxF -f <(echo '$before')"
 
 # SIGTERM: stops promptly with exit 0 and removes the warm containers (sessions would stay).
-stop_daemon_rc 20
+kill -TERM "$daemon_pid"
+rc=0
+for _ in $(seq 1 100); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.2; done
+if kill -0 "$daemon_pid" 2>/dev/null; then rc=timeout; else wait "$daemon_pid"; rc=$?; fi
+daemon_pid=
 check_eq "SIGTERM exits 0 within 20 s" "$rc" 0
 check "SIGTERM was logged" grep -q "SIGTERM received" "$work/daemon.log"
 check_eq "no warm container is left after SIGTERM" "$(docker ps -aq --filter "label=$LABEL" | wc -l)" 0

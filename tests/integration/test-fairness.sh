@@ -296,6 +296,7 @@ with open(out, "w") as f:
     json.dump(st, f)
 PY
 evicted0=$(metric sandpool_http_connections_evicted_total)
+refused0=$(metric sandpool_file_operations_refused_total)
 python3 "$work/flood.py" "$port" "$TA" 400 "$work/flood.stop" "$work/flood.json" "${aflood[@]}" &
 flood_pid=$!
 sleep 2 # the flood is on: a's bounds are full, its queue too
@@ -318,6 +319,13 @@ check "a's flood got 429s, each quota_exceeded with Retry-After" \
 check "a's flood got 200s too" jq_true '.status["200"] > 0' "$work/flood.json"
 check "a's flood got no 5xx and no other status" jq_true '.status | keys - ["200", "429"] == []' "$work/flood.json"
 check "a's flood saw no connection errors" jq_true '.errors == {}' "$work/flood.json"
+if [ "$OLD" != 1 ]; then
+    refused=$(awk -v a="${refused0:-0}" -v b="$(metric sandpool_file_operations_refused_total)" 'BEGIN { print b - a }')
+    check_eq "/metrics counts the flood's 429s (sandpool_file_operations_refused_total: $refused)" \
+        "$refused" "$(jq -r '.status["429"] // "none"' "$work/flood.json")"
+    gate_empty() { [ "$(curl -s "$U/metrics" | awk '$1 ~ /^sandpool_file_operations\{/ {printf "%s ", $2}')" = "0 0 " ]; }
+    check "and nothing is left at the gate after it (in flight, waiting)" wait_for 5 gate_empty
+fi
 
 # ---- 4. b's cold create under the flood -----------------------------------------------------------
 cb=($(awk '$1 == 201 {print $2}' "$work/b-cold.base"))
