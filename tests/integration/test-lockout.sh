@@ -5,10 +5,11 @@
 #
 #  1. Lock-out: hundreds of sockets that begin a request head and keep it open (a header line
 #     every 2 s) against http.max_connections 64; a whole anonymous request is answered and
-#     its connection closed, so this is what an anonymous client can hold. The oldest idle anonymous
-#     connections are closed first, one address keeps at most http.max_connections_per_peer
-#     anonymous ones, and all along tenant b's print(1) (new connections and a keep-alive one)
-#     and /healthz (the main port and http.health_listen) answer.
+#     its connection closed, so this is what an anonymous client can hold. The oldest idle
+#     anonymous connections are closed first, one address keeps at most
+#     http.max_connections_per_peer anonymous ones, and all along tenant b's print(1) (new
+#     connections and a keep-alive one) and /healthz (the main port and http.health_listen)
+#     answer.
 #  1b. Pipelining: sockets that send 2,000 GET /metrics at once and never read a reply (each
 #     reply that cannot be written would keep its connection busy).
 #  2. Refused uploads: PUT heads with Content-Length 1e9 trickling a byte a second. Without a
@@ -135,8 +136,8 @@ def attacker_lockout(addr, n, holder):
 
 def attacker_pipeline(addr, n, holder):
     """n sockets from addr, each with 2,000 GET /metrics pipelined (the open /metrics:
-    kilobytes a reply) and a small receive buffer, never reading a reply (so a reply stays unwritten and its connection busy); each one the
-    daemon closes is opened again."""
+    kilobytes a reply) and a small receive buffer, never reading a reply (so a reply stays
+    unwritten and its connection busy); each one the daemon closes is opened again."""
     burst = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 2000
 
     def one():
