@@ -163,9 +163,22 @@ api_authenticate(struct api *a, struct evhttp_request *req, const struct cfg_ten
     return r;
 }
 
+/* The open endpoints need no token, but one offered is checked: a valid one keeps the
+ * connection open (an anonymous connection gets one answer, body.c). */
+static void
+authenticate_if_offered(struct api *a, struct evhttp_request *req)
+{
+    const struct cfg_tenant *t = NULL;
+
+    if (evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization") != NULL) {
+        (void)api_authenticate(a, req, &t);
+    }
+}
+
 static void
 handle_healthz(struct api *a, struct evhttp_request *req, const char *const *params)
 {
+    authenticate_if_offered(a, req);
     api_reply_json_new(req, 200, OOM_CHECK(json_pack("{s:s}", "status", "ok")));
 }
 
@@ -177,6 +190,7 @@ handle_readyz(struct api *a, struct evhttp_request *req, const char *const *para
     bool ready = true;
     char why[512];
 
+    authenticate_if_offered(a, req);
     why[0] = '\0';
     if (!b->engine_ok(b->userdata, why, sizeof(why))) {
         ready = false;
