@@ -365,7 +365,7 @@ route_request(struct api *a, struct api_conns *reg, size_t n_routes, struct evht
     char allow[64] = "";
 
     if (!api_conn_dispatched(reg, req)) {
-        (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        api_reply_close(req);
         api_reply_error(req, -EINVAL, "the request head holds a NUL byte");
         if (parsed != NULL) {
             evhttp_uri_free(parsed);
@@ -382,7 +382,7 @@ route_request(struct api *a, struct api_conns *reg, size_t n_routes, struct evht
     if (api_body_held(reg, req, &held)) {
         /* A held body (body.c) not consumed by its handler closes the connection after the
          * reply: its bytes must never be read as the next request. */
-        (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        api_reply_close(req);
     }
     for (size_t i = 0; i < n_routes; i++) {
         char params[MAX_PARAMS][MAX_PARAM];

@@ -561,8 +561,9 @@ api_conn_authenticated(struct api_conns *reg, struct evhttp_request *req)
             api_conns_set(c->entry,
                           st == API_CONN_ANON_BUSY ? API_CONN_AUTH_BUSY : API_CONN_AUTH_IDLE);
             /* The close api_conn_dispatched() set for an anonymous connection, unless another
-             * reason for it holds: a blind connection, a held body (api.c), a NUL head. */
-            if (c->state != CONN_BLIND && c->nul_head != c->dispatched &&
+             * reason for it holds: a blind connection (a NUL head made it one), a held body
+             * (api.c). */
+            if (c->state != CONN_BLIND &&
                 evhttp_find_header(evhttp_request_get_input_headers(req), HELD_HEADER) == NULL) {
                 (void)evhttp_remove_header(evhttp_request_get_output_headers(req), "Connection");
             }
