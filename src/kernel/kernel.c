@@ -364,12 +364,6 @@ kernel_bind(struct kernel *k, const char *session_id)
     return send_line(k, kernel_proto_simple("bind", "session", session_id));
 }
 
-int
-kernel_ping(struct kernel *k)
-{
-    return send_line(k, kernel_proto_simple("ping", NULL, NULL));
-}
-
 void
 kernel_pause(struct kernel *k, bool pause)
 {
@@ -388,12 +382,6 @@ int64_t
 kernel_gen(const struct kernel *k)
 {
     return k->gen;
-}
-
-const char *
-kernel_container(const struct kernel *k)
-{
-    return k->container;
 }
 
 void

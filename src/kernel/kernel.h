@@ -72,12 +72,10 @@ int kernel_cmd(struct kernel *k, const char *id, json_t *argv, uint64_t max_outp
 int kernel_interrupt(struct kernel *k, const char *id);
 int kernel_restart(struct kernel *k, const char *reason);
 int kernel_bind(struct kernel *k, const char *session_id);
-int kernel_ping(struct kernel *k);
 
 /* Backpressure: stop or resume reading the kernel's output. */
 void kernel_pause(struct kernel *k, bool pause);
 bool kernel_is_open(const struct kernel *k);
 /* The kernel's worker generation as last reported (hello, restarted). */
 int64_t kernel_gen(const struct kernel *k);
-const char *kernel_container(const struct kernel *k);
 void kernel_get_stats(const struct kernel *k, struct kernel_stats *ret);

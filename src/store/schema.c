@@ -14,12 +14,6 @@ static const char *const state_names[STORE_SESSION__COUNT] = {
     [STORE_SESSION_ENDING] = "ending",
 };
 
-const char *
-store_session_state_to_string(enum store_session_state s)
-{
-    return s >= 0 && s < STORE_SESSION__COUNT ? state_names[s] : NULL;
-}
-
 static int
 key(char *out, size_t n, const char *prefix, const char *a, const char *b, const char *c)
 {

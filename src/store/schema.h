@@ -41,8 +41,6 @@ struct store_session_rec {
     char metadata[4097]; /* JSON object text */
 };
 
-const char *store_session_state_to_string(enum store_session_state s);
-
 /* Writes "P session:ID" etc. into out (NUL-terminated). -ENAMETOOLONG when it does not fit. */
 int store_key_session(char *out, size_t n, const char *prefix, const char *id);
 int store_key_node_sessions(char *out, size_t n, const char *prefix, const char *node);
