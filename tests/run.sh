@@ -203,7 +203,7 @@ else
     fail "build: clang asan+ubsan"
 fi
 
-# The core suites again, against Podman's Docker-compatible API (README "Engines"), with the gcc
+# The core suites again, against Podman's Docker-compatible API (docs/engines.md), with the gcc
 # build: sessions, stateful execution, streaming, files, restart recovery, abuse. What Podman
 # cannot do is TAP TODO in the suites, with the reason; a TODO that passes fails here.
 podman_stage() {

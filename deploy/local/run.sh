@@ -85,8 +85,8 @@ admin_hash=$(printf '%s' "$admin_token" | sha256sum | cut -d' ' -f1)
 listen=${SANDPOOL_LISTEN:-127.0.0.1:8080}
 config="$STATE_DIR/sandpoold.json"
 gvisor_profile=
-# gVisor cannot enforce a pids cgroup limit (README, gVisor): the profile accepts its own
-# per-sandbox RLIMIT_NPROC instead.
+# gVisor cannot enforce a pids cgroup limit (docs/security.md, "What runsc enforces"): the
+# profile accepts its own per-sandbox RLIMIT_NPROC instead.
 [ "${SANDPOOL_GVISOR:-0}" = 1 ] && gvisor_profile=',
     "gvisor": {"image": "sandpool/python:latest", "runtime": "runsc", "pids_enforced_by": "runtime",
                "warm": 2, "max": 32, "memory_mb": 512, "cpus": 1.0, "pids": 128, "nproc": 128,

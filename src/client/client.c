@@ -842,7 +842,7 @@ sp_client_execute_stream(struct sp_client *c, const char *id, json_t *request,
 
 /* ---- files ----------------------------------------------------------------------------------- */
 
-/* "/workspace/x" is the README's other spelling of "x"; any other absolute path is outside the
+/* "/workspace/x" is docs/api.md's other spelling of "x"; any other absolute path is outside the
  * workspace and refused here, so that it is never silently taken as relative. */
 static int
 file_path(struct buf *b, const char *id, const char *path, struct sp_error *reterr)

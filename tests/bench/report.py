@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Turns the JSON written by bench.py into tests/bench/results/latest.md (the table README.md
-shows) and latency.png (sandpool's latency distributions against the baselines)."""
+"""Turns the JSON written by bench.py into tests/bench/results/latest.md (the table
+docs/benchmarks.md shows) and latency.png (sandpool's latency distributions against the
+baselines)."""
 
 import json
 import sys

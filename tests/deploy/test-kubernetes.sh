@@ -35,8 +35,8 @@ done
 check_eq "each overlay renders the same 9 objects" \
     "$(for o in dind hostpath; do "$KUBECTL" kustomize "$root/deploy/kubernetes/overlays/$o" 2>/dev/null | grep -c '^kind:'; done | tr '\n' ' ')" "9 9 "
 
-# An external Redis, as README says: an overlay without ../../redis, the URL merged into the
-# ConfigMap. Its Service and Deployment are gone, and the result still validates.
+# An external Redis, as docs/operations.md says: an overlay without ../../redis, the URL merged
+# into the ConfigMap. Its Service and Deployment are gone, and the result still validates.
 cp -r "$root/deploy/kubernetes" "$work/external"
 sed -i '/- ..\/..\/redis/d' "$work/external/overlays/hostpath/kustomization.yaml"
 cat >>"$work/external/overlays/hostpath/kustomization.yaml" <<'YAML'

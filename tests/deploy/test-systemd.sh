@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The systemd unit (deploy/systemd/sandpoold.service) and the example config (deploy/config):
 # `systemd-analyze verify` finds nothing to say, `systemd-analyze security --offline` rates the
-# hardening at 2.0 or better, the directives the README promises are there, the example config
-# is one the daemon accepts, it writes only where the unit lets it, and TimeoutStopSec covers
+# hardening at 2.0 or better, the directives docs/operations.md promises are there, the example
+# config is one the daemon accepts, it writes only where the unit lets it, and TimeoutStopSec covers
 # the daemon's shutdown. Broken copies must fail. Needs no running systemd (PID 1 here is not).
 # The notify protocol itself is tested against the daemon in tests/integration/test-shutdown.sh.
 # TAP output. Needs: SANDPOOLD (binary; for --print-config and as ExecStart), systemd-analyze.

@@ -4,7 +4,7 @@
 #
 # Every case runs one attack in a fresh session of tenant A and asserts three things:
 #  1. the execution ends with a clear status and message (status, error name and value,
-#     truncation counts, kernel_epoch and state_preserved as README "Semantics" promises), and
+#     truncation counts, kernel_epoch and state_preserved as docs/api.md "Semantics" promises), and
 #     the attacked session is left in the state the contract says (usable, same or new epoch);
 #  2. a neighbour session of tenant B, probed every ~100 ms while the attack runs and after it,
 #     keeps its variables and answers `print(1)`;
@@ -286,7 +286,7 @@ case_end
 
 # The same, ignoring EAGAIN: 128 processes forking and spinning until the deadline. Only the
 # worker gets the KeyboardInterrupt; the copies would spin on at the session's whole CPU quota and
-# keep every pid. Commands get their process group killed at the deadline (README); code that
+# keep every pid. Commands get their process group killed at the deadline (docs/api.md); code that
 # forked at the deadline is expected to lose its forks the same way.
 case_begin fork-bomb-python-persistent
 attack "$(pybody 3 <<'PY'
@@ -586,9 +586,10 @@ check_eq "$CASE: the setuid mount(8) runs without privilege (\"must be superuser
 case_end
 
 # The supervisor is PID 1 (no docker-init) and non-dumpable, so that user code cannot reach the
-# protocol channel, the container's stdin/stdout (README, "Inside the sandbox"): tracing it,
-# opening its descriptors and forging a kernel message through /proc/1/fd all fail, and signals
-# it has no handler for (SIGKILL included) do not reach PID 1 from inside its namespace.
+# protocol channel, the container's stdin/stdout (docs/internals/kernel-protocol.md, "Who holds the
+# channel"): tracing it, opening its descriptors and forging a kernel message through /proc/1/fd all
+# fail, and signals it has no handler for (SIGKILL included) do not reach PID 1 from inside its
+# namespace.
 case_begin ptrace
 attack "$(pybody <<'PY'
 import ctypes, errno, json, os, time

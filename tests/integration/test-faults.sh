@@ -103,7 +103,7 @@ check "the bystander kept its variable" bystander_ok
 # An interruptible execution (sleep) and one that ignores KeyboardInterrupt (a C loop) are running
 # when the daemon dies. After the restart both are found running, interrupted (nobody can receive
 # their result) and the sessions answer again: the first with its variables and epoch, the second
-# with its interpreter restarted after the grace period (new epoch), as README.md says.
+# with its interpreter restarted after the grace period (new epoch), as docs/api.md says.
 k1=$(new_session "$TA")
 k2=$(new_session "$TA")
 run "$TA" "$k1" '{"code": "kept = 11"}' >/dev/null

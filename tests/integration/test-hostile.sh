@@ -380,14 +380,14 @@ check_eq "a '%' at the end of the path: 400 JSON" "$(rr pct-end '"\(.status) \(.
 check_eq "invalid percent-encoding in a session id: 400 JSON" "$(rr pct-id '"\(.status) \(.body | fromjson? | .error.code)"')" "400 invalid_argument"
 check "the daemon is alive after the bad percent-encoding" alive
 # libevent 2.1 answers what it refuses itself (413 over max_body_bytes, 400 for heads over 16 KiB)
-# in HTML: it has no error callback (evhttp_set_errorcb is 2.2). README says so for the 413.
+# in HTML: it has no error callback (evhttp_set_errorcb is 2.2). docs/api.md says so for the 413.
 libevent_json() {
     for c in json-1g json-1g-expect json-chunked hdr-64k hdr-1000 url-64k; do
         rr "$c" .body | jq_true .error.code || return 1
     done
     jq_true .error.code "$work/libevent-413.body"
 }
-check_todo "libevent 2.1 writes these answers itself, in HTML (no error callback before 2.2; README)" \
+check_todo "libevent 2.1 writes these answers in HTML (no error callback before 2.2; docs/api.md)" \
     "libevent's own 4xx answers (413 body, 400 head/URL) are JSON errors" libevent_json
 
 # ---- invalid percent-encoding and traversal in file paths -------------------------------------------

@@ -1,6 +1,6 @@
 # Which engine the integration suites run against (sourced; needs SANDPOOL_TEST_ENGINE_SOCKET).
 # ENGINE_KIND is "podman" when the engine names itself (Libpod-Api-Version on /_ping), else
-# "docker". Suites report what Podman cannot do as TAP TODO with the reason (README "Engines").
+# "docker". Suites report what Podman cannot do as TAP TODO with the reason (docs/engines.md).
 ENGINE_KIND=docker
 if curl -sfI --max-time 5 --unix-socket "$SANDPOOL_TEST_ENGINE_SOCKET" http://engine/_ping |
     grep -qi '^Libpod-Api-Version:'; then

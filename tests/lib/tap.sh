@@ -14,7 +14,7 @@ check() {
     if "$@"; then ok "$desc"; else not_ok "$desc"; fi
 }
 
-# check_todo REASON DESCRIPTION COMMAND...: a check of a known gap (README says which): reported
+# check_todo REASON DESCRIPTION COMMAND...: a check of a known gap (the docs say which): reported
 # as TAP "# TODO" so that it does not fail the run while the gap is open; once it passes, the TAP
 # consumer reports an unexpected pass, and the TODO must go.
 check_todo() {

@@ -3,7 +3,7 @@
  * into Docker's shape.
  *
  * The Podman inspect objects are built here from the policy's own create body, one Podman
- * difference at a time (quirks.h, README "Engines"): our two tmpfs as sent plus the "rprivate"
+ * difference at a time (quirks.h, docs/engines.md): our two tmpfs as sent plus the "rprivate"
  * Podman appends, its own writable tmpfs on /dev and /dev/shm, our read-only covers of /run and
  * /var/tmp, CapDrop as its 14 default capabilities, RLIMIT_* ulimit names, Runtime "oci" and a
  * null NetworkDisabled. Each one alone makes docker_policy_verify() fail, and after the rewrite
