@@ -48,7 +48,8 @@ validate_profile(const struct cfg_profile *p, struct err *reterr)
                        p->name);
     }
     /* runc has no limit of its own: without the cgroup nothing would cap the processes. Which
-     * binary a runtime name stands for is only known from the engine (server.c checks it). */
+     * binary a runtime name stands for is only known from the engine (src/server/engine.c checks
+     * it). */
     if (cfg_pids_by_runtime(p) && strcmp(p->runtime, "runc") == 0) {
         return err_set(
             reterr, -EINVAL,
