@@ -227,7 +227,8 @@ log_changes(const struct cfg_diff *d)
 }
 
 /* Tells the modules that copied a reloadable value at start what the running configuration holds
- * now; the others read it where they use it. Returns the number of warm targets changed. */
+ * now (the log: reload_swap(), last); the others read it where they use it. Returns the number
+ * of warm targets changed. */
 static size_t
 apply_to_modules(struct server *s, const struct cfg_diff *d)
 {
@@ -237,7 +238,6 @@ apply_to_modules(struct server *s, const struct cfg_diff *d)
     docker_client_set_timeout_ms(s->docker, c->engine_timeout_ms);
     store_redis_set_timeout(s->redis, c->redis_timeout_ms);
     s->budget.max = c->engine_max_concurrency; /* a lowered one: the work in flight goes on */
-    log_setup(log_level_from_string(c->log_level), log_format_from_string(c->log_format));
     for (size_t i = 0; i < d->n; i++) {
         if (strcmp(d->changes[i].name, "admin_token_sha256") == 0) {
             log_info("reload: the admin token changed");
@@ -288,6 +288,8 @@ reload_swap(struct server *s, struct cfg *fresh)
     log_info("configuration reloaded: %zu tenants, %zu changes applied (%zu warm targets), %zu "
              "need a restart",
              s->cfg->n_tenants, d.n - kept, warm, kept);
+    /* Last: the lines of this reload are all in the format they began in. */
+    log_setup(log_level_from_string(s->cfg->log_level), log_format_from_string(s->cfg->log_format));
     cfg_diff_done(&d);
     return 0;
 }
