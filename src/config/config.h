@@ -6,8 +6,11 @@
  * default, bounds and whether SIGHUP may change it; environment names and flag names are derived
  * from the row name ("engine.socket" -> SANDPOOL_ENGINE_SOCKET, --engine-socket).
  *
- * A struct cfg is validated completely by cfg_validate() and is immutable afterwards; a reload
- * builds a new one. All strings are owned by the struct cfg. */
+ * A struct cfg is validated completely by cfg_validate() and is immutable afterwards, but for
+ * cfg_reload_commit(): a reload builds a new one and exchanges the reloadable rows with it (see
+ * "reload" below). All strings are owned by the struct cfg. The code: the tables and typed
+ * fields in options.c, loading in load.c and tenants.c, checks in validate.c, the seccomp
+ * profile in seccomp.c, reload in reload.c, rendering in dump.c. */
 #pragma once
 
 #include <stdbool.h>
@@ -155,8 +158,8 @@ unsigned cfg_reserved_for_others(const struct cfg *c, const char *tenant, const 
 /* Renders the effective configuration as indented JSON (malloc'd, caller frees). */
 char *cfg_dump(const struct cfg *c);
 
-/* Writes one line per option (flag, environment name, default, help) to buf-like output for
- * --help; returns a malloc'd string. */
+/* One line per daemon-wide option for --help (flag, environment name, help, default, and
+ * whether SIGHUP applies it); returns a malloc'd string. */
 char *cfg_help(void);
 
 /* ---- reload (SIGHUP) ----------------------------------------------------------------------------

@@ -116,8 +116,8 @@ cfg_help(void)
         }
         flag[k] = '\0';
         cfg_env_name(o->name, env, sizeof(env));
-        if (buf_printf(&b, "  --%-24s SANDPOOL_%-24s %s (default '%s')\n", flag, env, o->help,
-                       o->def) < 0) {
+        if (buf_printf(&b, "  --%-24s SANDPOOL_%-24s %s (default '%s'%s)\n", flag, env, o->help,
+                       o->def, (o->flags & CFG_RELOADABLE) ? "; SIGHUP applies it" : "") < 0) {
             oom();
         }
     }
