@@ -771,6 +771,22 @@ TEST(reload_keep_commit)
     cfg_free(live);
 }
 
+/* --help marks exactly the rows SIGHUP applies. */
+TEST(help_reloadable)
+{
+    char *help = cfg_help();
+    const char *line = strstr(help, "--engine-timeout-ms ");
+    const char *end = line != NULL ? strchr(line, '\n') : NULL;
+    const char *mark = line != NULL ? strstr(line, "SIGHUP applies it") : NULL;
+
+    ASSERT_TRUE(line != NULL && end != NULL && mark != NULL && mark < end);
+    line = strstr(help, "--engine-socket ");
+    end = line != NULL ? strchr(line, '\n') : NULL;
+    mark = line != NULL ? strstr(line, "SIGHUP applies it") : NULL;
+    ASSERT_TRUE(line != NULL && end != NULL && (mark == NULL || mark > end));
+    free(help);
+}
+
 int
 main(void)
 {
@@ -788,5 +804,6 @@ main(void)
     RUN(seccomp_shipped);
     RUN(reload_diff);
     RUN(reload_keep_commit);
+    RUN(help_reloadable);
     return tap_done();
 }
