@@ -11,9 +11,11 @@ struct server;
  * address; engine work starts when server_run() runs the loop. */
 int server_new(struct cfg *cfg, struct server **ret, struct err *reterr);
 /* SIGHUP builds a fresh validated config with load (the same sources and order as at start;
- * NULL when it fails, having said why) and applies what may change while running: the tenants
- * (tokens and quotas) and each profile's warm target. Anything else that differs is reported
- * as needing a restart. Without a loader SIGHUP is logged and ignored. */
+ * NULL when it fails, having said why; returned owned) and swaps it in (config.h, "reload"):
+ * every row marked reloadable takes its new value and the modules that copied one are told
+ * (engine and Redis deadlines, the engine budget, the log, warm targets); every other change
+ * is logged by name and keeps its running value. Without a loader SIGHUP is logged and
+ * ignored. */
 typedef struct cfg *server_config_loader(void *userdata);
 void server_set_reload(struct server *s, server_config_loader *load, void *userdata);
 /* Runs the loop until SIGTERM/SIGINT has drained the server. Returns 0 on a clean stop. */

@@ -6,8 +6,11 @@
  * default, bounds and whether SIGHUP may change it; environment names and flag names are derived
  * from the row name ("engine.socket" -> SANDPOOL_ENGINE_SOCKET, --engine-socket).
  *
- * A struct cfg is validated completely by cfg_validate() and is immutable afterwards; a reload
- * builds a new one. All strings are owned by the struct cfg. */
+ * A struct cfg is validated completely by cfg_validate() and is immutable afterwards, but for
+ * cfg_reload_commit(): a reload builds a new one and exchanges the reloadable rows with it (see
+ * "reload" below). All strings are owned by the struct cfg. The code: the tables and typed
+ * fields in options.c, loading in load.c and tenants.c, checks in validate.c, the seccomp
+ * profile in seccomp.c, reload in reload.c, rendering in dump.c. */
 #pragma once
 
 #include <stdbool.h>
@@ -145,8 +148,6 @@ bool cfg_pids_by_runtime(const struct cfg_profile *p);
 /* Returns the profile named name, or NULL. */
 const struct cfg_profile *cfg_profile_find(const struct cfg *c, const char *name);
 const struct cfg_tenant *cfg_tenant_find(const struct cfg *c, const char *id);
-/* Reload: a and b exchange their tenants (both validated configs). */
-void cfg_swap_tenants(struct cfg *a, struct cfg *b);
 /* Whether tenant t may use profile name. */
 bool cfg_tenant_allows(const struct cfg_tenant *t, const char *profile);
 /* The warm containers of profile reserved for tenant t. */
@@ -157,9 +158,49 @@ unsigned cfg_reserved_for_others(const struct cfg *c, const char *tenant, const 
 /* Renders the effective configuration as indented JSON (malloc'd, caller frees). */
 char *cfg_dump(const struct cfg *c);
 
-/* Writes one line per option (flag, environment name, default, help) to buf-like output for
- * --help; returns a malloc'd string. */
+/* One line per daemon-wide option for --help (flag, environment name, help, default, and
+ * whether SIGHUP applies it); returns a malloc'd string. */
 char *cfg_help(void);
+
+/* ---- reload (SIGHUP) ----------------------------------------------------------------------------
+ *
+ * The running configuration is one struct cfg whose address never changes: the API, the session
+ * manager, the pools and the sessions borrow it and its profiles for their whole life. A reload
+ * loads and validates a new struct cfg (next), then:
+ *   1. cfg_diff(live, next) names every difference and whether its row is reloadable;
+ *   2. cfg_reload_keep(next, live) sets every difference that needs a restart back to the running
+ *      value (the profile set, a profile's command and image, listen, engine.socket, ...);
+ *   3. cfg_validate(next) again: the mix must hold too (a raised max against the old uid range);
+ *   4. cfg_reload_commit(live, next) exchanges the reloadable rows (the CFG_RELOADABLE rows of
+ *      both tables) and the tenants: live holds the new values, next the old ones; cfg_free(next).
+ * What changes under a borrower is numbers and the strings of reloadable rows (tokens, log
+ * level and format), read where they are used, and the tenants array, which nobody keeps a
+ * pointer into across a loop turn (requests copy the tenant's id). Profiles stay where they are;
+ * only their reloadable numbers change. All four steps are pure. */
+
+struct cfg_change {
+    char name[160]; /* "engine.timeout_ms", "profiles.python.warm", "tenants.acme", "profiles.go" */
+    char detail[224]; /* "15000 -> 2000", "added", "removed", "token_sha256 changed", ... */
+    bool reloadable;
+};
+
+struct cfg_diff {
+    struct cfg_change *changes;
+    size_t n;
+};
+
+/* Every difference between a and b (validated configs), in table order: the daemon-wide rows,
+ * the seccomp profile's content, the profiles (added, removed, their command, their rows), the
+ * tenants (added, removed, changed). Secret rows (token hashes) show no values. Pure. */
+void cfg_diff(const struct cfg *a, const struct cfg *b, struct cfg_diff *ret);
+void cfg_diff_done(struct cfg_diff *d);
+/* Sets every part of next that may not change while running to live's value: the rows without
+ * CFG_RELOADABLE, the seccomp profile read, the profile set and each profile's command; the
+ * reloadable rows of a profile live still has come from next. Pure. */
+void cfg_reload_keep(struct cfg *next, const struct cfg *live);
+/* Exchanges the reloadable rows and the tenants of live and next, which cfg_reload_keep() made
+ * alike in everything else (asserted: the same profiles in the same order). Pure. */
+void cfg_reload_commit(struct cfg *live, struct cfg *next);
 
 struct cfg_redis_addr {
     char path[108]; /* unix socket path, or "" for TCP */

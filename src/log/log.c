@@ -69,12 +69,6 @@ static const char *const format_names[LOG_FORMAT__COUNT] = {
     [LOG_FORMAT_JSON] = "json",
 };
 
-const char *
-log_level_to_string(enum log_level l)
-{
-    return l >= 0 && l < LOG__COUNT ? level_names[l] : NULL;
-}
-
 enum log_level
 log_level_from_string(const char *s)
 {
@@ -84,12 +78,6 @@ log_level_from_string(const char *s)
         }
     }
     return LOG__INVALID;
-}
-
-const char *
-log_format_to_string(enum log_format f)
-{
-    return f >= 0 && f < LOG_FORMAT__COUNT ? format_names[f] : NULL;
 }
 
 enum log_format

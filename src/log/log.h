@@ -35,9 +35,9 @@ enum log_format {
 
 extern enum log_level log_min_level;
 
-const char *log_level_to_string(enum log_level l);
+/* "debug", "info", "warn", "error" (any case), else LOG__INVALID. */
 enum log_level log_level_from_string(const char *s);
-const char *log_format_to_string(enum log_format f);
+/* "text" or "json" (any case), else LOG_FORMAT__INVALID. */
 enum log_format log_format_from_string(const char *s);
 
 /* Sets the threshold and format; callable at any time from the loop thread. */

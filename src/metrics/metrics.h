@@ -1,6 +1,6 @@
 /* Prometheus text exposition helpers (format 0.0.4): fixed-bucket histograms and label escaping.
  * Pure: no loop, no I/O; the counters themselves live in each module's stats struct and the
- * server writes them all in one pass into a capped buffer (server.c backend_metrics). */
+ * server writes them all in one pass into a capped buffer (src/server/metrics.c). */
 #pragma once
 
 #include <stdint.h>

@@ -47,7 +47,7 @@ KINDS = {
 }
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 PORT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DRAIN_CUT_S = 2  # src/server.c DRAIN_CUT_MS: the interrupted executions' answers
+DRAIN_CUT_S = 2  # src/server/server-internal.h DRAIN_CUT_MS: the interrupted executions' answers
 MARGIN_S = 3
 SANDPOOLD_IMAGE = "sandpool/sandpoold"
 ENGINE_CONTAINERS = {"dind"}  # the only containers that may be privileged

@@ -2,14 +2,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "config/config.h"
 #include "tap.h"
+#include "util/macro.h"
 
-static const char *const HASH = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+#define HASH_LITERAL "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+static const char *const HASH = HASH_LITERAL;
 
 static int
 load(struct cfg **ret, const char *json, struct err *e)
@@ -585,6 +589,204 @@ TEST(seccomp_shipped)
     cfg_free(c);
 }
 
+/* ---- reload: cfg_diff, cfg_reload_keep, cfg_reload_commit ---------------------------------- */
+
+static const char *const HASH2 = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752";
+
+/* A configuration with the tenants given, profile "py" with the keys py ("warm": 2, "max": 8
+ * when ""); extra goes in front. */
+static struct cfg *
+reload_cfg(const char *extra, const char *py, const char *tenants)
+{
+    struct cfg *c = NULL;
+    struct err e = {0};
+    char json[2048];
+
+    (void)snprintf(json, sizeof(json),
+                   "{%s \"node_id\": \"n1\", \"tenants\": [%s],"
+                   " \"profiles\": {\"py\": {\"image\": \"img:1\", %s}}}",
+                   extra, tenants, py[0] ? py : "\"warm\": 2, \"max\": 8");
+    if (load(&c, json, &e) < 0) {
+        TAP_CHECK(false, "reload_cfg: %s", e.msg);
+        return NULL;
+    }
+    return c;
+}
+
+static const struct cfg_change *
+change_find(const struct cfg_diff *d, const char *name)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        if (strcmp(d->changes[i].name, name) == 0) {
+            return &d->changes[i];
+        }
+    }
+    return NULL;
+}
+
+static char tenants_ab[256], tenants_ac[256];
+
+static void
+reload_tenants_init(void)
+{
+    (void)snprintf(tenants_ab, sizeof(tenants_ab),
+                   "{\"id\": \"a\", \"token_sha256\": \"%s\"},"
+                   " {\"id\": \"b\", \"token_sha256\": \"%s\", \"max_sessions\": 2}",
+                   HASH, HASH2);
+    /* a's token changes, b goes, c comes */
+    (void)snprintf(tenants_ac, sizeof(tenants_ac),
+                   "{\"id\": \"a\", \"token_sha256\": \"%s\"},"
+                   " {\"id\": \"c\", \"token_sha256\": \"%s\"}",
+                   HASH2, HASH);
+}
+
+TEST(reload_diff)
+{
+    struct cfg *a, *b;
+    struct cfg_diff d;
+    const struct cfg_change *ch;
+
+    reload_tenants_init();
+    a = reload_cfg("", "", tenants_ab);
+    b = reload_cfg("\"engine\": {\"timeout_ms\": 2000, \"socket\": \"/run/other.sock\"},"
+                   " \"log\": {\"level\": \"debug\"}, \"admin_token_sha256\": \"" HASH_LITERAL
+                   "\",",
+                   "\"warm\": 2, \"max\": 8, \"exec_timeout_s\": 5, \"memory_mb\": 256,"
+                   " \"command\": [\"x\"]}, "
+                   "\"go\": {\"image\": \"img:2\", \"warm\": 0, \"max\": 1",
+                   tenants_ac);
+    if (a == NULL || b == NULL) {
+        cfg_free(a);
+        cfg_free(b);
+        return;
+    }
+    cfg_diff(a, a, &d);
+    ASSERT_EQ_U(d.n, 0); /* a configuration does not differ from itself */
+    cfg_diff_done(&d);
+
+    cfg_diff(a, b, &d);
+    ch = change_find(&d, "engine.timeout_ms");
+    ASSERT_TRUE(ch != NULL && ch->reloadable);
+    ASSERT_STREQ(ch ? ch->detail : "", "15000 -> 2000");
+    ch = change_find(&d, "engine.socket");
+    ASSERT_TRUE(ch != NULL && !ch->reloadable);
+    ASSERT_STREQ(ch ? ch->detail : "", "'/var/run/docker.sock' -> '/run/other.sock'");
+    ch = change_find(&d, "log.level");
+    ASSERT_TRUE(ch != NULL && ch->reloadable);
+    ASSERT_STREQ(ch ? ch->detail : "", "'info' -> 'debug'");
+    ch = change_find(&d, "admin_token_sha256");
+    ASSERT_TRUE(ch != NULL && ch->reloadable);
+    ASSERT_STREQ(ch ? ch->detail : "", "changed"); /* secret: no values */
+    ch = change_find(&d, "profiles.py.exec_timeout_s");
+    ASSERT_TRUE(ch != NULL && ch->reloadable);
+    ch = change_find(&d, "profiles.py.memory_mb");
+    ASSERT_TRUE(ch != NULL && !ch->reloadable);
+    ch = change_find(&d, "profiles.py.command");
+    ASSERT_TRUE(ch != NULL && !ch->reloadable);
+    ch = change_find(&d, "profiles.go");
+    ASSERT_TRUE(ch != NULL && !ch->reloadable);
+    ASSERT_STREQ(ch ? ch->detail : "", "added");
+    ch = change_find(&d, "tenants.a");
+    ASSERT_TRUE(ch != NULL && ch->reloadable);
+    ASSERT_STREQ(ch ? ch->detail : "", "token_sha256 changed");
+    ch = change_find(&d, "tenants.b");
+    ASSERT_STREQ(ch ? ch->detail : "", "removed");
+    ch = change_find(&d, "tenants.c");
+    ASSERT_STREQ(ch ? ch->detail : "", "added");
+    ASSERT_TRUE(change_find(&d, "listen") == NULL);
+    ASSERT_TRUE(change_find(&d, "profiles.py.warm") == NULL);
+    ASSERT_EQ_U(d.n, 11);
+    cfg_diff_done(&d);
+
+    /* The seccomp profile's content, read again from the same path, takes a restart. */
+    free(b->seccomp);
+    b->seccomp = xstrdup("{\"defaultAction\":\"SCMP_ACT_ERRNO\"}");
+    cfg_diff(a, b, &d);
+    ch = change_find(&d, "sandbox.seccomp_profile");
+    ASSERT_TRUE(ch != NULL && !ch->reloadable);
+    cfg_diff_done(&d);
+    cfg_free(a);
+    cfg_free(b);
+}
+
+TEST(reload_keep_commit)
+{
+    struct cfg *live, *next;
+    const struct cfg_profile *py;
+    struct err e = {0};
+
+    reload_tenants_init();
+    live = reload_cfg("", "", tenants_ab);
+    next = reload_cfg("\"engine\": {\"timeout_ms\": 2000, \"socket\": \"/run/other.sock\"},"
+                      " \"log\": {\"level\": \"debug\"},",
+                      "\"warm\": 3, \"max\": 8, \"memory_mb\": 256}, "
+                      "\"go\": {\"image\": \"img:2\", \"warm\": 0, \"max\": 1",
+                      tenants_ac);
+    if (live == NULL || next == NULL) {
+        cfg_free(live);
+        cfg_free(next);
+        return;
+    }
+    py = cfg_profile_find(live, "py");
+    cfg_reload_keep(next, live);
+    ASSERT_STREQ(next->engine_socket, "/var/run/docker.sock"); /* kept */
+    ASSERT_EQ_U(next->engine_timeout_ms, 2000);                /* reloadable: the new one */
+    ASSERT_EQ_U(next->n_profiles, 1);                          /* "go" takes a restart */
+    ASSERT_EQ_U(next->profiles[0].warm, 3);
+    ASSERT_EQ_U(next->profiles[0].memory_mb, 512);
+    ASSERT_OK(cfg_validate(next, &e));
+
+    cfg_reload_commit(live, next);
+    ASSERT_TRUE(cfg_profile_find(live, "py") == py); /* profiles stay where they are */
+    ASSERT_EQ_U(py->warm, 3);
+    ASSERT_EQ_U(py->memory_mb, 512);
+    ASSERT_EQ_U(live->engine_timeout_ms, 2000);
+    ASSERT_STREQ(live->log_level, "debug");
+    ASSERT_STREQ(live->engine_socket, "/var/run/docker.sock");
+    ASSERT_TRUE(cfg_tenant_find(live, "c") != NULL);
+    ASSERT_TRUE(cfg_tenant_find(live, "b") == NULL);
+    ASSERT_EQ_U(cfg_tenant_find(live, "a")->token_sha256[0], 0x60);
+    /* next holds the old values, to be freed */
+    ASSERT_EQ_U(next->engine_timeout_ms, 15000);
+    ASSERT_STREQ(next->log_level, "info");
+    ASSERT_TRUE(cfg_tenant_find(next, "b") != NULL);
+    ASSERT_EQ_U(next->profiles[0].warm, 2);
+    cfg_free(next);
+
+    cfg_free(live);
+
+    /* A reloadable change that only held with a restart-only one is refused by the check of the
+     * mix: a max the running uid range cannot hold. */
+    live = reload_cfg("\"sandbox\": {\"uid_count\": 40},", "", tenants_ab);
+    next =
+        reload_cfg("\"sandbox\": {\"uid_count\": 400},", "\"warm\": 2, \"max\": 100", tenants_ab);
+    if (live != NULL && next != NULL) {
+        cfg_reload_keep(next, live);
+        ASSERT_EQ_U(next->sandbox_uid_count, 40);
+        ASSERT_EQ_U(next->profiles[0].max, 100);
+        ASSERT_ERR(cfg_validate(next, &e), EINVAL);
+        ASSERT_TRUE(strstr(e.msg, "uid_count") != NULL);
+    }
+    cfg_free(next);
+    cfg_free(live);
+}
+
+/* --help marks exactly the rows SIGHUP applies. */
+TEST(help_reloadable)
+{
+    char *help = cfg_help();
+    const char *line = strstr(help, "--engine-timeout-ms ");
+    const char *end = line != NULL ? strchr(line, '\n') : NULL;
+    const char *mark = line != NULL ? strstr(line, "SIGHUP applies it") : NULL;
+
+    ASSERT_TRUE(line != NULL && end != NULL && mark != NULL && mark < end);
+    line = strstr(help, "--engine-socket ");
+    end = line != NULL ? strchr(line, '\n') : NULL;
+    mark = line != NULL ? strstr(line, "SIGHUP applies it") : NULL;
+    ASSERT_TRUE(line != NULL && end != NULL && (mark == NULL || mark > end));
+    free(help);
+}
+
 int
 main(void)
 {
@@ -600,5 +802,8 @@ main(void)
     RUN(seccomp_parse);
     RUN(seccomp_load);
     RUN(seccomp_shipped);
+    RUN(reload_diff);
+    RUN(reload_keep_commit);
+    RUN(help_reloadable);
     return tap_done();
 }

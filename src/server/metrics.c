@@ -1,0 +1,345 @@
+/* /metrics: the Prometheus text exposition (format 0.0.4) of every module's counters and gauges,
+ * in one pass into the caller's bounded buffer: what does not fit is left out (the buffer is
+ * sized for thousands of series). Every family has its HELP and TYPE lines and its samples
+ * together. The fixed families are rows of tables (struct metric: a name, a type, a help text
+ * and up to METRIC_SERIES samples), filled from the modules' stats and written by one loop; the
+ * families with a series per profile or tenant have their own writers. Every writer returns
+ * < 0 once the buffer's cap is reached, and rendering stops there. */
+#include "metrics/metrics.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "api/api.h"
+#include "docker/client.h"
+#include "pool/pool.h"
+#include "server-internal.h"
+#include "session/session.h"
+#include "store/redis.h"
+#include "util/buf.h"
+#include "util/macro.h"
+
+#define METRIC_SERIES 8
+
+/* One family: without labels (series[0].label NULL) its one sample; otherwise one sample per
+ * series, each label a ready key="value" pair. */
+struct metric {
+    const char *name, *type, *help;
+    struct {
+        const char *label;
+        uint64_t v;
+    } series[METRIC_SERIES];
+};
+
+/* The "# HELP" and "# TYPE" lines of one family. */
+static int
+metric_family(struct buf *out, const char *name, const char *type, const char *help)
+{
+    return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static int
+metrics_write(struct buf *out, const struct metric *tab, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct metric *m = &tab[i];
+
+        if (metric_family(out, m->name, m->type, m->help) < 0) {
+            return -ENOBUFS;
+        }
+        if (m->series[0].label == NULL) {
+            if (buf_printf(out, "%s %llu\n", m->name, (unsigned long long)m->series[0].v) < 0) {
+                return -ENOBUFS;
+            }
+            continue;
+        }
+        for (size_t k = 0; k < METRIC_SERIES && m->series[k].label != NULL; k++) {
+            if (buf_printf(out, "%s{%s} %llu\n", m->name, m->series[k].label,
+                           (unsigned long long)m->series[k].v) < 0) {
+                return -ENOBUFS;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Writes key="value" (escaped) into lbl, replacing what it held. */
+static const char *
+metric_label(struct buf *lbl, const char *key, const char *value)
+{
+    buf_reset(lbl);
+    if (buf_printf(lbl, "%s=\"", key) < 0 || metrics_label_escape(lbl, value) < 0 ||
+        buf_putc(lbl, '"') < 0) {
+        buf_reset(lbl); /* a value over the label cap: the sample goes without labels */
+    }
+    return lbl->len > 0 ? lbl->buf : "";
+}
+
+static int
+metrics_links(struct server *s, struct buf *out)
+{
+    struct docker_client_stats ds;
+    struct store_redis_stats rs;
+
+    docker_client_get_stats(s->docker, &ds);
+    store_redis_get_stats(s->redis, &rs);
+    const struct metric tab[] = {
+        {"sandpool_engine_requests_total",
+         "counter",
+         "Requests sent to the container engine.",
+         {{NULL, ds.requests}}},
+        {"sandpool_engine_failures_total",
+         "counter",
+         "Engine requests that failed (error answer, deadline, transport).",
+         {{NULL, ds.failures}}},
+        {"sandpool_engine_up",
+         "gauge",
+         "1 while the engine answers.",
+         {{NULL, s->link == ENGINE_UP}}},
+        {"sandpool_redis_up",
+         "gauge",
+         "1 while Redis is connected.",
+         {{NULL, store_redis_is_up(s->redis)}}},
+        {"sandpool_redis_commands_total",
+         "counter",
+         "Commands sent to Redis.",
+         {{NULL, rs.commands}}},
+        {"sandpool_redis_timeouts_total",
+         "counter",
+         "Redis commands that passed their deadline.",
+         {{NULL, rs.timeouts}}},
+        {"sandpool_redis_errors_total",
+         "counter",
+         "Redis commands answered with an error, a timeout or a lost connection.",
+         {{NULL, rs.errors}}},
+    };
+
+    return metrics_write(out, tab, ELEMENTSOF(tab));
+}
+
+static int
+metrics_sessions(struct server *s, struct buf *out, const struct session_manager_stats *ss)
+{
+    struct metric tab[] = {
+        {"sandpool_sessions", "gauge", "Sessions on this node.", {{NULL, ss->sessions}}},
+        {"sandpool_sessions_busy", "gauge", "Sessions running an execution.", {{NULL, ss->busy}}},
+        {"sandpool_sessions_created_total",
+         "counter",
+         "Sessions created.",
+         {{NULL, ss->created_total}}},
+        {"sandpool_sessions_ended_total",
+         "counter",
+         "Sessions ended (deleted, expired or lost).",
+         {{NULL, ss->ended_total}}},
+        {"sandpool_sessions_reaped_total",
+         "counter",
+         "Sessions ended by the idle and lifetime reaper.",
+         {{NULL, ss->reaped_total}}},
+        {"sandpool_sessions_reconnected_total",
+         "counter",
+         "Sessions whose sandbox connection broke and was made again.",
+         {{NULL, ss->reconnected_total}}},
+        {"sandpool_executions_started_total",
+         "counter",
+         "Executions started by this daemon.",
+         {{NULL, ss->executions_total}}},
+        {"sandpool_executions_total",
+         "counter",
+         "Executions started by this daemon that ended, by status.",
+         {{NULL, 0}}},
+        {"sandpool_output_bytes_total",
+         "counter",
+         "Output bytes received from sandboxes, by stream.",
+         {{"stream=\"stdout\"", ss->output_bytes[0]}, {"stream=\"stderr\"", ss->output_bytes[1]}}},
+    };
+    char labels[SESSION_EXEC__COUNT][48];
+
+    static_assert(SESSION_EXEC__COUNT < METRIC_SERIES, "a series per status");
+    for (int i = 0; i < SESSION_EXEC__COUNT; i++) {
+        (void)snprintf(labels[i], sizeof(labels[i]), "status=\"%s\"",
+                       session_exec_status_to_string((enum session_exec_status)i));
+        tab[7].series[i].label = labels[i];
+        tab[7].series[i].v = ss->executions_ended[i];
+    }
+    return metrics_write(out, tab, ELEMENTSOF(tab));
+}
+
+/* One family per pool statistic, each with a series per profile. */
+static int
+metrics_pools(struct server *s, struct buf *out, struct buf *lbl)
+{
+    static const char *const states[3] = {"ready", "starting", "bound"};
+    int r = metric_family(out, "sandpool_pool_containers", "gauge",
+                          "Containers of each profile's pool, by state.");
+
+    for (size_t i = 0; r >= 0 && i < s->n_pools; i++) {
+        struct pool_stats ps;
+        const char *l = metric_label(lbl, "profile", pool_name(s->pools[i]));
+
+        pool_get_stats(s->pools[i], &ps);
+        unsigned v[3] = {ps.ready, ps.starting + ps.creating, ps.bound};
+        for (size_t k = 0; r >= 0 && k < ELEMENTSOF(states); k++) {
+            r = buf_printf(out, "sandpool_pool_containers{%s,state=\"%s\"} %u\n", l, states[k],
+                           v[k]);
+        }
+    }
+    if (r < 0 || metric_family(out, "sandpool_pool_warm_target", "gauge",
+                               "Ready containers each pool keeps.") < 0) {
+        return -ENOBUFS;
+    }
+    for (size_t i = 0; r >= 0 && i < s->n_pools; i++) {
+        struct pool_stats ps;
+
+        pool_get_stats(s->pools[i], &ps);
+        r = buf_printf(out, "sandpool_pool_warm_target{%s} %u\n",
+                       metric_label(lbl, "profile", pool_name(s->pools[i])), ps.warm_target);
+    }
+    if (r < 0 ||
+        metric_family(out, "sandpool_pool_failures_total", "counter",
+                      "Container creations or starts that failed (refill failures).") < 0) {
+        return -ENOBUFS;
+    }
+    for (size_t i = 0; r >= 0 && i < s->n_pools; i++) {
+        struct pool_stats ps;
+
+        pool_get_stats(s->pools[i], &ps);
+        r = buf_printf(out, "sandpool_pool_failures_total{%s} %llu\n",
+                       metric_label(lbl, "profile", pool_name(s->pools[i])),
+                       (unsigned long long)ps.failures_total);
+    }
+    return r < 0 ? -ENOBUFS : 0;
+}
+
+static int
+metrics_latencies(struct server *s, struct buf *out, struct buf *lbl)
+{
+    static const char *const sources[2] = {"warm", "cold"};
+    int r = metric_family(out, "sandpool_session_acquire_seconds", "histogram",
+                          "Session create request to ready, by profile and whether a warm "
+                          "container was taken.");
+
+    for (size_t i = 0; r >= 0 && i < s->n_pools; i++) {
+        const struct session_profile_stats *ps = session_manager_profile_stats(s->sessions, i);
+
+        for (size_t k = 0; r >= 0 && k < ELEMENTSOF(sources); k++) {
+            char l[640];
+
+            (void)snprintf(l, sizeof(l), "%s,source=\"%s\"",
+                           metric_label(lbl, "profile", pool_name(s->pools[i])), sources[k]);
+            r = metrics_hist_write(out, "sandpool_session_acquire_seconds", l, &ps->acquire[k]);
+        }
+    }
+    if (r < 0 || metric_family(out, "sandpool_execution_seconds", "histogram",
+                               "Execution start to end, by profile.") < 0) {
+        return -ENOBUFS;
+    }
+    for (size_t i = 0; r >= 0 && i < s->n_pools; i++) {
+        r = metrics_hist_write(out, "sandpool_execution_seconds",
+                               metric_label(lbl, "profile", pool_name(s->pools[i])),
+                               &session_manager_profile_stats(s->sessions, i)->execution);
+    }
+    return r < 0 ? -ENOBUFS : 0;
+}
+
+/* Per tenant of the configuration: its sessions and running executions. */
+static int
+metrics_tenants(struct server *s, struct buf *out, struct buf *lbl)
+{
+    static const char *const names[2] = {"sandpool_tenant_sessions",
+                                         "sandpool_tenant_running_executions"};
+    static const char *const helps[2] = {"Sessions of each tenant (those being created included).",
+                                         "Executions running in each tenant's sessions."};
+
+    size_t n = s->cfg->n_tenants;
+    const char **ids = xcalloc(n + 1, sizeof(*ids));
+    unsigned *v[2] = {xcalloc(n + 1, sizeof(unsigned)), xcalloc(n + 1, sizeof(unsigned))};
+    int r = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = s->cfg->tenants[i].id;
+    }
+    session_manager_tenant_counts(s->sessions, ids, n, v[0], v[1]);
+    for (size_t k = 0; k < ELEMENTSOF(names) && r == 0; k++) {
+        r = metric_family(out, names[k], "gauge", helps[k]);
+        for (size_t i = 0; i < n && r == 0; i++) {
+            r = buf_printf(out, "%s{%s} %u\n", names[k], metric_label(lbl, "tenant", ids[i]),
+                           v[k][i]);
+        }
+    }
+    free(ids);
+    free(v[0]);
+    free(v[1]);
+    return r < 0 ? -ENOBUFS : 0;
+}
+
+static int
+metrics_http(struct server *s, struct buf *out)
+{
+    struct api_stats as;
+
+    api_get_stats(s->api, &as);
+    const struct metric tab[] = {
+        {"sandpool_file_bytes_total",
+         "counter",
+         "Bytes moved by the files API, by direction.",
+         {{"direction=\"upload\"", as.upload_bytes},
+          {"direction=\"download\"", as.download_bytes}}},
+        {"sandpool_http_connections",
+         "gauge",
+         "Client connections of the main listener: idle or busy (a request in progress), "
+         "lingering closes, and closed ones not freed yet.",
+         {{"state=\"idle\"", as.conns_idle},
+          {"state=\"busy\"", as.conns_busy},
+          {"state=\"lingering\"", as.conns_lingering},
+          {"state=\"closing\"", as.conns_closing}}},
+        {"sandpool_http_connections_anonymous",
+         "gauge",
+         "Client connections on which no valid token was seen yet.",
+         {{NULL, as.conns_anonymous}}},
+        {"sandpool_http_connections_evicted_total",
+         "counter",
+         "Idle connections closed to make room for a newcomer.",
+         {{NULL, as.conns_evicted_total}}},
+        {"sandpool_http_connections_refused_total",
+         "counter",
+         "Connections refused with 503: their address's anonymous share was busy.",
+         {{NULL, as.conns_refused_total}}},
+        {"sandpool_http_lingers_skipped_total",
+         "counter",
+         "Closes with an upload body unread that could not linger (no slot free).",
+         {{NULL, as.conns_linger_skipped_total}}},
+        {"sandpool_file_operations",
+         "gauge",
+         "Operations of the files API at the gate (files.max_inflight*): in flight at the "
+         "engine, or waiting.",
+         {{"state=\"inflight\"", as.files_inflight}, {"state=\"waiting\"", as.files_waiting}}},
+        {"sandpool_file_operations_queued_total",
+         "counter",
+         "File operations that had to wait at the gate.",
+         {{NULL, as.files_queued_total}}},
+        {"sandpool_file_operations_refused_total",
+         "counter",
+         "File operations answered 429: they waited in vain, or their tenant had too many "
+         "waiting.",
+         {{NULL, as.files_refused_total}}},
+    };
+
+    return metrics_write(out, tab, ELEMENTSOF(tab));
+}
+
+void
+server_metrics(void *userdata, bool tenants, struct buf *out)
+{
+    struct server *s = userdata;
+    struct session_manager_stats ss;
+    struct buf lbl = BUF_INIT(512); /* one escaped label pair */
+
+    session_manager_get_stats(s->sessions, &ss);
+    /* Stops at the first section that no longer fits the cap. */
+    (void)(metrics_links(s, out) < 0 || metrics_sessions(s, out, &ss) < 0 ||
+           metrics_pools(s, out, &lbl) < 0 || metrics_latencies(s, out, &lbl) < 0 ||
+           (tenants && metrics_tenants(s, out, &lbl) < 0) || metrics_http(s, out) < 0);
+    buf_done(&lbl);
+}

@@ -1,0 +1,243 @@
+/* The daemon's root object; see server.h.
+ *
+ * It owns the event base and every module (engine client, Redis store, pools, session manager,
+ * HTTP front end), wires their callbacks and runs the one cron timer; the engine link lives in
+ * engine.c, signals, the drain, the service manager and the reload in lifecycle.c, /metrics in
+ * metrics.c, the policy drift check in policy.c.
+ *
+ * Cron (docs/internals/style.md §6.7): one 250 ms timer; pool top-up every tick, reconcile
+ * every 30 s, a liveness ping every 5 s (an engine that stops answering keeps its event stream
+ * open: only a call with a deadline notices), the drift check every policy_check_s. Each job does
+ * bounded work per tick.
+ *
+ * Crash-only: nothing is persisted locally. On start every container labelled with this node is
+ * listed; running ones that match a profile's policy are re-adopted into the pool, the rest are
+ * removed (engine.c). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "server-internal.h"
+
+#define LOG_MODULE "server"
+#include "docker/api.h"
+#include "docker/client.h"
+#include "docker/policy.h"
+#include "kernel/kernel.h"
+#include "log/log.h"
+#include "pool/pool.h"
+#include "session/session.h"
+#include "store/redis.h"
+#include "util/macro.h"
+#include "util/sdnotify.h"
+#include "util/time.h"
+
+struct pool *
+server_pool_by_name(struct server *s, const char *name)
+{
+    for (size_t i = 0; name != NULL && i < s->n_pools; i++) {
+        if (strcmp(pool_name(s->pools[i]), name) == 0) {
+            return s->pools[i];
+        }
+    }
+    return NULL;
+}
+
+static void
+on_cron(evutil_socket_t fd, short what, void *arg)
+{
+    struct server *s = arg;
+    uint64_t now;
+
+    if (s->stopping) {
+        server_drain_step(s);
+        return;
+    }
+    server_notify_readiness(s);
+    session_manager_tick(s->sessions);
+    if (s->link != ENGINE_UP) {
+        return;
+    }
+    for (size_t i = 0; i < s->n_pools; i++) {
+        pool_tick(s->pools[i]);
+    }
+    now = time_now_ms();
+    if (session_manager_want_list(s->sessions)) {
+        s->next_reconcile_ms = MIN(s->next_reconcile_ms, now); /* a detached session waits */
+    }
+    if (s->cfg->policy_check_s > 0 && now >= s->next_drift_ms && s->drift == NULL) {
+        server_policy_start(s);
+    }
+    if (s->engine_call != NULL) {
+        return; /* one link call at a time: a reconcile or ping is in flight */
+    }
+    if (now >= s->next_reconcile_ms) {
+        server_engine_reconcile(s);
+    } else if (now >= s->next_ping_ms) {
+        server_engine_ping(s);
+    }
+}
+
+static void
+on_pool_notify(struct pool *p, const char *what, int r, const char *msg, void *userdata)
+{
+    log_warn("pool '%s': %s", pool_name(p), msg);
+}
+
+static void
+on_session_event(const char *event, const char *id, const char *tenant, const char *detail,
+                 void *userdata)
+{
+    log_info("session %s session=%s tenant='%s': %s", event, id, tenant, detail);
+}
+
+static void
+on_found_session(struct pool *p, struct pool_slot *slot, const struct kernel_msg *hello,
+                 void *userdata)
+{
+    struct server *s = userdata;
+
+    log_info("container ctr=%.12s serves session=%s: re-adopting it", pool_slot_container(slot),
+             hello->session);
+    session_manager_adopt(s->sessions, slot, hello);
+}
+
+bool
+server_redis_ok(void *userdata, char *why, size_t n)
+{
+    struct server *s = userdata;
+
+    if (store_redis_is_up(s->redis)) {
+        return true;
+    }
+    (void)snprintf(why, n, "%s",
+                   store_redis_why(s->redis)[0] ? store_redis_why(s->redis) : "connecting");
+    return false;
+}
+
+static void
+on_redis_state(bool up, const char *why, void *userdata)
+{
+    struct server *s = userdata;
+
+    if (up) {
+        log_info("redis connected");
+        session_manager_redis_up(s->sessions);
+    } else {
+        log_warn("redis unavailable: %s; reconnecting", why);
+    }
+}
+
+int
+server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
+{
+    struct server *s = xcalloc(1, sizeof(*s));
+    struct cfg_redis_addr raddr;
+    struct timeval tv;
+    int r;
+
+    s->cfg = cfg;
+    s->base = OOM_CHECK(event_base_new());
+    TAILQ_INIT(&s->orphans);
+    TAILQ_INIT(&s->policy_waits);
+    s->next_drift_ms = time_now_ms() + (uint64_t)cfg->policy_check_s * 1000u;
+    (void)snprintf(s->label_owner, sizeof(s->label_owner), "%s=%s", DOCKER_LABEL_OWNER,
+                   cfg->node_id);
+    s->docker = docker_client_new(s->base, cfg->engine_socket, cfg->engine_timeout_ms);
+    if (cfg_parse_redis_url(cfg->redis_url, &raddr) < 0) {
+        server_free(s);
+        return err_set(reterr, -EINVAL, "bad redis.url"); /* cfg_validate() checked it */
+    }
+    s->redis = store_redis_new(s->base, &raddr, cfg->redis_timeout_ms, on_redis_state, s);
+    s->budget.max = cfg->engine_max_concurrency;
+    s->uids = pool_uids_new(cfg->sandbox_uid_first, cfg->sandbox_uid_count);
+    s->n_pools = cfg->n_profiles;
+    s->pools = xcalloc(s->n_pools, sizeof(struct pool *));
+    struct pool_callbacks pcb = {
+        .notify = on_pool_notify,
+        .found_session = on_found_session,
+        .userdata = s,
+    };
+    for (size_t i = 0; i < s->n_pools; i++) {
+        s->pools[i] = pool_new(s->base, s->docker, &cfg->profiles[i], cfg->node_id, &s->budget,
+                               s->uids, &pcb);
+    }
+    s->sessions = session_manager_new(s->base, cfg, s->pools, s->n_pools, s->redis);
+    session_manager_set_notify(s->sessions, on_session_event, s);
+    s->backend = (struct api_backend){
+        .pools = s->pools,
+        .n_pools = s->n_pools,
+        .sessions = s->sessions,
+        .engine = s->docker,
+        .engine_ok = server_engine_ok,
+        .redis_ok = server_redis_ok,
+        .drain_state = server_drain_state,
+        .set_drained = server_set_drained,
+        .policy_check = server_policy_check,
+        .policy_cancel = server_policy_cancel,
+        .metrics = server_metrics,
+        .userdata = s,
+    };
+    r = api_new(s->base, cfg, &s->backend, &s->api, reterr);
+    if (r < 0) {
+        server_free(s);
+        return r;
+    }
+    s->cron = OOM_CHECK(event_new(s->base, -1, EV_PERSIST, on_cron, s));
+    time_tv_from_ms(&tv, CRON_MS);
+    (void)event_add(s->cron, &tv);
+    server_engine_init(s);
+    server_lifecycle_init(s);
+    *ret = s;
+    return 0;
+}
+
+int
+server_run(struct server *s)
+{
+    log_info("listening on %s, node '%s', engine %s, %zu profile(s)", s->cfg->listen,
+             s->cfg->node_id, s->cfg->engine_socket, s->n_pools);
+    if (s->notify && !sdnotify_supported()) {
+        log_warn("NOTIFY_SOCKET is set but this build has no libsystemd: READY=1 is never sent "
+                 "(a Type=notify unit times out), ignoring");
+    }
+    /* READY=1 once listening, not once readyz turns 200: the engine or Redis being down at boot
+     * is a state readyz reports, not a failed start for the service manager to restart. */
+    server_notify(s, "READY=1\nSTATUS=listening; warming pools");
+    server_watchdog_start(s);
+    server_engine_connect(s);
+    if (event_base_dispatch(s->base) < 0) {
+        return -EIO;
+    }
+    return 0;
+}
+
+struct server *
+server_free(struct server *s)
+{
+    if (s == NULL) {
+        return NULL;
+    }
+    server_engine_free(s);
+    api_free(s->api); /* closing its connections cancels the admin requests' policy waits */
+    server_policy_free(s);
+    session_manager_free(s->sessions);
+    for (size_t i = 0; i < s->n_pools; i++) {
+        pool_free(s->pools[i]);
+    }
+    free(s->pools);
+    store_redis_free(s->redis);
+    docker_client_free(s->docker);
+    if (s->cron != NULL) {
+        event_free(s->cron);
+    }
+    server_lifecycle_free(s);
+    event_base_free(s->base);
+    pool_uids_free(s->uids); /* after the pools and orphans that held its pairs */
+    cfg_free(s->cfg);
+    free(s);
+    return NULL;
+}
