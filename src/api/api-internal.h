@@ -226,12 +226,21 @@ void api_body_pause(const struct api_body *b, bool pause);
 /* No more callbacks (the request is gone or answered). */
 void api_body_cancel(const struct api_body *b);
 
+/* api_request_json() over the request's body (evhttp read it whole, within http.max_body_bytes). */
+int api_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct err *reterr);
+
+/* ---- authorization (auth.c) ----
+ *
+ * Every handler authorizes its request first, through one of these; the ones that can refuse
+ * answer the request themselves and return NULL or false. */
+
 /* api_auth() of req, and a connection that carried a valid token counts as authenticated from
  * then on (conns.c). */
 enum auth_role api_authenticate(struct api *a, struct evhttp_request *req,
                                 const struct cfg_tenant **ret_tenant);
-/* api_request_json() over the request's body (evhttp read it whole, within http.max_body_bytes). */
-int api_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct err *reterr);
+/* The open endpoints (/healthz, /readyz) need no token, but one offered is checked: a valid one
+ * keeps the connection open (an anonymous connection gets one answer, body.c). Never replies. */
+void api_authenticate_offered(struct api *a, struct evhttp_request *req);
 /* Authenticates a tenant; on failure replies 401 (403 for the admin token) and returns NULL. */
 const struct cfg_tenant *api_require_tenant(struct api *a, struct evhttp_request *req);
 /* Authenticates the admin; on failure replies 401 (403 for a tenant's token) and returns false. */
@@ -247,6 +256,10 @@ struct api_actor {
  * exactly as absent as an unknown one). */
 struct session *api_session_for(struct api *a, struct evhttp_request *req, const char *id,
                                 struct api_actor *ret);
+/* The admin endpoints' version: the admin token only (401/403 otherwise, as api_require_admin()),
+ * any tenant's session with this id (404 otherwise); *ret is the admin. */
+struct session *api_admin_session_for(struct api *a, struct evhttp_request *req, const char *id,
+                                      struct api_actor *ret);
 /* Ends s and answers 204 (or the error). */
 void api_session_delete(struct api *a, struct evhttp_request *req, struct session *s,
                         const struct api_actor *who);

@@ -1,5 +1,8 @@
 /* HTTP front end; see api.h.
  *
+ * Errors are answered from the project's one errno -> HTTP status -> code table (util/errcode.c,
+ * shared with the client library).
+ *
  * Routing is one static table of {method, path pattern, handler}; a pattern segment "*" matches
  * one path segment. A path that matches no pattern answers 404, a path that matches with another
  * method answers 405 with Allow. Replies are always JSON with Cache-Control: no-store.
@@ -32,6 +35,7 @@
 #include "log/log.h"
 #include "pool/pool.h"
 #include "sandpool/api.h"
+#include "util/errcode.h"
 #include "util/macro.h"
 #include "util/parse.h"
 #include "util/random.h"
@@ -42,45 +46,6 @@ struct route {
     const char *pattern;
     api_handler_fn *handler;
 };
-
-/* ---- errno -> HTTP --------------------------------------------------------------------------- */
-
-static const struct {
-    int err;
-    struct api_status st;
-} status_table[] = {
-    {-EINVAL, {400, "invalid_argument", "Bad Request", false}},
-    {-EACCES, {401, "unauthenticated", "Unauthorized", false}},
-    {-EPERM, {403, "forbidden", "Forbidden", false}},
-    {-ENOENT, {404, "not_found", "Not Found", false}},
-    {-EOPNOTSUPP, {405, "method_not_allowed", "Method Not Allowed", false}},
-    {-EBUSY, {409, "session_busy", "Conflict", false}},
-    {-EEXIST, {409, "session_busy", "Conflict", false}},
-    {-ESRCH, {409, "not_running", "Conflict", false}},
-    {-ESTALE, {409, "conflict", "Conflict", false}},
-    {-EMSGSIZE, {413, "payload_too_large", "Payload Too Large", false}},
-    {-EDQUOT, {429, "quota_exceeded", "Too Many Requests", true}},
-    {-EUSERS, {503, "capacity_exhausted", "Service Unavailable", true}},
-    {-EAGAIN, {503, "capacity_exhausted", "Service Unavailable", true}},
-    {-ECONNREFUSED, {503, "unavailable", "Service Unavailable", true}},
-    {-ENOTCONN, {503, "unavailable", "Service Unavailable", true}},
-    {-ESHUTDOWN, {503, "unavailable", "Service Unavailable", true}},
-    {-ETIMEDOUT, {503, "unavailable", "Service Unavailable", true}},
-    {-EPIPE, {503, "unavailable", "Service Unavailable", true}},
-};
-
-static const struct api_status internal_status = {500, "internal", "Internal Server Error", false};
-
-const struct api_status *
-api_status_from_errno(int r)
-{
-    for (size_t i = 0; i < ELEMENTSOF(status_table); i++) {
-        if (status_table[i].err == r) {
-            return &status_table[i].st;
-        }
-    }
-    return &internal_status;
-}
 
 /* ---- replies --------------------------------------------------------------------------------- */
 
@@ -124,7 +89,7 @@ api_reply_json_new(struct evhttp_request *req, int status, json_t *body)
 void
 api_reply_error(struct evhttp_request *req, int r, const char *fmt, ...)
 {
-    const struct api_status *st = api_status_from_errno(r);
+    const struct errcode *st = errcode_from_errno(r);
     char msg[512];
     struct buf clean = BUF_INIT(3 * sizeof(msg)); /* each bad byte may become U+FFFD's 3 */
     json_t *body;
@@ -152,33 +117,10 @@ api_reply_error(struct evhttp_request *req, int r, const char *fmt, ...)
 
 /* ---- handlers -------------------------------------------------------------------------------- */
 
-enum auth_role
-api_authenticate(struct api *a, struct evhttp_request *req, const struct cfg_tenant **ret_tenant)
-{
-    enum auth_role r = api_auth(a->cfg, req, ret_tenant);
-
-    if (r != AUTH_NONE) {
-        api_conn_authenticated(a->conns, req);
-    }
-    return r;
-}
-
-/* The open endpoints need no token, but one offered is checked: a valid one keeps the
- * connection open (an anonymous connection gets one answer, body.c). */
-static void
-authenticate_if_offered(struct api *a, struct evhttp_request *req)
-{
-    const struct cfg_tenant *t = NULL;
-
-    if (evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization") != NULL) {
-        (void)api_authenticate(a, req, &t);
-    }
-}
-
 static void
 handle_healthz(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    authenticate_if_offered(a, req);
+    api_authenticate_offered(a, req);
     api_reply_json_new(req, 200, OOM_CHECK(json_pack("{s:s}", "status", "ok")));
 }
 
@@ -190,7 +132,7 @@ handle_readyz(struct api *a, struct evhttp_request *req, const char *const *para
     bool ready = true;
     char why[512];
 
-    authenticate_if_offered(a, req);
+    api_authenticate_offered(a, req);
     why[0] = '\0';
     if (!b->engine_ok(b->userdata, why, sizeof(why))) {
         ready = false;

@@ -57,6 +57,7 @@
 #define LOG_MODULE "api"
 #include "api/api-internal.h"
 #include "log/log.h"
+#include "sandpool/api.h"
 #include "util/hashmap.h"
 #include "util/macro.h"
 #include "util/time.h"
@@ -502,8 +503,8 @@ close_entry(struct api_conns *reg, struct api_conn_entry *e)
 static void
 refuse(struct api_conns *reg, struct api_conn_entry *e, int fd)
 {
-    static const char body[] = "{\"error\":{\"code\":\"unavailable\",\"message\":\"too many "
-                               "connections from this address\"}}\n";
+    static const char body[] = "{\"error\":{\"code\":\"" SANDPOOL_ERR_UNAVAILABLE
+                               "\",\"message\":\"too many connections from this address\"}}\n";
     char head[256];
     int n = snprintf(head, sizeof(head),
                      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"

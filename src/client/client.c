@@ -25,6 +25,7 @@
 
 #include "client/sse.h"
 #include "util/buf.h"
+#include "util/errcode.h"
 #include "util/macro.h"
 
 #define DEFAULT_TIMEOUT_MS 30000L
@@ -98,42 +99,19 @@ static void PRINTF_LIKE(3, 4) fail(struct xfer *x, int r, const char *fmt, ...)
     va_end(ap);
 }
 
-static const struct {
-    long status;
-    int r;
-    const char *reason;
-} http_table[] = {
-    {400, -EINVAL, "Bad Request"},
-    {401, -EACCES, "Unauthorized"},
-    {403, -EPERM, "Forbidden"},
-    {404, -ENOENT, "Not Found"},
-    {405, -EINVAL, "Method Not Allowed"},
-    {409, -EBUSY, "Conflict"},
-    {413, -EMSGSIZE, "Payload Too Large"},
-    {429, -EDQUOT, "Too Many Requests"},
-    {500, -EREMOTEIO, "Internal Server Error"},
-    {503, -EAGAIN, "Service Unavailable"},
-    {504, -ETIMEDOUT, "Gateway Timeout"},
-};
-
 /* An HTTP error answer: the daemon's {"error": {"code", "message"}} when the body is that,
  * else the status line (libevent's own HTML pages for refused requests are not worth showing). */
 static int
 http_error(struct xfer *x, long status, struct sp_error *reterr)
 {
-    const char *reason = "HTTP error";
-    int r = -EREMOTEIO;
+    const struct errcode *row = errcode_from_status((int)status);
+    const char *reason = row != NULL ? row->reason : "HTTP error";
+    int r = row != NULL ? row->err : -EREMOTEIO;
     json_t *root = json_loadb(x->answer.buf, x->answer.len, JSON_REJECT_DUPLICATES, NULL);
     json_t *err = json_object_get(root, "error");
     const char *code = json_string_value(json_object_get(err, "code"));
     const char *msg = json_string_value(json_object_get(err, "message"));
 
-    for (size_t i = 0; i < ELEMENTSOF(http_table); i++) {
-        if (http_table[i].status == status) {
-            r = http_table[i].r;
-            reason = http_table[i].reason;
-        }
-    }
     if (code != NULL && msg != NULL) {
         (void)set_error(reterr, r, (int)status, code, "%s (%s)", msg, code);
     } else {
