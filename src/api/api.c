@@ -3,9 +3,9 @@
  * Errors are answered from the project's one errno -> HTTP status -> code table (util/errcode.c,
  * shared with the client library).
  *
- * Routing is one static table of {method, path pattern, handler}; a pattern segment "*" matches
- * one path segment. A path that matches no pattern answers 404, a path that matches with another
- * method answers 405 with Allow. Replies are always JSON with Cache-Control: no-store.
+ * Routing is one static table of {method, flags, path pattern, handler}; a pattern segment "*"
+ * matches one path segment. A path that matches no pattern answers 404, a path that matches with
+ * another method answers 405 with Allow. Replies are always JSON with Cache-Control: no-store.
  *
  * Limits set on evhttp: header block size, body size (cfg http.max_body_bytes, so a huge body is
  * refused with 413 before it is read in full) and a read/write timeout per connection. Who gets
@@ -43,6 +43,7 @@
 
 struct route {
     enum evhttp_cmd_type method;
+    unsigned flags; /* API_ROUTE_* */
     const char *pattern;
     api_handler_fn *handler;
 };
@@ -210,59 +211,62 @@ handle_metrics(struct api *a, struct evhttp_request *req, const char *const *par
 /* The first HEALTH_ROUTES rows are all the health listener serves. */
 #define HEALTH_ROUTES 3
 static const struct route routes[] = {
-    {EVHTTP_REQ_GET, "/healthz", handle_healthz},
-    {EVHTTP_REQ_GET, "/metrics", handle_metrics},
-    {EVHTTP_REQ_GET, "/readyz", handle_readyz},
-    {EVHTTP_REQ_POST, "/v1/sessions", api_sessions_create},
-    {EVHTTP_REQ_GET, "/v1/sessions", api_sessions_list},
-    {EVHTTP_REQ_GET, "/v1/sessions/*", api_sessions_get},
-    {EVHTTP_REQ_DELETE, "/v1/sessions/*", api_sessions_delete},
-    {EVHTTP_REQ_POST, "/v1/sessions/*/execute", api_sessions_execute},
-    {EVHTTP_REQ_POST, "/v1/sessions/*/interrupt", api_sessions_interrupt},
-    {EVHTTP_REQ_POST, "/v1/sessions/*/restart", api_sessions_restart},
-    {EVHTTP_REQ_GET, "/v1/sessions/*/executions", api_sessions_executions},
-    {EVHTTP_REQ_GET, "/v1/sessions/*/files", api_files_list},
-    {EVHTTP_REQ_GET, "/v1/admin/pools", api_admin_pools},
-    {EVHTTP_REQ_PUT, "/v1/admin/pools/*", api_admin_pool_put},
-    {EVHTTP_REQ_GET, "/v1/admin/sessions", api_admin_sessions},
-    {EVHTTP_REQ_GET, "/v1/admin/sessions/*", api_admin_session_get},
-    {EVHTTP_REQ_DELETE, "/v1/admin/sessions/*", api_admin_session_delete},
-    {EVHTTP_REQ_POST, "/v1/admin/drain", api_admin_drain},
-    {EVHTTP_REQ_POST, "/v1/admin/undrain", api_admin_undrain},
-    {EVHTTP_REQ_GET, "/v1/admin/policy", api_admin_policy},
-    {EVHTTP_REQ_GET, "/v1/sessions/*/files/**", api_files_get},
-    {EVHTTP_REQ_PUT, "/v1/sessions/*/files/**", api_files_put},
-    {EVHTTP_REQ_DELETE, "/v1/sessions/*/files/**", api_files_delete},
+    {EVHTTP_REQ_GET, 0, "/healthz", handle_healthz},
+    {EVHTTP_REQ_GET, 0, "/metrics", handle_metrics},
+    {EVHTTP_REQ_GET, 0, "/readyz", handle_readyz},
+    {EVHTTP_REQ_POST, 0, "/v1/sessions", api_sessions_create},
+    {EVHTTP_REQ_GET, 0, "/v1/sessions", api_sessions_list},
+    {EVHTTP_REQ_GET, 0, "/v1/sessions/*", api_sessions_get},
+    {EVHTTP_REQ_DELETE, 0, "/v1/sessions/*", api_sessions_delete},
+    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/execute", api_sessions_execute},
+    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/interrupt", api_sessions_interrupt},
+    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/restart", api_sessions_restart},
+    {EVHTTP_REQ_GET, 0, "/v1/sessions/*/executions", api_sessions_executions},
+    {EVHTTP_REQ_GET, 0, "/v1/sessions/*/files", api_files_list},
+    {EVHTTP_REQ_GET, 0, "/v1/admin/pools", api_admin_pools},
+    {EVHTTP_REQ_PUT, 0, "/v1/admin/pools/*", api_admin_pool_put},
+    {EVHTTP_REQ_GET, 0, "/v1/admin/sessions", api_admin_sessions},
+    {EVHTTP_REQ_GET, 0, "/v1/admin/sessions/*", api_admin_session_get},
+    {EVHTTP_REQ_DELETE, 0, "/v1/admin/sessions/*", api_admin_session_delete},
+    {EVHTTP_REQ_POST, 0, "/v1/admin/drain", api_admin_drain},
+    {EVHTTP_REQ_POST, 0, "/v1/admin/undrain", api_admin_undrain},
+    {EVHTTP_REQ_GET, 0, "/v1/admin/policy", api_admin_policy},
+    {EVHTTP_REQ_GET, 0, "/v1/sessions/*/files/**", api_files_get},
+    {EVHTTP_REQ_PUT, API_ROUTE_STREAMED_BODY, "/v1/sessions/*/files/**", api_files_put},
+    {EVHTTP_REQ_DELETE, 0, "/v1/sessions/*/files/**", api_files_delete},
 };
 
 #define MAX_PARAMS 4
 #define MAX_PARAM  128
 
-/* Matches a path against a pattern where "*" stands for one non-empty segment and a final "**"
- * for the non-empty rest of the path, slashes included. The segments are copied into params:
- * at most MAX_PARAMS, each "*" of at most MAX_PARAM bytes; "**" is left in the path and its
- * offset stored in *rest. */
+/* Matches a path (len bytes) against a pattern where "*" stands for one non-empty segment and a
+ * final "**" for the non-empty rest of the path, slashes included. The segments are copied into
+ * params (NULL: not copied): at most MAX_PARAMS, each "*" of at most MAX_PARAM bytes; "**" is
+ * left in the path and its offset stored in *rest. */
 static bool
-path_matches(const char *pattern, const char *path, char params[MAX_PARAMS][MAX_PARAM],
+path_matches(const char *pattern, const char *path, size_t len, char params[MAX_PARAMS][MAX_PARAM],
              size_t *rest)
 {
-    const char *start = path;
+    const char *start = path, *end = path + len;
     int np = 0;
 
-    while (*pattern != '\0' && *path != '\0') {
+    while (*pattern != '\0' && path < end) {
         if (pattern[0] == '*' && pattern[1] == '*') {
             *rest = (size_t)(path - start);
             return true;
         }
         if (*pattern == '*') {
-            const char *slash = strchr(path, '/');
-            size_t seg = slash ? (size_t)(slash - path) : strlen(path);
+            const char *slash = memchr(path, '/', (size_t)(end - path));
+            size_t seg = slash ? (size_t)(slash - path) : (size_t)(end - path);
 
             if (seg == 0 || seg >= MAX_PARAM || np == MAX_PARAMS) {
                 return false;
             }
-            memcpy(params[np], path, seg);
-            params[np++][seg] = '\0';
+            if (params != NULL) {
+                memcpy(params[np], path, seg);
+                params[np][seg] = '\0';
+            }
+            np++;
             path += seg;
             pattern++;
             continue;
@@ -273,7 +277,20 @@ path_matches(const char *pattern, const char *path, char params[MAX_PARAMS][MAX_
         pattern++;
         path++;
     }
-    return *pattern == '\0' && *path == '\0';
+    return *pattern == '\0' && path == end;
+}
+
+unsigned
+api_route_flags(enum evhttp_cmd_type method, const char *path, size_t len)
+{
+    for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+        size_t rest = 0;
+
+        if (routes[i].method == method && path_matches(routes[i].pattern, path, len, NULL, &rest)) {
+            return routes[i].flags;
+        }
+    }
+    return 0;
 }
 
 /* The Allow header's names for a route's method (HEAD goes wherever GET does). */
@@ -331,7 +348,7 @@ route_request(struct api *a, struct api_conns *reg, size_t n_routes, struct evht
         const char *p[MAX_PARAMS + 1] = {params[0], params[1], params[2], params[3], NULL};
         size_t rest = 0;
 
-        if (!path_matches(routes[i].pattern, path, params, &rest)) {
+        if (!path_matches(routes[i].pattern, path, strlen(path), params, &rest)) {
             continue;
         }
         if (rest > 0) {

@@ -3,8 +3,9 @@
  * evhttp (libevent 2.1) reads a request body completely before it calls the handler, and has no
  * hook between the headers and the body on the server side. So every connection gets a
  * bufferevent filter between the socket and evhttp (evhttp_set_bevcb). The filter follows the
- * request framing and passes every byte on unchanged, except for one kind of request: a PUT to
- * /v1/sessions/{id}/files/{path} with a Content-Length. Its head goes to evhttp with
+ * request framing and passes every byte on unchanged, except for one kind of request: one with a
+ * Content-Length whose route says its handler streams the body (API_ROUTE_STREAMED_BODY in
+ * api.c's table: PUT /v1/sessions/{id}/files/{path}). Its head goes to evhttp with
  * "Content-Length: 0" and a marker header naming it (X-Sandpool-Held: N, the connection's Nth
  * held body), and its body is held back in the socket: evhttp dispatches the request at once,
  * and the handler reads the body itself, at the pace the sandbox takes it (api_body_read()).
@@ -22,14 +23,11 @@
  * connections only, a bounded number at once).
  *
  * The filter is deliberately a follower, not a parser: it holds a body back only when it
- * understands the head completely (a method evhttp serves here, HTTP/1.0 or 1.1, exactly one
- * Content-Length of plain digits, no Transfer-Encoding, at most one Expect and only
- * "100-continue", no folded or malformed line, no stray CR, no NUL, a head of at most HEAD_MAX
- * bytes) by
- * the same rules evhttp applies. On anything else it stops looking for the rest of the
- * connection and passes bytes blindly: evhttp then sees exactly what the client sent and judges
- * and frames it itself, so the two never disagree about where a request ends. Such an upload is
- * read by evhttp like any body, within http.max_body_bytes.
+ * understands the head completely by the same rules evhttp applies (head.c, the pure scanner,
+ * says which), in a head of at most HEAD_MAX bytes. On anything else it stops looking for the rest
+ * of the connection and passes bytes blindly: evhttp then sees exactly what the client sent and
+ * judges and frames it itself, so the two never disagree about where a request ends. Such an upload
+ * is read by evhttp like any body, within http.max_body_bytes.
  *
  * Output goes from the filter straight to the descriptor, asynchronously, on an event of the
  * filter's own (filter_out()); see there for why.
@@ -67,9 +65,8 @@
 #include "util/time.h"
 
 /* A longer head goes blind, and evhttp refuses it (see "NUL bytes" above). */
-#define HEAD_MAX    (2u * API_MAX_HEADERS_BYTES + 16u)
-#define READ_CHUNK  65536u
-#define HELD_HEADER "X-Sandpool-Held"
+#define HEAD_MAX   (2u * API_MAX_HEADERS_BYTES + 16u)
+#define READ_CHUNK 65536u
 
 /* A held body that makes no progress this long fails, like evhttp's own read timeout. */
 static const struct timeval read_timeout = {.tv_sec = API_CONN_TIMEOUT_S};
@@ -121,173 +118,36 @@ add(struct evbuffer *b, const void *data, size_t n)
 
 /* ---- heads ----------------------------------------------------------------------------------- */
 
-struct line {
-    const char *p;
-    size_t n;
-};
-
-/* The next line of [*pos, end): without its LF and an optional CR before it. */
-static bool
-next_line(const char **pos, const char *end, struct line *ret)
-{
-    const char *nl = memchr(*pos, '\n', (size_t)(end - *pos));
-
-    if (nl == NULL) {
-        return false;
-    }
-    ret->p = *pos;
-    ret->n = (size_t)(nl - *pos);
-    if (ret->n > 0 && ret->p[ret->n - 1] == '\r') {
-        ret->n--;
-    }
-    *pos = nl + 1;
-    return true;
-}
-
-/* evhttp's value trimming: leading and trailing blanks. */
-static struct line
-header_value(const struct line *l, size_t colon)
-{
-    struct line v = {l->p + colon + 1, l->n - colon - 1};
-
-    while (v.n > 0 && (v.p[0] == ' ' || v.p[0] == '\t')) {
-        v.p++;
-        v.n--;
-    }
-    while (v.n > 0 && (v.p[v.n - 1] == ' ' || v.p[v.n - 1] == '\t')) {
-        v.n--;
-    }
-    return v;
-}
-
-struct head_info {
-    bool understood; /* false: go blind */
-    bool http11, may_have_body, is_put, is_upload_path;
-    int n_length, n_expect;
-    uint64_t length;
-    bool expect_continue;
-};
-
-static void
-parse_request_line(const struct line *l, struct head_info *h)
-{
-    /* The methods api.c allows, which evhttp dispatches; it answers others itself. */
-    static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "HEAD"};
-    static const char prefix[] = "/v1/sessions/";
-    const char *sp1 = memchr(l->p, ' ', l->n);
-    const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(l->p + l->n - sp1 - 1)) : NULL;
-    size_t mlen, ulen, vlen;
-    const char *uri, *version;
-    bool known = false;
-
-    if (sp1 == NULL || sp2 == NULL || memchr(l->p, '\r', l->n) != NULL) {
-        return;
-    }
-    mlen = (size_t)(sp1 - l->p);
-    uri = sp1 + 1;
-    ulen = (size_t)(sp2 - uri);
-    version = sp2 + 1;
-    vlen = (size_t)(l->p + l->n - version);
-    h->http11 = vlen == 8 && memcmp(version, "HTTP/1.1", 8) == 0;
-    if (!h->http11 && !(vlen == 8 && memcmp(version, "HTTP/1.0", 8) == 0)) {
-        return;
-    }
-    for (size_t i = 0; i < ELEMENTSOF(methods); i++) {
-        if (mlen == strlen(methods[i]) && memcmp(l->p, methods[i], mlen) == 0) {
-            known = true;
-            h->may_have_body = i != 4; /* HEAD has none */
-            h->is_put = i == 2;
-        }
-    }
-    if (!known) {
-        return;
-    }
-    h->is_upload_path = ulen > sizeof(prefix) - 1 && memcmp(uri, prefix, sizeof(prefix) - 1) == 0 &&
-                        memmem(uri, ulen, "/files/", 7) != NULL;
-    h->understood = true;
-}
-
-static void
-parse_header_line(const struct line *l, struct head_info *h)
-{
-    const char *colon = memchr(l->p, ':', l->n);
-    size_t c = colon ? (size_t)(colon - l->p) : 0;
-    struct line v;
-
-    if (l->p[0] == ' ' || l->p[0] == '\t' || colon == NULL || memchr(l->p, '\r', l->n) != NULL) {
-        h->understood = false; /* folded, malformed, or a CR evhttp may judge otherwise */
-        return;
-    }
-    v = header_value(l, c);
-    if (strn_case_eq(l->p, c, "Transfer-Encoding") || strn_case_eq(l->p, c, HELD_HEADER)) {
-        h->understood = false;
-    } else if (strn_case_eq(l->p, c, "Content-Length")) {
-        /* Plain digits only (evhttp also takes a sign and blanks: blind then). */
-        if (v.n > 18 || parse_u64n(v.p, v.n, &h->length) < 0) {
-            h->understood = false;
-            return;
-        }
-        h->n_length++;
-    } else if (strn_case_eq(l->p, c, "Expect")) {
-        /* evhttp answers any other expectation with 417, but only for a body it reads. */
-        h->n_expect++;
-        h->expect_continue = strn_case_eq(v.p, v.n, "100-continue");
-        if (!h->expect_continue) {
-            h->understood = false;
-        }
-    }
-}
-
-/* A complete head (ending in its empty line) is in c->head: pass it on, maybe rewritten. */
+/* A complete head (ending in its empty line) is in c->head: pass it on, maybe rewritten (head.c
+ * judges it). */
 static void
 emit_head(struct api_conn *c, struct evbuffer *dst)
 {
-    const char *pos = c->head.buf, *end = c->head.buf + c->head.len;
-    struct head_info h = {0};
-    struct line l;
-    bool first = true;
+    struct api_head h;
 
     c->heads++;
-    while (next_line(&pos, end, &l) && l.n > 0) {
-        if (first) {
-            parse_request_line(&l, &h);
-            first = false;
-        } else if (h.understood) {
-            parse_header_line(&l, &h);
-        }
-    }
-    if (memchr(c->head.buf, '\0', c->head.len) != NULL) {
+    api_head_parse(c->head.buf, c->head.len, &h);
+    if (h.nul) {
         c->nul_head = c->heads;
-        h.understood = false;
     }
-    if (!h.understood || h.n_length > 1 || h.n_expect > 1) {
+    if (!h.understood) {
         c->state = CONN_BLIND;
         add(dst, c->head.buf, c->head.len);
         return;
     }
-    if (!h.may_have_body) {
-        h.length = 0;
-    }
-    if (h.is_put && h.is_upload_path && h.length > 0) {
+    if (h.held) {
         /* Everything but Content-Length, which becomes 0 for evhttp, and the marker. */
-        pos = c->head.buf;
-        while (next_line(&pos, end, &l) && l.n > 0) {
-            const char *colon = memchr(l.p, ':', l.n);
+        struct buf rewritten = BUF_INIT(2 * HEAD_MAX + 64);
 
-            if (colon != NULL && strn_case_eq(l.p, (size_t)(colon - l.p), "Content-Length")) {
-                continue;
-            }
-            add(dst, l.p, l.n);
-            add(dst, "\r\n", 2);
-        }
         c->seq++;
-        if (evbuffer_add_printf(dst, "Content-Length: 0\r\n" HELD_HEADER ": %llu\r\n\r\n",
-                                (unsigned long long)c->seq) < 0) {
-            oom();
+        if (api_head_rewrite(c->head.buf, c->head.len, c->seq, &rewritten) < 0) {
+            oom(); /* within the bound api_head_rewrite() names */
         }
+        add(dst, rewritten.buf, rewritten.len);
+        buf_done(&rewritten);
         c->state = CONN_HELD;
         c->left = c->length = h.length;
-        c->expect_continue = h.expect_continue && h.http11; /* evhttp's rule too */
+        c->expect_continue = h.expect_continue;
         return;
     }
     add(dst, c->head.buf, c->head.len);
@@ -310,9 +170,7 @@ scan_head(struct api_conn *c, struct evbuffer *src, struct evbuffer *dst)
 {
     size_t room = HEAD_MAX - c->head.len;
     size_t take = MIN(evbuffer_get_length(src), room);
-    size_t before = c->head.len;
-    const char *pos, *end;
-    struct line l;
+    size_t before = c->head.len, head_len = 0;
 
     if (before == 0 && take > 0) {
         head_deadline(c);
@@ -326,28 +184,25 @@ scan_head(struct api_conn *c, struct evbuffer *src, struct evbuffer *dst)
     if (buf_append(&c->head, evbuffer_pullup(src, (ev_ssize_t)take), take) < 0) {
         oom(); /* take fits in the room left */
     }
-    pos = c->head.buf + c->line_start;
-    end = c->head.buf + c->head.len;
-    while (next_line(&pos, end, &l)) {
-        if (l.n == 0) {
-            if (c->line_start == 0) {
-                /* An empty line before the request line: evhttp's business. The deadline
-                 * runs on for the head that follows. */
-                c->state = CONN_BLIND;
-                (void)evbuffer_drain(src, take);
-                add(dst, c->head.buf, c->head.len);
-                c->head.len = 0;
-                return true;
-            }
-            (void)event_del(c->head_timer);
-            c->head.len = (size_t)(pos - c->head.buf);
-            (void)evbuffer_drain(src, c->head.len - before);
-            emit_head(c, dst);
-            c->head.len = 0;
-            c->line_start = 0;
-            return true;
-        }
-        c->line_start = (size_t)(pos - c->head.buf);
+    switch (api_head_find_end(c->head.buf, c->head.len, &c->line_start, &head_len)) {
+    case API_HEAD_EMPTY_FIRST:
+        /* An empty line before the request line: evhttp's business. The deadline runs on for
+         * the head that follows. */
+        c->state = CONN_BLIND;
+        (void)evbuffer_drain(src, take);
+        add(dst, c->head.buf, c->head.len);
+        c->head.len = 0;
+        return true;
+    case API_HEAD_COMPLETE:
+        (void)event_del(c->head_timer);
+        c->head.len = head_len;
+        (void)evbuffer_drain(src, c->head.len - before);
+        emit_head(c, dst);
+        c->head.len = 0;
+        c->line_start = 0;
+        return true;
+    case API_HEAD_MORE:
+        break;
     }
     (void)evbuffer_drain(src, take);
     return false;
@@ -563,8 +418,8 @@ api_conn_authenticated(struct api_conns *reg, struct evhttp_request *req)
             /* The close api_conn_dispatched() set for an anonymous connection, unless another
              * reason for it holds: a blind connection (a NUL head made it one), a held body
              * (api.c). */
-            if (c->state != CONN_BLIND &&
-                evhttp_find_header(evhttp_request_get_input_headers(req), HELD_HEADER) == NULL) {
+            if (c->state != CONN_BLIND && evhttp_find_header(evhttp_request_get_input_headers(req),
+                                                             API_HELD_HEADER) == NULL) {
                 (void)evhttp_remove_header(evhttp_request_get_output_headers(req), "Connection");
             }
         }
@@ -633,7 +488,7 @@ current(const struct api_body *b)
 bool
 api_body_held(struct api_conns *reg, struct evhttp_request *req, struct api_body *ret)
 {
-    const char *marker = evhttp_find_header(evhttp_request_get_input_headers(req), HELD_HEADER);
+    const char *marker = evhttp_find_header(evhttp_request_get_input_headers(req), API_HELD_HEADER);
 
     *ret = (struct api_body){0};
     if (marker == NULL) {
