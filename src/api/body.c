@@ -12,14 +12,10 @@
  * Heads are passed on as they complete, so evhttp may still be answering earlier requests of
  * the connection when a held head goes by: the marker ties the held body to its request.
  *
- * While a handler runs, evhttp has disabled reading on the connection (which suspends the
- * socket's bufferevent), so the held body is read straight from the socket with an event of its
- * own: first what the socket's bufferevent had already buffered, then the descriptor, never past
- * the body's last byte. Once the body is consumed the filter goes back to reading request heads,
- * and any pipelined request already buffered is pushed through it for evhttp, which looks at it
- * once the current reply is out. A connection that closes with a held body unread (the request
- * was refused before its body was wanted) may drain it for a while first, so that the client,
- * still sending, reads the answer instead of a reset: conns.c decides (authenticated
+ * The handler reads a held body through held.c (api_body_read()); once the body is consumed the
+ * filter goes back to reading request heads. A connection that closes with a held body unread (the
+ * request was refused before its body was wanted) may drain it for a while first, so that the
+ * client, still sending, reads the answer instead of a reset: conns.c decides (authenticated
  * connections only, a bounded number at once).
  *
  * The filter is deliberately a follower, not a parser: it holds a body back only when it
@@ -43,12 +39,7 @@
  * accepts (API_MAX_HEADERS_BYTES of line content plus line ends), so the filter sees every head
  * evhttp dispatches whole; one holding a NUL goes blind and its request is refused with 400. */
 #include <errno.h>
-#include <stdio.h>
-#include <string.h>
-#include <strings.h>
-#include <sys/queue.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -56,57 +47,13 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#define LOG_MODULE "api"
 #include "api/api-internal.h"
-#include "log/log.h"
+#include "api/body-conn.h"
 #include "util/buf.h"
 #include "util/macro.h"
-#include "util/parse.h"
-#include "util/time.h"
 
 /* A longer head goes blind, and evhttp refuses it (see "NUL bytes" above). */
-#define HEAD_MAX   (2u * API_MAX_HEADERS_BYTES + 16u)
-#define READ_CHUNK 65536u
-
-/* A held body that makes no progress this long fails, like evhttp's own read timeout. */
-static const struct timeval read_timeout = {.tv_sec = API_CONN_TIMEOUT_S};
-
-enum conn_state {
-    CONN_HEAD,   /* reading a request head */
-    CONN_BODY,   /* passing on `left` body bytes */
-    CONN_HELD,   /* held body number `seq` of `left` bytes waits in the socket for its handler */
-    CONN_BLIND,  /* passing everything on */
-    CONN_BROKEN, /* a held body failed half-way: nothing more is passed on */
-};
-
-struct api_conn {
-    struct api_conns *reg;        /* conns.c: the listener's connections */
-    struct api_conn_entry *entry; /* this one's slot there */
-    struct timeval head_timeout;  /* zero: none */
-    struct bufferevent *bev;      /* the filter evhttp uses */
-    struct bufferevent *sock;     /* the socket under it */
-    enum conn_state state;
-    struct buf head;
-    size_t line_start; /* where the incomplete line of head starts */
-    uint64_t left, length;
-    uint64_t seq;          /* of the last held body */
-    uint64_t consumed_seq; /* of the last held body read to its end */
-    bool expect_continue;
-    uint64_t heads;      /* passed on to evhttp, */
-    uint64_t dispatched; /* dispatched by it */
-    uint64_t nul_head;   /* the head (by number) that held a NUL, 0: none */
-    /* output */
-    struct event *head_timer; /* a head that started must complete in time */
-    struct event *kick;       /* writes what evhttp queued, next loop iteration */
-    struct event *writable;   /* the socket takes output again */
-    bool flushing, write_failed;
-    /* the reader of a held body */
-    struct event *readable;
-    api_body_data_cb *on_data; /* NULL: discard */
-    api_body_end_cb *on_end;
-    void *userdata;
-    bool reading, paused, in_pump;
-};
+#define HEAD_MAX (2u * API_MAX_HEADERS_BYTES + 16u)
 
 static void
 add(struct evbuffer *b, const void *data, size_t n)
@@ -360,9 +307,8 @@ on_head_timeout(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* The filter state of req's connection; NULL when it has none. */
-static struct api_conn *
-conn_of(struct api_conns *reg, struct evhttp_request *req)
+struct api_conn *
+api_conn_of(struct api_conns *reg, struct evhttp_request *req)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
@@ -384,7 +330,7 @@ on_request_complete(struct evhttp_request *req, void *arg)
 bool
 api_conn_dispatched(struct api_conns *reg, struct evhttp_request *req)
 {
-    struct api_conn *c = conn_of(reg, req);
+    struct api_conn *c = api_conn_of(reg, req);
     enum api_conn_standing st;
 
     if (c == NULL) {
@@ -407,7 +353,7 @@ api_conn_dispatched(struct api_conns *reg, struct evhttp_request *req)
 void
 api_conn_authenticated(struct api_conns *reg, struct evhttp_request *req)
 {
-    struct api_conn *c = conn_of(reg, req);
+    struct api_conn *c = api_conn_of(reg, req);
 
     if (c != NULL) {
         enum api_conn_standing st = api_conn_standing(c->entry);
@@ -474,210 +420,4 @@ api_conn_bev_new(struct event_base *base, void *arg)
     }
     c->entry = api_conns_add(reg, c->sock, c->bev, c);
     return c->bev;
-}
-
-/* ---- held bodies ----------------------------------------------------------------------------- */
-
-/* The handle names the body the filter holds now (not one already read, nor the next one). */
-static bool
-current(const struct api_body *b)
-{
-    return b->conn != NULL && b->conn->state == CONN_HELD && b->conn->seq == b->seq;
-}
-
-bool
-api_body_held(struct api_conns *reg, struct evhttp_request *req, struct api_body *ret)
-{
-    const char *marker = evhttp_find_header(evhttp_request_get_input_headers(req), API_HELD_HEADER);
-
-    *ret = (struct api_body){0};
-    if (marker == NULL) {
-        return false;
-    }
-    ret->conn = conn_of(reg, req);
-    if (ret->conn == NULL || parse_u64(marker, &ret->seq) < 0 || !current(ret)) {
-        *ret = (struct api_body){0};
-        return false;
-    }
-    return true;
-}
-
-uint64_t
-api_body_length(const struct api_body *b)
-{
-    return b->conn->length;
-}
-
-bool
-api_body_unread(const struct api_body *b)
-{
-    return b->conn->consumed_seq != b->seq;
-}
-
-bool
-api_body_awaits_continue(const struct api_body *b)
-{
-    const struct api_conn *c = b->conn;
-
-    return current(b) && c->expect_continue && c->left == c->length;
-}
-
-/* ---- reading a held body --------------------------------------------------------------------- */
-
-/* "100 Continue" if the client waits for it before sending the body. */
-static void
-send_continue(struct api_conn *c)
-{
-    static const char line[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    int fd = bufferevent_getfd(c->sock);
-
-    if (!c->expect_continue || c->left != c->length) {
-        return;
-    }
-    c->expect_continue = false;
-    /* Nothing else is queued while a handler runs (the last reply was written out, see
-     * filter_out()): an idle socket takes these few bytes at once, or it is broken and the body
-     * read then sees the end. */
-    if (send(fd, line, sizeof(line) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(line) - 1)) {
-        (void)shutdown(fd, SHUT_RDWR);
-    }
-}
-
-static void
-reader_stop(struct api_conn *c)
-{
-    if (c->readable != NULL) {
-        (void)event_del(c->readable);
-    }
-}
-
-static void
-reader_end(struct api_conn *c, int r)
-{
-    api_body_end_cb *cb = c->on_end;
-
-    reader_stop(c);
-    c->reading = false;
-    c->on_data = NULL;
-    c->on_end = NULL;
-    if (r == 0) {
-        /* Back to heads; a pipelined request already in the socket's buffer goes to evhttp,
-         * which looks at it once this request's reply is out. */
-        c->consumed_seq = c->seq;
-        c->state = CONN_HEAD;
-        (void)bufferevent_flush(c->bev, EV_READ, BEV_FLUSH);
-    } else {
-        c->state = CONN_BROKEN; /* where the next request starts is unknown */
-    }
-    if (cb != NULL) {
-        cb(r, c->userdata);
-    }
-}
-
-/* Moves body bytes to the reader until it pauses, the socket runs dry or the body ends. */
-static void
-pump(struct api_conn *c)
-{
-    struct evbuffer *buffered = bufferevent_get_input(c->sock);
-    char chunk[READ_CHUNK];
-
-    if (c->in_pump) {
-        return; /* resumed from inside on_data: the loop below goes on */
-    }
-    c->in_pump = true;
-    while (c->reading && !c->paused && c->left > 0) {
-        size_t want = (size_t)MIN(c->left, (uint64_t)sizeof(chunk));
-        ssize_t n;
-
-        if (evbuffer_get_length(buffered) > 0) {
-            n = evbuffer_remove(buffered, chunk, want);
-        } else {
-            n = read(bufferevent_getfd(c->sock), chunk, want);
-        }
-        if (n > 0) {
-            c->left -= (uint64_t)n;
-            if (c->on_data != NULL) {
-                c->on_data(chunk, (size_t)n, c->userdata);
-            }
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-            (void)event_add(c->readable, &read_timeout);
-            c->in_pump = false;
-            return;
-        }
-        c->in_pump = false;
-        reader_end(c, n == 0 ? -ECONNRESET : -errno);
-        return;
-    }
-    c->in_pump = false;
-    if (c->reading && c->left == 0) {
-        reader_end(c, 0);
-    } else if (c->paused) {
-        reader_stop(c);
-    }
-}
-
-static void
-on_readable(evutil_socket_t fd, short what, void *arg)
-{
-    struct api_conn *c = arg;
-
-    if (what & EV_TIMEOUT) {
-        reader_end(c, -ETIMEDOUT); /* a client that stopped sending */
-        return;
-    }
-    pump(c);
-}
-
-void
-api_body_read(const struct api_body *b, api_body_data_cb *on_data, api_body_end_cb *on_end,
-              void *userdata)
-{
-    struct api_conn *c = b->conn;
-
-    if (!current(b)) {
-        return;
-    }
-    c->on_data = on_data;
-    c->on_end = on_end;
-    c->userdata = userdata;
-    c->reading = true;
-    c->paused = false;
-    send_continue(c);
-    if (c->readable == NULL) {
-        c->readable = OOM_CHECK(event_new(bufferevent_get_base(c->sock), bufferevent_getfd(c->sock),
-                                          EV_READ, on_readable, c));
-    }
-    (void)event_active(c->readable, EV_READ, 0); /* never from inside this call */
-}
-
-void
-api_body_pause(const struct api_body *b, bool pause)
-{
-    struct api_conn *c = b->conn;
-
-    if (!current(b) || !c->reading || c->paused == pause) {
-        return;
-    }
-    c->paused = pause;
-    if (pause) {
-        reader_stop(c);
-    } else {
-        (void)event_active(c->readable, EV_READ, 0);
-    }
-}
-
-void
-api_body_cancel(const struct api_body *b)
-{
-    struct api_conn *c = b->conn;
-
-    if (!current(b)) {
-        return;
-    }
-    reader_stop(c);
-    c->reading = false;
-    c->on_data = NULL;
-    c->on_end = NULL;
 }
