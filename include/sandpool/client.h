@@ -11,11 +11,12 @@
  *   - no answer: http_status 0, code "", and a message such as "cannot reach sandpoold at
  *     http://127.0.0.1:8080: connection refused; is it running?" (never a bare curl string).
  *
- * Errors: -EINVAL (bad argument, 400), -EACCES (401), -EPERM (403), -ENOENT (404), -EBUSY (409),
- * -EMSGSIZE (413, or an answer over SP_CLIENT_MAX_ANSWER / an event over SP_CLIENT_MAX_EVENT),
- * -EDQUOT (429), -EAGAIN (503), -ETIMEDOUT (504 or no answer in time), -EREMOTEIO (500 and
- * other statuses), -ECONNREFUSED (cannot connect), -ECONNRESET (the connection broke),
- * -EPROTO (the answer is not what the API promises, or another transport failure), and -EIO
+ * Errors (an HTTP status reads back through the daemon's own table, src/util/errcode.c):
+ * -EINVAL (bad argument, 400), -EACCES (401), -EPERM (403), -ENOENT (404), -EOPNOTSUPP (405),
+ * -EBUSY (409), -EMSGSIZE (413, or an answer over SP_CLIENT_MAX_ANSWER / an event over
+ * SP_CLIENT_MAX_EVENT), -EDQUOT (429), -EAGAIN (503), -ETIMEDOUT (504 or no answer in time),
+ * -EREMOTEIO (500 and other statuses), -ECONNREFUSED (cannot connect), -ECONNRESET (the connection
+ * broke), -EPROTO (the answer is not what the API promises, or another transport failure), and -EIO
  * only for a local file error during a transfer (reading an upload, writing a download), so
  * that a caller can tell its own side from the daemon's.
  *

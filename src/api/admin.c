@@ -169,27 +169,12 @@ api_admin_sessions(struct api *a, struct evhttp_request *req, const char *const 
     api_reply_json_new(req, 200, OOM_CHECK(json_pack("{s:o}", "sessions", l.list)));
 }
 
-/* The session with this id, of any tenant, or NULL after replying 404. */
-static struct session *
-admin_find_session(struct api *a, struct evhttp_request *req, const char *id)
-{
-    struct session *s = str_is_name(id, 64) ? session_find(a->backend->sessions, NULL, id) : NULL;
-
-    if (s == NULL) {
-        api_reply_error(req, -ENOENT, "no such session");
-    }
-    return s;
-}
-
 void
 api_admin_session_get(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    struct session *s;
+    struct api_actor who;
+    struct session *s = api_admin_session_for(a, req, params[0], &who);
 
-    if (!api_require_admin(a, req)) {
-        return;
-    }
-    s = admin_find_session(a, req, params[0]);
     if (s != NULL) {
         api_reply_json_new(req, 200, session_to_admin_json(s));
     }
@@ -198,13 +183,9 @@ api_admin_session_get(struct api *a, struct evhttp_request *req, const char *con
 void
 api_admin_session_delete(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    const struct api_actor who = {.admin = true, .name = "admin"};
-    struct session *s;
+    struct api_actor who;
+    struct session *s = api_admin_session_for(a, req, params[0], &who);
 
-    if (!api_require_admin(a, req)) {
-        return;
-    }
-    s = admin_find_session(a, req, params[0]);
     if (s != NULL) {
         api_session_delete(a, req, s, &who);
     }

@@ -5,8 +5,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <event2/http.h>
+
 #include "api/api.h"
 #include "api/auth.h"
+#include "util/buf.h"
 #include "util/macro.h"
 
 struct bufferevent;
@@ -186,6 +189,51 @@ void api_gate_leave(struct api_gate *g, const char *tenant, const char *session)
 void api_gate_leave_later(struct api_gate *g, const char *tenant, const char *session);
 void api_gate_get_stats(const struct api_gate *g, struct api_gate_stats *ret);
 
+/* ---- routes (api.c) ---- */
+
+/* A route's handler reads the request body itself, as it comes (api_body_read()): the filter
+ * holds such a body back from evhttp (body.c). */
+#define API_ROUTE_STREAMED_BODY 0x1u
+/* The flags of the route that method and the path (len bytes, percent-encoded as sent, without
+ * query) resolve to: 0 when none does. Pure. */
+unsigned api_route_flags(enum evhttp_cmd_type method, const char *path, size_t len);
+
+/* ---- request heads (head.c) ----
+ *
+ * Pure: the bytes of a connection before evhttp sees them; fuzzed by
+ * tests/fuzz/fuzz-api-head.c. */
+
+/* The marker of a held body's head: "X-Sandpool-Held: N", the connection's Nth held body. A head
+ * that carries it itself is not understood. */
+#define API_HELD_HEADER "X-Sandpool-Held"
+
+enum api_head_end {
+    API_HEAD_MORE,        /* no end yet: more bytes are needed */
+    API_HEAD_COMPLETE,    /* *ret_len bytes are the head, its empty line included */
+    API_HEAD_EMPTY_FIRST, /* an empty line before any request line: evhttp's business */
+};
+/* Looks for the end of a head in buf[0..len). *line_start is where the line not yet complete
+ * starts (0 at a head's first byte): updated as lines complete, so that bytes appended later
+ * are looked at once. */
+enum api_head_end api_head_find_end(const char *buf, size_t len, size_t *line_start,
+                                    size_t *ret_len);
+
+/* What a complete head says. */
+struct api_head {
+    bool understood;      /* by evhttp's rules (head.c); false: the connection goes blind */
+    bool nul;             /* it holds a NUL byte (not understood) */
+    bool held;            /* a body of its route's is streamed (API_ROUTE_STREAMED_BODY) */
+    bool expect_continue; /* held, and the HTTP/1.1 client waits for "100 Continue" */
+    uint64_t length;      /* body bytes after the head (0 for HEAD) */
+};
+/* Judges the complete head head[0..len) (api_head_find_end()'s). */
+void api_head_parse(const char *head, size_t len, struct api_head *ret);
+/* Appends to out the head evhttp gets for a held body: every line of head but Content-Length,
+ * then "Content-Length: 0" and API_HELD_HEADER with seq, then the empty line, every line ending
+ * in CRLF. -EMSGSIZE past out's bound (2 * len + 64 bytes always fit: a line of at least two
+ * bytes grows by its CR at most). */
+int api_head_rewrite(const char *head, size_t len, uint64_t seq, struct buf *out);
+
 /* ---- streamed request bodies (body.c) ---- */
 
 /* evhttp_set_bevcb callback (arg: the listener's struct api_conns): the bufferevent of a new
@@ -226,12 +274,21 @@ void api_body_pause(const struct api_body *b, bool pause);
 /* No more callbacks (the request is gone or answered). */
 void api_body_cancel(const struct api_body *b);
 
+/* api_request_json() over the request's body (evhttp read it whole, within http.max_body_bytes). */
+int api_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct err *reterr);
+
+/* ---- authorization (auth.c) ----
+ *
+ * Every handler authorizes its request first, through one of these; the ones that can refuse
+ * answer the request themselves and return NULL or false. */
+
 /* api_auth() of req, and a connection that carried a valid token counts as authenticated from
  * then on (conns.c). */
 enum auth_role api_authenticate(struct api *a, struct evhttp_request *req,
                                 const struct cfg_tenant **ret_tenant);
-/* api_request_json() over the request's body (evhttp read it whole, within http.max_body_bytes). */
-int api_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct err *reterr);
+/* The open endpoints (/healthz, /readyz) need no token, but one offered is checked: a valid one
+ * keeps the connection open (an anonymous connection gets one answer, body.c). Never replies. */
+void api_authenticate_offered(struct api *a, struct evhttp_request *req);
 /* Authenticates a tenant; on failure replies 401 (403 for the admin token) and returns NULL. */
 const struct cfg_tenant *api_require_tenant(struct api *a, struct evhttp_request *req);
 /* Authenticates the admin; on failure replies 401 (403 for a tenant's token) and returns false. */
@@ -247,6 +304,10 @@ struct api_actor {
  * exactly as absent as an unknown one). */
 struct session *api_session_for(struct api *a, struct evhttp_request *req, const char *id,
                                 struct api_actor *ret);
+/* The admin endpoints' version: the admin token only (401/403 otherwise, as api_require_admin()),
+ * any tenant's session with this id (404 otherwise); *ret is the admin. */
+struct session *api_admin_session_for(struct api *a, struct evhttp_request *req, const char *id,
+                                      struct api_actor *ret);
 /* Ends s and answers 204 (or the error). */
 void api_session_delete(struct api *a, struct evhttp_request *req, struct session *s,
                         const struct api_actor *who);

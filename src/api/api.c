@@ -1,8 +1,11 @@
 /* HTTP front end; see api.h.
  *
- * Routing is one static table of {method, path pattern, handler}; a pattern segment "*" matches
- * one path segment. A path that matches no pattern answers 404, a path that matches with another
- * method answers 405 with Allow. Replies are always JSON with Cache-Control: no-store.
+ * Errors are answered from the project's one errno -> HTTP status -> code table (util/errcode.c,
+ * shared with the client library).
+ *
+ * Routing is one static table of {method, flags, path pattern, handler}; a pattern segment "*"
+ * matches one path segment. A path that matches no pattern answers 404, a path that matches with
+ * another method answers 405 with Allow. Replies are always JSON with Cache-Control: no-store.
  *
  * Limits set on evhttp: header block size, body size (cfg http.max_body_bytes, so a huge body is
  * refused with 413 before it is read in full) and a read/write timeout per connection. Who gets
@@ -32,6 +35,7 @@
 #include "log/log.h"
 #include "pool/pool.h"
 #include "sandpool/api.h"
+#include "util/errcode.h"
 #include "util/macro.h"
 #include "util/parse.h"
 #include "util/random.h"
@@ -39,48 +43,10 @@
 
 struct route {
     enum evhttp_cmd_type method;
+    unsigned flags; /* API_ROUTE_* */
     const char *pattern;
     api_handler_fn *handler;
 };
-
-/* ---- errno -> HTTP --------------------------------------------------------------------------- */
-
-static const struct {
-    int err;
-    struct api_status st;
-} status_table[] = {
-    {-EINVAL, {400, "invalid_argument", "Bad Request", false}},
-    {-EACCES, {401, "unauthenticated", "Unauthorized", false}},
-    {-EPERM, {403, "forbidden", "Forbidden", false}},
-    {-ENOENT, {404, "not_found", "Not Found", false}},
-    {-EOPNOTSUPP, {405, "method_not_allowed", "Method Not Allowed", false}},
-    {-EBUSY, {409, "session_busy", "Conflict", false}},
-    {-EEXIST, {409, "session_busy", "Conflict", false}},
-    {-ESRCH, {409, "not_running", "Conflict", false}},
-    {-ESTALE, {409, "conflict", "Conflict", false}},
-    {-EMSGSIZE, {413, "payload_too_large", "Payload Too Large", false}},
-    {-EDQUOT, {429, "quota_exceeded", "Too Many Requests", true}},
-    {-EUSERS, {503, "capacity_exhausted", "Service Unavailable", true}},
-    {-EAGAIN, {503, "capacity_exhausted", "Service Unavailable", true}},
-    {-ECONNREFUSED, {503, "unavailable", "Service Unavailable", true}},
-    {-ENOTCONN, {503, "unavailable", "Service Unavailable", true}},
-    {-ESHUTDOWN, {503, "unavailable", "Service Unavailable", true}},
-    {-ETIMEDOUT, {503, "unavailable", "Service Unavailable", true}},
-    {-EPIPE, {503, "unavailable", "Service Unavailable", true}},
-};
-
-static const struct api_status internal_status = {500, "internal", "Internal Server Error", false};
-
-const struct api_status *
-api_status_from_errno(int r)
-{
-    for (size_t i = 0; i < ELEMENTSOF(status_table); i++) {
-        if (status_table[i].err == r) {
-            return &status_table[i].st;
-        }
-    }
-    return &internal_status;
-}
 
 /* ---- replies --------------------------------------------------------------------------------- */
 
@@ -124,7 +90,7 @@ api_reply_json_new(struct evhttp_request *req, int status, json_t *body)
 void
 api_reply_error(struct evhttp_request *req, int r, const char *fmt, ...)
 {
-    const struct api_status *st = api_status_from_errno(r);
+    const struct errcode *st = errcode_from_errno(r);
     char msg[512];
     struct buf clean = BUF_INIT(3 * sizeof(msg)); /* each bad byte may become U+FFFD's 3 */
     json_t *body;
@@ -152,33 +118,10 @@ api_reply_error(struct evhttp_request *req, int r, const char *fmt, ...)
 
 /* ---- handlers -------------------------------------------------------------------------------- */
 
-enum auth_role
-api_authenticate(struct api *a, struct evhttp_request *req, const struct cfg_tenant **ret_tenant)
-{
-    enum auth_role r = api_auth(a->cfg, req, ret_tenant);
-
-    if (r != AUTH_NONE) {
-        api_conn_authenticated(a->conns, req);
-    }
-    return r;
-}
-
-/* The open endpoints need no token, but one offered is checked: a valid one keeps the
- * connection open (an anonymous connection gets one answer, body.c). */
-static void
-authenticate_if_offered(struct api *a, struct evhttp_request *req)
-{
-    const struct cfg_tenant *t = NULL;
-
-    if (evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization") != NULL) {
-        (void)api_authenticate(a, req, &t);
-    }
-}
-
 static void
 handle_healthz(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    authenticate_if_offered(a, req);
+    api_authenticate_offered(a, req);
     api_reply_json_new(req, 200, OOM_CHECK(json_pack("{s:s}", "status", "ok")));
 }
 
@@ -190,7 +133,7 @@ handle_readyz(struct api *a, struct evhttp_request *req, const char *const *para
     bool ready = true;
     char why[512];
 
-    authenticate_if_offered(a, req);
+    api_authenticate_offered(a, req);
     why[0] = '\0';
     if (!b->engine_ok(b->userdata, why, sizeof(why))) {
         ready = false;
@@ -268,59 +211,62 @@ handle_metrics(struct api *a, struct evhttp_request *req, const char *const *par
 /* The first HEALTH_ROUTES rows are all the health listener serves. */
 #define HEALTH_ROUTES 3
 static const struct route routes[] = {
-    {EVHTTP_REQ_GET, "/healthz", handle_healthz},
-    {EVHTTP_REQ_GET, "/metrics", handle_metrics},
-    {EVHTTP_REQ_GET, "/readyz", handle_readyz},
-    {EVHTTP_REQ_POST, "/v1/sessions", api_sessions_create},
-    {EVHTTP_REQ_GET, "/v1/sessions", api_sessions_list},
-    {EVHTTP_REQ_GET, "/v1/sessions/*", api_sessions_get},
-    {EVHTTP_REQ_DELETE, "/v1/sessions/*", api_sessions_delete},
-    {EVHTTP_REQ_POST, "/v1/sessions/*/execute", api_sessions_execute},
-    {EVHTTP_REQ_POST, "/v1/sessions/*/interrupt", api_sessions_interrupt},
-    {EVHTTP_REQ_POST, "/v1/sessions/*/restart", api_sessions_restart},
-    {EVHTTP_REQ_GET, "/v1/sessions/*/executions", api_sessions_executions},
-    {EVHTTP_REQ_GET, "/v1/sessions/*/files", api_files_list},
-    {EVHTTP_REQ_GET, "/v1/admin/pools", api_admin_pools},
-    {EVHTTP_REQ_PUT, "/v1/admin/pools/*", api_admin_pool_put},
-    {EVHTTP_REQ_GET, "/v1/admin/sessions", api_admin_sessions},
-    {EVHTTP_REQ_GET, "/v1/admin/sessions/*", api_admin_session_get},
-    {EVHTTP_REQ_DELETE, "/v1/admin/sessions/*", api_admin_session_delete},
-    {EVHTTP_REQ_POST, "/v1/admin/drain", api_admin_drain},
-    {EVHTTP_REQ_POST, "/v1/admin/undrain", api_admin_undrain},
-    {EVHTTP_REQ_GET, "/v1/admin/policy", api_admin_policy},
-    {EVHTTP_REQ_GET, "/v1/sessions/*/files/**", api_files_get},
-    {EVHTTP_REQ_PUT, "/v1/sessions/*/files/**", api_files_put},
-    {EVHTTP_REQ_DELETE, "/v1/sessions/*/files/**", api_files_delete},
+    {EVHTTP_REQ_GET, 0, "/healthz", handle_healthz},
+    {EVHTTP_REQ_GET, 0, "/metrics", handle_metrics},
+    {EVHTTP_REQ_GET, 0, "/readyz", handle_readyz},
+    {EVHTTP_REQ_POST, 0, "/v1/sessions", api_sessions_create},
+    {EVHTTP_REQ_GET, 0, "/v1/sessions", api_sessions_list},
+    {EVHTTP_REQ_GET, 0, "/v1/sessions/*", api_sessions_get},
+    {EVHTTP_REQ_DELETE, 0, "/v1/sessions/*", api_sessions_delete},
+    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/execute", api_sessions_execute},
+    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/interrupt", api_sessions_interrupt},
+    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/restart", api_sessions_restart},
+    {EVHTTP_REQ_GET, 0, "/v1/sessions/*/executions", api_sessions_executions},
+    {EVHTTP_REQ_GET, 0, "/v1/sessions/*/files", api_files_list},
+    {EVHTTP_REQ_GET, 0, "/v1/admin/pools", api_admin_pools},
+    {EVHTTP_REQ_PUT, 0, "/v1/admin/pools/*", api_admin_pool_put},
+    {EVHTTP_REQ_GET, 0, "/v1/admin/sessions", api_admin_sessions},
+    {EVHTTP_REQ_GET, 0, "/v1/admin/sessions/*", api_admin_session_get},
+    {EVHTTP_REQ_DELETE, 0, "/v1/admin/sessions/*", api_admin_session_delete},
+    {EVHTTP_REQ_POST, 0, "/v1/admin/drain", api_admin_drain},
+    {EVHTTP_REQ_POST, 0, "/v1/admin/undrain", api_admin_undrain},
+    {EVHTTP_REQ_GET, 0, "/v1/admin/policy", api_admin_policy},
+    {EVHTTP_REQ_GET, 0, "/v1/sessions/*/files/**", api_files_get},
+    {EVHTTP_REQ_PUT, API_ROUTE_STREAMED_BODY, "/v1/sessions/*/files/**", api_files_put},
+    {EVHTTP_REQ_DELETE, 0, "/v1/sessions/*/files/**", api_files_delete},
 };
 
 #define MAX_PARAMS 4
 #define MAX_PARAM  128
 
-/* Matches a path against a pattern where "*" stands for one non-empty segment and a final "**"
- * for the non-empty rest of the path, slashes included. The segments are copied into params:
- * at most MAX_PARAMS, each "*" of at most MAX_PARAM bytes; "**" is left in the path and its
- * offset stored in *rest. */
+/* Matches a path (len bytes) against a pattern where "*" stands for one non-empty segment and a
+ * final "**" for the non-empty rest of the path, slashes included. The segments are copied into
+ * params (NULL: not copied): at most MAX_PARAMS, each "*" of at most MAX_PARAM bytes; "**" is
+ * left in the path and its offset stored in *rest. */
 static bool
-path_matches(const char *pattern, const char *path, char params[MAX_PARAMS][MAX_PARAM],
+path_matches(const char *pattern, const char *path, size_t len, char params[MAX_PARAMS][MAX_PARAM],
              size_t *rest)
 {
-    const char *start = path;
+    const char *start = path, *end = path + len;
     int np = 0;
 
-    while (*pattern != '\0' && *path != '\0') {
+    while (*pattern != '\0' && path < end) {
         if (pattern[0] == '*' && pattern[1] == '*') {
             *rest = (size_t)(path - start);
             return true;
         }
         if (*pattern == '*') {
-            const char *slash = strchr(path, '/');
-            size_t seg = slash ? (size_t)(slash - path) : strlen(path);
+            const char *slash = memchr(path, '/', (size_t)(end - path));
+            size_t seg = slash ? (size_t)(slash - path) : (size_t)(end - path);
 
             if (seg == 0 || seg >= MAX_PARAM || np == MAX_PARAMS) {
                 return false;
             }
-            memcpy(params[np], path, seg);
-            params[np++][seg] = '\0';
+            if (params != NULL) {
+                memcpy(params[np], path, seg);
+                params[np][seg] = '\0';
+            }
+            np++;
             path += seg;
             pattern++;
             continue;
@@ -331,7 +277,20 @@ path_matches(const char *pattern, const char *path, char params[MAX_PARAMS][MAX_
         pattern++;
         path++;
     }
-    return *pattern == '\0' && *path == '\0';
+    return *pattern == '\0' && path == end;
+}
+
+unsigned
+api_route_flags(enum evhttp_cmd_type method, const char *path, size_t len)
+{
+    for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+        size_t rest = 0;
+
+        if (routes[i].method == method && path_matches(routes[i].pattern, path, len, NULL, &rest)) {
+            return routes[i].flags;
+        }
+    }
+    return 0;
 }
 
 /* The Allow header's names for a route's method (HEAD goes wherever GET does). */
@@ -389,7 +348,7 @@ route_request(struct api *a, struct api_conns *reg, size_t n_routes, struct evht
         const char *p[MAX_PARAMS + 1] = {params[0], params[1], params[2], params[3], NULL};
         size_t rest = 0;
 
-        if (!path_matches(routes[i].pattern, path, params, &rest)) {
+        if (!path_matches(routes[i].pattern, path, strlen(path), params, &rest)) {
             continue;
         }
         if (rest > 0) {

@@ -1,5 +1,5 @@
-/* The HTTP front end: evhttp server, route table, JSON replies and the single errno -> HTTP
- * status mapping (docs/internals/style.md §4).
+/* The HTTP front end: evhttp server, route table and JSON replies; errors are answered from the
+ * project's one errno -> HTTP status -> code table, util/errcode.h (docs/internals/style.md §4).
  *
  * The api module knows nothing about curl or Redis: what it needs from the rest of the daemon
  * comes through struct api_backend, filled in by the server. Every handler sends exactly one
@@ -94,19 +94,11 @@ struct api_stats {
 };
 void api_get_stats(const struct api *a, struct api_stats *ret);
 
-/* Maps a negative errno to {HTTP status, error code}. The one table of the project. */
-struct api_status {
-    int status;
-    const char *code;
-    const char *reason;
-    bool retry_after;
-};
-const struct api_status *api_status_from_errno(int r);
-
 /* The reply to req closes its connection ("Connection: close", once). */
 void api_reply_close(struct evhttp_request *req);
 /* Sends body (stolen) as JSON with status. */
 void api_reply_json_new(struct evhttp_request *req, int status, json_t *body);
-/* Sends {"error": {"code", "message"}} for errno r (Retry-After where the table says so). */
+/* Sends {"error": {"code", "message"}} for errno r, with the status, code and Retry-After of
+ * errcode_from_errno(r). */
 void api_reply_error(struct evhttp_request *req, int r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -1,15 +1,28 @@
-/* Authentication; see auth.h. SHA-256 and the constant-time compare come from OpenSSL's
- * libcrypto (already on every machine that has libcurl with OpenSSL). */
+/* Who may make a request: the bearer-token check (auth.h) and, on top of it, the authorization
+ * helpers every handler calls first (api-internal.h: api_require_tenant(), api_require_admin(),
+ * api_session_for(), api_admin_session_for()). Each of those answers the request itself when
+ * it refuses it (401 with the challenge and "Connection: close", 403 for the other role's
+ * token, 404 for a session that is not the caller's), so a handler that gets NULL or false just
+ * returns. Any valid token marks its connection authenticated (conns.c): it keeps its slot.
+ *
+ * SHA-256 and the constant-time compare come from OpenSSL's libcrypto (already on every machine
+ * that has libcurl with OpenSSL). */
 #include "auth.h"
 
+#include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 
+#include "api/api-internal.h"
+#include "session/session.h"
 #include "util/macro.h"
+#include "util/parse.h"
 
 #define MAX_TOKEN 512
 
@@ -69,4 +82,124 @@ api_auth(const struct cfg *cfg, struct evhttp_request *req, const struct cfg_ten
         h++;
     }
     return api_auth_token(cfg, h, strlen(h), ret_tenant);
+}
+
+/* ---- authorization of requests ---------------------------------------------------------- */
+
+enum auth_role
+api_authenticate(struct api *a, struct evhttp_request *req, const struct cfg_tenant **ret_tenant)
+{
+    enum auth_role r = api_auth(a->cfg, req, ret_tenant);
+
+    if (r != AUTH_NONE) {
+        api_conn_authenticated(a->conns, req);
+    }
+    return r;
+}
+
+void
+api_authenticate_offered(struct api *a, struct evhttp_request *req)
+{
+    const struct cfg_tenant *t = NULL;
+
+    if (evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization") != NULL) {
+        (void)api_authenticate(a, req, &t);
+    }
+}
+
+/* 401 with the challenge. The connection closes after it: a client without a valid token
+ * keeps no slot for its next guess (conns.c). */
+static void
+reply_unauthenticated(struct evhttp_request *req)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+
+    (void)evhttp_add_header(h, "WWW-Authenticate", "Bearer realm=\"sandpool\"");
+    api_reply_close(req);
+    api_reply_error(req, -EACCES, "a valid 'Authorization: Bearer <token>' header is required");
+}
+
+/* Authenticates req as role want (AUTH_TENANT or AUTH_ADMIN): true, with *ret_tenant for a
+ * tenant; else replies 401, or 403 for the other role's token, and returns false. */
+static bool
+require_role(struct api *a, struct evhttp_request *req, enum auth_role want,
+             const struct cfg_tenant **ret_tenant)
+{
+    enum auth_role got = api_authenticate(a, req, ret_tenant);
+
+    if (got == want) {
+        return true;
+    }
+    if (got == AUTH_NONE || got == AUTH_METRICS) {
+        reply_unauthenticated(req);
+    } else {
+        api_reply_error(req, -EPERM, "%s",
+                        want == AUTH_ADMIN ? "this endpoint needs the admin token"
+                                           : "the admin token cannot act as a tenant");
+    }
+    return false;
+}
+
+const struct cfg_tenant *
+api_require_tenant(struct api *a, struct evhttp_request *req)
+{
+    const struct cfg_tenant *t = NULL;
+
+    return require_role(a, req, AUTH_TENANT, &t) ? t : NULL;
+}
+
+bool
+api_require_admin(struct api *a, struct evhttp_request *req)
+{
+    const struct cfg_tenant *t = NULL;
+
+    return require_role(a, req, AUTH_ADMIN, &t);
+}
+
+/* The session id of tenant (NULL: any tenant's), or NULL after replying 404: an id that is no
+ * name at all is exactly as absent as an unknown one. */
+static struct session *
+find_session(struct api *a, struct evhttp_request *req, const char *tenant, const char *id)
+{
+    struct session *s = str_is_name(id, 64) ? session_find(a->backend->sessions, tenant, id) : NULL;
+
+    if (s == NULL) {
+        api_reply_error(req, -ENOENT, "no such session");
+    }
+    return s;
+}
+
+struct session *
+api_session_for(struct api *a, struct evhttp_request *req, const char *id, struct api_actor *ret)
+{
+    const struct cfg_tenant *t = NULL;
+
+    switch (api_authenticate(a, req, &t)) {
+    case AUTH_TENANT:
+        ret->admin = false;
+        (void)snprintf(ret->name, sizeof(ret->name), "tenant:%s", t->id);
+        break;
+    case AUTH_ADMIN:
+        ret->admin = true;
+        (void)snprintf(ret->name, sizeof(ret->name), "admin");
+        break;
+    case AUTH_NONE:
+    case AUTH_METRICS:
+        reply_unauthenticated(req);
+        return NULL;
+    }
+    /* The admin reaches every tenant's session; a tenant only its own. */
+    return find_session(a, req, ret->admin ? NULL : t->id, id);
+}
+
+struct session *
+api_admin_session_for(struct api *a, struct evhttp_request *req, const char *id,
+                      struct api_actor *ret)
+{
+    if (!api_require_admin(a, req)) {
+        return NULL;
+    }
+    ret->admin = true;
+    (void)snprintf(ret->name, sizeof(ret->name), "admin");
+    return find_session(a, req, NULL, id);
 }

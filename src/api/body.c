@@ -3,33 +3,27 @@
  * evhttp (libevent 2.1) reads a request body completely before it calls the handler, and has no
  * hook between the headers and the body on the server side. So every connection gets a
  * bufferevent filter between the socket and evhttp (evhttp_set_bevcb). The filter follows the
- * request framing and passes every byte on unchanged, except for one kind of request: a PUT to
- * /v1/sessions/{id}/files/{path} with a Content-Length. Its head goes to evhttp with
+ * request framing and passes every byte on unchanged, except for one kind of request: one with a
+ * Content-Length whose route says its handler streams the body (API_ROUTE_STREAMED_BODY in
+ * api.c's table: PUT /v1/sessions/{id}/files/{path}). Its head goes to evhttp with
  * "Content-Length: 0" and a marker header naming it (X-Sandpool-Held: N, the connection's Nth
  * held body), and its body is held back in the socket: evhttp dispatches the request at once,
  * and the handler reads the body itself, at the pace the sandbox takes it (api_body_read()).
  * Heads are passed on as they complete, so evhttp may still be answering earlier requests of
  * the connection when a held head goes by: the marker ties the held body to its request.
  *
- * While a handler runs, evhttp has disabled reading on the connection (which suspends the
- * socket's bufferevent), so the held body is read straight from the socket with an event of its
- * own: first what the socket's bufferevent had already buffered, then the descriptor, never past
- * the body's last byte. Once the body is consumed the filter goes back to reading request heads,
- * and any pipelined request already buffered is pushed through it for evhttp, which looks at it
- * once the current reply is out. A connection that closes with a held body unread (the request
- * was refused before its body was wanted) may drain it for a while first, so that the client,
- * still sending, reads the answer instead of a reset: conns.c decides (authenticated
+ * The handler reads a held body through held.c (api_body_read()); once the body is consumed the
+ * filter goes back to reading request heads. A connection that closes with a held body unread (the
+ * request was refused before its body was wanted) may drain it for a while first, so that the
+ * client, still sending, reads the answer instead of a reset: conns.c decides (authenticated
  * connections only, a bounded number at once).
  *
  * The filter is deliberately a follower, not a parser: it holds a body back only when it
- * understands the head completely (a method evhttp serves here, HTTP/1.0 or 1.1, exactly one
- * Content-Length of plain digits, no Transfer-Encoding, at most one Expect and only
- * "100-continue", no folded or malformed line, no stray CR, no NUL, a head of at most HEAD_MAX
- * bytes) by
- * the same rules evhttp applies. On anything else it stops looking for the rest of the
- * connection and passes bytes blindly: evhttp then sees exactly what the client sent and judges
- * and frames it itself, so the two never disagree about where a request ends. Such an upload is
- * read by evhttp like any body, within http.max_body_bytes.
+ * understands the head completely by the same rules evhttp applies (head.c, the pure scanner,
+ * says which), in a head of at most HEAD_MAX bytes. On anything else it stops looking for the rest
+ * of the connection and passes bytes blindly: evhttp then sees exactly what the client sent and
+ * judges and frames it itself, so the two never disagree about where a request ends. Such an upload
+ * is read by evhttp like any body, within http.max_body_bytes.
  *
  * Output goes from the filter straight to the descriptor, asynchronously, on an event of the
  * filter's own (filter_out()); see there for why.
@@ -45,12 +39,7 @@
  * accepts (API_MAX_HEADERS_BYTES of line content plus line ends), so the filter sees every head
  * evhttp dispatches whole; one holding a NUL goes blind and its request is refused with 400. */
 #include <errno.h>
-#include <stdio.h>
-#include <string.h>
-#include <strings.h>
-#include <sys/queue.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -58,58 +47,13 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#define LOG_MODULE "api"
 #include "api/api-internal.h"
-#include "log/log.h"
+#include "api/body-conn.h"
 #include "util/buf.h"
 #include "util/macro.h"
-#include "util/parse.h"
-#include "util/time.h"
 
 /* A longer head goes blind, and evhttp refuses it (see "NUL bytes" above). */
-#define HEAD_MAX    (2u * API_MAX_HEADERS_BYTES + 16u)
-#define READ_CHUNK  65536u
-#define HELD_HEADER "X-Sandpool-Held"
-
-/* A held body that makes no progress this long fails, like evhttp's own read timeout. */
-static const struct timeval read_timeout = {.tv_sec = API_CONN_TIMEOUT_S};
-
-enum conn_state {
-    CONN_HEAD,   /* reading a request head */
-    CONN_BODY,   /* passing on `left` body bytes */
-    CONN_HELD,   /* held body number `seq` of `left` bytes waits in the socket for its handler */
-    CONN_BLIND,  /* passing everything on */
-    CONN_BROKEN, /* a held body failed half-way: nothing more is passed on */
-};
-
-struct api_conn {
-    struct api_conns *reg;        /* conns.c: the listener's connections */
-    struct api_conn_entry *entry; /* this one's slot there */
-    struct timeval head_timeout;  /* zero: none */
-    struct bufferevent *bev;      /* the filter evhttp uses */
-    struct bufferevent *sock;     /* the socket under it */
-    enum conn_state state;
-    struct buf head;
-    size_t line_start; /* where the incomplete line of head starts */
-    uint64_t left, length;
-    uint64_t seq;          /* of the last held body */
-    uint64_t consumed_seq; /* of the last held body read to its end */
-    bool expect_continue;
-    uint64_t heads;      /* passed on to evhttp, */
-    uint64_t dispatched; /* dispatched by it */
-    uint64_t nul_head;   /* the head (by number) that held a NUL, 0: none */
-    /* output */
-    struct event *head_timer; /* a head that started must complete in time */
-    struct event *kick;       /* writes what evhttp queued, next loop iteration */
-    struct event *writable;   /* the socket takes output again */
-    bool flushing, write_failed;
-    /* the reader of a held body */
-    struct event *readable;
-    api_body_data_cb *on_data; /* NULL: discard */
-    api_body_end_cb *on_end;
-    void *userdata;
-    bool reading, paused, in_pump;
-};
+#define HEAD_MAX (2u * API_MAX_HEADERS_BYTES + 16u)
 
 static void
 add(struct evbuffer *b, const void *data, size_t n)
@@ -121,173 +65,36 @@ add(struct evbuffer *b, const void *data, size_t n)
 
 /* ---- heads ----------------------------------------------------------------------------------- */
 
-struct line {
-    const char *p;
-    size_t n;
-};
-
-/* The next line of [*pos, end): without its LF and an optional CR before it. */
-static bool
-next_line(const char **pos, const char *end, struct line *ret)
-{
-    const char *nl = memchr(*pos, '\n', (size_t)(end - *pos));
-
-    if (nl == NULL) {
-        return false;
-    }
-    ret->p = *pos;
-    ret->n = (size_t)(nl - *pos);
-    if (ret->n > 0 && ret->p[ret->n - 1] == '\r') {
-        ret->n--;
-    }
-    *pos = nl + 1;
-    return true;
-}
-
-/* evhttp's value trimming: leading and trailing blanks. */
-static struct line
-header_value(const struct line *l, size_t colon)
-{
-    struct line v = {l->p + colon + 1, l->n - colon - 1};
-
-    while (v.n > 0 && (v.p[0] == ' ' || v.p[0] == '\t')) {
-        v.p++;
-        v.n--;
-    }
-    while (v.n > 0 && (v.p[v.n - 1] == ' ' || v.p[v.n - 1] == '\t')) {
-        v.n--;
-    }
-    return v;
-}
-
-struct head_info {
-    bool understood; /* false: go blind */
-    bool http11, may_have_body, is_put, is_upload_path;
-    int n_length, n_expect;
-    uint64_t length;
-    bool expect_continue;
-};
-
-static void
-parse_request_line(const struct line *l, struct head_info *h)
-{
-    /* The methods api.c allows, which evhttp dispatches; it answers others itself. */
-    static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "HEAD"};
-    static const char prefix[] = "/v1/sessions/";
-    const char *sp1 = memchr(l->p, ' ', l->n);
-    const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(l->p + l->n - sp1 - 1)) : NULL;
-    size_t mlen, ulen, vlen;
-    const char *uri, *version;
-    bool known = false;
-
-    if (sp1 == NULL || sp2 == NULL || memchr(l->p, '\r', l->n) != NULL) {
-        return;
-    }
-    mlen = (size_t)(sp1 - l->p);
-    uri = sp1 + 1;
-    ulen = (size_t)(sp2 - uri);
-    version = sp2 + 1;
-    vlen = (size_t)(l->p + l->n - version);
-    h->http11 = vlen == 8 && memcmp(version, "HTTP/1.1", 8) == 0;
-    if (!h->http11 && !(vlen == 8 && memcmp(version, "HTTP/1.0", 8) == 0)) {
-        return;
-    }
-    for (size_t i = 0; i < ELEMENTSOF(methods); i++) {
-        if (mlen == strlen(methods[i]) && memcmp(l->p, methods[i], mlen) == 0) {
-            known = true;
-            h->may_have_body = i != 4; /* HEAD has none */
-            h->is_put = i == 2;
-        }
-    }
-    if (!known) {
-        return;
-    }
-    h->is_upload_path = ulen > sizeof(prefix) - 1 && memcmp(uri, prefix, sizeof(prefix) - 1) == 0 &&
-                        memmem(uri, ulen, "/files/", 7) != NULL;
-    h->understood = true;
-}
-
-static void
-parse_header_line(const struct line *l, struct head_info *h)
-{
-    const char *colon = memchr(l->p, ':', l->n);
-    size_t c = colon ? (size_t)(colon - l->p) : 0;
-    struct line v;
-
-    if (l->p[0] == ' ' || l->p[0] == '\t' || colon == NULL || memchr(l->p, '\r', l->n) != NULL) {
-        h->understood = false; /* folded, malformed, or a CR evhttp may judge otherwise */
-        return;
-    }
-    v = header_value(l, c);
-    if (strn_case_eq(l->p, c, "Transfer-Encoding") || strn_case_eq(l->p, c, HELD_HEADER)) {
-        h->understood = false;
-    } else if (strn_case_eq(l->p, c, "Content-Length")) {
-        /* Plain digits only (evhttp also takes a sign and blanks: blind then). */
-        if (v.n > 18 || parse_u64n(v.p, v.n, &h->length) < 0) {
-            h->understood = false;
-            return;
-        }
-        h->n_length++;
-    } else if (strn_case_eq(l->p, c, "Expect")) {
-        /* evhttp answers any other expectation with 417, but only for a body it reads. */
-        h->n_expect++;
-        h->expect_continue = strn_case_eq(v.p, v.n, "100-continue");
-        if (!h->expect_continue) {
-            h->understood = false;
-        }
-    }
-}
-
-/* A complete head (ending in its empty line) is in c->head: pass it on, maybe rewritten. */
+/* A complete head (ending in its empty line) is in c->head: pass it on, maybe rewritten (head.c
+ * judges it). */
 static void
 emit_head(struct api_conn *c, struct evbuffer *dst)
 {
-    const char *pos = c->head.buf, *end = c->head.buf + c->head.len;
-    struct head_info h = {0};
-    struct line l;
-    bool first = true;
+    struct api_head h;
 
     c->heads++;
-    while (next_line(&pos, end, &l) && l.n > 0) {
-        if (first) {
-            parse_request_line(&l, &h);
-            first = false;
-        } else if (h.understood) {
-            parse_header_line(&l, &h);
-        }
-    }
-    if (memchr(c->head.buf, '\0', c->head.len) != NULL) {
+    api_head_parse(c->head.buf, c->head.len, &h);
+    if (h.nul) {
         c->nul_head = c->heads;
-        h.understood = false;
     }
-    if (!h.understood || h.n_length > 1 || h.n_expect > 1) {
+    if (!h.understood) {
         c->state = CONN_BLIND;
         add(dst, c->head.buf, c->head.len);
         return;
     }
-    if (!h.may_have_body) {
-        h.length = 0;
-    }
-    if (h.is_put && h.is_upload_path && h.length > 0) {
+    if (h.held) {
         /* Everything but Content-Length, which becomes 0 for evhttp, and the marker. */
-        pos = c->head.buf;
-        while (next_line(&pos, end, &l) && l.n > 0) {
-            const char *colon = memchr(l.p, ':', l.n);
+        struct buf rewritten = BUF_INIT(2 * HEAD_MAX + 64);
 
-            if (colon != NULL && strn_case_eq(l.p, (size_t)(colon - l.p), "Content-Length")) {
-                continue;
-            }
-            add(dst, l.p, l.n);
-            add(dst, "\r\n", 2);
-        }
         c->seq++;
-        if (evbuffer_add_printf(dst, "Content-Length: 0\r\n" HELD_HEADER ": %llu\r\n\r\n",
-                                (unsigned long long)c->seq) < 0) {
-            oom();
+        if (api_head_rewrite(c->head.buf, c->head.len, c->seq, &rewritten) < 0) {
+            oom(); /* within the bound api_head_rewrite() names */
         }
+        add(dst, rewritten.buf, rewritten.len);
+        buf_done(&rewritten);
         c->state = CONN_HELD;
         c->left = c->length = h.length;
-        c->expect_continue = h.expect_continue && h.http11; /* evhttp's rule too */
+        c->expect_continue = h.expect_continue;
         return;
     }
     add(dst, c->head.buf, c->head.len);
@@ -310,9 +117,7 @@ scan_head(struct api_conn *c, struct evbuffer *src, struct evbuffer *dst)
 {
     size_t room = HEAD_MAX - c->head.len;
     size_t take = MIN(evbuffer_get_length(src), room);
-    size_t before = c->head.len;
-    const char *pos, *end;
-    struct line l;
+    size_t before = c->head.len, head_len = 0;
 
     if (before == 0 && take > 0) {
         head_deadline(c);
@@ -326,28 +131,25 @@ scan_head(struct api_conn *c, struct evbuffer *src, struct evbuffer *dst)
     if (buf_append(&c->head, evbuffer_pullup(src, (ev_ssize_t)take), take) < 0) {
         oom(); /* take fits in the room left */
     }
-    pos = c->head.buf + c->line_start;
-    end = c->head.buf + c->head.len;
-    while (next_line(&pos, end, &l)) {
-        if (l.n == 0) {
-            if (c->line_start == 0) {
-                /* An empty line before the request line: evhttp's business. The deadline
-                 * runs on for the head that follows. */
-                c->state = CONN_BLIND;
-                (void)evbuffer_drain(src, take);
-                add(dst, c->head.buf, c->head.len);
-                c->head.len = 0;
-                return true;
-            }
-            (void)event_del(c->head_timer);
-            c->head.len = (size_t)(pos - c->head.buf);
-            (void)evbuffer_drain(src, c->head.len - before);
-            emit_head(c, dst);
-            c->head.len = 0;
-            c->line_start = 0;
-            return true;
-        }
-        c->line_start = (size_t)(pos - c->head.buf);
+    switch (api_head_find_end(c->head.buf, c->head.len, &c->line_start, &head_len)) {
+    case API_HEAD_EMPTY_FIRST:
+        /* An empty line before the request line: evhttp's business. The deadline runs on for
+         * the head that follows. */
+        c->state = CONN_BLIND;
+        (void)evbuffer_drain(src, take);
+        add(dst, c->head.buf, c->head.len);
+        c->head.len = 0;
+        return true;
+    case API_HEAD_COMPLETE:
+        (void)event_del(c->head_timer);
+        c->head.len = head_len;
+        (void)evbuffer_drain(src, c->head.len - before);
+        emit_head(c, dst);
+        c->head.len = 0;
+        c->line_start = 0;
+        return true;
+    case API_HEAD_MORE:
+        break;
     }
     (void)evbuffer_drain(src, take);
     return false;
@@ -505,9 +307,8 @@ on_head_timeout(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* The filter state of req's connection; NULL when it has none. */
-static struct api_conn *
-conn_of(struct api_conns *reg, struct evhttp_request *req)
+struct api_conn *
+api_conn_of(struct api_conns *reg, struct evhttp_request *req)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
@@ -529,7 +330,7 @@ on_request_complete(struct evhttp_request *req, void *arg)
 bool
 api_conn_dispatched(struct api_conns *reg, struct evhttp_request *req)
 {
-    struct api_conn *c = conn_of(reg, req);
+    struct api_conn *c = api_conn_of(reg, req);
     enum api_conn_standing st;
 
     if (c == NULL) {
@@ -552,7 +353,7 @@ api_conn_dispatched(struct api_conns *reg, struct evhttp_request *req)
 void
 api_conn_authenticated(struct api_conns *reg, struct evhttp_request *req)
 {
-    struct api_conn *c = conn_of(reg, req);
+    struct api_conn *c = api_conn_of(reg, req);
 
     if (c != NULL) {
         enum api_conn_standing st = api_conn_standing(c->entry);
@@ -563,8 +364,8 @@ api_conn_authenticated(struct api_conns *reg, struct evhttp_request *req)
             /* The close api_conn_dispatched() set for an anonymous connection, unless another
              * reason for it holds: a blind connection (a NUL head made it one), a held body
              * (api.c). */
-            if (c->state != CONN_BLIND &&
-                evhttp_find_header(evhttp_request_get_input_headers(req), HELD_HEADER) == NULL) {
+            if (c->state != CONN_BLIND && evhttp_find_header(evhttp_request_get_input_headers(req),
+                                                             API_HELD_HEADER) == NULL) {
                 (void)evhttp_remove_header(evhttp_request_get_output_headers(req), "Connection");
             }
         }
@@ -619,210 +420,4 @@ api_conn_bev_new(struct event_base *base, void *arg)
     }
     c->entry = api_conns_add(reg, c->sock, c->bev, c);
     return c->bev;
-}
-
-/* ---- held bodies ----------------------------------------------------------------------------- */
-
-/* The handle names the body the filter holds now (not one already read, nor the next one). */
-static bool
-current(const struct api_body *b)
-{
-    return b->conn != NULL && b->conn->state == CONN_HELD && b->conn->seq == b->seq;
-}
-
-bool
-api_body_held(struct api_conns *reg, struct evhttp_request *req, struct api_body *ret)
-{
-    const char *marker = evhttp_find_header(evhttp_request_get_input_headers(req), HELD_HEADER);
-
-    *ret = (struct api_body){0};
-    if (marker == NULL) {
-        return false;
-    }
-    ret->conn = conn_of(reg, req);
-    if (ret->conn == NULL || parse_u64(marker, &ret->seq) < 0 || !current(ret)) {
-        *ret = (struct api_body){0};
-        return false;
-    }
-    return true;
-}
-
-uint64_t
-api_body_length(const struct api_body *b)
-{
-    return b->conn->length;
-}
-
-bool
-api_body_unread(const struct api_body *b)
-{
-    return b->conn->consumed_seq != b->seq;
-}
-
-bool
-api_body_awaits_continue(const struct api_body *b)
-{
-    const struct api_conn *c = b->conn;
-
-    return current(b) && c->expect_continue && c->left == c->length;
-}
-
-/* ---- reading a held body --------------------------------------------------------------------- */
-
-/* "100 Continue" if the client waits for it before sending the body. */
-static void
-send_continue(struct api_conn *c)
-{
-    static const char line[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    int fd = bufferevent_getfd(c->sock);
-
-    if (!c->expect_continue || c->left != c->length) {
-        return;
-    }
-    c->expect_continue = false;
-    /* Nothing else is queued while a handler runs (the last reply was written out, see
-     * filter_out()): an idle socket takes these few bytes at once, or it is broken and the body
-     * read then sees the end. */
-    if (send(fd, line, sizeof(line) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(line) - 1)) {
-        (void)shutdown(fd, SHUT_RDWR);
-    }
-}
-
-static void
-reader_stop(struct api_conn *c)
-{
-    if (c->readable != NULL) {
-        (void)event_del(c->readable);
-    }
-}
-
-static void
-reader_end(struct api_conn *c, int r)
-{
-    api_body_end_cb *cb = c->on_end;
-
-    reader_stop(c);
-    c->reading = false;
-    c->on_data = NULL;
-    c->on_end = NULL;
-    if (r == 0) {
-        /* Back to heads; a pipelined request already in the socket's buffer goes to evhttp,
-         * which looks at it once this request's reply is out. */
-        c->consumed_seq = c->seq;
-        c->state = CONN_HEAD;
-        (void)bufferevent_flush(c->bev, EV_READ, BEV_FLUSH);
-    } else {
-        c->state = CONN_BROKEN; /* where the next request starts is unknown */
-    }
-    if (cb != NULL) {
-        cb(r, c->userdata);
-    }
-}
-
-/* Moves body bytes to the reader until it pauses, the socket runs dry or the body ends. */
-static void
-pump(struct api_conn *c)
-{
-    struct evbuffer *buffered = bufferevent_get_input(c->sock);
-    char chunk[READ_CHUNK];
-
-    if (c->in_pump) {
-        return; /* resumed from inside on_data: the loop below goes on */
-    }
-    c->in_pump = true;
-    while (c->reading && !c->paused && c->left > 0) {
-        size_t want = (size_t)MIN(c->left, (uint64_t)sizeof(chunk));
-        ssize_t n;
-
-        if (evbuffer_get_length(buffered) > 0) {
-            n = evbuffer_remove(buffered, chunk, want);
-        } else {
-            n = read(bufferevent_getfd(c->sock), chunk, want);
-        }
-        if (n > 0) {
-            c->left -= (uint64_t)n;
-            if (c->on_data != NULL) {
-                c->on_data(chunk, (size_t)n, c->userdata);
-            }
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-            (void)event_add(c->readable, &read_timeout);
-            c->in_pump = false;
-            return;
-        }
-        c->in_pump = false;
-        reader_end(c, n == 0 ? -ECONNRESET : -errno);
-        return;
-    }
-    c->in_pump = false;
-    if (c->reading && c->left == 0) {
-        reader_end(c, 0);
-    } else if (c->paused) {
-        reader_stop(c);
-    }
-}
-
-static void
-on_readable(evutil_socket_t fd, short what, void *arg)
-{
-    struct api_conn *c = arg;
-
-    if (what & EV_TIMEOUT) {
-        reader_end(c, -ETIMEDOUT); /* a client that stopped sending */
-        return;
-    }
-    pump(c);
-}
-
-void
-api_body_read(const struct api_body *b, api_body_data_cb *on_data, api_body_end_cb *on_end,
-              void *userdata)
-{
-    struct api_conn *c = b->conn;
-
-    if (!current(b)) {
-        return;
-    }
-    c->on_data = on_data;
-    c->on_end = on_end;
-    c->userdata = userdata;
-    c->reading = true;
-    c->paused = false;
-    send_continue(c);
-    if (c->readable == NULL) {
-        c->readable = OOM_CHECK(event_new(bufferevent_get_base(c->sock), bufferevent_getfd(c->sock),
-                                          EV_READ, on_readable, c));
-    }
-    (void)event_active(c->readable, EV_READ, 0); /* never from inside this call */
-}
-
-void
-api_body_pause(const struct api_body *b, bool pause)
-{
-    struct api_conn *c = b->conn;
-
-    if (!current(b) || !c->reading || c->paused == pause) {
-        return;
-    }
-    c->paused = pause;
-    if (pause) {
-        reader_stop(c);
-    } else {
-        (void)event_active(c->readable, EV_READ, 0);
-    }
-}
-
-void
-api_body_cancel(const struct api_body *b)
-{
-    struct api_conn *c = b->conn;
-
-    if (!current(b)) {
-        return;
-    }
-    reader_stop(c);
-    c->reading = false;
-    c->on_data = NULL;
-    c->on_end = NULL;
 }

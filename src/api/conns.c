@@ -5,7 +5,7 @@
  * take every slot and lock every tenant out, /healthz included. The rules here:
  *
  *  1. Every connection has one standing (enum api_conn_standing), written only by
- *     table_set():
+ *     api_conns_table_write() (conns-table.c):
  *       ANON_IDLE / ANON_BUSY   no request on it carried a valid token yet
  *       AUTH_IDLE / AUTH_BUSY   one did (tenant or admin); a connection never loses it
  *       CLOSING                 evicted or refused: its socket is shut down, evhttp frees it
@@ -36,8 +36,8 @@
  *
  * So unauthenticated clients can take at most the slots nobody authenticated is using, and lose
  * them first; descriptors held for clients stay within max + PAST_CAP_MAX + CLOSING_MAX. The
- * table (table_*) is pure bookkeeping, unit-tested in tests/unit/test-conns.c; the api_conns_*
- * functions add the I/O: shutting sockets down, the listener, lingering. Loop context only. */
+ * table (conns-table.c) is pure bookkeeping, unit-tested in tests/unit/test-conns.c; this file
+ * adds the I/O: shutting sockets down, the listener, admission, lingering. Loop context only. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -56,7 +56,9 @@
 
 #define LOG_MODULE "api"
 #include "api/api-internal.h"
+#include "api/conns-table.h"
 #include "log/log.h"
+#include "sandpool/api.h"
 #include "util/hashmap.h"
 #include "util/macro.h"
 #include "util/time.h"
@@ -65,311 +67,12 @@
 #define LINGER_IDLE_S  5  /* and this long without a byte */
 #define LINGER_READS   16 /* reads of 16 KiB per readable event */
 #define WARN_EVERY_MS  10000u
-#define PEER_KEY_MAX   64 /* "<IPv6 text>/64" */
-/* Connections past the cap being looked at, and closed ones evhttp has not freed yet, before
- * accepting pauses (api.h's API_CONNS_SLACK holds both). */
-#define PAST_CAP_MAX 4
-#define CLOSING_MAX  4
-#define FRESH_MS     200 /* see fresh() */
 
 static const struct timeval linger_idle = {.tv_sec = LINGER_IDLE_S};
-
-struct conn_peer {
-    TAILQ_HEAD(, api_conn_entry) idle; /* its ANON_IDLE connections, idle longest first */
-    unsigned anon;                     /* its admitted anonymous connections */
-    char key[PEER_KEY_MAX];
-};
-
-struct api_conn_entry {
-    TAILQ_ENTRY(api_conn_entry) idle_link; /* table idle list of its class, while idle */
-    TAILQ_ENTRY(api_conn_entry) peer_link; /* peer->idle, while ANON_IDLE and admitted */
-    struct api_conns *reg;
-    struct conn_peer *peer; /* NULL: not admitted yet, or exempt */
-    enum api_conn_standing standing;
-    bool admitted;
-    struct bufferevent *sock;   /* borrowed: the socket bufferevent; NULL once evhttp freed it */
-    struct bufferevent *filter; /* borrowed: what evhttp reads from (body.c's filter) */
-    void *owner;                /* borrowed: body.c's connection */
-    char key[32];               /* in reg->by_bev: the filter bufferevent's address */
-    struct event *admit_ev;     /* admission once the descriptor is known */
-    uint64_t busy_since_ms;     /* ANON_BUSY: since when */
-    uint64_t added_ms;          /* accepted then */
-    bool heard;                 /* a byte of it came (api_conns_admit()) */
-    /* LINGERING */
-    int linger_fd;
-    struct event *linger_ev;
-    uint64_t linger_until_ms;
-};
-
-TAILQ_HEAD(entry_list, api_conn_entry);
 
 /* Registries with a listener. libevent calls a listener's error callback with evhttp's own
  * argument, so the registry is found by its listener (there are at most two). */
 static LIST_HEAD(, api_conns) listening = LIST_HEAD_INITIALIZER(listening);
-
-struct api_conns {
-    struct api_conns_limits lim;
-    struct hashmap *peers;       /* key -> struct conn_peer */
-    struct hashmap *by_bev;      /* filter bufferevent's address -> entry with a connection */
-    struct entry_list idle[2];   /* [0] anonymous, [1] authenticated; idle longest first */
-    struct entry_list lingers;   /* LINGERING entries (linked through idle_link) */
-    struct entry_list anon_busy; /* ANON_BUSY entries, busy longest first (idle_link too) */
-    unsigned n[API_CONN__COUNT];
-    unsigned total;
-    unsigned unadmitted; /* entries whose peer was not looked at yet */
-    struct api_conns_stats stats;
-    size_t refs;                     /* the api, and each entry */
-    bool api_gone;                   /* no more lingering closes */
-    struct evconnlistener *listener; /* borrowed; NULL when not listening */
-    LIST_ENTRY(api_conns) listening; /* while listener is set: on_accept_error finds it */
-    bool paused;
-    struct event *backoff; /* accept() failed for want of descriptors: pause a moment */
-    struct event *recheck; /* while paused: look again (a spared connection turns closable) */
-    uint64_t warned_cap_ms, warned_peer_ms, warned_accept_ms;
-};
-
-/* ---- the table: pure bookkeeping ------------------------------------------------------------ */
-
-static bool
-standing_idle(enum api_conn_standing s)
-{
-    return s == API_CONN_ANON_IDLE || s == API_CONN_AUTH_IDLE;
-}
-
-static bool
-standing_anon(enum api_conn_standing s)
-{
-    return s == API_CONN_ANON_IDLE || s == API_CONN_ANON_BUSY;
-}
-
-static void
-peer_unref(struct api_conns *reg, struct conn_peer *p)
-{
-    if (p->anon == 0) {
-        (void)hashmap_remove(reg->peers, p->key);
-        free(p);
-    }
-}
-
-/* The one setter of a connection's standing: keeps the idle lists, the per-peer counts and the
- * totals in step with it. */
-static void
-table_set(struct api_conns *reg, struct api_conn_entry *e, enum api_conn_standing to)
-{
-    enum api_conn_standing from = e->standing;
-
-    if (standing_idle(from)) {
-        TAILQ_REMOVE(&reg->idle[from == API_CONN_AUTH_IDLE], e, idle_link);
-    } else if (from == API_CONN_LINGERING) {
-        TAILQ_REMOVE(&reg->lingers, e, idle_link);
-    } else if (from == API_CONN_ANON_BUSY) {
-        TAILQ_REMOVE(&reg->anon_busy, e, idle_link);
-    }
-    if (e->peer != NULL && standing_anon(from)) {
-        if (from == API_CONN_ANON_IDLE) {
-            TAILQ_REMOVE(&e->peer->idle, e, peer_link);
-        }
-        e->peer->anon--;
-    }
-    reg->n[from]--;
-    e->standing = to;
-    reg->n[to]++;
-    if (e->peer != NULL && standing_anon(to)) {
-        e->peer->anon++;
-        if (to == API_CONN_ANON_IDLE) {
-            TAILQ_INSERT_TAIL(&e->peer->idle, e, peer_link);
-        }
-    }
-    if (standing_idle(to)) {
-        TAILQ_INSERT_TAIL(&reg->idle[to == API_CONN_AUTH_IDLE], e, idle_link);
-    } else if (to == API_CONN_LINGERING) {
-        TAILQ_INSERT_TAIL(&reg->lingers, e, idle_link);
-    } else if (to == API_CONN_ANON_BUSY) {
-        e->busy_since_ms = time_now_ms();
-        TAILQ_INSERT_TAIL(&reg->anon_busy, e, idle_link);
-    }
-    if (e->peer != NULL && !standing_anon(to)) {
-        struct conn_peer *p = e->peer;
-
-        e->peer = NULL; /* authenticated or leaving: no longer its peer's */
-        peer_unref(reg, p);
-    }
-}
-
-enum api_conn_standing
-api_conn_standing(const struct api_conn_entry *e)
-{
-    return e->standing;
-}
-
-struct api_conn_entry *
-api_conns_table_add(struct api_conns *reg)
-{
-    struct api_conn_entry *e = xcalloc(1, sizeof(*e));
-
-    e->reg = reg;
-    e->linger_fd = -1;
-    e->standing = API_CONN_ANON_IDLE;
-    e->added_ms = time_now_ms();
-    reg->n[API_CONN_ANON_IDLE]++;
-    reg->total++;
-    reg->unadmitted++;
-    reg->refs++;
-    TAILQ_INSERT_TAIL(&reg->idle[0], e, idle_link);
-    return e;
-}
-
-void
-api_conns_table_set(struct api_conns *reg, struct api_conn_entry *e, enum api_conn_standing to)
-{
-    if (e->standing != to && e->standing != API_CONN_CLOSING && e->standing != API_CONN_LINGERING) {
-        table_set(reg, e, to);
-    }
-}
-
-unsigned
-api_conns_live(const struct api_conns *reg)
-{
-    return reg->total - reg->n[API_CONN_CLOSING];
-}
-
-/* An idle connection whose bytes came and were not read yet is no victim: they are in its socket
- * or, with a filter, in its socket bufferevent (read on this loop turn: a burst of new
- * connections, each with its request). Bytes evhttp already took are no such thing: a head or
- * body arriving slowly is idle like any other (a client trickling a head keeps no slot that
- * way). Nor is a connection just accepted, whose descriptor is not set yet. (Pure entries of the
- * unit tests have no socket.) */
-static bool
-spared(const struct api_conn_entry *e)
-{
-    int fd = e->sock != NULL ? bufferevent_getfd(e->sock) : -1;
-    int pending = 0;
-
-    if (e->sock == NULL) {
-        return false;
-    }
-    if (fd < 0) {
-        return true; /* just accepted: evhttp sets its descriptor after api_conns_add() */
-    }
-    return (e->filter != NULL && evbuffer_get_length(bufferevent_get_input(e->sock)) > 0) ||
-           (ioctl(fd, FIONREAD, &pending) == 0 && pending > 0);
-}
-
-/* A connection accepted less than FRESH_MS ago from which nothing came yet: a client sends its
- * request right after it connects, and a newcomer must not be closed for itself before (with
- * nothing else anonymous to close, the newcomer past the cap would be the victim). It is no
- * victim, and holds no other connection back: silent newcomers at the cap close tenants' idle
- * keep-alive connections (which reconnect) rather than leave every newcomer waiting. */
-static bool
-fresh(const struct api_conn_entry *e)
-{
-    return e->sock != NULL && !e->heard && time_now_ms() - e->added_ms < FRESH_MS;
-}
-
-/* In this order: the anonymous connection idle longest with nothing unread (a fresh() one
- * aside); the anonymous one busy longest, once it has been busy lim.anon_busy_ms (every
- * anonymous request is answered at once, so its client is not reading the reply). With none,
- * but anonymous ones busy for less or with their request unread: nobody; they turn idle or
- * closable within moments, and the cap stays passed till then (update_listener() pauses
- * accepting and trims). Only with no other anonymous connection: the authenticated one idle
- * longest with nothing unread. So an anonymous newcomer closes an authenticated connection
- * only while every anonymous one is fresh and silent. */
-struct api_conn_entry *
-api_conns_table_victim(const struct api_conns *reg, const struct api_conn_entry *exclude)
-{
-    bool anon = false;
-    struct api_conn_entry *e;
-
-    TAILQ_FOREACH (e, &reg->idle[0], idle_link) {
-        if (e == exclude) {
-            continue;
-        }
-        if (spared(e)) {
-            anon = true;
-        } else if (!fresh(e)) {
-            return e;
-        }
-    }
-    e = TAILQ_FIRST(&reg->anon_busy);
-    if (e != NULL && e == exclude) {
-        e = TAILQ_NEXT(e, idle_link);
-    }
-    if (e != NULL && reg->lim.anon_busy_ms > 0 &&
-        time_now_ms() - e->busy_since_ms >= reg->lim.anon_busy_ms) {
-        return e;
-    }
-    if (anon || reg->n[API_CONN_ANON_BUSY] > 0) {
-        return NULL;
-    }
-    TAILQ_FOREACH (e, &reg->idle[1], idle_link) {
-        if (e != exclude && !spared(e)) {
-            return e;
-        }
-    }
-    return NULL;
-}
-
-static void
-table_admitted(struct api_conns *reg, struct api_conn_entry *e)
-{
-    if (!e->admitted) {
-        e->admitted = true;
-        reg->unadmitted--;
-    }
-}
-
-int
-api_conns_table_admit(struct api_conns *reg, struct api_conn_entry *e, const char *peer,
-                      struct api_conn_entry **ret_victim)
-{
-    enum api_conn_standing s = e->standing;
-    struct conn_peer *p;
-
-    *ret_victim = NULL;
-    if (e->admitted || e->standing == API_CONN_CLOSING) {
-        return 0;
-    }
-    table_admitted(reg, e);
-    if (peer == NULL || peer[0] == '\0' || reg->lim.per_peer == 0 || !standing_anon(e->standing)) {
-        return 0; /* exempt, or authenticated before its admission came round */
-    }
-    p = hashmap_get(reg->peers, peer);
-    if (p == NULL) {
-        p = xcalloc(1, sizeof(*p));
-        TAILQ_INIT(&p->idle);
-        (void)snprintf(p->key, sizeof(p->key), "%s", peer);
-        hashmap_put(reg->peers, p->key, p);
-    }
-    if (p->anon >= reg->lim.per_peer) {
-        struct api_conn_entry *v;
-
-        TAILQ_FOREACH (v, &p->idle, peer_link) {
-            if (!spared(v)) { /* a fresh one too: the address competes with itself */
-                break;
-            }
-        }
-        *ret_victim = v;
-        if (v == NULL) {
-            peer_unref(reg, p);
-            return -EUSERS;
-        }
-    }
-    /* Counted from now on: leave and enter the standing again, with the peer. */
-    table_set(reg, e, API_CONN_CLOSING);
-    e->peer = p;
-    table_set(reg, e, s);
-    return 0;
-}
-
-/* Forgets e (its connection and any lingering close are over). */
-static void
-table_remove(struct api_conns *reg, struct api_conn_entry *e)
-{
-    table_set(reg, e, API_CONN_CLOSING); /* leaves every list and the peer */
-    table_admitted(reg, e);
-    reg->n[API_CONN_CLOSING]--;
-    reg->total--;
-}
 
 /* ---- listener ------------------------------------------------------------------------------- */
 
@@ -492,7 +195,7 @@ close_entry(struct api_conns *reg, struct api_conn_entry *e)
 {
     int fd = e->sock != NULL ? bufferevent_getfd(e->sock) : -1;
 
-    table_set(reg, e, API_CONN_CLOSING);
+    api_conns_table_write(reg, e, API_CONN_CLOSING);
     if (fd >= 0) {
         (void)shutdown(fd, SHUT_RDWR);
     }
@@ -502,8 +205,8 @@ close_entry(struct api_conns *reg, struct api_conn_entry *e)
 static void
 refuse(struct api_conns *reg, struct api_conn_entry *e, int fd)
 {
-    static const char body[] = "{\"error\":{\"code\":\"unavailable\",\"message\":\"too many "
-                               "connections from this address\"}}\n";
+    static const char body[] = "{\"error\":{\"code\":\"" SANDPOOL_ERR_UNAVAILABLE
+                               "\",\"message\":\"too many connections from this address\"}}\n";
     char head[256];
     int n = snprintf(head, sizeof(head),
                      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
@@ -569,7 +272,7 @@ admit(struct api_conn_entry *e)
     }
     if (e->standing == API_CONN_CLOSING) {
         /* Closed before evhttp set its descriptor: nothing was shut down then. */
-        table_admitted(reg, e);
+        api_conns_table_admitted(reg, e);
         (void)event_del(e->admit_ev);
         (void)shutdown(fd, SHUT_RDWR);
         update_listener(reg);
@@ -614,7 +317,7 @@ on_admit(evutil_socket_t fd, short what, void *arg)
     if (e->sock != NULL && bufferevent_getfd(e->sock) < 0) {
         /* evhttp sets the descriptor before this turn; should it not have, the connection
          * counts as exempt rather than hold the trimming of the cap back (update_listener). */
-        table_admitted(e->reg, e);
+        api_conns_table_admitted(e->reg, e);
         update_listener(e->reg);
         return;
     }
@@ -702,7 +405,7 @@ entry_free(struct api_conn_entry *e)
     if (e->admit_ev != NULL) {
         event_free(e->admit_ev);
     }
-    table_remove(reg, e);
+    api_conns_table_remove(reg, e);
     free(e);
     update_listener(reg);
     reg_unref(reg);
@@ -761,7 +464,7 @@ linger_start(struct api_conn_entry *e, int fd)
     e->linger_until_ms = time_now_ms() + (uint64_t)LINGER_TOTAL_S * 1000;
     e->linger_ev =
         OOM_CHECK(event_new(bufferevent_get_base(e->sock), e->linger_fd, EV_READ, on_linger, e));
-    table_set(reg, e, API_CONN_LINGERING);
+    api_conns_table_write(reg, e, API_CONN_LINGERING);
     (void)event_add(e->linger_ev, &linger_idle);
     return true;
 }

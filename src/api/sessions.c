@@ -32,7 +32,6 @@
 #include "session/session.h"
 #include "stream/sse.h"
 #include "util/macro.h"
-#include "util/parse.h"
 #include "util/utf8.h"
 
 struct call {
@@ -111,84 +110,6 @@ api_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct
 
     /* An empty buffer pulls up NULL. */
     return api_request_json((const char *)evbuffer_pullup(in, -1), n, allow_empty, ret, reterr);
-}
-
-/* 401 with the challenge. The connection closes after it: a client without a valid token
- * keeps no slot for its next guess (conns.c). */
-static void
-reply_unauthenticated(struct evhttp_request *req)
-{
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-
-    (void)evhttp_add_header(h, "WWW-Authenticate", "Bearer realm=\"sandpool\"");
-    api_reply_close(req);
-    api_reply_error(req, -EACCES, "a valid 'Authorization: Bearer <token>' header is required");
-}
-
-/* Authenticates req as role want (AUTH_TENANT or AUTH_ADMIN): true, with *ret_tenant for a
- * tenant; else replies 401, or 403 for the other role's token, and returns false. */
-static bool
-require_role(struct api *a, struct evhttp_request *req, enum auth_role want,
-             const struct cfg_tenant **ret_tenant)
-{
-    enum auth_role got = api_authenticate(a, req, ret_tenant);
-
-    if (got == want) {
-        return true;
-    }
-    if (got == AUTH_NONE || got == AUTH_METRICS) {
-        reply_unauthenticated(req);
-    } else {
-        api_reply_error(req, -EPERM, "%s",
-                        want == AUTH_ADMIN ? "this endpoint needs the admin token"
-                                           : "the admin token cannot act as a tenant");
-    }
-    return false;
-}
-
-const struct cfg_tenant *
-api_require_tenant(struct api *a, struct evhttp_request *req)
-{
-    const struct cfg_tenant *t = NULL;
-
-    return require_role(a, req, AUTH_TENANT, &t) ? t : NULL;
-}
-
-bool
-api_require_admin(struct api *a, struct evhttp_request *req)
-{
-    const struct cfg_tenant *t = NULL;
-
-    return require_role(a, req, AUTH_ADMIN, &t);
-}
-
-struct session *
-api_session_for(struct api *a, struct evhttp_request *req, const char *id, struct api_actor *ret)
-{
-    const struct cfg_tenant *t = NULL;
-    struct session *s;
-
-    switch (api_authenticate(a, req, &t)) {
-    case AUTH_TENANT:
-        ret->admin = false;
-        (void)snprintf(ret->name, sizeof(ret->name), "tenant:%s", t->id);
-        break;
-    case AUTH_ADMIN:
-        ret->admin = true;
-        (void)snprintf(ret->name, sizeof(ret->name), "admin");
-        break;
-    case AUTH_NONE:
-    case AUTH_METRICS:
-        reply_unauthenticated(req);
-        return NULL;
-    }
-    /* The admin reaches every tenant's session; a tenant only its own. */
-    s = str_is_name(id, 64) ? session_find(a->backend->sessions, ret->admin ? NULL : t->id, id)
-                            : NULL;
-    if (s == NULL) {
-        api_reply_error(req, -ENOENT, "no such session");
-    }
-    return s;
 }
 
 /* ---- create, list, get, delete --------------------------------------------------------------- */

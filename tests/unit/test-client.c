@@ -1,19 +1,39 @@
-/* The client library's pure parts: the SSE parser (src/client/sse.c: events split at every
+/* The client library: its pure parts, the SSE parser (src/client/sse.c: events split at every
  * byte, multi-line data, CR/LF/CRLF line ends with a CRLF split across reads, comments, the
  * default event name, events without data, the size bounds) and sp_client_metric_sum (samples
  * with and without labels, quoted label values, malformed lines). And sandpoolctl's output
  * helpers (cmd/sandpoolctl/util.c, linked in): what a tenant, a sandbox or the engine put in
  * a string reaches the operator's terminal as visible escapes, never as a control sequence
- * (issue 14, item 12). */
+ * (issue 14, item 12). And the calls no program of the project makes (sp_client_request, the
+ * tenant's session calls, file listing and deletion), against a local evhttp server: the method,
+ * path, encoding, token and body each sends, and every status read back as util/errcode.c's
+ * errno. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/util.h>
+#include <jansson.h>
 
 #include "client/sse.h"
 #include "ctl.h"
 #include "sandpool/client.h"
 #include "tap.h"
+#include "util/errcode.h"
+#include "util/parse.h"
 
 struct seen {
     char log[4096];
@@ -235,6 +255,273 @@ TEST(println_escapes)
     free(text);
 }
 
+/* ---- the calls against a local evhttp server ------------------------------------------------
+ *
+ * A child process serves 127.0.0.1:<port> with evhttp (the client blocks; the daemon's loop
+ * cannot run beside it in one process). It answers every request with a description of it,
+ * {"method", "uri", "auth", "type", "body"} (body: the text received), except:
+ *   DELETE ...           204, no body (as the daemon answers deletes)
+ *   GET /last            the description of the request before
+ *   ANY /status/N        status N with the daemon's error body {"error": {"code", "message"}},
+ *                        the code being util/errcode.c's for N
+ *   ANY /plain/N         status N with a body that is not that JSON */
+
+static json_t *last_seen;
+
+static const char *
+method_name(enum evhttp_cmd_type m)
+{
+    switch (m) {
+    case EVHTTP_REQ_GET:
+        return "GET";
+    case EVHTTP_REQ_POST:
+        return "POST";
+    case EVHTTP_REQ_PUT:
+        return "PUT";
+    case EVHTTP_REQ_DELETE:
+        return "DELETE";
+    default:
+        return "OTHER";
+    }
+}
+
+static void
+send_json(struct evhttp_request *req, int status, json_t *j)
+{
+    struct evbuffer *out = evbuffer_new();
+    char *text = json_dumps(j, JSON_COMPACT);
+
+    if (out == NULL || text == NULL || evbuffer_add(out, text, strlen(text)) < 0) {
+        abort();
+    }
+    (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                            "application/json");
+    evhttp_send_reply(req, status, "X", out);
+    evbuffer_free(out);
+    free(text);
+    json_decref(j);
+}
+
+static void
+on_test_request(struct evhttp_request *req, void *arg)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    struct evbuffer *body = evhttp_request_get_input_buffer(req);
+    const char *uri = evhttp_request_get_uri(req), *auth = evhttp_find_header(in, "Authorization");
+    const char *type = evhttp_find_header(in, "Content-Type");
+    size_t n = evbuffer_get_length(body);
+    json_t *seen = json_pack("{s:s, s:s, s:s, s:s, s:s%}", "method",
+                             method_name(evhttp_request_get_command(req)), "uri", uri, "auth",
+                             auth ? auth : "", "type", type ? type : "", "body",
+                             n ? (const char *)evbuffer_pullup(body, -1) : "", n);
+    uint64_t status = 0;
+
+    if (seen == NULL) {
+        abort();
+    }
+    if (strcmp(uri, "/last") == 0) {
+        send_json(req, 200, last_seen ? json_incref(last_seen) : json_object());
+        json_decref(seen);
+        return;
+    }
+    json_decref(last_seen);
+    last_seen = json_incref(seen);
+    if (str_startswith(uri, "/status/") && parse_u64(uri + 8, &status) == 0) {
+        const struct errcode *row = errcode_from_status((int)status);
+
+        send_json(req, (int)status,
+                  json_pack("{s:{s:s, s:s}}", "error", "code", row ? row->code : "teapot",
+                            "message", "as asked"));
+    } else if (str_startswith(uri, "/plain/") && parse_u64(uri + 7, &status) == 0) {
+        struct evbuffer *out = evbuffer_new();
+
+        (void)evbuffer_add_printf(out, "<html>%d</html>", (int)status);
+        evhttp_send_reply(req, (int)status, "X", out);
+        evbuffer_free(out);
+    } else if (evhttp_request_get_command(req) == EVHTTP_REQ_DELETE) {
+        evhttp_send_reply(req, 204, "No Content", NULL);
+    } else {
+        send_json(req, 200, json_incref(seen));
+    }
+    json_decref(seen);
+}
+
+static pid_t server_pid = -1;
+static char server_url[64];
+
+/* Starts the server child; false when the machine gives no loopback socket. */
+static bool
+server_start(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
+        return false;
+    }
+    (void)snprintf(server_url, sizeof(server_url), "http://127.0.0.1:%u/", ntohs(sa.sin_port));
+    fflush(stdout);
+    server_pid = fork();
+    if (server_pid == 0) {
+        struct event_base *base = event_base_new();
+        struct evhttp *http = base ? evhttp_new(base) : NULL;
+
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (http == NULL || evutil_make_socket_nonblocking(fd) < 0 ||
+            evhttp_accept_socket(http, fd) < 0) {
+            _exit(1);
+        }
+        evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                             EVHTTP_REQ_DELETE);
+        evhttp_set_gencb(http, on_test_request, NULL);
+        (void)event_base_dispatch(base);
+        _exit(0);
+    }
+    (void)close(fd);
+    return server_pid > 0;
+}
+
+static void
+server_stop(void)
+{
+    if (server_pid > 0) {
+        (void)kill(server_pid, SIGTERM);
+        (void)waitpid(server_pid, NULL, 0);
+        server_pid = -1;
+    }
+}
+
+/* What the server saw: field of the echo j (borrowed), or "". */
+static const char *
+seen_field(const json_t *j, const char *field)
+{
+    const char *v = json_string_value(json_object_get(j, field));
+
+    return v ? v : "";
+}
+
+/* The server's description of the request before this one (for 204 answers). */
+static json_t *
+last_request(struct sp_client *c)
+{
+    json_t *j = NULL;
+    struct sp_error e = {0};
+
+    ASSERT_OK(sp_client_request(c, "GET", "/last", NULL, &j, &e));
+    return j;
+}
+
+static void
+check_seen(json_t *j, const char *method, const char *uri, const char *body)
+{
+    ASSERT_STREQ(seen_field(j, "method"), method);
+    ASSERT_STREQ(seen_field(j, "uri"), uri);
+    ASSERT_STREQ(seen_field(j, "auth"), "Bearer tok-1");
+    ASSERT_STREQ(seen_field(j, "body"), body);
+    json_decref(j);
+}
+
+TEST(calls_send_what_they_say)
+{
+    struct sp_client *c = NULL;
+    struct sp_error e = {0};
+    json_t *j = NULL, *body = json_pack("{s:s}", "profile", "python");
+
+    ASSERT_OK(sp_client_new(server_url, "tok-1", &c, &e));
+    ASSERT_OK(sp_client_request(c, "GET", "/v1/anything?x=1", NULL, &j, &e));
+    check_seen(j, "GET", "/v1/anything?x=1", "");
+    j = NULL;
+    ASSERT_OK(sp_client_request(c, "PUT", "/v1/admin/pools/p", body, &j, &e));
+    ASSERT_STREQ(seen_field(j, "type"), "application/json");
+    check_seen(j, "PUT", "/v1/admin/pools/p", "{\"profile\":\"python\"}");
+    j = NULL;
+    ASSERT_OK(sp_client_session_create(c, body, &j, &e));
+    check_seen(j, "POST", "/v1/sessions", "{\"profile\":\"python\"}");
+    j = NULL;
+    ASSERT_OK(sp_client_session_create(c, NULL, &j, &e)); /* an empty POST, no form */
+    ASSERT_STREQ(seen_field(j, "type"), "");
+    check_seen(j, "POST", "/v1/sessions", "");
+    j = NULL;
+    ASSERT_OK(sp_client_session_list(c, &j, &e));
+    check_seen(j, "GET", "/v1/sessions", "");
+    j = NULL;
+    ASSERT_OK(sp_client_session_get(c, "s 1/x", &j, &e)); /* an id is one segment */
+    check_seen(j, "GET", "/v1/sessions/s%201%2Fx", "");
+    j = NULL;
+    ASSERT_OK(sp_client_session_restart(c, "abc", &j, &e));
+    check_seen(j, "POST", "/v1/sessions/abc/restart", "");
+    ASSERT_OK(sp_client_session_delete(c, "abc", &e));
+    check_seen(last_request(c), "DELETE", "/v1/sessions/abc", "");
+    j = NULL;
+    ASSERT_OK(sp_client_file_list(c, "abc", NULL, &j, &e));
+    check_seen(j, "GET", "/v1/sessions/abc/files", "");
+    j = NULL;
+    ASSERT_OK(sp_client_file_list(c, "abc", "dir/a b", &j, &e)); /* slashes stay in a dir */
+    check_seen(j, "GET", "/v1/sessions/abc/files?dir=dir/a%20b", "");
+    ASSERT_OK(sp_client_file_delete(c, "abc", "/workspace/d/x.txt", &e));
+    check_seen(last_request(c), "DELETE", "/v1/sessions/abc/files/d/x.txt", "");
+    ASSERT_OK(sp_client_file_delete(c, "abc", "d/y", &e));
+    check_seen(last_request(c), "DELETE", "/v1/sessions/abc/files/d/y", "");
+    json_decref(body);
+    (void)sp_client_free(c);
+}
+
+TEST(refused_before_sending)
+{
+    struct sp_client *c = NULL;
+    struct sp_error e = {0};
+    json_t *j = NULL;
+
+    ASSERT_OK(sp_client_new(server_url, "tok-1", &c, &e));
+    ASSERT_OK(sp_client_request(c, "GET", "/first", NULL, &j, &e));
+    json_decref(j);
+    ASSERT_ERR(sp_client_file_delete(c, "abc", "/etc/passwd", &e), EINVAL);
+    ASSERT_TRUE(strstr(e.message, "outside the workspace") != NULL);
+    ASSERT_ERR(sp_client_session_get(c, "", &j, &e), EINVAL);
+    ASSERT_ERR(sp_client_session_delete(c, "", &e), EINVAL);
+    ASSERT_ERR(sp_client_file_list(c, "", "d", &j, &e), EINVAL);
+    ASSERT_EQ_I(e.http_status, 0);
+    j = last_request(c); /* none of them reached the server */
+    ASSERT_STREQ(seen_field(j, "uri"), "/first");
+    json_decref(j);
+    (void)sp_client_free(c);
+}
+
+/* Each status reads back through util/errcode.c: the errno of its first row, the daemon's code
+ * and message when the body is its error JSON, the status line otherwise. */
+TEST(statuses_read_back)
+{
+    static const struct {
+        int status, err;
+    } cases[] = {
+        {400, -EINVAL},     {401, -EACCES}, {403, -EPERM},     {404, -ENOENT},
+        {405, -EOPNOTSUPP}, {409, -EBUSY},  {413, -EMSGSIZE},  {429, -EDQUOT},
+        {500, -EREMOTEIO},  {503, -EAGAIN}, {504, -ETIMEDOUT}, {418, -EREMOTEIO},
+    };
+    struct sp_client *c = NULL;
+    struct sp_error e = {0};
+    json_t *j = NULL;
+
+    ASSERT_OK(sp_client_new(server_url, NULL, &c, &e));
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        const struct errcode *row = errcode_from_status(cases[i].status);
+        char path[32];
+
+        (void)snprintf(path, sizeof(path), "/status/%d", cases[i].status);
+        ASSERT_EQ_I(sp_client_request(c, "POST", path, NULL, &j, &e), cases[i].err);
+        ASSERT_EQ_I(e.http_status, cases[i].status);
+        ASSERT_STREQ(e.code, row ? row->code : "teapot");
+        ASSERT_TRUE(strstr(e.message, "as asked") != NULL);
+    }
+    ASSERT_EQ_I(sp_client_request(c, "GET", "/plain/503", NULL, &j, &e), -EAGAIN);
+    ASSERT_STREQ(e.code, "");
+    TAP_CHECK(strstr(e.message, "answered HTTP 503 (Service Unavailable)") != NULL, "%s",
+              e.message);
+    (void)sp_client_free(c);
+}
+
 int
 main(void)
 {
@@ -248,5 +535,14 @@ main(void)
     RUN(escape_cut);
     RUN(table_cells_are_escaped);
     RUN(println_escapes);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !server_start()) {
+        TAP_CHECK(false, "a curl and a server on 127.0.0.1 for the calls' tests");
+        return tap_done();
+    }
+    RUN(calls_send_what_they_say);
+    RUN(refused_before_sending);
+    RUN(statuses_read_back);
+    server_stop();
+    curl_global_cleanup();
     return tap_done();
 }

@@ -1,10 +1,12 @@
 /* Unit tests for src/util: bounded buffers, strict parsers, error records. */
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tap.h"
 #include "util/buf.h"
 #include "util/err.h"
+#include "util/errcode.h"
 #include "util/hashmap.h"
 #include "util/parse.h"
 #include "util/random.h"
@@ -229,6 +231,66 @@ TEST(hashmap)
     hashmap_free(m);
 }
 
+/* The one error table (util/errcode.c): the daemon's rows as api.c answered them before the
+ * table moved, and the client's reading of each status as the round trip of its first row. */
+TEST(errcode_table)
+{
+    static const struct {
+        int err, status;
+        const char *code;
+        bool retry;
+    } daemon[] = {
+        {-EINVAL, 400, "invalid_argument", false},
+        {-EACCES, 401, "unauthenticated", false},
+        {-EPERM, 403, "forbidden", false},
+        {-ENOENT, 404, "not_found", false},
+        {-EOPNOTSUPP, 405, "method_not_allowed", false},
+        {-EBUSY, 409, "session_busy", false},
+        {-EEXIST, 409, "session_busy", false},
+        {-ESRCH, 409, "not_running", false},
+        {-ESTALE, 409, "conflict", false},
+        {-EMSGSIZE, 413, "payload_too_large", false},
+        {-EDQUOT, 429, "quota_exceeded", true},
+        {-EUSERS, 503, "capacity_exhausted", true},
+        {-EAGAIN, 503, "capacity_exhausted", true},
+        {-ECONNREFUSED, 503, "unavailable", true},
+        {-ENOTCONN, 503, "unavailable", true},
+        {-ESHUTDOWN, 503, "unavailable", true},
+        {-ETIMEDOUT, 503, "unavailable", true},
+        {-EPIPE, 503, "unavailable", true},
+        {-EIO, 500, "internal", false},
+        {-EPROTO, 500, "internal", false},
+        {0, 500, "internal", false},
+    };
+    static const struct {
+        int status, err;
+    } client[] = {
+        {400, -EINVAL},     {401, -EACCES}, {403, -EPERM},     {404, -ENOENT},
+        {405, -EOPNOTSUPP}, {409, -EBUSY},  {413, -EMSGSIZE},  {429, -EDQUOT},
+        {500, -EREMOTEIO},  {503, -EAGAIN}, {504, -ETIMEDOUT},
+    };
+
+    for (size_t i = 0; i < ELEMENTSOF(daemon); i++) {
+        const struct errcode *e = errcode_from_errno(daemon[i].err);
+
+        ASSERT_EQ_I(e->status, daemon[i].status);
+        ASSERT_STREQ(e->code, daemon[i].code);
+        ASSERT_EQ_I(e->retry_after, daemon[i].retry);
+    }
+    for (size_t i = 0; i < ELEMENTSOF(client); i++) {
+        const struct errcode *e = errcode_from_status(client[i].status);
+
+        ASSERT_TRUE(e != NULL);
+        ASSERT_EQ_I(e != NULL ? e->err : 0, client[i].err);
+        /* The daemon answers that errno with that very status, a gateway's 504 aside. */
+        if (client[i].status != 504) {
+            ASSERT_EQ_I(errcode_from_errno(client[i].err)->status, client[i].status);
+        }
+    }
+    ASSERT_TRUE(errcode_from_status(418) == NULL);
+    ASSERT_TRUE(errcode_from_status(200) == NULL);
+}
+
 int
 main(void)
 {
@@ -241,5 +303,6 @@ main(void)
     RUN(time_format);
     RUN(utf8);
     RUN(hashmap);
+    RUN(errcode_table);
     return tap_done();
 }

@@ -1,0 +1,54 @@
+/* Shared by body.c and held.c only: one client connection's filter state (body.c's opening
+ * comment says what the filter does). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/time.h>
+
+#include "api/api-internal.h"
+#include "util/buf.h"
+
+struct bufferevent;
+struct event;
+
+enum conn_state {
+    CONN_HEAD,   /* reading a request head */
+    CONN_BODY,   /* passing on `left` body bytes */
+    CONN_HELD,   /* held body number `seq` of `left` bytes waits in the socket for its handler */
+    CONN_BLIND,  /* passing everything on */
+    CONN_BROKEN, /* a held body failed half-way: nothing more is passed on */
+};
+
+struct api_conn {
+    struct api_conns *reg;        /* conns.c: the listener's connections */
+    struct api_conn_entry *entry; /* this one's slot there */
+    struct timeval head_timeout;  /* zero: none */
+    struct bufferevent *bev;      /* the filter evhttp uses */
+    struct bufferevent *sock;     /* the socket under it */
+    enum conn_state state;
+    struct buf head;
+    size_t line_start; /* where the incomplete line of head starts */
+    uint64_t left, length;
+    uint64_t seq;          /* of the last held body */
+    uint64_t consumed_seq; /* of the last held body read to its end */
+    bool expect_continue;
+    uint64_t heads;      /* passed on to evhttp, */
+    uint64_t dispatched; /* dispatched by it */
+    uint64_t nul_head;   /* the head (by number) that held a NUL, 0: none */
+    /* output */
+    struct event *head_timer; /* a head that started must complete in time */
+    struct event *kick;       /* writes what evhttp queued, next loop iteration */
+    struct event *writable;   /* the socket takes output again */
+    bool flushing, write_failed;
+    /* the reader of a held body */
+    struct event *readable;
+    api_body_data_cb *on_data; /* NULL: discard */
+    api_body_end_cb *on_end;
+    void *userdata;
+    bool reading, paused, in_pump;
+};
+
+/* The filter state of req's connection (one of reg's); NULL when it has none. */
+struct api_conn *api_conn_of(struct api_conns *reg, struct evhttp_request *req);
