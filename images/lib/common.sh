@@ -12,9 +12,9 @@ readonly LABEL_INPUTS=sandpool.inputs
 readonly LABEL_KIND=sandpool.image
 
 # Set by images/build.sh: the work dir (removed on exit), the logs (kept on failure), --force.
-WORK=${WORK:-}
-LOGS=${LOGS:-}
-FORCE=${FORCE:-0}
+WORK=
+LOGS=
+FORCE=0
 CHILD_PGID=
 
 step() { printf '[%4ss] %s\n' "$SECONDS" "$*"; }
