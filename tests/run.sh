@@ -140,6 +140,34 @@ static_checks() {
         echo "$hits"
         fail "static: functions over 100 lines or source files over 700"
     fi
+    # Every shell script (git's *.sh and the files whose first line runs sh or bash: .ci/run), at
+    # warning level, following what each sources (.shellcheckrc says the same to an editor).
+    files=$(cd "$SANDPOOL_ROOT" && git ls-files -z | while IFS= read -r -d '' f; do
+        [ -f "$f" ] || continue
+        case $f in
+            *.sh) echo "$f" ;;
+            *) head -n 1 "$f" 2>/dev/null | grep -qE '^#!.*[/ ](ba)?sh( |$)' && echo "$f" ;;
+        esac
+    done)
+    # shellcheck disable=SC2086 # one argument per file (the repository's names have no blanks)
+    if [ -n "$files" ] && (cd "$SANDPOOL_ROOT" && shellcheck -x -P SCRIPTDIR -S warning $files) \
+        >"$tmp/shellcheck.out" 2>&1; then
+        pass "static: shellcheck -S warning ($(echo "$files" | wc -l) scripts)"
+    else
+        head -60 "$tmp/shellcheck.out"
+        fail "static: shellcheck -S warning"
+    fi
+    # The Python that runs in the images: it compiles (the bytecode goes to $tmp, not the tree)
+    # and pyflakes finds nothing.
+    files=$(cd "$SANDPOOL_ROOT" && git ls-files 'images/*.py')
+    # shellcheck disable=SC2086 # as above
+    if [ -n "$files" ] && (cd "$SANDPOOL_ROOT" && PYTHONPYCACHEPREFIX=$tmp/pycache \
+        python3 -m py_compile $files && pyflakes3 $files) >"$tmp/python.out" 2>&1; then
+        pass "static: py_compile and pyflakes on images/ ($(echo "$files" | wc -l) files)"
+    else
+        head -40 "$tmp/python.out"
+        fail "static: py_compile and pyflakes on images/"
+    fi
     files=$(cd "$SANDPOOL_ROOT" && git ls-files '*.c' '*.h')
     if (cd "$SANDPOOL_ROOT" && clang-format --dry-run -Werror $files) >"$tmp/format.out" 2>&1; then
         pass "static: clang-format"
@@ -160,6 +188,8 @@ SANDPOOL_PACKAGES+=(runsc)
 # kubectl is installed: another kubectl package owns the same file), python3-yaml reads them,
 # systemd-analyze checks the unit (the package, not systemd as PID 1).
 SANDPOOL_PACKAGES+=(python3-yaml)
+# The static checks: shellcheck on every shell script, pyflakes on the images' Python.
+SANDPOOL_PACKAGES+=(shellcheck python3-pyflakes)
 command -v kubectl >/dev/null || SANDPOOL_PACKAGES+=(kubernetes-client)
 command -v systemd-analyze >/dev/null || SANDPOOL_PACKAGES+=(systemd)
 ensure_packages
@@ -191,6 +221,7 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 if CC=clang build_sandpool "$BUILD_ASAN" --werror -Dsanitizers=true -Db_lundef=false; then
     pass "build: clang asan+ubsan"
     # clang-tidy reads the clang build's compile_commands.json (gcc-only flags confuse it).
+    # shellcheck disable=SC2046 # one argument per file (the repository's names have no blanks)
     if (cd "$SANDPOOL_ROOT" && clang-tidy -p "$BUILD_ASAN" --quiet $(git ls-files 'src/*.c' 'cmd/*.c')) \
         >"$tmp/tidy.out" 2>&1; then
         pass "static: clang-tidy"

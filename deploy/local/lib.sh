@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared set-up for deploy/local/run.sh and tests/run.sh (sourced, not run).
 #
 # Everything here is idempotent: it installs only what is missing, starts the Docker engine only
@@ -65,7 +66,7 @@ engine_answers() {
 
 # Starts dockerd when nothing answers on $ENGINE_SOCKET; waits until it answers.
 ensure_docker() {
-    local log i
+    local log
     if engine_answers; then
         return 0
     fi
@@ -77,7 +78,7 @@ ensure_docker() {
     # setsid: Ctrl-C in the terminal must reach us, not the engine; we stop it ourselves.
     setsid dockerd >"$log" 2>&1 </dev/null &
     STARTED_DOCKERD_PID=$!
-    for i in $(seq 1 120); do
+    for _ in $(seq 1 120); do
         engine_answers && return 0
         kill -0 "$STARTED_DOCKERD_PID" 2>/dev/null || { tail -20 "$log" >&2; die "dockerd exited"; }
         sleep 0.5
@@ -87,10 +88,9 @@ ensure_docker() {
 }
 
 stop_docker_if_started() {
-    local i
     [ -n "$STARTED_DOCKERD_PID" ] || return 0
     kill -TERM "$STARTED_DOCKERD_PID" 2>/dev/null || true
-    for i in $(seq 1 60); do
+    for _ in $(seq 1 60); do
         kill -0 "$STARTED_DOCKERD_PID" 2>/dev/null || break
         sleep 0.5
     done
@@ -104,7 +104,7 @@ STARTED_PODMAN_PID=
 # deploy/podman/containers.conf (runc: this host kind is cgroup v1, where crun does not run);
 # sets STARTED_PODMAN_PID and waits until it answers. --time=0: no idle exit.
 start_podman() {
-    local sock=$1 dir i
+    local sock=$1 dir
     dir=$(dirname "$sock")
     mkdir -p "$dir"
     # Our containers.conf, with the sandbox seccomp profile as the engine's default too: for the
@@ -114,7 +114,7 @@ start_podman() {
     export CONTAINERS_CONF=$dir/containers.conf
     setsid podman system service --time=0 "unix://$sock" >"$dir/podman.log" 2>&1 </dev/null &
     STARTED_PODMAN_PID=$!
-    for i in $(seq 1 100); do
+    for _ in $(seq 1 100); do
         curl -fsS --max-time 2 --unix-socket "$sock" http://podman/_ping >/dev/null 2>&1 && return 0
         kill -0 "$STARTED_PODMAN_PID" 2>/dev/null || { tail -20 "$dir/podman.log" >&2; die "podman system service exited"; }
         sleep 0.2
@@ -133,7 +133,7 @@ stop_podman_if_started() {
 # STARTED_REDIS_PID. With $2 = persist, an append-only file in that directory keeps the session
 # records across restarts (the local run); without, nothing is written (the tests).
 start_redis() {
-    local sock=$1 dir i aof=no
+    local sock=$1 dir aof=no
     dir=$(dirname "$sock")
     [ "${2:-}" = persist ] && aof=yes
     mkdir -p "$dir"
@@ -141,7 +141,7 @@ start_redis() {
         --appendonly "$aof" --dir "$dir" --daemonize no --loglevel warning \
         >"$dir/redis.log" 2>&1 &
     STARTED_REDIS_PID=$!
-    for i in $(seq 1 100); do
+    for _ in $(seq 1 100); do
         [ -S "$sock" ] && redis-cli -s "$sock" ping >/dev/null 2>&1 && return 0
         kill -0 "$STARTED_REDIS_PID" 2>/dev/null || { cat "$dir/redis.log" >&2; die "redis-server exited"; }
         sleep 0.1

@@ -39,7 +39,7 @@ trap 'exit 130' INT TERM
 # Registers runsc with the engine (see the top of this file) unless /info already lists it.
 ensure_gvisor() {
     local conf=${SANDPOOL_DOCKER_CONFIG:-/etc/docker/daemon.json}
-    local pidfile=${SANDPOOL_DOCKER_PIDFILE:-/var/run/docker.pid} pid i runsc tmp
+    local pidfile=${SANDPOOL_DOCKER_PIDFILE:-/var/run/docker.pid} pid runsc tmp
     has_runsc() {
         curl -fsS --unix-socket "$ENGINE_SOCKET" http://docker/info | jq -e '.Runtimes.runsc' >/dev/null
     }
@@ -55,7 +55,7 @@ ensure_gvisor() {
     [ -n "$pid" ] && kill -HUP "$pid" 2>/dev/null ||
         die "registered runsc in $conf, but found no dockerd to reload (pidfile $pidfile)"
     say "registered runsc in $conf; the engine reloaded it (SIGHUP)"
-    for i in $(seq 1 50); do has_runsc && return 0; sleep 0.2; done
+    for _ in $(seq 1 50); do has_runsc && return 0; sleep 0.2; done
     die "the engine did not pick up runsc from $conf (is it its config file?)"
 }
 

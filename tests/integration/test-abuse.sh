@@ -197,7 +197,7 @@ attack() {
     local body=$1 hdr=() bg t0
     [ "${2:-}" = sse ] && hdr=(-N -H 'Accept: text/event-stream')
     A_OUT=$work/$CASE.out
-    NB_S=() HZ_S=() P_N=0 P_LIVE=0 P_BAD=0 P_BAD_GOT= HZ_BAD=0
+    NB_S=() HZ_S=() P_N=0 P_LIVE=0 P_BAD=0 P_BAD_GOT='' HZ_BAD=0
     t0=$(date +%s%N)
     curl -s "${hdr[@]}" -o "$A_OUT" -w '%{http_code}' --max-time "$ATTACK_MAX_S" -X POST \
         -H "Authorization: Bearer $TA" -H 'Content-Type: application/json' --data-binary "$body" \
@@ -249,7 +249,7 @@ check_eq "the neighbour (tenant B) holds nb = 12345 at epoch 1" \
     '["ok","1\n","12345",1]'
 
 # Idle baseline: 15 probes, after one warm-up.
-NB_S=() HZ_S=() P_N=0 P_LIVE=0 P_BAD=0 P_BAD_GOT= HZ_BAD=0
+NB_S=() HZ_S=() P_N=0 P_LIVE=0 P_BAD=0 P_BAD_GOT='' HZ_BAD=0
 probe 0
 NB_S=() HZ_S=()
 for _ in $(seq 1 15); do probe 0; sleep 0.05; done

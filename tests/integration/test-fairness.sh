@@ -191,8 +191,11 @@ touch "$work/churn.stop"
 wait "$churn_pid"
 churn_s=$((SECONDS - t0))
 last_take=$SECONDS
+# shellcheck disable=SC2046 # one argument per sample (numbers)
 base_ms=$(median $(awk '$1 == 201 {print $2}' "$work/b-creates.base"))
+# shellcheck disable=SC2046 # as above
 churn_ms=$(median $(awk '$1 == 201 {print $2}' "$work/b-creates.churn"))
+# shellcheck disable=SC2046 # as above
 cold_ms=$(median $(awk '$1 == 201 {print $2}' "$work/b-cold.base"))
 r=$(ratio "$churn_ms" "$base_ms")
 rc=$(ratio "$churn_ms" "$cold_ms")
@@ -305,8 +308,8 @@ for _ in 1 2 3; do b_cold flood; done
 touch "$work/flood.stop"
 wait "$flood_pid"
 
-lb=($(awk '$1 == 200 {print $2}' "$work/b-lists.base"))
-lf=($(awk '$1 == 200 {print $2}' "$work/b-lists.flood"))
+mapfile -t lb < <(awk '$1 == 200 {print $2}' "$work/b-lists.base")
+mapfile -t lf < <(awk '$1 == 200 {print $2}' "$work/b-lists.flood")
 lb50=$(median "${lb[@]}") lb95=$(pct 95 "${lb[@]}") lf50=$(median "${lf[@]}") lf95=$(pct 95 "${lf[@]}")
 r=$(ratio "$lf50" "$lb50")
 echo "# files: b's listings alone (ms): p50 $lb50 p95 $lb95; during a's flood: p50 $lf50 p95 $lf95; ratio of p50 $r"
@@ -328,8 +331,8 @@ if [ "$OLD" != 1 ]; then
 fi
 
 # ---- 4. b's cold create under the flood -----------------------------------------------------------
-cb=($(awk '$1 == 201 {print $2}' "$work/b-cold.base"))
-cf=($(awk '$1 == 201 {print $2}' "$work/b-cold.flood"))
+mapfile -t cb < <(awk '$1 == 201 {print $2}' "$work/b-cold.base")
+mapfile -t cf < <(awk '$1 == 201 {print $2}' "$work/b-cold.flood")
 cb50=$(median "${cb[@]}") cf50=$(median "${cf[@]}")
 r=$(ratio "$cf50" "$cb50")
 echo "# cold: b's cold creates alone (ms): ${cb[*]} -> median $cb50; during a's flood: ${cf[*]} -> median $cf50; ratio $r"

@@ -306,7 +306,7 @@ check_eq "a fork bomb ends with a clear error and keeps the namespace" \
     "$(run "$TA" "$k" '{"code": "while True:\n    os.fork()", "timeout_s": 10}' | jq -c '[.status, .error.name, .state_preserved, .kernel_epoch]')" \
     '["error","BlockingIOError",true,1]'
 # Every copy of the interpreter shares its control socket: none may answer for it afterwards.
-for i in 1 2 3; do run "$TA" "$k" '{"code": "counter += 1\n(counter, os.getpid())"}' | jq -r .result; done >"$work/forks.txt"
+for _ in 1 2 3; do run "$TA" "$k" '{"code": "counter += 1\n(counter, os.getpid())"}' | jq -r .result; done >"$work/forks.txt"
 check_eq "afterwards only the interpreter answers: one pid, the count goes on" \
     "$(cut -d, -f1 "$work/forks.txt" | tr -d '(' | xargs)/$(cut -d, -f2 "$work/forks.txt" | sort -u | wc -l)" "1 2 3/1"
 check "the bomb's copies are gone (init, supervisor, interpreter, sh: a handful of processes)" \

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Harness of the shell integration tests that drive sandpoold over HTTP (sourced after tap.sh).
 # The caller sets NODE (the daemon's node id, also its container label) and then writes
 # "$work/config.json" using $port, $REDIS_SOCK, $PREFIX, $TA and $TB. Runs its own redis-server,
@@ -79,11 +80,11 @@ stop_daemon() { # SIGTERM, wait
 }
 # SIGTERM, then the daemon's exit code once it ends within $1 seconds (default 15), else
 # "timeout" (it keeps running then): sets rc.
+# shellcheck disable=SC2034 # rc is the result, read by the suites
 stop_daemon_rc() {
-    local i
     rc=timeout
     kill -TERM "$daemon_pid"
-    for i in $(seq 1 $((${1:-15} * 10))); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 1 $((${1:-15} * 10))); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
     kill -0 "$daemon_pid" 2>/dev/null && return
     wait "$daemon_pid"; rc=$?; daemon_pid=
 }
@@ -97,9 +98,9 @@ tap_final_checks() {
 
 # api METHOD PATH TOKEN [BODY] -> body on stdout, status in $work/status
 api() {
-    local auth=()
-    [ -n "$3" ] && auth=(-H "Authorization: Bearer $3")
-    curl -s -o "$work/body" -w '%{http_code}' -X "$1" "${auth[@]}" \
+    local auth_args=()
+    [ -n "$3" ] && auth_args=(-H "Authorization: Bearer $3")
+    curl -s -o "$work/body" -w '%{http_code}' -X "$1" "${auth_args[@]}" \
         ${4:+-H 'Content-Type: application/json' --data-binary "$4"} "$U$2" >"$work/status"
     cat "$work/body"
 }

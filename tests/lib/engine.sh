@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Which engine the integration suites run against (sourced; needs SANDPOOL_TEST_ENGINE_SOCKET).
 # ENGINE_KIND is "podman" when the engine names itself (Libpod-Api-Version on /_ping), else
 # "docker". Suites report what Podman cannot do as TAP TODO with the reason (docs/engines.md).

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # A dockerd of the suite's own (sourced after api.sh), for suites that stop, freeze, restart or
 # reconfigure their engine without touching the shared one: its own data root, exec root, socket
 # and containerd namespace, no bridge, no iptables. The caller sets PE (its directory, kept

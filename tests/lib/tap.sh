@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # TAP helpers for shell integration tests (sourced). Each check prints one TAP line; tap_done
 # prints the plan and exits non-zero if anything failed.
 

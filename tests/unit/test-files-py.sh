@@ -174,6 +174,7 @@ check_eq "too_large: endless stdin, prompt exit" "$(j .error) $((SECONDS < 5)) $
     "too_large 1 0"
 printf 'hello' >"$WS/a/b/c.txt"
 check_err "put onto a directory is is_dir" is_dir -i "$T/in/hello" put a/b 5
+# shellcheck disable=SC2011 # the test's own file names (no blanks), on one line
 check_eq "is_dir: directory untouched" "$(ls "$WS/a/b" | xargs) $(parts "$WS")" "c.txt d.txt 0"
 check_eq "is_dir: refused before reading stdin" "$READY" 0
 check_err "put into a file's 'directory' is not_dir" not_dir -i "$T/in/hello" put data.bin/x 5

@@ -87,6 +87,9 @@ TRACEBACK_MAX = 32768        # the traceback lines of an error, in all (characte
 TRACEBACK_LINES_MAX = 200
 CTL_LINE_MAX = 1 << 20       # a line from the worker (user code can write anything there)
 WAIT_SPIN_S = 0.0005         # how long a reply waits, spinning, for the worker to wait again
+REPLY_POLL_S = 0.001         # then how often the loop looks whether it waits
+CMD_POLL_S = 0.05            # how often a command without a pidfd is polled for its exit
+CMD_LINGER_S = 2.0           # how long an exited command's background children may hold its pipes
 OUT_CHUNK = 16384            # raw output bytes per "out" message (the daemon's line cap: 1 MiB)
 ARTIFACT_MAX = 256 << 20     # an artifact file the supervisor hashes, at most
 # recvfrom(2), where a worker waiting for its next request sits (/proc/PID/syscall)
@@ -680,7 +683,13 @@ class Supervisor:
         self.used = False         # any request that could leave user state happened
         self.oom_count = self.read_oom_count()
         self.orphans = False      # SIGCHLD seen: as PID 1, reap what was left to us
+        self.wakeup = None        # (read end, write end): a signal wakes the loop's select
         if os.getpid() == 1:
+            self.wakeup = os.pipe()
+            for fd in self.wakeup:
+                os.set_blocking(fd, False)
+            signal.set_wakeup_fd(self.wakeup[1], warn_on_full_buffer=False)
+            self.sel.register(self.wakeup[0], selectors.EVENT_READ, self.on_wakeup)
             signal.signal(signal.SIGCHLD, self.on_sigchld)
         self.start_worker("start")
         self.warm_up()
@@ -694,6 +703,15 @@ class Supervisor:
 
     def on_sigchld(self, *_):
         self.orphans = True
+
+    def on_wakeup(self, fd):
+        """The signal wake-up pipe: the loop blocks in select when nothing is due, and a
+        SIGCHLD's handler alone would not end that wait (select is retried after a handler)."""
+        try:
+            while os.read(fd, 512):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
 
     def reap_orphans(self):
         """Waits for every zombie child but the worker and the running command, which their
@@ -717,7 +735,7 @@ class Supervisor:
         self.start_exec({"id": "__warm_up__", "code": "print()\n0"})
         end = time.monotonic() + 10
         while self.current is not None and time.monotonic() < end:
-            self.step()
+            self.step(end)
         self.sel.register(self.proto_in, selectors.EVENT_READ, self.on_request_data)
         if self.listener is not None:
             self.sel.register(self.listener, selectors.EVENT_READ, self.on_relay_accept)
@@ -744,6 +762,10 @@ class Supervisor:
                 sock.close()
         os.close(self.stdin_fd)
         os.close(self.stdout_fd)
+        if self.wakeup is not None:
+            signal.set_wakeup_fd(-1)  # the worker's own signals must not write into it
+            for fd in self.wakeup:
+                os.close(fd)
 
     def on_relay_accept(self, _):
         try:
@@ -769,7 +791,7 @@ class Supervisor:
 
     def expire_pending(self):
         now = time.monotonic()
-        for fd in [fd for fd, p in self.pending.items() if p[2] < now]:
+        for fd in [fd for fd, p in self.pending.items() if p[2] <= now]:
             self.drop_pending(fd)
 
     def on_pending_data(self, fd):
@@ -1090,7 +1112,7 @@ class Supervisor:
             ex.pidfd = os.pidfd_open(ex.proc.pid)
             self.sel.register(ex.pidfd, selectors.EVENT_READ, self.poll_cmd)
         except (AttributeError, OSError):
-            ex.pidfd = None  # no pidfd (old kernel, gVisor): the loop polls every 50 ms
+            ex.pidfd = None  # no pidfd (old kernel, gVisor): the loop polls (CMD_POLL_S)
         return None
 
     @staticmethod
@@ -1123,7 +1145,7 @@ class Supervisor:
                 os.close(ex.pidfd)
                 ex.pidfd = None
         pipes_open = any(o == "cmd" for o, _ in self.pipes.values())
-        if pipes_open and not ex.interrupted and time.monotonic() - ex.exited_at < 2.0:
+        if pipes_open and not ex.interrupted and time.monotonic() - ex.exited_at < CMD_LINGER_S:
             return
         try:
             os.killpg(ex.proc.pid, signal.SIGKILL)  # what the command left behind goes too
@@ -1352,11 +1374,31 @@ class Supervisor:
             if self.sel.get_map().get(key.fd) is key:
                 key.data(key.fd)
 
-    def step(self):
+    def timeout(self, until=None):
+        """Seconds the loop may wait in select for an event: until the first deadline pending
+        (at most until `until`, a monotonic time), None (block) when nothing is due. Idle, the
+        supervisor sleeps until the daemon, the worker, a relay or a signal wakes it."""
+        now = time.monotonic()
+        ex = self.current
+        due = [] if until is None else [until]
+        if ex is not None and ex.reply is not None:
+            # A reply that came before the worker was back in recvfrom: look again very soon.
+            due.append(now + REPLY_POLL_S)
+        if ex is not None and ex.kind == "cmd" and ex.proc is not None:
+            if ex.exited_at is not None:
+                due.append(ex.exited_at + CMD_LINGER_S)  # background children hold its pipes
+            elif ex.pidfd is None:
+                due.append(now + CMD_POLL_S)  # no pidfd to say it exited: poll
+        if self.pending:
+            due.append(min(p[2] for p in self.pending.values()))  # a relay's first line
+        if self.orphans:
+            due.append(now)
+        return max(min(due) - now, 0.0) if due else None
+
+    def step(self, until=None):
         ex = self.current
         waiting = ex is not None and ex.reply is not None
-        # A reply that came before the worker was back in recvfrom: look again very soon.
-        self.dispatch(0.001 if waiting else 0.05)
+        self.dispatch(self.timeout(until))
         if waiting:
             self.try_finish()
 
