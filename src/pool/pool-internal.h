@@ -1,6 +1,6 @@
 /* The warm pool's own files (pool.c, refill.c, reconcile.c, stats.c) share these; nothing
- * outside src/pool/ includes it. See pool.h for the state machine and pool.c for the
- * invariants. */
+ * outside src/pool/ includes it but its unit test (tests/unit/test-pool-states.c). See pool.h
+ * for the state machine and pool.c for the invariants. */
 #pragma once
 
 #include <stdbool.h>

@@ -127,7 +127,7 @@ void pool_set_warm(struct pool *p, unsigned warm);
 void pool_refuse(struct pool *p, const char *why);
 bool pool_refused(const struct pool *p);
 /* Shutdown: stops refilling and removes every container not bound to a session (a restarted
- * daemon never reuses an unbound container, see pool_adopt). */
+ * daemon never reuses an unbound container, see pool_adopt_container()). */
 void pool_shutdown(struct pool *p);
 /* True while removals are in flight. */
 bool pool_removing(const struct pool *p);
