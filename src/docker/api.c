@@ -207,14 +207,6 @@ docker_info(struct docker_client *c, docker_result_cb *cb, void *userdata)
     return op_start(c, OP_JSON, &req, cb, userdata);
 }
 
-struct docker_call *
-docker_version(struct docker_client *c, docker_result_cb *cb, void *userdata)
-{
-    struct docker_request req = {.method = "GET", .path = "/version"};
-
-    return op_start(c, OP_JSON, &req, cb, userdata);
-}
-
 /* Builds PREFIX ID SUFFIX [ARG] into out; false when id is unusable or it does not fit. */
 static bool
 id_path(char *out, size_t n, const char *prefix, const char *id, const char *suffix,

@@ -27,9 +27,8 @@ typedef void docker_result_cb(int r, json_t *result, const struct err *e, void *
 /* GET /_ping, then picks the API version: min(engine's, 1.44), and refuses engines older than
  * 1.41 with -EPROTONOSUPPORT. Result: NULL. */
 struct docker_call *docker_ping(struct docker_client *c, docker_result_cb *cb, void *userdata);
-/* GET /info and GET /version. Result: the JSON object. */
+/* GET /info. Result: the JSON object. */
 struct docker_call *docker_info(struct docker_client *c, docker_result_cb *cb, void *userdata);
-struct docker_call *docker_version(struct docker_client *c, docker_result_cb *cb, void *userdata);
 
 /* POST /containers/create?name=NAME with body (borrowed). Result: {"Id", "Warnings"}. A
  * non-empty Warnings list fails with -EOPNOTSUPP after removing the container. */

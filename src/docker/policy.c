@@ -306,20 +306,25 @@ verify_seccomp(json_t *cfg, json_t *hc, const struct cfg_profile *p, struct err 
 }
 
 int64_t
-docker_policy_uid(json_t *obj)
+docker_policy_uid_value(const char *v)
 {
-    json_t *labels = json_object_get(obj, "Labels");
-    const char *v;
     uint64_t uid;
 
-    if (labels == NULL) {
-        labels = json_object_get(json_object_get(obj, "Config"), "Labels");
-    }
-    v = json_string_value(json_object_get(labels, DOCKER_LABEL_UID));
     if (v == NULL || v[0] < '1' || v[0] > '9' || parse_u64(v, &uid) < 0 || uid > UINT32_MAX) {
         return -1;
     }
     return (int64_t)uid;
+}
+
+int64_t
+docker_policy_uid(json_t *obj)
+{
+    json_t *labels = json_object_get(obj, "Labels");
+
+    if (labels == NULL) {
+        labels = json_object_get(json_object_get(obj, "Config"), "Labels");
+    }
+    return docker_policy_uid_value(json_string_value(json_object_get(labels, DOCKER_LABEL_UID)));
 }
 
 int

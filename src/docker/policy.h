@@ -71,6 +71,8 @@ int docker_policy_verify(json_t *inspect, const struct cfg_profile *p, uint32_t 
 /* The uid a container's DOCKER_LABEL_UID names: obj is a list entry (Labels) or an inspect
  * answer (Config.Labels). -1 when absent or not a plain decimal uid. */
 int64_t docker_policy_uid(json_t *obj);
+/* The uid a DOCKER_LABEL_UID value v names (NULL: absent), by the same rule; -1 when none. */
+int64_t docker_policy_uid_value(const char *v);
 
 /* Whether the engine described by info (GET /info answer, borrowed) can enforce profile p:
  * its runtime must be registered (Runtimes), and a gVisor runtime (runsc, by name or binary)

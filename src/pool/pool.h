@@ -7,7 +7,8 @@
  *
  * Slot states:
  *   CREATING -> STARTING -> CONNECTING (kernel attach + hello) -> READY -> BOUND -> REMOVING
- *   ADOPTING (inspect of a container found on the engine) -> CONNECTING -> READY | BOUND
+ *   ADOPTING (inspect of a container found on the engine) -> CONNECTING -> BOUND (its kernel
+ *   says it serves a session), else REMOVING; any state -> REMOVING
  * A failure while creating, starting or connecting counts in failures_total, removes what was
  * created, and delays the next attempt with exponential backoff (250 ms .. 30 s). A READY
  * container that dies or whose kernel connection closes is removed and replaced.
@@ -29,14 +30,14 @@
 
 struct event_base;
 struct docker_client;
+struct docker_container_list;
+struct docker_container_summary;
 struct kernel;
 struct kernel_handlers;
 struct kernel_msg;
 struct pool;
 struct pool_slot;
 struct pool_waiter;
-
-typedef struct json_t json_t;
 
 enum pool_slot_state {
     POOL_SLOT_CREATING,
@@ -49,8 +50,6 @@ enum pool_slot_state {
     POOL_SLOT__COUNT,
     POOL_SLOT__INVALID = -22,
 };
-
-const char *pool_slot_state_to_string(enum pool_slot_state s);
 
 /* The node's sandbox uids (uids.c): a pair per container, user code's and its relay's. Shared by
  * every pool, owned by the server. Pure. */
@@ -128,7 +127,7 @@ void pool_set_warm(struct pool *p, unsigned warm);
 void pool_refuse(struct pool *p, const char *why);
 bool pool_refused(const struct pool *p);
 /* Shutdown: stops refilling and removes every container not bound to a session (a restarted
- * daemon never reuses an unbound container, see pool_adopt). */
+ * daemon never reuses an unbound container, see pool_adopt_container()). */
 void pool_shutdown(struct pool *p);
 /* True while removals are in flight. */
 bool pool_removing(const struct pool *p);
@@ -157,7 +156,6 @@ struct kernel *pool_slot_kernel(struct pool_slot *slot);
 const char *pool_slot_container(const struct pool_slot *slot);
 /* "uid:gid" of the slot's sandbox user (user code's, and its workspace's owner). */
 const char *pool_slot_user(const struct pool_slot *slot);
-struct pool *pool_slot_pool(const struct pool_slot *slot);
 /* Attaches to a BOUND slot's container again after its kernel connection broke: the old handle
  * is freed (callers holding it must take pool_slot_kernel() again) and a new connection opened
  * with the owner's handlers; its on_hello or on_closed follows. Immediate failures: -errno. */
@@ -167,13 +165,13 @@ int pool_slot_reconnect(struct pool_slot *slot, const struct kernel_handlers *h,
  * (retried until the engine confirms). The slot must not be used afterwards. */
 void pool_slot_release(struct pool_slot *slot);
 
-/* Offers a container found on the engine (list answer object, borrowed). A running container
- * whose inspect matches the profile's policy and whose kernel says it serves a session goes to
- * found_session (which checks the claim against the session's record); anything else is
- * removed: a container found on the engine never joins the warm pool, since code that ran in it
- * could forge its kernel's answers. Returns 0 when taken on, -EEXIST when the pool already
- * tracks it, -EINVAL for a malformed entry. */
-int pool_adopt(struct pool *p, json_t *summary);
+/* Offers a container found on the engine (an entry of a decoded list, docker/list.h; borrowed
+ * for the call). A running container whose inspect matches the profile's policy and whose
+ * kernel says it serves a session goes to found_session (which checks the claim against the
+ * session's record); anything else is removed: a container found on the engine never joins the
+ * warm pool, since code that ran in it could forge its kernel's answers. Returns 0 when taken on,
+ * -EEXIST when the pool already tracks it, -EINVAL for an id that is not a container id. */
+int pool_adopt_container(struct pool *p, const struct docker_container_summary *c);
 /* Tells the pool that a container died or vanished (events, reconcile). READY and earlier
  * slots are removed and replaced; BOUND slots are left to their owner. Returns true when the
  * container belonged to this pool. */
@@ -184,11 +182,21 @@ enum pool_slot_state pool_container_state(const struct pool *p, const char *cont
 bool pool_owns(const struct pool *p, const char *container_id);
 /* True when a slot with this slot id exists (covers creations whose answer is still due). */
 bool pool_knows_slot(const struct pool *p, const char *slot_id);
-/* Reconciles with a full list of this node's containers (list answer, borrowed) that was asked
- * for at listed_at_ms (time_now_ms()): READY and CONNECTING slots that were already so then and
- * whose container is missing or no longer running are removed and replaced. */
-void pool_reconcile(struct pool *p, json_t *list, uint64_t listed_at_ms);
+/* Reconciles with a full list of this node's containers (decoded, docker/list.h; borrowed for
+ * the call) that was asked for at listed_at_ms (time_now_ms()): READY and CONNECTING slots that
+ * were already so then and whose container is missing or no longer running are removed and
+ * replaced; a forgotten adoption whose container is not listed gives its uid back. */
+void pool_reconcile_containers(struct pool *p, const struct docker_container_list *list,
+                               uint64_t listed_at_ms);
 /* The engine link came back after an outage: the failures seen meanwhile were the engine's, not
  * the profile's, so the backoff restarts from zero; and readiness waits until the pool is warm
  * again (what it held may have died with the engine). */
 void pool_engine_back(struct pool *p);
+
+/* The same two with the engine's JSON (compat.c), for src/server.c until it decodes the list
+ * itself (docker_container_list_decode()); they go when it does. pool_adopt(): summary is a list
+ * entry, -EINVAL when it does not decode. pool_reconcile(): list is the answer's array; one that
+ * does not decode removes nothing. Both borrowed. */
+typedef struct json_t json_t;
+int pool_adopt(struct pool *p, json_t *summary);
+void pool_reconcile(struct pool *p, json_t *list, uint64_t listed_at_ms);
