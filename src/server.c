@@ -33,6 +33,7 @@
 
 #define LOG_MODULE "server"
 #include "api/api.h"
+#include "api/session-audit.h"
 #include "audit/audit.h"
 #include "docker/api.h"
 #include "docker/client.h"
@@ -1241,6 +1242,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
     }
     s->sessions = session_manager_new(s->base, cfg, s->pools, s->n_pools, s->redis);
     session_manager_set_notify(s->sessions, on_session_event, s);
+    session_manager_set_audit(s->sessions, api_session_audit, NULL);
     s->backend = (struct api_backend){
         .pools = s->pools,
         .n_pools = s->n_pools,
