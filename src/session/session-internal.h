@@ -123,40 +123,40 @@ bool result_restart_is_ours(const char *reason);
 
 struct execution {
     struct session *s;
-    char id[33];
-    char code_sha256[65]; /* hex, of the code or the command line */
-    char actor[80];       /* who asked for it (audit log) */
-    bool is_cmd;
-    bool collect;
     struct exec_observer obs;
     void *userdata;
-    bool detached;
-    bool orphan; /* left running by a previous daemon or a broken connection */
     struct buf out, err;
     uint64_t out_extra, err_extra; /* bytes dropped here, beyond what the kernel reported */
     uint64_t started_us;
     struct event *deadline, *grace;
-    enum exec_phase phase;
-    enum exec_cause cause;
     uint64_t restart_ms; /* when PH_RESTARTING began (monotonic) */
-    unsigned timeout_s;
-    json_t *artifacts; /* array, filled as the kernel announces files */
+    json_t *artifacts;   /* array, filled as the kernel announces files */
     /* result, valid in on_done */
-    bool ended;
-    enum session_exec_status status;
     json_t *result, *error;
-    bool kernel_done; /* the answer is the kernel's done (not one of our own aborts) */
     struct kernel_output_count truncated[2]; /* the kernel's counts ([0] stdout, [1] stderr) */
-    bool has_resources;
-    int64_t cpu_ms, peak_memory_bytes; /* -1: not reported */
-    int exit_code;                     /* -1: none */
+    int64_t cpu_ms, peak_memory_bytes;       /* -1: not reported */
     uint64_t duration_ms;
     uint64_t epoch0; /* the session's epoch when it started */
     /* what ran, for the history and the audit log (never the code itself in the audit) */
     uint64_t started_wall_ms;
     char *code_head; /* the first CODE_HEAD_CHARS characters */
     size_t code_bytes;
+    enum exec_phase phase;
+    enum exec_cause cause;
+    unsigned timeout_s;
+    enum session_exec_status status;
+    int exit_code; /* -1: none */
+    bool is_cmd;
+    bool collect;
+    bool detached;
+    bool orphan;      /* left running by a previous daemon or a broken connection */
+    bool ended;       /* status is set */
+    bool kernel_done; /* the answer is the kernel's done (not one of our own aborts) */
+    bool has_resources;
     bool state_preserved;
+    char id[33];
+    char code_sha256[65]; /* hex, of the code or the command line */
+    char actor[80];       /* who asked for it (audit log) */
 };
 
 /* A client waiting for the restart it asked for. */
