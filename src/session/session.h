@@ -8,14 +8,16 @@
  *
  * Activity (every API call on the session, and a running execution) pushes the idle deadline in
  * Redis; an open connection alone does not. The reaper claims expired sessions atomically in
- * Redis and ends them. Ending a session deletes its record and releases its container, which the
- * pool removes in the background until the engine confirms.
+ * Redis and ends them. Ending a session marks its record `ending`, releases its container (which
+ * the pool removes in the background until the engine confirms), then deletes the record; a
+ * record still `ending` at the next start is finished then.
  *
  * Crash-only: sessions live in Redis and in their containers (whose kernel remembers the session
  * it serves). After a restart, session_manager_adopt() receives every container whose kernel
  * says it serves a session, and session_manager_reconcile() ends records whose container is gone.
  *
- * This module knows nothing about HTTP. Loop context only. Callbacks never fire from inside the
+ * This module knows nothing about HTTP and writes no audit line (it reports them: struct
+ * session_audit). Loop context only. Callbacks never fire from inside the
  * call that starts the operation. */
 #pragma once
 
