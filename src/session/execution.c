@@ -21,7 +21,6 @@
 #include "kernel/kernel.h"
 #include "pool/pool.h"
 #include "session-internal.h"
-#include "session.h"
 #include "store/redis.h"
 #include "util/macro.h"
 #include "util/random.h"

@@ -8,7 +8,6 @@
 #include <jansson.h>
 
 #include "session-internal.h"
-#include "session.h"
 #include "store/sessions.h"
 #include "util/macro.h"
 #include "util/time.h"

@@ -23,7 +23,6 @@
 #include "kernel/kernel.h"
 #include "pool/pool.h"
 #include "session-internal.h"
-#include "session.h"
 #include "store/redis.h"
 #include "store/sessions.h"
 #include "util/hashmap.h"

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "session-internal.h"
-#include "session.h"
 
 static const char *const exec_status_names[SESSION_EXEC__COUNT] = {
     [SESSION_EXEC_OK] = "ok",           [SESSION_EXEC_ERROR] = "error",

@@ -10,7 +10,6 @@
 
 #include "pool/pool.h"
 #include "session-internal.h"
-#include "session.h"
 #include "util/macro.h"
 #include "util/utf8.h"
 
