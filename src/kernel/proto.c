@@ -55,47 +55,143 @@ valid_artifact_path(const char *p)
     return strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
-/* The members of a "done" the session reads, checked for their types: a done that breaks them
- * is not a kernel's (-EPROTO). */
-static int
-check_done(json_t *obj, const char *status)
+static const char *const done_status_names[KERNEL_DONE__COUNT] = {
+    [KERNEL_DONE_OK] = "ok",
+    [KERNEL_DONE_ERROR] = "error",
+    [KERNEL_DONE_INTERRUPTED] = "interrupted",
+    [KERNEL_DONE_DIED] = "died",
+    [KERNEL_DONE_REJECTED] = "rejected",
+};
+
+const char *
+kernel_done_status_to_string(enum kernel_done_status st)
 {
-    static const char *const statuses[] = {"ok", "error", "interrupted", "died", "rejected"};
-    json_t *v, *tb, *line;
-    bool known = false;
+    return st >= 0 && st < KERNEL_DONE__COUNT ? done_status_names[st] : NULL;
+}
+
+static enum kernel_done_status
+done_status_from_string(const char *name)
+{
+    for (int i = 0; name != NULL && i < KERNEL_DONE__COUNT; i++) {
+        if (strcmp(name, done_status_names[i]) == 0) {
+            return (enum kernel_done_status)i;
+        }
+    }
+    return KERNEL_DONE__INVALID;
+}
+
+/* A member that is an integer in [0, 2^31), or -1. */
+static int64_t
+small_member(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+
+    return json_is_integer(v) && json_integer_value(v) >= 0 &&
+                   json_integer_value(v) < ((json_int_t)1 << 31)
+               ? json_integer_value(v)
+               : -1;
+}
+
+/* error: absent or null, or {"name": S, "value": S, "traceback": [S...]}. */
+static int
+decode_done_error(json_t *v, struct kernel_done *d)
+{
+    json_t *name, *value, *tb, *line;
     size_t i;
 
-    for (i = 0; i < ELEMENTSOF(statuses); i++) {
-        known = known || strcmp(status, statuses[i]) == 0;
+    if (v == NULL || json_is_null(v)) {
+        return 0;
     }
-    if (!known) {
+    name = json_object_get(v, "name");
+    value = json_object_get(v, "value");
+    tb = json_object_get(v, "traceback");
+    if (!json_is_object(v) || !json_is_string(name) || !json_is_string(value) ||
+        !json_is_array(tb)) {
+        return -EPROTO;
+    }
+    json_array_foreach (tb, i, line) {
+        if (!json_is_string(line)) {
+            return -EPROTO;
+        }
+    }
+    d->has_error = true;
+    d->error = (struct kernel_done_error){
+        .name = json_string_value(name),
+        .name_len = json_string_length(name),
+        .value = json_string_value(value),
+        .value_len = json_string_length(value),
+        .traceback = tb,
+        .line = small_member(v, "line"),
+        .column = small_member(v, "column"),
+    };
+    return 0;
+}
+
+/* truncated: {"o": [total, dropped], "e": [...]}; anything else in a stream's place is 0, 0. */
+static void
+decode_done_truncated(json_t *t, struct kernel_done *d)
+{
+    static const char *const keys[2] = {"o", "e"};
+
+    for (int i = 0; i < 2; i++) {
+        json_t *pair = json_object_get(t, keys[i]);
+        json_int_t total = json_integer_value(json_array_get(pair, 0));
+        json_int_t dropped = json_integer_value(json_array_get(pair, 1));
+
+        if (total >= 0 && dropped >= 0) {
+            d->truncated[i] = (struct kernel_output_count){(uint64_t)total, (uint64_t)dropped};
+        }
+    }
+}
+
+static int64_t
+nonneg_member(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+
+    return json_is_integer(v) && json_integer_value(v) >= 0 ? json_integer_value(v) : -1;
+}
+
+/* The members of a "done", checked for their types: a done that breaks them is not a
+ * kernel's (-EPROTO). */
+static int
+decode_done(json_t *obj, struct kernel_done *d)
+{
+    json_t *v;
+
+    *d = (struct kernel_done){.cpu_ms = -1, .peak_memory_bytes = -1};
+    d->status = done_status_from_string(get_str(obj, "status"));
+    if (d->status < 0) {
         return -EPROTO;
     }
     v = json_object_get(obj, "result");
     if (v != NULL && !json_is_null(v) && !json_is_string(v)) {
         return -EPROTO;
     }
-    v = json_object_get(obj, "error");
-    if (v != NULL && !json_is_null(v)) {
-        tb = json_object_get(v, "traceback");
-        if (!json_is_object(v) || !json_is_string(json_object_get(v, "name")) ||
-            !json_is_string(json_object_get(v, "value")) || !json_is_array(tb)) {
-            return -EPROTO;
-        }
-        json_array_foreach (tb, i, line) {
-            if (!json_is_string(line)) {
-                return -EPROTO;
-            }
-        }
+    d->result = json_string_value(v);
+    d->result_len = json_string_length(v);
+    if (decode_done_error(json_object_get(obj, "error"), d) < 0) {
+        return -EPROTO;
     }
     v = json_object_get(obj, "exit_code");
     if (v != NULL &&
         (!json_is_integer(v) || json_integer_value(v) < -255 || json_integer_value(v) > 255)) {
         return -EPROTO;
     }
+    d->has_exit_code = v != NULL;
+    d->exit_code = (int)json_integer_value(v);
     v = json_object_get(obj, "oom");
     if (v != NULL && !json_is_boolean(v)) {
         return -EPROTO;
+    }
+    d->oom = json_is_true(v);
+    d->reason = json_string_value(json_object_get(obj, "reason"));
+    decode_done_truncated(json_object_get(obj, "truncated"), d);
+    v = json_object_get(obj, "resources");
+    if (json_is_object(v)) {
+        d->has_resources = true;
+        d->cpu_ms = nonneg_member(v, "cpu_ms");
+        d->peak_memory_bytes = nonneg_member(v, "peak_memory_bytes");
     }
     return 0;
 }
@@ -160,8 +256,7 @@ kernel_proto_decode(json_t *obj, struct kernel_msg *ret)
         break;
     case KERNEL_MSG_DONE:
         m.id = get_str(obj, "id");
-        m.status = get_str(obj, "status");
-        if (!valid_id(m.id) || m.status == NULL || check_done(obj, m.status) < 0) {
+        if (!valid_id(m.id) || decode_done(obj, &m.done) < 0) {
             return -EPROTO;
         }
         break;

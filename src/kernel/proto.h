@@ -39,6 +39,50 @@ enum kernel_msg_type {
     KERNEL_MSG__INVALID = -22,
 };
 
+/* How the kernel says an execution ended. */
+enum kernel_done_status {
+    KERNEL_DONE_OK,
+    KERNEL_DONE_ERROR,
+    KERNEL_DONE_INTERRUPTED,
+    KERNEL_DONE_DIED, /* the interpreter died (only the supervisor says it) */
+    KERNEL_DONE_REJECTED,
+    KERNEL_DONE__COUNT,
+    KERNEL_DONE__INVALID = -22,
+};
+
+/* The Python exception of a done: name and value (with their lengths: they may hold NUL),
+ * traceback a borrowed array whose members were all checked to be strings; a SyntaxError's
+ * line and column (-1: none). */
+struct kernel_done_error {
+    const char *name, *value;
+    size_t name_len, value_len;
+    json_t *traceback;
+    int64_t line, column;
+};
+
+/* What the kernel counted of one output stream: bytes written and bytes it dropped (0 and 0
+ * when the done did not say, or said nonsense). */
+struct kernel_output_count {
+    uint64_t total, dropped;
+};
+
+/* A "done", decoded completely: every member the daemon uses, with its type checked. Strings
+ * are borrowed from the message's object. */
+struct kernel_done {
+    enum kernel_done_status status;
+    bool oom;           /* the supervisor saw the worker killed for memory */
+    const char *reason; /* died, rejected: why, or NULL */
+    const char *result; /* the last expression's repr, or NULL (result_len bytes, may hold NUL) */
+    size_t result_len;
+    bool has_error;
+    struct kernel_done_error error;
+    bool has_exit_code;                      /* a command's */
+    int exit_code;                           /* -255..255 */
+    struct kernel_output_count truncated[2]; /* [0] stdout, [1] stderr */
+    bool has_resources;
+    int64_t cpu_ms, peak_memory_bytes; /* -1: not reported (or not a non-negative integer) */
+};
+
 /* A decoded message; strings are borrowed from `obj`. */
 struct kernel_msg {
     enum kernel_msg_type type;
@@ -47,13 +91,11 @@ struct kernel_msg {
     bool to_stderr;   /* OUT */
     const char *text; /* OUT: data; RESTARTED: reason; ERROR: error */
     size_t text_len;
-    int64_t gen;         /* HELLO, RESTARTED; -1 otherwise */
-    const char *busy;    /* HELLO: running execution id, or NULL */
-    const char *session; /* HELLO, BOUND */
-    bool used;           /* HELLO */
-    const char *status;  /* DONE: ok, error, interrupted, died or rejected; the other members it
-                          * may have are checked for their types (result a string, error an
-                          * object of strings, exit_code a small integer, oom a boolean) */
+    int64_t gen;             /* HELLO, RESTARTED; -1 otherwise */
+    const char *busy;        /* HELLO: running execution id, or NULL */
+    const char *session;     /* HELLO, BOUND */
+    bool used;               /* HELLO */
+    struct kernel_done done; /* DONE */
     /* ARTIFACT: a file the execution produced, checked: path (relative to the workspace, under
      * KERNEL_ARTIFACT_DIR, plain characters), mime, size, sha256 (lowercase hex). */
     const char *path, *mime, *sha256;
@@ -62,8 +104,13 @@ struct kernel_msg {
 
 #define KERNEL_ARTIFACT_DIR ".sandpool/artifacts/"
 
-/* Decodes one message object. -EPROTO when it is not a well-formed kernel message. */
+/* Decodes one message object. -EPROTO when it is not a well-formed kernel message: a "done"
+ * must have an id and a known status, and result (a string), error (an object of name, value
+ * and a traceback of strings), exit_code (-255..255) and oom (a boolean) of their types when
+ * present; truncated and resources are read leniently (a wrong member counts as absent). */
 int kernel_proto_decode(json_t *obj, struct kernel_msg *ret);
+/* The done status's wire name ("ok", ...), or NULL. */
+const char *kernel_done_status_to_string(enum kernel_done_status st);
 
 struct kernel_splitter {
     struct buf line;  /* partial line, bounded by KERNEL_MAX_LINE */

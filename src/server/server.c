@@ -23,6 +23,7 @@
 #include "server-internal.h"
 
 #define LOG_MODULE "server"
+#include "api/session-audit.h"
 #include "docker/api.h"
 #include "docker/client.h"
 #include "docker/policy.h"
@@ -167,6 +168,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
     }
     s->sessions = session_manager_new(s->base, cfg, s->pools, s->n_pools, s->redis);
     session_manager_set_notify(s->sessions, on_session_event, s);
+    session_manager_set_audit(s->sessions, api_session_audit, NULL);
     s->backend = (struct api_backend){
         .pools = s->pools,
         .n_pools = s->n_pools,

@@ -8,14 +8,16 @@
  *
  * Activity (every API call on the session, and a running execution) pushes the idle deadline in
  * Redis; an open connection alone does not. The reaper claims expired sessions atomically in
- * Redis and ends them. Ending a session deletes its record and releases its container, which the
- * pool removes in the background until the engine confirms.
+ * Redis and ends them. Ending a session marks its record `ending`, releases its container (which
+ * the pool removes in the background until the engine confirms), then deletes the record; a
+ * record still `ending` at the next start is finished then.
  *
  * Crash-only: sessions live in Redis and in their containers (whose kernel remembers the session
  * it serves). After a restart, session_manager_adopt() receives every container whose kernel
  * says it serves a session, and session_manager_reconcile() ends records whose container is gone.
  *
- * This module knows nothing about HTTP. Loop context only. Callbacks never fire from inside the
+ * This module knows nothing about HTTP and writes no audit line (it reports them: struct
+ * session_audit). Loop context only. Callbacks never fire from inside the
  * call that starts the operation. */
 #pragma once
 
@@ -38,16 +40,6 @@ struct execution;
 
 typedef struct json_t json_t;
 
-enum session_state {
-    SESSION_READY,
-    SESSION_BUSY,
-    SESSION_ENDING,
-    SESSION__COUNT,
-    SESSION__INVALID = -22,
-};
-
-const char *session_state_to_string(enum session_state s);
-
 /* The API status of an ended execution, as counted in the stats. */
 enum session_exec_status {
     SESSION_EXEC_OK,
@@ -59,6 +51,7 @@ enum session_exec_status {
     SESSION_EXEC__INVALID = -22,
 };
 
+/* Its name in the API ("ok", ...), for views and metric labels; NULL out of range. */
 const char *session_exec_status_to_string(enum session_exec_status s);
 
 struct session_manager_stats {
@@ -87,6 +80,35 @@ struct session_profile_stats {
 typedef void session_notify_cb(const char *event, const char *session_id, const char *tenant,
                                const char *detail, void *userdata);
 
+/* What the audit log records of sessions (README.md, "Audit log"): the edge writes the line
+ * (nothing in this module does). Strings borrowed for the call. */
+enum session_audit_kind {
+    SESSION_AUDIT_CREATED,       /* "session.created": profile, container, cold */
+    SESSION_AUDIT_ENDED,         /* "session.ended": why, detail */
+    SESSION_AUDIT_EXEC_STARTED,  /* "execution.started": execution, is_cmd, code_*, timeout_s */
+    SESSION_AUDIT_EXEC_FINISHED, /* "execution.finished": execution, status, epoch, and for one
+                                  * this daemon started (not orphan) code_*, duration_ms */
+};
+
+struct session_audit {
+    enum session_audit_kind kind;
+    const char *actor; /* "tenant:<id>", "admin" or "daemon" */
+    const char *tenant, *session;
+    const char *profile, *container;
+    bool cold;
+    const char *why, *detail;
+    const char *execution;
+    bool is_cmd;
+    const char *code_sha256;
+    uint64_t code_bytes;
+    unsigned timeout_s;
+    enum session_exec_status status;
+    uint64_t duration_ms, epoch;
+    bool orphan; /* started by a previous daemon or before a reconnection: its code unknown */
+};
+
+typedef void session_audit_cb(const struct session_audit *a, void *userdata);
+
 /* cfg, pools (n of them), redis: borrowed, must outlive the manager. */
 struct session_manager *session_manager_new(struct event_base *base, const struct cfg *cfg,
                                             struct pool **pools, size_t n_pools,
@@ -95,6 +117,8 @@ struct session_manager *session_manager_new(struct event_base *base, const struc
  * dropped without callbacks. */
 struct session_manager *session_manager_free(struct session_manager *m);
 void session_manager_set_notify(struct session_manager *m, session_notify_cb *cb, void *userdata);
+/* Where the audit events go (none until set). */
+void session_manager_set_audit(struct session_manager *m, session_audit_cb *cb, void *userdata);
 /* Periodic work (cron): touch busy sessions, reap expired ones, load records after Redis came
  * (back) up. Bounded work per call. */
 void session_manager_tick(struct session_manager *m);
@@ -131,8 +155,6 @@ const struct session_profile_stats *session_manager_profile_stats(const struct s
  * them) and its running executions, into ret_sessions[n] and ret_running[n]. One pass. */
 void session_manager_tenant_counts(const struct session_manager *m, const char *const *tenants,
                                    size_t n, unsigned *ret_sessions, unsigned *ret_running);
-/* True once this node's records were loaded (or there was nothing to load). */
-bool session_manager_loaded(const struct session_manager *m);
 
 /* ---- sessions -------------------------------------------------------------------------------- */
 
@@ -157,8 +179,10 @@ void session_foreach(struct session_manager *m, const char *tenant,
                      void (*fn)(struct session *s, void *userdata), void *userdata);
 /* Records API activity (pushes the idle deadline; fire and forget). */
 void session_touch(struct session *s);
-/* Ends the session: its record is deleted in Redis first (so the end survives a crash), then its
- * container released. cb(r) exactly once; -ENOTCONN when Redis is down (nothing changed). */
+/* Ends the session: its record is marked `ending` in Redis first (so the end survives a crash:
+ * the next start finishes an ending record), then its container is released and its record
+ * deleted. cb(r) exactly once, when the mark is written (r == 0) or failed (the session goes
+ * on); -ENOTCONN when Redis is down (nothing changed). */
 typedef void session_end_cb(int r, const struct err *e, void *userdata);
 int session_end(struct session *s, session_end_cb *cb, void *userdata, struct err *reterr);
 /* Says who ends the session and why, for the audit log's "session.ended", before

@@ -260,6 +260,60 @@ TEST(decode)
     json_decref(o);
 }
 
+/* A done decoded completely into its typed members. */
+TEST(decode_done_complete)
+{
+    struct kernel_msg m;
+    const struct kernel_done *d = &m.done;
+    json_t *o;
+
+    o = json_loads("{\"t\":\"done\",\"id\":\"e1\",\"status\":\"error\",\"result\":\"a\\u0000b\","
+                   "\"error\":{\"name\":\"SyntaxError\",\"value\":\"bad\",\"traceback\":[\"l1\"],"
+                   "\"line\":3,\"column\":7},\"exit_code\":-9,\"oom\":false,"
+                   "\"truncated\":{\"o\":[100,40],\"e\":[-1,5]},"
+                   "\"resources\":{\"cpu_ms\":12,\"peak_memory_bytes\":\"x\"}}",
+                   JSON_ALLOW_NUL, NULL);
+    ASSERT_OK(kernel_proto_decode(o, &m));
+    ASSERT_TRUE(m.type == KERNEL_MSG_DONE && strcmp(m.id, "e1") == 0);
+    ASSERT_EQ_I(d->status, KERNEL_DONE_ERROR);
+    ASSERT_STREQ(kernel_done_status_to_string(d->status), "error");
+    ASSERT_TRUE(d->result != NULL && d->result_len == 3 && memcmp(d->result, "a\0b", 3) == 0);
+    ASSERT_TRUE(d->has_error && d->error.name_len == 11 && strcmp(d->error.value, "bad") == 0);
+    ASSERT_EQ_U(json_array_size(d->error.traceback), 1);
+    ASSERT_EQ_I(d->error.line, 3);
+    ASSERT_EQ_I(d->error.column, 7);
+    ASSERT_TRUE(d->has_exit_code);
+    ASSERT_EQ_I(d->exit_code, -9);
+    ASSERT_TRUE(!d->oom && d->reason == NULL);
+    ASSERT_EQ_U(d->truncated[0].total, 100);
+    ASSERT_EQ_U(d->truncated[0].dropped, 40);
+    ASSERT_EQ_U(d->truncated[1].total, 0); /* a negative count is no count */
+    ASSERT_EQ_U(d->truncated[1].dropped, 0);
+    ASSERT_TRUE(d->has_resources);
+    ASSERT_EQ_I(d->cpu_ms, 12);
+    ASSERT_EQ_I(d->peak_memory_bytes, -1); /* not an integer: not reported */
+    json_decref(o);
+
+    o = json_loads("{\"t\":\"done\",\"id\":\"e2\",\"status\":\"died\",\"oom\":true,"
+                   "\"reason\":\"killed\",\"truncated\":5,\"resources\":[]}",
+                   0, NULL);
+    ASSERT_OK(kernel_proto_decode(o, &m));
+    ASSERT_EQ_I(d->status, KERNEL_DONE_DIED);
+    ASSERT_TRUE(d->oom && strcmp(d->reason, "killed") == 0);
+    ASSERT_TRUE(d->result == NULL && !d->has_error && !d->has_exit_code && !d->has_resources);
+    ASSERT_TRUE(d->truncated[0].total == 0 && d->truncated[1].dropped == 0);
+    ASSERT_TRUE(d->cpu_ms == -1 && d->peak_memory_bytes == -1);
+    json_decref(o);
+
+    o = json_loads("{\"t\":\"done\",\"id\":\"e3\",\"status\":\"ok\",\"error\":null,"
+                   "\"result\":null}",
+                   0, NULL);
+    ASSERT_OK(kernel_proto_decode(o, &m));
+    ASSERT_TRUE(d->status == KERNEL_DONE_OK && !d->has_error && d->result == NULL);
+    ASSERT_TRUE(kernel_done_status_to_string(KERNEL_DONE__COUNT) == NULL);
+    json_decref(o);
+}
+
 TEST(encode)
 {
     char *line = kernel_proto_exec("e1", "print(1)\n", 9, 4096);
@@ -284,6 +338,7 @@ main(void)
     RUN(splitter_shrinks);
     RUN(decode_gen_and_done_types);
     RUN(decode);
+    RUN(decode_done_complete);
     RUN(encode);
     return tap_done();
 }

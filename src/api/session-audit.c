@@ -1,0 +1,60 @@
+/* The audit lines of sessions and executions; see session-audit.h. Their content (keys and
+ * their order) is what the suites grep for: "session.created", "session.ended",
+ * "execution.started" and "execution.finished". */
+#include "session-audit.h"
+
+#include <jansson.h>
+
+#include "audit/audit.h"
+#include "session/session.h"
+#include "util/macro.h"
+
+static void
+audit_execution_finished(const struct session_audit *a)
+{
+    const char *status = session_exec_status_to_string(a->status);
+
+    if (a->orphan) {
+        audit_log("execution.finished", a->actor,
+                  OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:I, s:b}", "tenant", a->tenant,
+                                      "session", a->session, "execution", a->execution, "status",
+                                      status, "epoch", (json_int_t)a->epoch, "orphan", 1)));
+        return;
+    }
+    audit_log("execution.finished", a->actor,
+              OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:I, s:I}", "tenant", a->tenant,
+                                  "session", a->session, "execution", a->execution, "code_sha256",
+                                  a->code_sha256, "code_bytes", (json_int_t)a->code_bytes, "status",
+                                  status, "duration_ms", (json_int_t)a->duration_ms, "epoch",
+                                  (json_int_t)a->epoch)));
+}
+
+void
+api_session_audit(const struct session_audit *a, void *userdata)
+{
+    (void)userdata;
+    switch (a->kind) {
+    case SESSION_AUDIT_CREATED:
+        audit_log("session.created", a->actor,
+                  OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:s}", "tenant", a->tenant, "session",
+                                      a->session, "profile", a->profile, "container", a->container,
+                                      "source", a->cold ? "cold" : "warm")));
+        break;
+    case SESSION_AUDIT_ENDED:
+        audit_log("session.ended", a->actor,
+                  OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s}", "tenant", a->tenant, "session",
+                                      a->session, "why", a->why, "detail", a->detail)));
+        break;
+    case SESSION_AUDIT_EXEC_STARTED:
+        audit_log("execution.started", a->actor,
+                  OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "tenant", a->tenant,
+                                      "session", a->session, "execution", a->execution, "kind",
+                                      a->is_cmd ? "command" : "code", "code_sha256", a->code_sha256,
+                                      "code_bytes", (json_int_t)a->code_bytes, "timeout_s",
+                                      (json_int_t)a->timeout_s)));
+        break;
+    case SESSION_AUDIT_EXEC_FINISHED:
+        audit_execution_finished(a);
+        break;
+    }
+}

@@ -1,0 +1,443 @@
+/* Creating sessions: the tenant's quotas, the fair shares of the warm pools, binding a warm
+ * container or waiting for one made on demand (cold), and writing the record.
+ *
+ * A create takes a warm container from its profile's pool (no engine call) or, when none may be
+ * taken and the profile is under max, waits for one made on demand (struct cold, at most
+ * COLD_WAIT_FACTOR engine deadlines). The session is CREATING while its record is written (it is
+ * in by_container, not in the registry: a quarantine or a broken kernel makes it CREATE_LOST,
+ * and the create fails when Redis answers). Quotas count sessions being created too, so a burst
+ * of creates cannot pass them. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernel/kernel.h"
+#include "pool/pool.h"
+#include "session-internal.h"
+#include "store/redis.h"
+#include "store/sessions.h"
+#include "util/hashmap.h"
+#include "util/macro.h"
+#include "util/random.h"
+#include "util/time.h"
+
+static struct pool *
+pool_for(const struct session_manager *m, const char *profile)
+{
+    size_t i = manager_profile_index(m, profile);
+
+    return i < m->n_pools ? m->pools[i] : NULL;
+}
+
+/* A session is ready: its acquire latency and the audit event. */
+static void
+session_created(struct session *s)
+{
+    size_t i = manager_profile_index(s->m, s->profile->name);
+    char actor[80];
+
+    if (i < s->m->n_pools) {
+        metrics_hist_observe(&s->m->pstats[i].acquire[s->cold ? 1 : 0],
+                             time_now_us() - s->create_started_us);
+    }
+    manager_audit(s->m, &(struct session_audit){
+                            .kind = SESSION_AUDIT_CREATED,
+                            .actor = tenant_actor(s->rec.tenant, actor, sizeof(actor)),
+                            .tenant = s->rec.tenant,
+                            .session = s->rec.id,
+                            .profile = s->rec.profile,
+                            .container = s->rec.container,
+                            .cold = s->cold,
+                        });
+}
+
+static void
+on_created(int r, void *userdata)
+{
+    struct sop *op = userdata;
+    struct session_manager *m = op->m;
+    struct session *s = op->pending;
+    struct err e = {0};
+
+    if (m == NULL) {
+        /* The manager is gone; the record (if written) and the container are found again at
+         * the next start. */
+        free(s);
+        sop_free(op);
+        return;
+    }
+    if (r == 0 && s->state == SESSION_CREATE_LOST) {
+        /* The container went away while its record was written: undo the record. */
+        manager_delete_record(m, s->rec.id);
+        r = -EPIPE;
+    }
+    if (r < 0) {
+        struct pool_slot *slot = s->slot;
+
+        if (r == -EPIPE) {
+            (void)err_set(&e, -EPIPE, "the sandbox was lost while the session was created");
+        } else {
+            (void)err_set(&e, r == -ENOTCONN || r == -ETIMEDOUT || r == -ECANCELED ? -ENOTCONN : r,
+                          "could not record the session in redis: %s", strerror(-r));
+        }
+        session_destroy(s);
+        pool_slot_release(slot); /* bound once: never goes back to the pool */
+        op->create_cb(e.code, NULL, &e, op->userdata);
+        sop_free(op);
+        return;
+    }
+    session_register(s);
+    m->stats.created_total++;
+    session_created(s);
+    op->create_cb(0, s, NULL, op->userdata);
+    sop_free(op);
+}
+
+/* The record of a new session on slot. */
+static void
+new_record(struct session_manager *m, struct pool_slot *slot, const struct session_create_req *req,
+           const struct cfg_profile *p, struct store_session_rec *rec)
+{
+    uint64_t now = time_wall_ms();
+
+    random_hex(rec->id, 16); /* 128 bits */
+    (void)snprintf(rec->tenant, sizeof(rec->tenant), "%s", req->tenant);
+    (void)snprintf(rec->profile, sizeof(rec->profile), "%s", p->name);
+    (void)snprintf(rec->container, sizeof(rec->container), "%s", pool_slot_container(slot));
+    (void)snprintf(rec->node, sizeof(rec->node), "%s", m->cfg->node_id);
+    (void)snprintf(rec->metadata, sizeof(rec->metadata), "%s",
+                   req->metadata_json ? req->metadata_json : "{}");
+    rec->created_at = rec->last_active_at = now;
+    rec->idle_timeout_s = req->idle_timeout_s ? req->idle_timeout_s : p->idle_timeout_s;
+    rec->expires_at = now + (uint64_t)p->max_lifetime_s * 1000u;
+    rec->epoch = 1;
+    rec->gen = kernel_gen(pool_slot_kernel(slot));
+    rec->state = STORE_SESSION_ACTIVE;
+}
+
+/* Turns a BOUND slot into a session and writes its record. */
+static int
+bind_slot(struct session_manager *m, struct pool_slot *slot, const struct session_create_req *req,
+          const struct cfg_profile *p, session_create_cb *cb, void *userdata, uint64_t started_us,
+          bool cold)
+{
+    struct store_session_rec *rec = xcalloc(1, sizeof(*rec));
+    struct session *s;
+    struct sop *op;
+    int r;
+
+    new_record(m, slot, req, p, rec);
+    s = session_alloc(m, slot, p, rec);
+    free(rec);
+    s->create_started_us = started_us;
+    s->cold = cold;
+    /* The container remembers whom it serves, even if Redis loses the record. */
+    (void)kernel_bind(s->kernel, s->rec.id);
+    op = sop_new(m, SOP_CREATE, s->rec.id);
+    op->pending = s;
+    op->create_cb = cb;
+    op->userdata = userdata;
+    r = store_sessions_create(m->store, &s->rec, on_created, op);
+    if (r < 0) {
+        op->pending = NULL;
+        sop_free(op);
+        session_destroy(s);
+        pool_slot_release(slot);
+        return -ENOTCONN;
+    }
+    return 0;
+}
+
+void
+create_cold_free(struct cold *c)
+{
+    TAILQ_REMOVE(&c->m->colds, c, link);
+    free(c->metadata);
+    free(c);
+}
+
+static void
+on_cold_slot(int r, struct pool_slot *slot, const struct err *e, void *userdata)
+{
+    struct cold *c = userdata;
+    struct session_manager *m = c->m;
+    session_create_cb *cb = c->cb;
+    void *ud = c->userdata;
+    struct err e2 = {0};
+
+    c->waiter = NULL;
+    if (r == 0) {
+        r = bind_slot(m, slot, &c->req, manager_profile_find(m, c->profile), cb, ud, c->started_us,
+                      true);
+        if (r < 0) {
+            (void)err_set(&e2, r, "redis is unavailable");
+            e = &e2;
+        }
+    }
+    create_cold_free(c);
+    if (r < 0) {
+        cb(r, NULL, e, ud);
+    }
+}
+
+/* ---- tenant quotas --------------------------------------------------------------------------- */
+
+static bool
+is_of(const char *tenant, const char *profile, const char *want_tenant, const char *want_profile)
+{
+    return strcmp(tenant, want_tenant) == 0 &&
+           (want_profile == NULL || strcmp(profile, want_profile) == 0);
+}
+
+unsigned
+create_tenant_sessions(const struct session_manager *m, const char *tenant, const char *profile)
+{
+    const struct session *s;
+    const struct cold *c;
+    const struct sop *op;
+    unsigned n = 0;
+
+    TAILQ_FOREACH (s, &m->sessions, link) {
+        n += s->state != SESSION_ENDING && is_of(s->rec.tenant, s->rec.profile, tenant, profile);
+    }
+    TAILQ_FOREACH (c, &m->colds, link) {
+        n += is_of(c->tenant, c->profile, tenant, profile);
+    }
+    TAILQ_FOREACH (op, &m->sops, link) {
+        n += op->kind == SOP_CREATE && op->pending != NULL &&
+             is_of(op->pending->rec.tenant, op->pending->rec.profile, tenant, profile);
+    }
+    return n;
+}
+
+/* ---- fair shares of the warm pools --------------------------------------------------------------
+ *
+ * A tenant that takes warm containers faster than its pool refills them would leave every other
+ * tenant the cold path (churning create+delete at 6/s took another tenant's creates from 2 ms to
+ * over a second). Warm takes are counted per tenant and profile over TAKE_WINDOW_S: a tenant
+ * that took more than the profile's warm target in that time is a heavy taker, and a heavy
+ * taker leaves half the warm target ready for the others, as long as another tenant asked for
+ * a session of the profile within TAKE_WINDOW_S (nobody else there, nothing is kept); past that,
+ * its creates wait for a fresh container like a cold one. A tenant that takes less never
+ * notices. */
+
+#define TAKE_WINDOW_S 10u
+
+struct take_rate {
+    uint64_t sec[TAKE_WINDOW_S];
+    unsigned n[TAKE_WINDOW_S];
+    char key[160];
+};
+
+/* The two tenants that last asked for a session of a profile, and when (monotonic s). */
+struct askers {
+    char tenant[2][65];
+    uint64_t at_s[2];
+    char key[80];
+};
+
+static struct askers *
+askers_of(struct session_manager *m, const char *profile)
+{
+    struct askers *a = hashmap_get(m->askers, profile);
+
+    if (a == NULL) {
+        a = xcalloc(1, sizeof(*a));
+        (void)snprintf(a->key, sizeof(a->key), "%s", profile);
+        hashmap_put(m->askers, a->key, a);
+    }
+    return a;
+}
+
+/* tenant asks for a session of profile now: it becomes the latest asker, the previous latest
+ * (if another tenant) the one before. */
+static void
+asker_note(struct session_manager *m, const char *tenant, const char *profile, uint64_t now_s)
+{
+    struct askers *a = askers_of(m, profile);
+
+    if (strcmp(a->tenant[0], tenant) != 0) {
+        memcpy(a->tenant[1], a->tenant[0], sizeof(a->tenant[1]));
+        a->at_s[1] = a->at_s[0];
+        (void)snprintf(a->tenant[0], sizeof(a->tenant[0]), "%s", tenant);
+    }
+    a->at_s[0] = now_s;
+}
+
+/* Whether a tenant other than tenant asked for profile within TAKE_WINDOW_S. */
+static bool
+others_asked(struct session_manager *m, const char *tenant, const char *profile, uint64_t now_s)
+{
+    const struct askers *a = askers_of(m, profile);
+
+    for (int i = 0; i < 2; i++) {
+        if (a->tenant[i][0] != '\0' && strcmp(a->tenant[i], tenant) != 0 &&
+            now_s - a->at_s[i] < TAKE_WINDOW_S) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static struct take_rate *
+take_rate(struct session_manager *m, const char *tenant, const char *profile)
+{
+    char key[160];
+    struct take_rate *r;
+
+    (void)snprintf(key, sizeof(key), "%s/%s", tenant, profile);
+    r = hashmap_get(m->takes, key);
+    if (r == NULL) {
+        r = xcalloc(1, sizeof(*r));
+        memcpy(r->key, key, sizeof(key));
+        hashmap_put(m->takes, r->key, r);
+    }
+    return r;
+}
+
+static unsigned
+takes_recent(const struct take_rate *r, uint64_t now_s)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < TAKE_WINDOW_S; i++) {
+        n += now_s - r->sec[i] < TAKE_WINDOW_S ? r->n[i] : 0;
+    }
+    return n;
+}
+
+static void
+take_note(struct take_rate *r, uint64_t now_s)
+{
+    unsigned i = (unsigned)(now_s % TAKE_WINDOW_S);
+
+    if (r->sec[i] != now_s) {
+        r->sec[i] = now_s;
+        r->n[i] = 0;
+    }
+    r->n[i]++;
+}
+
+/* The ready containers a create of tenant must leave in p's pool: other tenants' reserved share,
+ * and half the warm target from a heavy taker. */
+static unsigned
+warm_keep(struct session_manager *m, const char *tenant, const struct cfg_profile *p,
+          uint64_t now_s)
+{
+    unsigned keep = cfg_reserved_for_others(m->cfg, tenant, p->name);
+    const struct take_rate *r = take_rate(m, tenant, p->name);
+
+    if (p->warm > 0 && takes_recent(r, now_s) > p->warm &&
+        others_asked(m, tenant, p->name, now_s)) {
+        keep = MAX(keep, (p->warm + 1) / 2);
+    }
+    return keep;
+}
+
+/* A warm container was taken for req: counted for the tenant's rate, and bound. */
+static int
+take_warm(struct session_manager *m, struct pool_slot *slot, const struct session_create_req *req,
+          const struct cfg_profile *p, session_create_cb *cb, void *userdata, uint64_t started_us,
+          struct err *reterr)
+{
+    int r;
+
+    take_note(take_rate(m, req->tenant, p->name), started_us / 1000000u);
+    r = bind_slot(m, slot, req, p, cb, userdata, started_us, false);
+    return r < 0 ? err_set(reterr, r, "redis is unavailable") : 0;
+}
+
+/* No warm container may be taken: wait for one made on demand. */
+static int
+create_cold(struct session_manager *m, struct pool *pool, const struct session_create_req *req,
+            const struct cfg_profile *p, session_create_cb *cb, void *userdata, uint64_t started_us,
+            unsigned keep, struct err *reterr)
+{
+    struct pool_slot *slot;
+    struct cold *c;
+    int r;
+
+    c = xcalloc(1, sizeof(*c));
+    c->m = m;
+    c->cb = cb;
+    c->userdata = userdata;
+    c->started_us = started_us;
+    (void)snprintf(c->tenant, sizeof(c->tenant), "%s", req->tenant);
+    (void)snprintf(c->profile, sizeof(c->profile), "%s", p->name);
+    c->metadata = req->metadata_json ? xstrdup(req->metadata_json) : NULL;
+    c->req = *req;
+    c->req.tenant = c->tenant;
+    c->req.profile = c->profile;
+    c->req.metadata_json = c->metadata;
+    TAILQ_INSERT_TAIL(&m->colds, c, link);
+    r = pool_wait(pool, COLD_WAIT_FACTOR * m->cfg->engine_timeout_ms, on_cold_slot, c, &c->waiter);
+    if (r < 0) {
+        unsigned reserved = cfg_reserved_for_others(m->cfg, req->tenant, p->name);
+
+        create_cold_free(c);
+        /* At max no fresh container comes: what a heavy taker left ready for the others is
+         * better taken than refused (reservations stay theirs). */
+        if (keep > reserved && pool_take(pool, reserved, &slot) == 0) {
+            return take_warm(m, slot, req, p, cb, userdata, started_us, reterr);
+        }
+        return err_set(reterr, -EUSERS,
+                       "profile '%s' is at its maximum of %u containers; retry later", p->name,
+                       p->max);
+    }
+    return 0;
+}
+
+int
+session_create(struct session_manager *m, const struct session_create_req *req,
+               session_create_cb *cb, void *userdata, struct err *reterr)
+{
+    const struct cfg_profile *p = manager_profile_find(m, req->profile);
+    struct pool *pool = p != NULL ? pool_for(m, p->name) : NULL;
+    const struct cfg_tenant *t = cfg_tenant_find(m->cfg, req->tenant);
+    uint64_t started_us = time_now_us();
+    struct pool_slot *slot;
+    unsigned share, keep;
+
+    if (pool == NULL) {
+        return err_set(reterr, -ENOENT, "no profile '%.48s'", req->profile ? req->profile : "");
+    }
+    if (t != NULL && !cfg_tenant_allows(t, p->name)) {
+        return err_set(reterr, -EPERM, "tenant '%s' may not use profile '%s'", t->id, p->name);
+    }
+    if (pool_refused(pool)) { /* the engine cannot enforce it: say why (503, see readyz) */
+        struct pool_stats st;
+
+        pool_get_stats(pool, &st);
+        return err_set(reterr, -ECONNREFUSED, "%s", st.refused);
+    }
+    if (t != NULL && t->max_sessions > 0 &&
+        create_tenant_sessions(m, t->id, NULL) >= t->max_sessions) {
+        return err_set(reterr, -EDQUOT,
+                       "tenant '%s' has max_sessions %u sessions; end one, or retry later", t->id,
+                       t->max_sessions);
+    }
+    /* A share of the whole profile bounds nothing the profile's max does not (that answer,
+     * 503 capacity_exhausted, says more). */
+    share = cfg_profile_tenant_share(m->cfg, p);
+    if (share > 0 && share < p->max && create_tenant_sessions(m, req->tenant, p->name) >= share) {
+        return err_set(reterr, -EDQUOT,
+                       "tenant '%s' holds %u of profile '%s''s %u containers, its share "
+                       "(max_per_tenant); end one, or retry later",
+                       req->tenant, share, p->name, p->max);
+    }
+    if (req->idle_timeout_s > p->idle_timeout_s) {
+        return err_set(reterr, -EINVAL, "'idle_timeout_s' must be at most %u for profile '%s'",
+                       p->idle_timeout_s, p->name);
+    }
+    if (!store_redis_is_up(m->redis)) {
+        return err_set(reterr, -ENOTCONN, "redis is unavailable");
+    }
+    /* Other tenants' reserved share of the warm pool, and the fair share a heavy taker leaves,
+     * stay for them: past it, this create waits for a fresh container like a cold one. */
+    keep = warm_keep(m, req->tenant, p, started_us / 1000000u);
+    asker_note(m, req->tenant, p->name, started_us / 1000000u);
+    if (pool_take(pool, keep, &slot) == 0) {
+        return take_warm(m, slot, req, p, cb, userdata, started_us, reterr);
+    }
+    return create_cold(m, pool, req, p, cb, userdata, started_us, keep, reterr);
+}

@@ -1,0 +1,362 @@
+/* The session module's own declarations, shared by its files (style.md §2): the objects, the
+ * session state machine and the functions one file calls in another. Nothing outside
+ * src/session/ includes it.
+ *
+ * Files:
+ *  - manager.c: the registry (by_id, by_container, the list), Redis operations in flight (sop),
+ *    the cron tick and the reaper, stats and tenant counts.
+ *  - session.c: one session's state machine (session_set_state() is the only writer of
+ *    s->state), touch, epoch, ending, kernel events, lookups and accessors.
+ *  - create.c: create, quotas, fair shares of the warm pools, binding a slot, cold waits.
+ *  - execution.c: executions, deadline, grace, interrupt, restart.
+ *  - result.c: pure: the kernel's done and the execution's phase to the API status.
+ *  - recovery.c: adoption, loading records, reconciling with the engine's list, reconnection,
+ *    container events (gone, oom, quarantine).
+ *  - history.c: the execution history in Redis.
+ *  - views.c: the API's JSON views of sessions and executions. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "kernel/proto.h"
+#include "session.h"
+#include "store/schema.h"
+#include "util/buf.h"
+
+struct event;
+struct kernel;
+struct hashmap;
+struct store_sessions;
+
+#define MAX_ARTIFACTS       64u /* per execution; the kernel saves at most 33 */
+#define MAX_RESTART_WAITERS 16u
+#define RESTART_REASON      "restart requested by the client"
+#define REAP_BATCH          64u
+#define TOUCH_MAX_MS        5000u
+#define TOUCH_MIN_MS        250u
+#define COLD_WAIT_FACTOR    4u /* a cold create may take this many engine deadlines */
+#define RECONNECT_TRIES     3u
+#define SETTLE_MS           1000u /* see struct session's settle_timer */
+#define OOM_DEATH_MS        2000u /* see struct session's oom_ms */
+#define OOM_WAIT_MS         2000u /* see SESSION_DYING */
+#define CODE_HEAD_CHARS     200u  /* characters of code kept in the execution history */
+
+/* ---- the session state machine ---------------------------------------------------------------
+ *
+ *   CREATING --> READY <--> DETACHED <--> RECONNECTING
+ *      |           |   \       |   \          |
+ *      v           |    `-> DYING <-'          |
+ *   CREATE_LOST    |          |                |
+ *                  `---> ENDING <--------------'
+ *
+ * (every registered state may go to ENDING; a failed end goes back: see session_end()). Whether
+ * an execution runs is s->exec, not a state: one may run in READY (the API's "busy"), and still
+ * be answered in DETACHED (a runtime that waits SETTLE_MS) and DYING. */
+enum session_state {
+    SESSION_CREATING,     /* its record is being written; not registered yet */
+    SESSION_CREATE_LOST,  /* its container went meanwhile: the create fails when Redis answers */
+    SESSION_READY,        /* registered, its kernel attached */
+    SESSION_DETACHED,     /* its kernel connection broke: the next container list decides */
+    SESSION_RECONNECTING, /* attached again, waiting for its kernel's hello */
+    SESSION_DYING,        /* its container died during an execution under a runtime other than
+                           * runc: it waits up to OOM_WAIT_MS for a late "oom", so that the
+                           * answer can say "oom", then ends */
+    SESSION_ENDING,       /* its end is under way: its record is being marked ending */
+    SESSION__COUNT,
+};
+
+/* Whether from -> to is a transition of the machine above (pure; unit-tested). */
+bool session_state_allowed(enum session_state from, enum session_state to);
+const char *session_state_name(enum session_state st);
+
+/* Execution phases: RUNNING -> (deadline) INTERRUPTED: KeyboardInterrupt sent; the namespace
+ * survives if the code stops -> (grace) RESTARTING: the kernel kills its worker; the namespace
+ * is lost -> (engine.timeout_ms) the sandbox is declared lost and the session ends. */
+enum exec_phase {
+    PH_RUNNING,
+    PH_INTERRUPTED,
+    PH_RESTARTING,
+};
+
+/* Why an execution left PH_RUNNING. */
+enum exec_cause {
+    CAUSE_NONE,
+    CAUSE_TIMEOUT,
+    CAUSE_CLIENT, /* interrupt or restart asked for over the API */
+};
+
+/* ---- result.c: pure ---------------------------------------------------------------------------
+ */
+
+/* What replaces the kernel's error in the answer. */
+enum result_error {
+    RESULT_ERROR_KERNEL,   /* the kernel's own (if it sent one) */
+    RESULT_ERROR_DIED,     /* KernelDied: the interpreter exited */
+    RESULT_ERROR_REJECTED, /* Rejected: the kernel refused the request */
+};
+
+struct result {
+    enum session_exec_status status;
+    bool state_preserved;
+    enum result_error error;
+    const char *error_value; /* DIED, REJECTED: the reason (borrowed from done, or static) */
+};
+
+/* Maps the kernel's done, the execution's phase and cause, and the session's epoch when it
+ * started (epoch0) and now to the API's answer. The epoch moved while it ran (the kernel's
+ * "restarted" came first), or the kernel says its interpreter died: either way the namespace
+ * is not the one the execution began in. */
+void result_classify(const struct kernel_done *done, enum exec_phase phase, enum exec_cause cause,
+                     uint64_t epoch0, uint64_t epoch, struct result *ret);
+/* An execution we end ourselves because its sandbox was lost: "oom" when the engine reported
+ * an OOM kill just before, else "error". */
+enum session_exec_status result_lost_status(bool died_of_oom);
+/* The epoch contract: a generation the kernel reports (hello, restarted) moves the epoch
+ * exactly when it differs from the one the current epoch belongs to. */
+bool result_epoch_moves(int64_t epoch_gen, int64_t reported_gen);
+/* Whether a "restarted" answers the restart a client asked for (its reason is ours). */
+bool result_restart_is_ours(const char *reason);
+
+/* ---- objects -------------------------------------------------------------------------------- */
+
+struct execution {
+    struct session *s;
+    struct exec_observer obs;
+    void *userdata;
+    struct buf out, err;
+    uint64_t out_extra, err_extra; /* bytes dropped here, beyond what the kernel reported */
+    uint64_t started_us;
+    struct event *deadline, *grace;
+    uint64_t restart_ms; /* when PH_RESTARTING began (monotonic) */
+    json_t *artifacts;   /* array, filled as the kernel announces files */
+    /* result, valid in on_done */
+    json_t *result, *error;
+    struct kernel_output_count truncated[2]; /* the kernel's counts ([0] stdout, [1] stderr) */
+    int64_t cpu_ms, peak_memory_bytes;       /* -1: not reported */
+    uint64_t duration_ms;
+    uint64_t epoch0; /* the session's epoch when it started */
+    /* what ran, for the history and the audit log (never the code itself in the audit) */
+    uint64_t started_wall_ms;
+    char *code_head; /* the first CODE_HEAD_CHARS characters */
+    size_t code_bytes;
+    enum exec_phase phase;
+    enum exec_cause cause;
+    unsigned timeout_s;
+    enum session_exec_status status;
+    int exit_code; /* -1: none */
+    bool is_cmd;
+    bool collect;
+    bool detached;
+    bool orphan;      /* left running by a previous daemon or a broken connection */
+    bool ended;       /* status is set */
+    bool kernel_done; /* the answer is the kernel's done (not one of our own aborts) */
+    bool has_resources;
+    bool state_preserved;
+    char id[33];
+    char code_sha256[65]; /* hex, of the code or the command line */
+    char actor[80];       /* who asked for it (audit log) */
+};
+
+/* A client waiting for the restart it asked for. */
+struct session_restart {
+    TAILQ_ENTRY(session_restart) link;
+    struct session *s;
+    session_restart_cb *cb;
+    void *userdata;
+};
+
+struct session {
+    TAILQ_ENTRY(session) link;
+    struct session_manager *m;
+    struct store_session_rec rec;
+    const struct cfg_profile *profile;
+    struct pool_slot *slot;
+    struct kernel *kernel; /* borrowed from slot */
+    struct execution *exec;
+    /* Written only by session_set_state(). */
+    enum session_state state;
+    /* Where a failed end goes back to (see session_end()). */
+    enum session_state end_from;
+    /* Restarts asked for and not yet confirmed by the kernel; one restart request is in flight
+     * while this is not empty (later requests join it). */
+    TAILQ_HEAD(, session_restart) restarts;
+    struct event *restart_timer;
+    /* A runtime other than runc (gVisor): memory exhaustion kills the whole sandbox, kernel
+     * included. When its connection breaks during an execution, the answer waits up to
+     * SETTLE_MS for the engine's oom/die events, so that it can say what happened. */
+    struct event *settle_timer;
+    /* When the engine last reported an OOM kill in its container (monotonic ms, 0: never).
+     * Under runc that is usually the worker alone (the session goes on); the container dying
+     * within OOM_DEATH_MS of it was killed by it. */
+    uint64_t oom_ms;
+    /* SESSION_DYING's timer, and which event put it there: "die" (true) or a removal. A
+     * detail of that state, not a state. */
+    struct event *oom_wait_timer;
+    bool oom_wait_die;
+    /* What kind of container it got (the acquire histogram, the audit line): not a state. */
+    bool cold;
+    uint64_t last_touch_ms; /* monotonic */
+    unsigned reconnect_failures;
+    uint64_t detached_ms;       /* monotonic */
+    uint64_t create_started_us; /* monotonic: when its create request came */
+    /* Who ends it and why ("session.ended" in the audit log); "" until known. */
+    char end_actor[80];
+    char end_why[24];
+    char end_detail[192];
+};
+
+enum sop_kind {
+    SOP_CREATE,
+    SOP_TOUCH,
+    SOP_EPOCH,
+    SOP_END,
+    SOP_DELETE,
+    SOP_CLAIM,
+    SOP_LOAD,
+    SOP_HISTORY,
+};
+
+/* A Redis operation in flight. */
+struct sop {
+    TAILQ_ENTRY(sop) link;
+    struct session_manager *m; /* NULL once the manager is gone */
+    enum sop_kind kind;
+    char id[STORE_ID_MAX + 1];
+    /* SOP_CREATE */
+    struct session *pending; /* not registered yet */
+    session_create_cb *create_cb;
+    /* SOP_END */
+    session_end_cb *end_cb;
+    void *userdata;
+};
+
+/* A create waiting for a container made on demand. */
+struct cold {
+    TAILQ_ENTRY(cold) link;
+    struct session_manager *m;
+    struct pool_waiter *waiter;
+    struct session_create_req req;
+    char tenant[65], profile[49];
+    char *metadata;
+    session_create_cb *cb;
+    void *userdata;
+    uint64_t started_us;
+};
+
+/* A container that serves a session, found before this node's records were loaded. */
+struct held {
+    TAILQ_ENTRY(held) link;
+    struct pool_slot *slot;
+    char session[STORE_ID_MAX + 1];
+    int64_t gen;
+    char busy[KERNEL_MAX_ID + 1];
+};
+
+struct session_manager {
+    struct event_base *base; /* borrowed */
+    const struct cfg *cfg;   /* borrowed */
+    struct pool **pools;     /* borrowed */
+    size_t n_pools;
+    struct store_redis *redis; /* borrowed */
+    struct store_sessions *store;
+    struct hashmap *by_id;        /* registered sessions */
+    struct hashmap *by_container; /* container id -> session, those being created included */
+    TAILQ_HEAD(, session) sessions;
+    TAILQ_HEAD(, sop) sops;
+    TAILQ_HEAD(, cold) colds;
+    TAILQ_HEAD(, held) held;
+    /* Records loaded at start-up and not yet matched with a container. */
+    struct store_session_rec *unmatched;
+    size_t n_unmatched;
+    bool loaded, loading, claiming;
+    bool want_list; /* a detached session waits for a container list */
+    bool freeing;   /* session_manager_free(): nothing is recorded any more */
+    struct session_manager_stats stats;
+    struct session_profile_stats *pstats; /* n_pools */
+    struct hashmap *takes;                /* "tenant/profile" -> struct take_rate */
+    struct hashmap *askers;               /* profile -> struct askers */
+    session_notify_cb *notify;
+    void *notify_userdata;
+    session_audit_cb *audit;
+    void *audit_userdata;
+};
+
+/* ---- manager.c ------------------------------------------------------------------------------- */
+
+struct sop *sop_new(struct session_manager *m, enum sop_kind kind, const char *id);
+/* Unlinks op from its manager (if any) and frees it. */
+void sop_free(struct sop *op);
+void manager_notify(struct session_manager *m, const char *event,
+                    const struct store_session_rec *rec, const char *detail);
+/* Hands an audit event to the edge (nothing is written here). */
+void manager_audit(struct session_manager *m, const struct session_audit *a);
+/* Deletes a record, best effort (on failure the next start finishes it). */
+void manager_delete_record(struct session_manager *m, const char *id);
+const struct cfg_profile *manager_profile_find(const struct session_manager *m, const char *name);
+/* The index of the profile's pool (and stats), or n_pools. */
+size_t manager_profile_index(const struct session_manager *m, const char *profile);
+unsigned manager_tenant_running(const struct session_manager *m, const char *tenant);
+/* The session whose container this is (being created included), or NULL. */
+struct session *manager_by_container(const struct session_manager *m, const char *container_id);
+/* "tenant:<id>", the audit log's actor for what a tenant asked for. */
+const char *tenant_actor(const char *tenant, char *out, size_t n);
+
+/* ---- session.c ------------------------------------------------------------------------------- */
+
+extern const struct kernel_handlers session_kernel_handlers;
+
+/* The one writer of s->state: asserts the transition is allowed and logs it (debug). */
+void session_set_state(struct session *s, enum session_state to);
+bool session_is_registered(const struct session *s);
+struct session *session_alloc(struct session_manager *m, struct pool_slot *slot,
+                              const struct cfg_profile *p, const struct store_session_rec *rec);
+/* Puts a CREATING (or adopted) session in the registry as READY. */
+void session_register(struct session *s);
+/* Frees the session object; the caller has dealt with its record and container. A running
+ * execution is answered first. */
+void session_destroy(struct session *s);
+/* Releases the container and forgets the session (its record is marked ending or gone). */
+void session_drop(struct session *s);
+void session_epoch_bump(struct session *s, int64_t new_gen, const char *why);
+/* The container or its kernel connection is gone: the session's state is lost, end it. */
+void session_lost(struct session *s, const char *why);
+/* The reaper claimed it: it ends (daemon, "idle" or "lifetime"). */
+void session_reaped(struct session *s);
+bool session_died_of_oom(const struct session *s);
+
+/* ---- execution.c ----------------------------------------------------------------------------- */
+
+/* Answers x with status and an error name and value (its namespace counted as lost). */
+void execution_end(struct execution *x, enum session_exec_status status, const char *name,
+                   const char *why);
+void execution_abort(struct execution *x, const char *name, const char *why);
+void execution_disconnected(struct execution *x);
+/* An execution the previous daemon started (or one running across a reconnection). */
+void execution_orphan(struct session *s, const char *id);
+void execution_on_done(struct session *s, const struct kernel_msg *m);
+void execution_on_output(struct session *s, const char *exec_id, bool to_stderr, const char *text,
+                         size_t len);
+void execution_on_artifact(struct session *s, const struct kernel_msg *m);
+/* Answers every waiting restart (r == 0: the restart happened and the epoch is current). */
+void restarts_answer(struct session *s, int r, const char *why);
+void session_on_restart_timeout(int fd, short what, void *arg);
+
+/* ---- create.c -------------------------------------------------------------------------------- */
+
+/* The tenant's sessions (of profile, or of all for NULL), those being created included. */
+unsigned create_tenant_sessions(const struct session_manager *m, const char *tenant,
+                                const char *profile);
+void create_cold_free(struct cold *c);
+
+/* ---- recovery.c ------------------------------------------------------------------------------ */
+
+void recovery_load_records(struct session_manager *m);
+void recovery_on_oom_wait_timeout(int fd, short what, void *arg);
+
+/* ---- history.c ------------------------------------------------------------------------------- */
+
+/* Appends the ended execution to its session's history in Redis (never waited for). */
+void history_push(struct execution *x);
+json_t *history_time_json(uint64_t wall_ms);
