@@ -127,7 +127,7 @@ void pool_set_warm(struct pool *p, unsigned warm);
 void pool_refuse(struct pool *p, const char *why);
 bool pool_refused(const struct pool *p);
 /* Shutdown: stops refilling and removes every container not bound to a session (a restarted
- * daemon never reuses an unbound container, see pool_adopt_container()). */
+ * daemon never reuses an unbound container, see pool_adopt()). */
 void pool_shutdown(struct pool *p);
 /* True while removals are in flight. */
 bool pool_removing(const struct pool *p);
@@ -171,7 +171,7 @@ void pool_slot_release(struct pool_slot *slot);
  * session's record); anything else is removed: a container found on the engine never joins the
  * warm pool, since code that ran in it could forge its kernel's answers. Returns 0 when taken on,
  * -EEXIST when the pool already tracks it, -EINVAL for an id that is not a container id. */
-int pool_adopt_container(struct pool *p, const struct docker_container_summary *c);
+int pool_adopt(struct pool *p, const struct docker_container_summary *c);
 /* Tells the pool that a container died or vanished (events, reconcile). READY and earlier
  * slots are removed and replaced; BOUND slots are left to their owner. Returns true when the
  * container belonged to this pool. */
@@ -186,17 +186,9 @@ bool pool_knows_slot(const struct pool *p, const char *slot_id);
  * the call) that was asked for at listed_at_ms (time_now_ms()): READY and CONNECTING slots that
  * were already so then and whose container is missing or no longer running are removed and
  * replaced; a forgotten adoption whose container is not listed gives its uid back. */
-void pool_reconcile_containers(struct pool *p, const struct docker_container_list *list,
-                               uint64_t listed_at_ms);
+void pool_reconcile(struct pool *p, const struct docker_container_list *list,
+                    uint64_t listed_at_ms);
 /* The engine link came back after an outage: the failures seen meanwhile were the engine's, not
  * the profile's, so the backoff restarts from zero; and readiness waits until the pool is warm
  * again (what it held may have died with the engine). */
 void pool_engine_back(struct pool *p);
-
-/* The same two with the engine's JSON (compat.c), for src/server.c until it decodes the list
- * itself (docker_container_list_decode()); they go when it does. pool_adopt(): summary is a list
- * entry, -EINVAL when it does not decode. pool_reconcile(): list is the answer's array; one that
- * does not decode removes nothing. Both borrowed. */
-typedef struct json_t json_t;
-int pool_adopt(struct pool *p, json_t *summary);
-void pool_reconcile(struct pool *p, json_t *list, uint64_t listed_at_ms);

@@ -134,8 +134,7 @@ held_take(struct pool *p, const char *container_id)
 /* ---- reconciliation -------------------------------------------------------------------------- */
 
 void
-pool_reconcile_containers(struct pool *p, const struct docker_container_list *list,
-                          uint64_t listed_at_ms)
+pool_reconcile(struct pool *p, const struct docker_container_list *list, uint64_t listed_at_ms)
 {
     struct pool_slot *slot, *next;
 
@@ -202,7 +201,7 @@ on_adopt_inspect(int r, json_t *result, const struct err *e, void *userdata)
 }
 
 int
-pool_adopt_container(struct pool *p, const struct docker_container_summary *c)
+pool_adopt(struct pool *p, const struct docker_container_summary *c)
 {
     struct pool_slot *slot;
     uint32_t held;

@@ -26,6 +26,7 @@
 #include "docker/api.h"
 #include "docker/client.h"
 #include "docker/json.h"
+#include "docker/list.h"
 #include "docker/policy.h"
 #include "docker/quirks.h"
 #include "log/log.h"
@@ -145,31 +146,26 @@ remove_orphan(struct server *s, const char *id, int64_t uid)
 /* Every container labelled with our node is either tracked by a pool, adopted, or removed.
  * listed_at_ms is when the list was asked for: newer slot states are not judged by it. */
 static void
-reconcile_list(struct server *s, json_t *list, uint64_t listed_at_ms)
+reconcile_list(struct server *s, const struct docker_container_list *list, uint64_t listed_at_ms)
 {
-    size_t i;
-    json_t *c;
     struct orphan *o, *next;
 
     TAILQ_FOREACH (o, &s->orphans, link) {
         o->listed = o->call != NULL; /* one being removed is judged by its removal */
     }
-    json_array_foreach (list, i, c) {
-        const char *id = json_string_value(json_object_get(c, "Id"));
-        const char *slot = docker_label(c, DOCKER_LABEL_SLOT);
-        struct pool *p = server_pool_by_name(s, docker_label(c, DOCKER_LABEL_PROFILE));
+    for (size_t i = 0; i < docker_container_list_size(list); i++) {
+        const struct docker_container_summary *c = docker_container_list_at(list, i);
+        struct pool *p = server_pool_by_name(s, c->profile);
 
-        if (id == NULL) {
-            continue;
-        }
-        if (p != NULL && (pool_owns(p, id) || (slot != NULL && pool_knows_slot(p, slot)))) {
+        if (p != NULL &&
+            (pool_owns(p, c->id) || (c->slot[0] != '\0' && pool_knows_slot(p, c->slot)))) {
             continue;
         }
         if (p != NULL && pool_adopt(p, c) == 0) {
-            log_info("adopting container ctr=%.12s profile='%s'", id, pool_name(p));
+            log_info("adopting container ctr=%.12s profile='%s'", c->id, pool_name(p));
             continue;
         }
-        remove_orphan(s, id, docker_policy_uid(c));
+        remove_orphan(s, c->id, c->uid);
     }
     for (o = TAILQ_FIRST(&s->orphans); o != NULL; o = next) {
         next = TAILQ_NEXT(o, link);
@@ -184,25 +180,26 @@ reconcile_list(struct server *s, json_t *list, uint64_t listed_at_ms)
 }
 
 static void
-on_event(json_t *ev, void *userdata)
+on_event(json_t *obj, void *userdata)
 {
     struct server *s = userdata;
-    const char *action = json_string_value(json_object_get(ev, "Action"));
-    const char *id = json_string_value(json_object_get(json_object_get(ev, "Actor"), "ID"));
+    struct docker_event ev;
+    struct err e = {0};
 
-    if (action == NULL || id == NULL) {
+    if (docker_event_decode(obj, &ev, &e) < 0) {
+        log_debug("engine event skipped: %s", err_msg(&e));
         return;
     }
-    if (strcmp(action, "oom") == 0) { /* comes before its "die" */
-        session_manager_container_oom(s->sessions, id);
+    if (ev.action == DOCKER_EVENT_OOM) { /* comes before its "die" */
+        session_manager_container_oom(s->sessions, ev.actor_id);
         return;
     }
-    if (strcmp(action, "die") == 0 || strcmp(action, "destroy") == 0 ||
-        strcmp(action, "remove") == 0) {
-        session_manager_container_gone(s->sessions, id, action);
+    if (docker_event_action_ends_container(ev.action)) {
+        session_manager_container_gone(s->sessions, ev.actor_id, ev.action == DOCKER_EVENT_DIE);
         for (size_t i = 0; i < s->n_pools; i++) {
-            if (pool_container_gone(s->pools[i], id)) {
-                log_info("container ctr=%.12s: %s", id, action);
+            if (pool_container_gone(s->pools[i], ev.actor_id)) {
+                log_info("container ctr=%.12s: %s", ev.actor_id,
+                         docker_event_action_to_string(ev.action));
                 break;
             }
         }
@@ -226,24 +223,32 @@ static void
 on_list(int r, json_t *result, const struct err *e, void *userdata)
 {
     struct server *s = userdata;
+    struct docker_container_list *list = NULL;
+    struct err e2 = {0};
 
     s->engine_call = NULL;
-    if (r < 0 || !json_is_array(result)) {
-        engine_down(s, "listing containers failed: %s", r < 0 ? err_msg(e) : "not an array");
+    if (r < 0) {
+        engine_down(s, "listing containers failed: %s", err_msg(e));
         return;
     }
-    reconcile_list(s, result, s->list_sent_ms);
+    if (docker_container_list_decode(result, &list, &e2) < 0) {
+        engine_down(s, "listing containers failed: %s", err_msg(&e2));
+        return;
+    }
+    reconcile_list(s, list, s->list_sent_ms);
     s->next_reconcile_ms = time_now_ms() + RECONCILE_MS;
     if (s->link != ENGINE_UP) {
         s->link = ENGINE_UP;
         s->engine_backoff_ms = 0;
         s->engine_why[0] = '\0';
         log_info("engine ready: API %s, %zu containers of node '%s' found",
-                 docker_client_prefix(s->docker), json_array_size(result), s->cfg->node_id);
+                 docker_client_prefix(s->docker), docker_container_list_size(list),
+                 s->cfg->node_id);
         for (size_t i = 0; i < s->n_pools; i++) {
             pool_engine_back(s->pools[i]);
         }
     }
+    docker_container_list_free(list);
     for (size_t i = 0; i < s->n_pools; i++) {
         pool_tick(s->pools[i]);
     }

@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include <event2/event.h>
-#include <jansson.h>
 
+#include "docker/list.h"
 #include "kernel/kernel.h"
 #include "pool/pool.h"
 #include "session-internal.h"
@@ -214,13 +214,12 @@ session_manager_redis_up(struct session_manager *m)
 /* A detached session and its container's entry in a list asked for after the break (NULL: not
  * in it): attach again if the container runs, else end the session. */
 static void
-reconnect_or_end(struct session *s, json_t *c)
+reconnect_or_end(struct session *s, const struct docker_container_summary *c)
 {
-    const char *state = json_string_value(json_object_get(c, "State"));
     struct err e = {0};
     char msg[256];
 
-    if (c == NULL || state == NULL || strcmp(state, "running") != 0) {
+    if (c == NULL || c->state != DOCKER_CONTAINER_RUNNING) {
         (void)snprintf(msg, sizeof(msg), "the sandbox was lost: its container %s",
                        c == NULL ? "is gone" : "stopped");
         session_lost(s, msg);
@@ -238,24 +237,6 @@ reconnect_or_end(struct session *s, json_t *c)
     }
     s->kernel = pool_slot_kernel(s->slot);
     session_set_state(s, SESSION_RECONNECTING);
-}
-
-/* The list's containers by id (values borrowed from list). */
-static struct hashmap *
-list_index(json_t *list)
-{
-    struct hashmap *ids = hashmap_new();
-    size_t i;
-    json_t *c;
-
-    json_array_foreach (list, i, c) {
-        const char *cid = json_string_value(json_object_get(c, "Id"));
-
-        if (cid != NULL) {
-            hashmap_put(ids, cid, c);
-        }
-    }
-    return ids;
 }
 
 /* A record whose container is not on the engine lost its state: end it (an ending one is
@@ -280,9 +261,9 @@ unmatched_gone(struct session_manager *m, const struct store_session_rec *rec)
 }
 
 void
-session_manager_reconcile(struct session_manager *m, json_t *list, uint64_t listed_at_ms)
+session_manager_reconcile(struct session_manager *m, const struct docker_container_list *list,
+                          uint64_t listed_at_ms)
 {
-    struct hashmap *ids = list_index(list);
     struct session *s, *next;
 
     m->want_list = false;
@@ -295,12 +276,12 @@ session_manager_reconcile(struct session_manager *m, json_t *list, uint64_t list
             m->want_list = true; /* asked for before the break: it cannot tell */
             continue;
         }
-        reconnect_or_end(s, hashmap_get(ids, pool_slot_container(s->slot)));
+        reconnect_or_end(s, docker_container_list_find(list, pool_slot_container(s->slot)));
     }
     /* Nothing can be judged before the records are in. A record whose container is there but
      * not adopted yet waits for its kernel's hello. */
     for (size_t i = 0; m->loaded && i < m->n_unmatched;) {
-        if (hashmap_get(ids, m->unmatched[i].container) == NULL) {
+        if (docker_container_list_find(list, m->unmatched[i].container) == NULL) {
             struct store_session_rec rec = m->unmatched[i];
 
             unmatched_take(m, i);
@@ -309,7 +290,6 @@ session_manager_reconcile(struct session_manager *m, json_t *list, uint64_t list
         }
         i++;
     }
-    hashmap_free(ids);
 }
 
 /* ---- container events ------------------------------------------------------------------------ */
@@ -356,13 +336,12 @@ recovery_on_oom_wait_timeout(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-session_manager_container_gone(struct session_manager *m, const char *container_id,
-                               const char *action)
+session_manager_container_gone(struct session_manager *m, const char *container_id, bool died)
 {
     struct session *s = manager_by_container(m, container_id);
 
     if (s != NULL && session_is_registered(s)) {
-        container_gone(s, strcmp(action, "die") == 0, false);
+        container_gone(s, died, false);
     }
 }
 

@@ -30,6 +30,7 @@
 #include "util/err.h"
 
 struct event_base;
+struct docker_container_list;
 struct kernel_msg;
 struct pool;
 struct pool_slot;
@@ -129,17 +130,17 @@ void session_manager_adopt(struct session_manager *m, struct pool_slot *slot,
                            const struct kernel_msg *hello);
 /* A full list of this node's containers asked for at listed_at_ms: records whose container is
  * not in it are ended (their state is gone). */
-void session_manager_reconcile(struct session_manager *m, json_t *list, uint64_t listed_at_ms);
+void session_manager_reconcile(struct session_manager *m, const struct docker_container_list *list,
+                               uint64_t listed_at_ms);
 /* True when a session whose kernel connection broke waits for a container list (the caller
  * then lists soon and calls session_manager_reconcile()). */
 bool session_manager_want_list(const struct session_manager *m);
 /* The engine reported an OOM kill in container_id (its "oom" event, before "die"): the session
  * that holds it ends with its running execution answered "oom" when the container dies. */
 void session_manager_container_oom(struct session_manager *m, const char *container_id);
-/* The engine says a container died or went (event action "die", "destroy", "remove"): the
- * session it served, if any, ends. */
-void session_manager_container_gone(struct session_manager *m, const char *container_id,
-                                    const char *action);
+/* The engine says a container died (died: its process exited) or went (removed): the session
+ * it served, if any, ends. */
+void session_manager_container_gone(struct session_manager *m, const char *container_id, bool died);
 /* Ends the session served by container_id (its limits drifted from the profile), saying why, and
  * writes its id to ret_session. False when no session has that container. */
 bool session_manager_quarantine(struct session_manager *m, const char *container_id,
