@@ -10,6 +10,10 @@ struct server;
 /* Builds the server from a validated config (stolen: freed with the server). Binds the listen
  * address; engine work starts when server_run() runs the loop. */
 int server_new(struct cfg *cfg, struct server **ret, struct err *reterr);
+/* The descriptors configuration c can hold at once, whatever its clients and sandboxes do (every
+ * bound it counts is enforced): the daemon refuses to start, and a reload is refused, when the
+ * open files limit is below it. */
+unsigned long server_descriptor_budget(const struct cfg *c);
 /* SIGHUP builds a fresh validated config with load (the same sources and order as at start;
  * NULL when it fails, having said why; returned owned) and swaps it in (config.h, "reload"):
  * every row marked reloadable takes its new value and the modules that copied one are told

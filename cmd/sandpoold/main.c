@@ -182,29 +182,6 @@ raise_nofile(void)
     return (unsigned long)rl.rlim_cur;
 }
 
-/* The descriptors this configuration can hold at once, whatever its clients and sandboxes do:
- * every bound below is enforced by the daemon (docs/security.md). */
-static unsigned long
-descriptor_budget(const struct cfg *c)
-{
-    unsigned long n = 32; /* stdio, the loop, signals, Redis, the audit file, libraries */
-    unsigned long containers = 0;
-
-    for (size_t i = 0; i < c->n_profiles; i++) {
-        containers += c->profiles[i].max;
-    }
-    n += c->http_max_connections + API_CONNS_SLACK; /* slots (lingering ones within) */
-    if (c->http_health_listen[0] != '\0') {
-        n += API_HEALTH_MAX_CONNECTIONS + API_CONNS_SLACK;
-    }
-    n += 2 * containers;            /* each one's kernel stream, and a relay's exec during a
-                                     * reconnection */
-    n += c->files_max_inflight;     /* a file operation's exec stream each */
-    n += c->engine_max_concurrency; /* creations, starts, removals */
-    n += 32; /* the engine client's kept connections (CURLMOPT_MAXCONNECTS) */
-    return n;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -264,7 +241,7 @@ main(int argc, char **argv)
     /* Writes to a peer that went away must fail with EPIPE, not kill the daemon. */
     (void)signal(SIGPIPE, SIG_IGN);
     unsigned long nofile = raise_nofile(); /* not inside log_debug(): it may not evaluate */
-    unsigned long budget = descriptor_budget(c);
+    unsigned long budget = server_descriptor_budget(c);
 
     log_debug("open files limit: %lu, this configuration holds at most %lu", nofile, budget);
     if (nofile > 0 && nofile < budget) {

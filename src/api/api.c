@@ -331,17 +331,18 @@ route_request(struct api *a, struct api_conns *reg, size_t n_routes, struct evht
         }
         return;
     }
+    if (api_body_held(reg, req, &held)) {
+        /* A held body (body.c) not consumed by its handler (or refused before one: a
+         * malformed target) closes the connection after the reply: its bytes must never be
+         * read as the next request. */
+        api_reply_close(req);
+    }
     if (path == NULL || path[0] != '/') {
         api_reply_error(req, -EINVAL, "malformed request target");
         if (parsed != NULL) {
             evhttp_uri_free(parsed); /* libevent 2.1's does not take NULL */
         }
         return;
-    }
-    if (api_body_held(reg, req, &held)) {
-        /* A held body (body.c) not consumed by its handler closes the connection after the
-         * reply: its bytes must never be read as the next request. */
-        api_reply_close(req);
     }
     for (size_t i = 0; i < n_routes; i++) {
         char params[MAX_PARAMS][MAX_PARAM];

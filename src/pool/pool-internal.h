@@ -27,7 +27,11 @@ struct pool_slot {
     struct pool *pool;
     /* Written only by pool_slot_set_state() (pool.c), which checks the transition. */
     enum pool_slot_state state;
-    bool remove_failed;     /* REMOVING with no call: retry on the next tick */
+    bool remove_failed; /* REMOVING with no call: retry on the next tick */
+    /* pool_slot_release_then(): told once when the engine confirmed the removal (0), or when
+     * the slot goes without that confirmation (-ECANCELED: the pool is freed). */
+    pool_removed_cb *removed_cb;
+    void *removed_userdata;
     bool adopted;           /* found on the engine rather than created by us */
     bool gone;              /* the engine said it died while a call was in flight */
     uint64_t since_ms;      /* when the slot entered its current state */

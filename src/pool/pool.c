@@ -142,6 +142,9 @@ pool_slot_free(struct pool_slot *slot)
     if (slot->uid != 0) {
         pool_uids_release(p->uids, slot->uid);
     }
+    if (slot->removed_cb != NULL) {
+        slot->removed_cb(-ECANCELED, slot->removed_userdata);
+    }
     TAILQ_REMOVE(&p->slots, slot, link);
     free(slot);
 }
@@ -195,6 +198,12 @@ on_removed(int r, json_t *result, const struct err *e, void *userdata)
         return;
     }
     p->removed_total++;
+    if (slot->removed_cb != NULL) {
+        pool_removed_cb *cb = slot->removed_cb;
+
+        slot->removed_cb = NULL;
+        cb(0, slot->removed_userdata);
+    }
     pool_slot_free(slot);
     pool_kick(p);
 }
@@ -411,6 +420,14 @@ pool_slot_release(struct pool_slot *slot)
 
     pool_slot_remove(slot);
     pool_kick(p);
+}
+
+void
+pool_slot_release_then(struct pool_slot *slot, pool_removed_cb *cb, void *userdata)
+{
+    slot->removed_cb = cb;
+    slot->removed_userdata = userdata;
+    pool_slot_release(slot);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------- */

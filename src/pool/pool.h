@@ -164,6 +164,12 @@ int pool_slot_reconnect(struct pool_slot *slot, const struct kernel_handlers *h,
 /* Ends a BOUND slot: closes its kernel connection and removes the container in the background
  * (retried until the engine confirms). The slot must not be used afterwards. */
 void pool_slot_release(struct pool_slot *slot);
+/* As pool_slot_release(), and cb is called once: with 0 when the engine confirmed the removal
+ * (after retries, however long they take), or with -ECANCELED when the pool is freed first. The
+ * session module keeps an ended session's record until then, so that a crash before the
+ * container is gone finishes the end at the next start. */
+typedef void pool_removed_cb(int r, void *userdata);
+void pool_slot_release_then(struct pool_slot *slot, pool_removed_cb *cb, void *userdata);
 
 /* Offers a container found on the engine (an entry of a decoded list, docker/list.h; borrowed
  * for the call). A running container whose inspect matches the profile's policy and whose

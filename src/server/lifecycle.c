@@ -19,12 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <event2/event.h>
 
 #include "server-internal.h"
 
 #define LOG_MODULE "server"
+#include "api/api.h"
 #include "audit/audit.h"
 #include "docker/client.h"
 #include "log/log.h"
@@ -245,8 +247,10 @@ apply_to_modules(struct server *s, const struct cfg_diff *d)
             log_info("reload: the metrics token changed");
         }
     }
-    /* Every pool's warm target is the configuration's again, an admin's resize included. */
-    for (size_t i = 0; i < s->n_pools; i++) {
+    /* Every pool's warm target is the configuration's again, an admin's resize included; not
+     * while draining (the pools were told to make nothing more: containers made now would
+     * outlive the daemon). */
+    for (size_t i = 0; !s->stopping && i < s->n_pools; i++) {
         const struct cfg_profile *p = pool_profile(s->pools[i]);
         struct pool_stats st;
 
@@ -261,6 +265,41 @@ apply_to_modules(struct server *s, const struct cfg_diff *d)
     return changed;
 }
 
+/* The descriptors this configuration can hold at once, whatever its clients and sandboxes do:
+ * every bound below is enforced by the daemon (docs/security.md). */
+unsigned long
+server_descriptor_budget(const struct cfg *c)
+{
+    unsigned long n = 32; /* stdio, the loop, signals, Redis, the audit file, libraries */
+    unsigned long containers = 0;
+
+    for (size_t i = 0; i < c->n_profiles; i++) {
+        containers += c->profiles[i].max;
+    }
+    n += c->http_max_connections + API_CONNS_SLACK; /* slots (lingering ones within) */
+    if (c->http_health_listen[0] != '\0') {
+        n += API_HEALTH_MAX_CONNECTIONS + API_CONNS_SLACK;
+    }
+    n += 2 * containers;            /* each one's kernel stream, and a relay's exec during a
+                                     * reconnection */
+    n += c->files_max_inflight;     /* a file operation's exec stream each */
+    n += c->engine_max_concurrency; /* creations, starts, removals */
+    n += 32; /* the engine client's kept connections (CURLMOPT_MAXCONNECTS) */
+    return n;
+}
+
+/* The open files limit, 0 when unlimited or unknown. */
+static unsigned long
+nofile_limit(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY) {
+        return 0;
+    }
+    return (unsigned long)rl.rlim_cur;
+}
+
 /* Swaps fresh (loaded and validated, stolen) in; see config.h ("reload"). Returns < 0 when the
  * mix of its reloadable rows and the running values of the others does not validate: nothing
  * changed then. */
@@ -270,6 +309,7 @@ reload_swap(struct server *s, struct cfg *fresh)
     struct cfg_diff d;
     struct err e = {0};
     size_t kept, warm;
+    unsigned long nofile;
 
     cfg_diff(s->cfg, fresh, &d);
     cfg_reload_keep(fresh, s->cfg);
@@ -280,6 +320,18 @@ reload_swap(struct server *s, struct cfg *fresh)
         cfg_diff_done(&d);
         cfg_free(fresh);
         return -EINVAL;
+    }
+    nofile = nofile_limit();
+    if (nofile > 0 && nofile < server_descriptor_budget(fresh)) {
+        /* As at start (cmd/sandpoold/main.c): past the limit, accept() and the engine's sockets
+         * would fail for everyone. */
+        log_error("reload failed: the open files limit (%lu) is below the %lu descriptors the new "
+                  "configuration may hold (http.max_connections, the profiles' max, "
+                  "files.max_inflight, engine.max_concurrency); the running configuration stays",
+                  nofile, server_descriptor_budget(fresh));
+        cfg_diff_done(&d);
+        cfg_free(fresh);
+        return -EMFILE;
     }
     kept = log_changes(&d);
     cfg_reload_commit(s->cfg, fresh);

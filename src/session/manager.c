@@ -8,10 +8,12 @@
  * Nothing here (nor anywhere in src/session/) logs what the edge should say or writes the audit
  * log: both go to the callbacks the edge sets (session_manager_set_notify(),
  * session_manager_set_audit()). */
+#define LOG_MODULE "session"
 #include <stdio.h>
 #include <string.h>
 
 #include "kernel/kernel.h"
+#include "log/log.h"
 #include "pool/pool.h"
 #include "session-internal.h"
 #include "store/redis.h"
@@ -97,6 +99,33 @@ manager_delete_record(struct session_manager *m, const char *id)
     if (store_sessions_delete(m->store, id, on_record_deleted, op) < 0) {
         sop_free(op);
     }
+}
+
+static void
+on_container_removed(int r, void *userdata)
+{
+    struct sop *op = userdata;
+
+    /* Not removed (the pool was freed first): the record stays `ending`, the next start
+     * finishes it. */
+    if (op->m == NULL || r < 0) {
+        sop_free(op);
+        return;
+    }
+    log_debug("session=%s: its container is gone, its record goes", op->id);
+    if (store_sessions_delete(op->m->store, op->id, on_record_deleted, op) < 0) {
+        sop_free(op);
+    }
+}
+
+void
+manager_release_then_delete(struct session_manager *m, struct pool_slot *slot, const char *id)
+{
+    if (slot == NULL) {
+        manager_delete_record(m, id);
+        return;
+    }
+    pool_slot_release_then(slot, on_container_removed, sop_new(m, SOP_DELETE, id));
 }
 
 /* ---- lookups --------------------------------------------------------------------------------- */

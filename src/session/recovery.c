@@ -74,9 +74,10 @@ unmatched_take(struct session_manager *m, size_t i)
 }
 
 /* A record marked ending by a daemon that stopped before deleting it: the end is finished (its
- * container, if any, was released by the caller). */
+ * container slot, NULL when none came back, is released; the record goes once it is gone). */
 static void
-finish_ending(struct session_manager *m, const struct store_session_rec *rec)
+finish_ending(struct session_manager *m, const struct store_session_rec *rec,
+              struct pool_slot *slot)
 {
     manager_notify(m, "ended", rec, "it was being ended when the daemon stopped: finished");
     manager_audit(m, &(struct session_audit){
@@ -87,7 +88,7 @@ finish_ending(struct session_manager *m, const struct store_session_rec *rec)
                          .why = "ended",
                          .detail = "it was being ended when the daemon stopped",
                      });
-    manager_delete_record(m, rec->id);
+    manager_release_then_delete(m, slot, rec->id);
 }
 
 /* Matches a container with its record once records are loaded. */
@@ -106,8 +107,7 @@ adopt_or_release(struct session_manager *m, struct pool_slot *slot, const char *
     rec = m->unmatched[i];
     unmatched_take(m, (size_t)i);
     if (rec.state == STORE_SESSION_ENDING) {
-        pool_slot_release(slot); /* it was being ended when the daemon stopped */
-        finish_ending(m, &rec);
+        finish_ending(m, &rec, slot); /* it was being ended when the daemon stopped */
         return;
     }
     adopt(m, slot, &rec, gen, busy);
@@ -245,7 +245,7 @@ static void
 unmatched_gone(struct session_manager *m, const struct store_session_rec *rec)
 {
     if (rec->state == STORE_SESSION_ENDING) {
-        finish_ending(m, rec);
+        finish_ending(m, rec, NULL);
         return;
     }
     manager_notify(m, "ended", rec, "its container is gone: its state was lost");

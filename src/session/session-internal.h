@@ -294,6 +294,10 @@ void manager_notify(struct session_manager *m, const char *event,
 void manager_audit(struct session_manager *m, const struct session_audit *a);
 /* Deletes a record, best effort (on failure the next start finishes it). */
 void manager_delete_record(struct session_manager *m, const char *id);
+/* An ending record's last step: its container (slot, NULL for none) is released, and the record
+ * is deleted once the engine confirmed the removal; a crash before then leaves the record
+ * `ending`, which the next start finishes (recovery.c). */
+void manager_release_then_delete(struct session_manager *m, struct pool_slot *slot, const char *id);
 const struct cfg_profile *manager_profile_find(const struct session_manager *m, const char *name);
 /* The index of the profile's pool (and stats), or n_pools. */
 size_t manager_profile_index(const struct session_manager *m, const char *profile);

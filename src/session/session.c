@@ -173,8 +173,10 @@ session_destroy(struct session *s)
     free(s);
 }
 
-void
-session_drop(struct session *s)
+/* The audit line, then the object goes; returns its slot (NULL for none), which the caller
+ * releases. */
+static struct pool_slot *
+session_unlink(struct session *s)
 {
     struct pool_slot *slot = s->slot;
 
@@ -189,6 +191,14 @@ session_drop(struct session *s)
     s->slot = NULL;
     s->kernel = NULL;
     session_destroy(s);
+    return slot;
+}
+
+void
+session_drop(struct session *s)
+{
+    struct pool_slot *slot = session_unlink(s);
+
     if (slot != NULL) {
         pool_slot_release(slot);
     }
@@ -291,11 +301,12 @@ on_end_marked(int r, void *userdata)
             m->stats.ended_total++;
             log_debug("session=%s marked ending: its container goes, then its record", op->id);
         }
-        if (s != NULL) {
-            session_drop(s);
-        }
+        struct pool_slot *slot = s != NULL ? session_unlink(s) : NULL;
+
         if (r == 0) {
-            manager_delete_record(m, op->id);
+            manager_release_then_delete(m, slot, op->id); /* the record goes after it */
+        } else if (slot != NULL) {
+            pool_slot_release(slot);
         }
     }
     if (op->end_cb != NULL) {

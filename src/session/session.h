@@ -9,8 +9,8 @@
  * Activity (every API call on the session, and a running execution) pushes the idle deadline in
  * Redis; an open connection alone does not. The reaper claims expired sessions atomically in
  * Redis and ends them. Ending a session marks its record `ending`, releases its container (which
- * the pool removes in the background until the engine confirms), then deletes the record; a
- * record still `ending` at the next start is finished then.
+ * the pool removes in the background until the engine confirms), and deletes the record once
+ * the container is gone; a record still `ending` at the next start is finished then.
  *
  * Crash-only: sessions live in Redis and in their containers (whose kernel remembers the session
  * it serves). After a restart, session_manager_adopt() receives every container whose kernel
@@ -181,8 +181,8 @@ void session_foreach(struct session_manager *m, const char *tenant,
 /* Records API activity (pushes the idle deadline; fire and forget). */
 void session_touch(struct session *s);
 /* Ends the session: its record is marked `ending` in Redis first (so the end survives a crash:
- * the next start finishes an ending record), then its container is released and its record
- * deleted. cb(r) exactly once, when the mark is written (r == 0) or failed (the session goes
+ * the next start finishes an ending record), then its container is released, and its record
+ * is deleted once the engine confirmed the removal. cb(r) exactly once, when the mark is written (r == 0) or failed (the session goes
  * on); -ENOTCONN when Redis is down (nothing changed). */
 typedef void session_end_cb(int r, const struct err *e, void *userdata);
 int session_end(struct session *s, session_end_cb *cb, void *userdata, struct err *reterr);

@@ -193,9 +193,29 @@ for i in 1 2 3; do
     run "$TA" "$id" "{\"code\": \"kept = $i * 11\"}" >/dev/null
     want[$id]=$((i * 11))
 done
+# A session killed with the daemon between its DELETE's answer and its end: the record says
+# `ending` until the engine confirmed its container's removal, so the restart finishes the end
+# instead of bringing the deleted session back.
+ending=$(new_session "$TA")
+ending_ctr=$(run "$TA" "$ending" '{"code": "import socket; socket.gethostname()"}' | jq -r .result | tr -d "'")
+check "the ending session's container is known (its hostname: $ending_ctr)" \
+    test -n "$(docker ps -q --filter "label=$LABEL" --filter "id=$ending_ctr")"
+del_code=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $TA" \
+    "$U/v1/sessions/$ending")
 kill -KILL "$daemon_pid"; wait "$daemon_pid" 2>/dev/null; daemon_pid=
+check_eq "DELETE answered 204 just before kill -9" "$del_code" 204
+check_eq "killed between the answer and the removal: the record says ending" \
+    "$(redis-cli -s "$REDIS_SOCK" hget "${PREFIX}session:$ending" state)" ending
 start_daemon
 check "readyz 200 after kill -9 and restart" wait_for 60 ready
+check "the restart finished the end: the record is gone" wait_for 20 bash -c \
+    "[ \"\$(redis-cli -s '$REDIS_SOCK' exists '${PREFIX}session:$ending')\" = 0 ]"
+check "... and its container" wait_for 20 bash -c \
+    "[ -z \"\$(docker ps -aq --filter 'id=$ending_ctr')\" ]"
+check_eq "... and the deleted session stays deleted (404)" \
+    "$(api GET "/v1/sessions/$ending" "$TA" >/dev/null; status)" 404
+check "the log says the end was finished at start" \
+    grep -q "session=$ending.*it was being ended when the daemon stopped: finished" "$work/daemon.log"
 # On Podman the kernels are reached again through a relay: conmon closed their stdin when the
 # killed daemon's attach ended (src/kernel/kernel.h).
 for id in "${!want[@]}"; do
