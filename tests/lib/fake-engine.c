@@ -120,6 +120,7 @@ struct fake_engine {
     char **log; /* "METHOD path" of every request */
     size_t n_log;
     bool kernels_silent;
+    bool podman;
     /* scripted mode */
     bool scripted;
     const char *answer;
@@ -240,8 +241,9 @@ reply_raw(struct conn *c, int status, const char *type, const char *body, size_t
 
     (void)evbuffer_add_printf(out,
                               "HTTP/1.1 %d %s\r\nApi-Version: 1.43\r\nServer: Docker/fake\r\n"
-                              "Content-Type: %s\r\nContent-Length: %zu\r\n\r\n",
-                              status, reason_of(status), type, len);
+                              "%sContent-Type: %s\r\nContent-Length: %zu\r\n\r\n",
+                              status, reason_of(status),
+                              c->fe->podman ? "Libpod-Api-Version: 4.3.1\r\n" : "", type, len);
     (void)evbuffer_add(out, body, len);
 }
 
@@ -477,7 +479,10 @@ query_get(const char *query, const char *key)
                     *o++ = (char)(hi << 4 | lo);
                     p += 2;
                 } else {
-                    *o++ = *p == '+' ? ' ' : *p;
+                    *o++ = *p;
+                    if (o[-1] == '+') {
+                        o[-1] = ' ';
+                    }
                 }
             }
             return out;
@@ -802,7 +807,9 @@ parse_request(struct evbuffer *in, struct request *r)
     head = xalloc0(hlen + 1);
     (void)evbuffer_copyout(in, head, hlen);
     for (char *p = strchr(head, '\n'); p != NULL && *p; p++) {
-        *p = *p >= 'A' && *p <= 'Z' ? (char)(*p | 0x20) : *p; /* header names and values */
+        if (*p >= 'A' && *p <= 'Z') {
+            *p = (char)(*p - 'A' + 'a'); /* header names and values */
+        }
     }
     cl = strstr(head, "\ncontent-length:");
     for (cl = cl ? cl + 16 : NULL; cl != NULL && *cl == ' '; cl++) {
@@ -1183,6 +1190,12 @@ void
 fake_engine_set_kernels_silent(struct fake_engine *fe, bool silent)
 {
     fe->kernels_silent = silent;
+}
+
+void
+fake_engine_set_podman(struct fake_engine *fe, bool podman)
+{
+    fe->podman = podman;
 }
 
 void

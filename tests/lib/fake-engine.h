@@ -77,6 +77,10 @@ int fake_engine_vanish(struct fake_engine *fe, const char *id);
 unsigned fake_engine_cut_streams(struct fake_engine *fe, const char *id);
 /* Kernels of containers started from now on answer nothing (a sandbox that never comes up). */
 void fake_engine_set_kernels_silent(struct fake_engine *fe, bool silent);
+/* Answers as Podman does (a Libpod-Api-Version header): the client then takes Podman's quirks,
+ * among them reaching a kernel again through the relay (docker/quirks.h stdin_survives_detach).
+ * Set before the client's /_ping. */
+void fake_engine_set_podman(struct fake_engine *fe, bool podman);
 /* Sends an event for the container as the engine would (action "die", "oom", ...), e.g. a
  * duplicate or a late one. */
 void fake_engine_emit(struct fake_engine *fe, const char *id, const char *action);

@@ -512,7 +512,9 @@ run_eval(struct fake_redis *fr, struct evbuffer *out, redisReply *cmd)
         (void)snprintf(msg, sizeof(msg), "fake-redis: unknown script '%.60s'",
                        cmd->element[1]->str);
         for (char *p = msg; *p; p++) {
-            *p = *p == '\n' || *p == '\r' ? ' ' : *p;
+            if (*p == '\n' || *p == '\r') {
+                *p = ' ';
+            }
         }
         out_err(out, msg);
         return;
