@@ -49,6 +49,7 @@ struct node {
     struct session_manager *m;
     struct event *cron;
     struct docker_call *events, *list;
+    bool engine_down; /* the cron leaves pools alone (src/server.c: until the list is in) */
     uint64_t list_sent_ms;
     char last_event[64], last_detail[256];
     unsigned n_events[8]; /* ended, epoch, detached, reconnected, other */
@@ -82,6 +83,13 @@ events_of(const struct node *n, const char *event)
     return 0;
 }
 
+/* What the server would log, as a TAP comment. */
+static void
+on_pool_notify(struct pool *p, const char *what, int r, const char *msg, void *userdata)
+{
+    printf("# pool %s: %s\n", what, msg ? msg : "");
+}
+
 static void
 on_found(struct pool *p, struct pool_slot *slot, const struct kernel_msg *hello, void *userdata)
 {
@@ -98,6 +106,21 @@ on_listed(int r, json_t *list, const struct err *e, void *userdata)
         pool_reconcile(n->pool, list, n->list_sent_ms);
         session_manager_reconcile(n->m, list, n->list_sent_ms);
     }
+}
+
+/* A list for the test itself (node_restart()). */
+struct listed {
+    bool fired;
+    json_t *list;
+};
+
+static void
+on_relisted(int r, json_t *list, const struct err *e, void *userdata)
+{
+    struct listed *l = userdata;
+
+    l->fired = true;
+    l->list = r == 0 ? json_incref(list) : NULL;
 }
 
 static void
@@ -131,6 +154,9 @@ on_cron(evutil_socket_t fd, short what, void *arg)
     struct node *n = arg;
 
     session_manager_tick(n->m);
+    if (n->engine_down) {
+        return;
+    }
     pool_tick(n->pool);
     if (session_manager_want_list(n->m) && n->list == NULL) {
         n->list_sent_ms = time_now_ms();
@@ -180,7 +206,7 @@ is_loaded(struct node *n, const void *arg)
 static void
 node_init(struct node *n, const char *profile_json, const char *extra_json)
 {
-    static const struct pool_callbacks cb0 = {.found_session = on_found};
+    static const struct pool_callbacks cb0 = {.notify = on_pool_notify, .found_session = on_found};
     struct pool_callbacks cb = cb0;
     struct cfg_redis_addr addr;
     struct timeval tv = {0, 20000};
@@ -981,6 +1007,176 @@ TEST(redis_down_refuses)
     node_done(&n);
 }
 
+static bool
+is_adopted(struct node *n, const void *count)
+{
+    struct session_manager_stats st;
+
+    session_manager_get_stats(n->m, &st);
+    return st.adopted_total == *(const unsigned *)count;
+}
+
+static bool
+is_idle(struct node *n, const void *s)
+{
+    json_t *v = session_to_json(s);
+    bool ready = strcmp(jstr(v, "state"), "ready") == 0;
+
+    json_decref(v);
+    return ready;
+}
+
+static bool
+is_records_loaded(struct node *n, const void *arg)
+{
+    return session_manager_loaded(n->m);
+}
+
+/* The daemon stops: manager and pool go; records and containers stay. The loop must not run
+ * until node_start(). */
+static void
+node_stop(struct node *n)
+{
+    docker_call_cancel(n->list);
+    n->list = NULL;
+    n->engine_down = true; /* a new pool must not hand out uids before the list is in */
+    session_manager_free(n->m);
+    pool_free(n->pool);
+    pool_uids_free(n->uids);
+    n->m = NULL;
+    n->pool = NULL;
+}
+
+/* The daemon starts again: new manager and pool load the records and adopt what a container
+ * list shows, as src/server.c does at start. */
+static void
+node_start(struct node *n)
+{
+    static const struct pool_callbacks cb0 = {.notify = on_pool_notify, .found_session = on_found};
+    static const char *const labels[] = {DOCKER_LABEL_OWNER "=test", NULL};
+    struct pool_callbacks cb = cb0;
+    struct listed l = {0};
+    uint64_t sent;
+    size_t i;
+    json_t *c;
+
+    n->uids = pool_uids_new(n->cfg->sandbox_uid_first, n->cfg->sandbox_uid_count);
+    cb.userdata = n;
+    n->pool = pool_new(n->base, n->docker, &n->cfg->profiles[0], "test", &n->budget, n->uids, &cb);
+    n->m = session_manager_new(n->base, n->cfg, &n->pool, 1, n->redis);
+    session_manager_set_notify(n->m, on_session_event, n);
+    (void)until(n, is_records_loaded, NULL);
+    sent = time_now_ms();
+    n->list = docker_container_list(n->docker, labels, on_relisted, &l);
+    (void)loop_until(n->base, &l.fired, BOUND_MS);
+    n->list = NULL;
+    json_array_foreach (l.list, i, c) {
+        const char *id = json_string_value(json_object_get(c, "Id"));
+
+        if (!pool_owns(n->pool, id)) {
+            (void)pool_adopt(n->pool, c);
+        }
+    }
+    pool_reconcile(n->pool, l.list, sent);
+    session_manager_reconcile(n->m, l.list, sent);
+    json_decref(l.list);
+    n->engine_down = false;
+}
+
+TEST(restart_adopts_sessions)
+{
+    struct node n;
+    struct session *s1, *s2, *s3;
+    struct run w;
+    struct err e = {0};
+    char id1[80], id2[80], id3[80], key3[256], cid3[80];
+    const unsigned two = 2;
+    json_t *x;
+
+    node_init(&n, "\"warm\": 1, \"max\": 4", "");
+    s1 = create(&n);
+    s2 = create(&n);
+    s3 = create(&n);
+    ASSERT_TRUE(s1 != NULL && s2 != NULL && s3 != NULL);
+    (void)snprintf(id1, sizeof(id1), "%s", session_id(s1));
+    (void)snprintf(id2, sizeof(id2), "%s", session_id(s2));
+    (void)snprintf(id3, sizeof(id3), "%s", session_id(s3));
+    (void)snprintf(cid3, sizeof(cid3), "%s", session_container(s3));
+    record_key(&n, id3, key3, sizeof(key3));
+    json_decref(run(&n, s1, "set x 3", 0));
+    ASSERT_OK(start(s2, "hang", NULL, 0, &w, &e)); /* still running when the daemon goes */
+    loop_for(n.base, 50);
+    /* While the daemon is away, s3's container disappears. The running execution's observer
+     * is answered by session_manager_free() (SessionEnded). */
+    node_stop(&n);
+    ASSERT_TRUE(w.done);
+    json_decref(w.result);
+    ASSERT_OK(fake_engine_vanish(n.fe, cid3));
+    node_start(&n);
+    ASSERT_TRUE(until(&n, is_adopted, &two));
+    s1 = session_find(n.m, "a", id1);
+    s2 = session_find(n.m, "a", id2);
+    ASSERT_TRUE(s1 != NULL && s2 != NULL);
+    if (s1 == NULL || s2 == NULL) {
+        node_done(&n);
+        return;
+    }
+    /* The namespace survived the daemon's restart: same epoch, same variables. */
+    ASSERT_EQ_I(epoch_of(s1), 1);
+    x = run(&n, s1, "get x", 0);
+    ASSERT_STREQ(jstr(x, "result"), "3");
+    ASSERT_EQ_I(jint(x, "kernel_epoch"), 1);
+    json_decref(x);
+    /* The execution nobody can answer any more is interrupted, and s2 is free again. */
+    ASSERT_TRUE(until(&n, is_idle, s2));
+    ASSERT_EQ_U(fake_kernel_count(fake_engine_kernel(n.fe, session_container(s2)), "interrupt"), 1);
+    x = run(&n, s2, "result again", 0);
+    ASSERT_STREQ(jstr(x, "result"), "again");
+    json_decref(x);
+    /* s3's record, whose container is gone, was ended. */
+    ASSERT_TRUE(until(&n, record_gone, key3));
+    ASSERT_TRUE(session_find(n.m, NULL, id3) == NULL);
+    node_done(&n);
+}
+
+static bool
+one_removed(struct node *n, const void *arg)
+{
+    return fake_engine_calls(n->fe, "DELETE", "/containers/") == 1;
+}
+
+static bool
+create_fired(struct node *n, const void *c)
+{
+    return ((const struct created *)c)->fired;
+}
+
+TEST(redis_stalled_create_fails)
+{
+    struct node n;
+    struct session_create_req req = {.tenant = "a", .profile = "py"};
+    struct created c = {0};
+    struct err e = {0};
+    const unsigned one = 1;
+
+    node_init(&n, "\"warm\": 1, \"max\": 2", "");
+    fake_redis_set_stalled(n.fr, true);
+    ASSERT_OK(session_create(n.m, &req, on_created, &c, &e));
+    ASSERT_TRUE(until(&n, create_fired, &c));
+    ASSERT_EQ_I(c.r, -ENOTCONN);
+    TAP_CHECK(strstr(c.msg, "redis") != NULL, "create failed: '%s'", c.msg);
+    /* The container it had taken was released (removed), never returned to the pool. */
+    ASSERT_TRUE(until(&n, one_removed, NULL));
+    ASSERT_TRUE(until(&n, containers_are, &one));
+    fake_redis_set_stalled(n.fr, false);
+    for (uint64_t end = time_now_ms() + BOUND_MS;
+         !store_redis_is_up(n.redis) && time_now_ms() < end;) {
+        loop_for(n.base, 10);
+    }
+    ASSERT_TRUE(create(&n) != NULL);
+    node_done(&n);
+}
+
 int
 main(void)
 {
@@ -1000,5 +1196,7 @@ main(void)
     RUN(reaper_ends_idle_session);
     RUN(quota_races);
     RUN(redis_down_refuses);
+    RUN(redis_stalled_create_fails);
+    RUN(restart_adopts_sessions);
     return tap_done();
 }
