@@ -32,9 +32,10 @@ struct fk_exec {
     bool is_cmd;
     enum run_mode mode;
     uint64_t max_output;
-    uint64_t total[2], dropped[2]; /* [0] stdout, [1] stderr */
-    json_t *result;                /* string, or NULL */
-    json_t *error;                 /* object, or NULL */
+    uint64_t total[2], head[2], dropped[2]; /* [0] stdout, [1] stderr */
+    struct buf tail[2];
+    json_t *result; /* string, or NULL */
+    json_t *error;  /* object, or NULL */
     int exit_code;
     uint64_t started_ms;
 };
@@ -135,23 +136,73 @@ ns_set(struct fake_kernel *k, const char *name, const char *value)
     }
 }
 
-/* Output of the current execution, cut at its max_output (head only). */
+static void
+send_out(struct fake_kernel *k, bool to_stderr, const char *text, size_t n)
+{
+    send_new(k, json_pack("{s:s, s:s, s:s, s:s%}", "t", "out", "id", k->cur->id, "s",
+                          to_stderr ? "e" : "o", "d", text, n));
+}
+
+/* Output of the current execution, cut at its max_output as kernel.py's Capture does: the
+ * first 3/4 (the head) streamed as it comes, past it only the last 1/4 (the tail) kept, sent
+ * before done (tail_flush()). ASCII only: no character boundaries to mind. */
 static void
 output(struct fake_kernel *k, bool to_stderr, const char *text, size_t n)
 {
     struct fk_exec *x = k->cur;
     int i = to_stderr ? 1 : 0;
-    uint64_t room, sent_before = x->total[i] - x->dropped[i];
-    size_t take;
+    uint64_t head_cap = x->max_output - x->max_output / 4;
+    size_t take = (size_t)MIN((uint64_t)n, head_cap - MIN(x->head[i], head_cap));
+    struct buf *tail = &x->tail[i];
 
     x->total[i] += n;
-    room = sent_before < x->max_output ? x->max_output - sent_before : 0;
-    take = (size_t)MIN((uint64_t)n, room);
-    x->dropped[i] += n - take;
+    x->head[i] += take;
     if (take > 0) {
-        send_new(k, json_pack("{s:s, s:s, s:s, s:s%}", "t", "out", "id", x->id, "s",
-                              to_stderr ? "e" : "o", "d", text, take));
+        send_out(k, to_stderr, text, take);
     }
+    text += take;
+    n -= take;
+    if (n > tail->max) {
+        text += n - tail->max;
+        n = tail->max;
+    }
+    if (n > tail->max - tail->len) {
+        buf_consume(tail, n - (tail->max - tail->len));
+    }
+    if (n > 0 && buf_append(tail, text, n) < 0) {
+        abort();
+    }
+}
+
+/* The tail, with kernel.py's marker when bytes were cut; sets dropped. */
+static void
+tail_flush(struct fake_kernel *k)
+{
+    struct fk_exec *x = k->cur;
+    char marker[96];
+
+    for (int i = 0; i < 2; i++) {
+        x->dropped[i] = x->total[i] - x->head[i] - x->tail[i].len;
+        if (x->dropped[i] > 0) {
+            int len = snprintf(marker, sizeof(marker), "\n[... %llu bytes of output cut ...]\n",
+                               (unsigned long long)x->dropped[i]);
+
+            send_out(k, i == 1, marker, (size_t)len);
+        }
+        if (x->tail[i].len > 0) {
+            send_out(k, i == 1, x->tail[i].buf, x->tail[i].len);
+        }
+    }
+}
+
+static void
+exec_free(struct fk_exec *x)
+{
+    json_decref(x->result);
+    json_decref(x->error);
+    buf_done(&x->tail[0]);
+    buf_done(&x->tail[1]);
+    free(x);
 }
 
 static json_t *
@@ -169,6 +220,7 @@ finish(struct fake_kernel *k, const char *status, json_t *extra)
     json_t *msg;
 
     (void)event_del(k->timer);
+    tail_flush(k);
     msg = json_pack("{s:s, s:s, s:I, s:s, s:{s:[I,I], s:[I,I]}, s:I, s:{s:i, s:i}}", "t", "done",
                     "id", x->id, "gen", (json_int_t)k->gen, "status", status, "truncated", "o",
                     (json_int_t)x->total[0], (json_int_t)x->dropped[0], "e",
@@ -186,9 +238,7 @@ finish(struct fake_kernel *k, const char *status, json_t *extra)
         json_decref(extra);
     }
     k->cur = NULL;
-    json_decref(x->result);
-    json_decref(x->error);
-    free(x);
+    exec_free(x);
     send_new(k, msg);
 }
 
@@ -363,7 +413,11 @@ start(struct fake_kernel *k, json_t *req, bool is_cmd)
     }
     (void)snprintf(x->id, sizeof(x->id), "%s", id);
     x->is_cmd = is_cmd;
-    x->max_output = json_is_integer(max) ? (uint64_t)json_integer_value(max) : 1u << 20;
+    x->max_output = json_is_integer(max) && json_integer_value(max) > 0
+                        ? (uint64_t)json_integer_value(max)
+                        : 1u << 20;
+    buf_init(&x->tail[0], (size_t)(x->max_output / 4));
+    buf_init(&x->tail[1], (size_t)(x->max_output / 4));
     x->started_ms = time_now_ms();
     k->cur = x;
     if (is_cmd) {
@@ -508,9 +562,7 @@ fake_kernel_free(struct fake_kernel *k)
         return NULL;
     }
     if (k->cur != NULL) {
-        json_decref(k->cur->result);
-        json_decref(k->cur->error);
-        free(k->cur);
+        exec_free(k->cur);
     }
     ns_clear(k);
     event_free(k->timer);

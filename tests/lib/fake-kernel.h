@@ -20,7 +20,8 @@
  *                              then done "died" (oom true for oom)
  * Anything else ends with status "error", error name "FakeKernelError". Commands (argv):
  * "echo ARGS..." prints them, "false" exits 1, "hang" runs until interrupted (exit 137); others
- * exit 127. Output is cut at max_output keeping the head only (kernel.py also keeps a tail). */
+ * exit 127. Output past max_output is cut as kernel.py cuts it: the first 3/4 streamed, the last
+ * 1/4 sent before done after a "[... N bytes of output cut ...]" line. */
 #pragma once
 
 #include <stdbool.h>
