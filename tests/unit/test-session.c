@@ -497,8 +497,13 @@ TEST(create_execute_results)
     ASSERT_STREQ(jstr(x, "status"), "ok");
     ASSERT_EQ_I(jint(json_object_get(json_object_get(x, "truncated"), "stdout"), "bytes_total"),
                 3000);
+    /* kernel.py's cut: 768 bytes of head, 256 of tail, the rest dropped and said so. */
     ASSERT_EQ_I(jint(json_object_get(json_object_get(x, "truncated"), "stdout"), "bytes_dropped"),
-                3000 - 1024);
+                3000 - 768 - 256);
+    TAP_CHECK(strstr(jstr(x, "stdout"), "[... 1976 bytes of output cut ...]") != NULL &&
+                  strlen(jstr(x, "stdout")) ==
+                      768 + 256 + strlen("\n[... 1976 bytes of output cut ...]\n"),
+              "stdout holds head, marker and tail (%zu bytes)", strlen(jstr(x, "stdout")));
     json_decref(x);
 
     /* One execution at a time; a timeout above the profile's is refused. */
@@ -793,7 +798,7 @@ TEST(reconnect_fails_ends_session)
     record_key(&n, id, key, sizeof(key));
     (void)snprintf(pattern, sizeof(pattern), "/containers/%s/attach", cid);
     /* The container runs, but every attach is refused: after its tries the session ends. */
-    fake_engine_fail(n.fe, "POST", "/containers/%/attach", 10, 500, "attach broke");
+    fake_engine_fail(n.fe, "POST", pattern, 10, 500, "attach broke");
     ASSERT_EQ_U(fake_engine_cut_streams(n.fe, cid), 1);
     ASSERT_TRUE(until(&n, session_gone, id));
     TAP_CHECK(strstr(n.last_detail, "did not answer 3 reconnections") != NULL, "ended: '%s'",
