@@ -527,6 +527,49 @@ TEST(adopt_after_restart)
     rig_done(&g);
 }
 
+TEST(refused_profile_and_shutdown)
+{
+    struct rig g;
+    struct pool_slot *a = NULL, *b = NULL;
+    struct pool_waiter *h;
+    struct got w = {0};
+    char bound[80];
+
+    rig_init(&g, "\"warm\": 2, \"max\": 4", 8);
+    ASSERT_TRUE(until_ready(&g, 2));
+    ASSERT_OK(pool_take(g.pool, 0, &a));
+    (void)snprintf(bound, sizeof(bound), "%s", pool_slot_container(a));
+    ASSERT_TRUE(until_ready(&g, 2));
+    /* The engine cannot enforce the profile: ready containers go, nothing is handed out or
+     * made, the bound one stays with its owner. */
+    pool_refuse(g.pool, "profile 'py': runtime 'runsc' is not installed");
+    ASSERT_TRUE(pool_refused(g.pool));
+    ASSERT_STREQ(stats(&g).refused, "profile 'py': runtime 'runsc' is not installed");
+    ASSERT_ERR(pool_take(g.pool, 0, &b), EAGAIN);
+    ASSERT_ERR(pool_wait(g.pool, 1000, on_acquired, &w, &h), ECONNREFUSED);
+    ASSERT_TRUE(until_count(&g, NULL, 1));
+    ASSERT_STREQ(fake_engine_container(g.fe, NULL, 0), bound);
+    loop_for(g.base, 100);
+    ASSERT_EQ_U(fake_engine_count(g.fe, NULL), 1);
+    /* Lifted: the pool fills again. */
+    pool_refuse(g.pool, NULL);
+    ASSERT_TRUE(!pool_refused(g.pool));
+    ASSERT_TRUE(until_ready(&g, 2));
+    /* Shutdown removes every container not bound to a session, and makes no new one. */
+    pool_shutdown(g.pool);
+    ASSERT_TRUE(until_count(&g, NULL, 1));
+    for (uint64_t end = time_now_ms() + BOUND_MS; pool_removing(g.pool) && time_now_ms() < end;) {
+        loop_for(g.base, 10);
+    }
+    ASSERT_TRUE(!pool_removing(g.pool));
+    loop_for(g.base, 100);
+    ASSERT_EQ_U(fake_engine_count(g.fe, NULL), 1);
+    ASSERT_STREQ(fake_engine_container(g.fe, NULL, 0), bound);
+    pool_slot_release(a);
+    ASSERT_TRUE(until_count(&g, NULL, 0));
+    rig_done(&g);
+}
+
 int
 main(void)
 {
@@ -540,5 +583,6 @@ main(void)
     RUN(ready_container_dies);
     RUN(reconcile_with_list);
     RUN(adopt_after_restart);
+    RUN(refused_profile_and_shutdown);
     return tap_done();
 }
