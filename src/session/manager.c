@@ -176,6 +176,12 @@ session_manager_want_list(const struct session_manager *m)
     return m->want_list;
 }
 
+bool
+session_manager_loaded(const struct session_manager *m)
+{
+    return m->loaded;
+}
+
 /* ---- periodic work --------------------------------------------------------------------------- */
 
 static void

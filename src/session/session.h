@@ -114,8 +114,9 @@ typedef void session_audit_cb(const struct session_audit *a, void *userdata);
 struct session_manager *session_manager_new(struct event_base *base, const struct cfg *cfg,
                                             struct pool **pools, size_t n_pools,
                                             struct store_redis *redis);
-/* Frees every session object (records and containers stay for the next start). Executions are
- * dropped without callbacks. */
+/* Frees every session object (records and containers stay for the next start). A running
+ * execution's observer is answered first (on_done, error "SessionEnded"), so that a streaming
+ * client gets its last event before the connection goes. */
 struct session_manager *session_manager_free(struct session_manager *m);
 void session_manager_set_notify(struct session_manager *m, session_notify_cb *cb, void *userdata);
 /* Where the audit events go (none until set). */
@@ -135,6 +136,9 @@ void session_manager_reconcile(struct session_manager *m, const struct docker_co
 /* True when a session whose kernel connection broke waits for a container list (the caller
  * then lists soon and calls session_manager_reconcile()). */
 bool session_manager_want_list(const struct session_manager *m);
+/* True once this node's records are loaded from Redis (containers are judged from then on);
+ * tests/unit/test-session.c waits for it as the server's cron does for its lists. */
+bool session_manager_loaded(const struct session_manager *m);
 /* The engine reported an OOM kill in container_id (its "oom" event, before "die"): the session
  * that holds it ends with its running execution answered "oom" when the container dies. */
 void session_manager_container_oom(struct session_manager *m, const char *container_id);
@@ -182,8 +186,8 @@ void session_foreach(struct session_manager *m, const char *tenant,
 void session_touch(struct session *s);
 /* Ends the session: its record is marked `ending` in Redis first (so the end survives a crash:
  * the next start finishes an ending record), then its container is released, and its record
- * is deleted once the engine confirmed the removal. cb(r) exactly once, when the mark is written (r == 0) or failed (the session goes
- * on); -ENOTCONN when Redis is down (nothing changed). */
+ * is deleted once the engine confirmed the removal. cb(r) exactly once, when the mark is written (r
+ * == 0) or failed (the session goes on); -ENOTCONN when Redis is down (nothing changed). */
 typedef void session_end_cb(int r, const struct err *e, void *userdata);
 int session_end(struct session *s, session_end_cb *cb, void *userdata, struct err *reterr);
 /* Says who ends the session and why, for the audit log's "session.ended", before

@@ -2,179 +2,21 @@
  * temporary unix socket: deadlines, exactly-one completion, cancellation, bounded answers, error
  * mapping, and the hijack pitfalls (stream bytes in the same read as the headers, error answers
  * instead of an upgrade, stdin held back until the status line). The real engine is exercised by
- * tests/integration/test-engine.c. */
+ * tests/integration/test-engine.c; the fake is tests/lib/fake-engine.c in its scripted mode. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <event2/listener.h>
 #include <jansson.h>
 
 #include "docker/api.h"
 #include "docker/client.h"
 #include "docker/hijack.h"
+#include "lib/fake-engine.h"
 #include "lib/loop.h"
 #include "tap.h"
-
-/* ---- scripted fake engine -------------------------------------------------------------------- */
-
-struct fake {
-    struct event_base *base;
-    struct evconnlistener *lis;
-    char path[108];
-    const char *answer; /* sent once the request header block (and body) arrived; NULL = silent */
-    size_t answer_len;
-    bool close_after;
-    int requests;
-    char last_request[4096];
-    size_t stdin_seen_before_answer;
-    struct bufferevent *hijacked;  /* connection that was upgraded; later bytes are stdin */
-    struct bufferevent *conns[64]; /* open server-side connections, freed by fake_stop */
-};
-
-static void
-fake_forget(struct fake *f, struct bufferevent *bev)
-{
-    for (size_t i = 0; i < ELEMENTSOF(f->conns); i++) {
-        if (f->conns[i] == bev) {
-            f->conns[i] = NULL;
-        }
-    }
-    if (f->hijacked == bev) {
-        f->hijacked = NULL;
-    }
-    bufferevent_free(bev);
-}
-
-/* Content-Length of a request header block, 0 when absent. */
-static size_t
-content_length(const char *hdr)
-{
-    const char *p = strstr(hdr, "Content-Length: ");
-    size_t n = 0;
-
-    for (p = p ? p + 16 : NULL; p != NULL && *p >= '0' && *p <= '9'; p++) {
-        n = n * 10 + (size_t)(*p - '0');
-    }
-    return n;
-}
-
-static void
-fake_read(struct bufferevent *bev, void *arg)
-{
-    struct fake *f = arg;
-    struct evbuffer *in = bufferevent_get_input(bev);
-    struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
-    size_t n, body;
-
-    char hdr[4096];
-
-    if (bufferevent_get_enabled(bev) & EV_WRITE && bev == f->hijacked) {
-        (void)evbuffer_drain(in, evbuffer_get_length(in)); /* stdin after the answer */
-        return;
-    }
-    if (end.pos < 0) {
-        return;
-    }
-    n = MIN((size_t)end.pos + 4, sizeof(hdr) - 1);
-    (void)evbuffer_copyout(in, hdr, n);
-    hdr[n] = '\0';
-    body = content_length(hdr);
-    if (evbuffer_get_length(in) < n + body) {
-        return; /* wait for the whole body */
-    }
-    memcpy(f->last_request, hdr, n + 1);
-    (void)evbuffer_drain(in, n + body);
-    if (f->answer != NULL && strncmp(f->answer, "HTTP/1.1 101", 12) == 0) {
-        f->hijacked = bev;
-    }
-    f->requests++;
-    /* Whatever else is already here came before our answer: hijack stdin must not. */
-    f->stdin_seen_before_answer = evbuffer_get_length(in);
-    (void)evbuffer_drain(in, evbuffer_get_length(in));
-    if (f->answer != NULL && f->close_after) {
-        /* Small answers fit the socket buffer: send directly, then EOF (no reset). */
-        evutil_socket_t fd = bufferevent_getfd(bev);
-
-        if (send(fd, f->answer, f->answer_len, MSG_NOSIGNAL) != (ssize_t)f->answer_len) {
-            abort();
-        }
-        (void)shutdown(fd, SHUT_WR);
-    } else if (f->answer != NULL) {
-        (void)bufferevent_write(bev, f->answer, f->answer_len);
-    }
-}
-
-static void
-fake_event(struct bufferevent *bev, short what, void *arg)
-{
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-        fake_forget(arg, bev);
-    }
-}
-
-static void
-fake_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len, void *arg)
-{
-    struct fake *f = arg;
-    struct bufferevent *bev = bufferevent_socket_new(f->base, fd, BEV_OPT_CLOSE_ON_FREE);
-
-    f->last_request[0] = '\0';
-    for (size_t i = 0; i < ELEMENTSOF(f->conns); i++) {
-        if (f->conns[i] == NULL) {
-            f->conns[i] = bev;
-            break;
-        }
-    }
-    bufferevent_setcb(bev, fake_read, NULL, fake_event, f);
-    bufferevent_enable(bev, EV_READ | EV_WRITE);
-}
-
-static void
-fake_start(struct fake *f, struct event_base *base)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-
-    memset(f, 0, sizeof(*f));
-    f->base = base;
-    (void)snprintf(f->path, sizeof(f->path), "/tmp/sandpool-test-fake-%d.sock", (int)getpid());
-    (void)unlink(f->path);
-    memcpy(sa.sun_path, f->path, strlen(f->path) + 1);
-    f->lis =
-        evconnlistener_new_bind(base, fake_accept, f, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-                                16, (struct sockaddr *)&sa, sizeof(sa));
-    if (f->lis == NULL) {
-        abort();
-    }
-}
-
-static void
-fake_answer(struct fake *f, const char *answer, size_t len, bool close_after)
-{
-    f->answer = answer;
-    f->answer_len = len ? len : (answer ? strlen(answer) : 0);
-    f->close_after = close_after;
-    f->last_request[0] = '\0';
-}
-
-static void
-fake_stop(struct fake *f)
-{
-    for (size_t i = 0; i < ELEMENTSOF(f->conns); i++) {
-        if (f->conns[i] != NULL) {
-            fake_forget(f, f->conns[i]);
-        }
-    }
-    evconnlistener_free(f->lis);
-    (void)unlink(f->path);
-}
 
 /* ---- completion recorders -------------------------------------------------------------------- */
 
@@ -220,59 +62,60 @@ on_result_sync_check(int r, json_t *result, const struct err *e, void *userdata)
 TEST(ping_negotiates)
 {
     struct event_base *base = event_base_new();
-    struct fake f;
+    struct fake_engine *f;
     struct docker_client *c;
     struct done d = {0};
     static const char ok[] = "HTTP/1.1 200 OK\r\nApi-Version: 1.43\r\nContent-Length: 2\r\n"
                              "\r\nOK";
 
-    fake_start(&f, base);
-    c = docker_client_new(base, f.path, 2000);
-    fake_answer(&f, ok, 0, false);
+    f = fake_engine_new(base);
+    c = docker_client_new(base, fake_engine_socket(f), 2000);
+    fake_engine_script(f, ok, 0, false);
     (void)docker_ping(c, on_result, &d);
     ASSERT_TRUE(loop_until(base, &d.fired, 3000));
     ASSERT_EQ_I(d.r, 0);
     ASSERT_EQ_U(docker_client_api_version(c), 1043);
     ASSERT_STREQ(docker_client_prefix(c), "/v1.43");
-    ASSERT_TRUE(strstr(f.last_request, "GET /_ping HTTP/1.1") == f.last_request);
-    ASSERT_TRUE(strstr(f.last_request, "Host: docker") != NULL);
+    ASSERT_TRUE(strstr(fake_engine_last_request(f), "GET /_ping HTTP/1.1") ==
+                fake_engine_last_request(f));
+    ASSERT_TRUE(strstr(fake_engine_last_request(f), "Host: docker") != NULL);
     docker_client_free(c);
-    fake_stop(&f);
+    fake_engine_free(f);
     event_base_free(base);
 }
 
 TEST(ping_refuses_old_engine)
 {
     struct event_base *base = event_base_new();
-    struct fake f;
+    struct fake_engine *f;
     struct docker_client *c;
     struct done d = {0};
     static const char old[] = "HTTP/1.1 200 OK\r\nApi-Version: 1.40\r\nContent-Length: 2\r\n"
                               "\r\nOK";
 
-    fake_start(&f, base);
-    c = docker_client_new(base, f.path, 2000);
-    fake_answer(&f, old, 0, false);
+    f = fake_engine_new(base);
+    c = docker_client_new(base, fake_engine_socket(f), 2000);
+    fake_engine_script(f, old, 0, false);
     (void)docker_ping(c, on_result, &d);
     ASSERT_TRUE(loop_until(base, &d.fired, 3000));
     ASSERT_EQ_I(d.r, -EPROTONOSUPPORT);
     ASSERT_TRUE(strstr(d.msg, "1.40") != NULL);
     docker_client_free(c);
-    fake_stop(&f);
+    fake_engine_free(f);
     event_base_free(base);
 }
 
 TEST(deadline_and_single_completion)
 {
     struct event_base *base = event_base_new();
-    struct fake f;
+    struct fake_engine *f;
     struct docker_client *c;
     struct done d = {0};
     uint64_t t0;
 
-    fake_start(&f, base);
-    c = docker_client_new(base, f.path, 300);
-    fake_answer(&f, NULL, 0, false); /* a wedged engine: accepts, never answers */
+    f = fake_engine_new(base);
+    c = docker_client_new(base, fake_engine_socket(f), 300);
+    fake_engine_script(f, NULL, 0, false); /* a wedged engine: accepts, never answers */
     t0 = time_now_ms();
     (void)docker_container_inspect(c, "abc", on_result, &d);
     ASSERT_TRUE(loop_until(base, &d.fired, 5000));
@@ -281,7 +124,7 @@ TEST(deadline_and_single_completion)
     loop_for(base, 200);
     ASSERT_EQ_I(d.calls, 1);
     docker_client_free(c);
-    fake_stop(&f);
+    fake_engine_free(f);
     event_base_free(base);
 }
 
@@ -306,7 +149,7 @@ TEST(no_engine)
 TEST(errors_map_and_invalid_ids)
 {
     struct event_base *base = event_base_new();
-    struct fake f;
+    struct fake_engine *f;
     struct docker_client *c;
     struct done d = {0}, bad = {0};
     static const char nf[] =
@@ -314,14 +157,14 @@ TEST(errors_map_and_invalid_ids)
         "Content-Length: 39\r\n\r\n{\"message\":\"No such container: abc\"}\n\n\n";
     bool starting = true;
 
-    fake_start(&f, base);
-    c = docker_client_new(base, f.path, 2000);
-    fake_answer(&f, nf, 0, false);
+    f = fake_engine_new(base);
+    c = docker_client_new(base, fake_engine_socket(f), 2000);
+    fake_engine_script(f, nf, 0, false);
     (void)docker_container_inspect(c, "abc", on_result, &d);
     ASSERT_TRUE(loop_until(base, &d.fired, 3000));
     ASSERT_EQ_I(d.r, -ENOENT);
     ASSERT_STREQ(d.msg, "engine answered 404: No such container: abc");
-    ASSERT_TRUE(strstr(f.last_request, "GET /v1.41/containers/abc/json") != NULL);
+    ASSERT_TRUE(strstr(fake_engine_last_request(f), "GET /v1.41/containers/abc/json") != NULL);
 
     fired_synchronously = 0;
     (void)docker_container_inspect(c, "../../etc", on_result_sync_check, &starting);
@@ -331,34 +174,35 @@ TEST(errors_map_and_invalid_ids)
     ASSERT_EQ_I(bad.r, -EINVAL);
     ASSERT_EQ_I(fired_synchronously, 0);
     docker_client_free(c);
-    fake_stop(&f);
+    fake_engine_free(f);
     event_base_free(base);
 }
 
 TEST(remove_is_idempotent)
 {
     struct event_base *base = event_base_new();
-    struct fake f;
+    struct fake_engine *f;
     struct docker_client *c;
     struct done d = {0};
     static const char nf[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}";
 
-    fake_start(&f, base);
-    c = docker_client_new(base, f.path, 2000);
-    fake_answer(&f, nf, 0, false);
+    f = fake_engine_new(base);
+    c = docker_client_new(base, fake_engine_socket(f), 2000);
+    fake_engine_script(f, nf, 0, false);
     (void)docker_container_remove(c, "gone", on_result, &d);
     ASSERT_TRUE(loop_until(base, &d.fired, 3000));
     ASSERT_EQ_I(d.r, 0);
-    ASSERT_TRUE(strstr(f.last_request, "DELETE /v1.41/containers/gone?force=1&v=1") != NULL);
+    ASSERT_TRUE(strstr(fake_engine_last_request(f), "DELETE /v1.41/containers/gone?force=1&v=1") !=
+                NULL);
     docker_client_free(c);
-    fake_stop(&f);
+    fake_engine_free(f);
     event_base_free(base);
 }
 
 TEST(create_warnings_fail_closed)
 {
     struct event_base *base = event_base_new();
-    struct fake f;
+    struct fake_engine *f;
     struct docker_client *c;
     struct done d = {0};
     static const char wbody[] =
@@ -371,27 +215,27 @@ TEST(create_warnings_fail_closed)
                    strlen(wbody), wbody);
     json_t *body = json_pack("{s:s}", "Image", "x");
 
-    fake_start(&f, base);
-    c = docker_client_new(base, f.path, 2000);
-    fake_answer(&f, warn, 0, false);
+    f = fake_engine_new(base);
+    c = docker_client_new(base, fake_engine_socket(f), 2000);
+    fake_engine_script(f, warn, 0, false);
     (void)docker_container_create(c, "n1", body, on_result, &d);
     ASSERT_TRUE(loop_until(base, &d.fired, 3000));
     ASSERT_EQ_I(d.r, -EOPNOTSUPP);
     ASSERT_TRUE(strstr(d.msg, "pids limit") != NULL);
-    ASSERT_TRUE(strstr(f.last_request, "Content-Type: application/json") != NULL);
+    ASSERT_TRUE(strstr(fake_engine_last_request(f), "Content-Type: application/json") != NULL);
     /* ...and the client removes the container it did not want. */
     loop_for(base, 300);
-    ASSERT_TRUE(strstr(f.last_request, "DELETE /v1.41/containers/abc123") != NULL);
+    ASSERT_TRUE(strstr(fake_engine_last_request(f), "DELETE /v1.41/containers/abc123") != NULL);
     json_decref(body);
     docker_client_free(c);
-    fake_stop(&f);
+    fake_engine_free(f);
     event_base_free(base);
 }
 
 TEST(answer_too_large)
 {
     struct event_base *base = event_base_new();
-    struct fake f;
+    struct fake_engine *f;
     struct docker_client *c;
     struct done d = {0};
     size_t n = 5u << 20;
@@ -399,14 +243,14 @@ TEST(answer_too_large)
     int hl = snprintf(big, 128, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", n);
 
     memset(big + hl, ' ', n);
-    fake_start(&f, base);
-    c = docker_client_new(base, f.path, 5000);
-    fake_answer(&f, big, (size_t)hl + n, false);
+    f = fake_engine_new(base);
+    c = docker_client_new(base, fake_engine_socket(f), 5000);
+    fake_engine_script(f, big, (size_t)hl + n, false);
     (void)docker_container_inspect(c, "abc", on_result, &d);
     ASSERT_TRUE(loop_until(base, &d.fired, 5000));
     ASSERT_EQ_I(d.r, -EMSGSIZE);
     docker_client_free(c);
-    fake_stop(&f);
+    fake_engine_free(f);
     free(big);
     event_base_free(base);
 }
@@ -414,15 +258,15 @@ TEST(answer_too_large)
 TEST(cancel_suppresses_callback)
 {
     struct event_base *base = event_base_new();
-    struct fake f;
+    struct fake_engine *f;
     struct docker_client *c;
     struct done d = {0}, d2 = {0};
     struct docker_call *call;
     static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
 
-    fake_start(&f, base);
-    c = docker_client_new(base, f.path, 2000);
-    fake_answer(&f, ok, 0, false);
+    f = fake_engine_new(base);
+    c = docker_client_new(base, fake_engine_socket(f), 2000);
+    fake_engine_script(f, ok, 0, false);
     call = docker_container_inspect(c, "abc", on_result, &d);
     docker_call_cancel(call);
     call = docker_container_inspect(c, "../x", on_result, &d); /* failing start, then cancel */
@@ -433,12 +277,12 @@ TEST(cancel_suppresses_callback)
     ASSERT_EQ_I(d.calls, 0);
     ASSERT_EQ_I(d2.calls, 1);
     /* Freeing the client with calls in flight runs no callback either. */
-    fake_answer(&f, NULL, 0, false);
+    fake_engine_script(f, NULL, 0, false);
     (void)docker_container_inspect(c, "abc", on_result, &d);
     loop_for(base, 50);
     docker_client_free(c);
     ASSERT_EQ_I(d.calls, 0);
-    fake_stop(&f);
+    fake_engine_free(f);
     event_base_free(base);
 }
 
@@ -480,11 +324,11 @@ on_hevent(struct docker_hijack *h, enum docker_hijack_event ev, int r, const str
 }
 
 static int
-hijack_open(struct event_base *base, struct fake *f, struct stream *st, unsigned timeout_ms)
+hijack_open(struct event_base *base, struct fake_engine *f, struct stream *st, unsigned timeout_ms)
 {
     struct err e = {0};
     struct docker_hijack_opts o = {
-        .socket_path = f->path,
+        .socket_path = fake_engine_socket(f),
         .path = "/v1.41/exec/abc/start",
         .body = "{\"Detach\":false,\"Tty\":false}",
         .handshake_timeout_ms = timeout_ms,
@@ -509,7 +353,7 @@ stream_done(struct stream *st)
 TEST(hijack_bytes_with_headers)
 {
     struct event_base *base = event_base_new();
-    struct fake f;
+    struct fake_engine *f;
     struct stream st = {0};
     /* Status line, headers and two frames in one write: the frames must not be lost. */
     static const char ans[] =
@@ -518,38 +362,39 @@ TEST(hijack_bytes_with_headers)
         "\x01\0\0\0\0\0\0\x03out\x02\0\0\0\0\0\0\x03"
         "err";
 
-    fake_start(&f, base);
-    fake_answer(&f, ans, sizeof(ans) - 1, true);
-    ASSERT_OK(hijack_open(base, &f, &st, 2000));
+    f = fake_engine_new(base);
+    fake_engine_script(f, ans, sizeof(ans) - 1, true);
+    ASSERT_OK(hijack_open(base, f, &st, 2000));
     ASSERT_OK(docker_hijack_write(st.h, "early stdin", 11)); /* before the status line */
     ASSERT_TRUE(loop_until(base, &st.closed, 3000));
     ASSERT_TRUE(st.open);
     TAP_CHECK(st.r == 0, "clean end: %d '%s'", st.r, st.msg);
     ASSERT_STREQ(st.out.buf, "out");
     ASSERT_STREQ(st.err.buf, "err");
-    ASSERT_EQ_U(f.stdin_seen_before_answer, 0);
-    ASSERT_TRUE(strstr(f.last_request, "POST /v1.41/exec/abc/start HTTP/1.1\r\n") != NULL);
-    ASSERT_TRUE(strstr(f.last_request, "Host: docker\r\n") != NULL);
-    ASSERT_TRUE(strstr(f.last_request, "Upgrade: tcp\r\n") != NULL);
-    ASSERT_TRUE(strstr(f.last_request, "Connection: Upgrade\r\n") != NULL);
-    ASSERT_TRUE(strstr(f.last_request, "Content-Type: application/json\r\n") != NULL);
+    ASSERT_EQ_U(fake_engine_stdin_before_answer(f), 0);
+    ASSERT_TRUE(strstr(fake_engine_last_request(f), "POST /v1.41/exec/abc/start HTTP/1.1\r\n") !=
+                NULL);
+    ASSERT_TRUE(strstr(fake_engine_last_request(f), "Host: docker\r\n") != NULL);
+    ASSERT_TRUE(strstr(fake_engine_last_request(f), "Upgrade: tcp\r\n") != NULL);
+    ASSERT_TRUE(strstr(fake_engine_last_request(f), "Connection: Upgrade\r\n") != NULL);
+    ASSERT_TRUE(strstr(fake_engine_last_request(f), "Content-Type: application/json\r\n") != NULL);
     stream_done(&st);
-    fake_stop(&f);
+    fake_engine_free(f);
     event_base_free(base);
 }
 
 TEST(hijack_error_answer)
 {
     struct event_base *base = event_base_new();
-    struct fake f;
+    struct fake_engine *f;
     struct stream st = {0};
     static const char ans[] = "HTTP/1.1 409 Conflict\r\nContent-Type: application/json\r\n"
                               "Content-Length: 53\r\n\r\n"
                               "{\"message\":\"Container abc is not running\"}          \n";
 
-    fake_start(&f, base);
-    fake_answer(&f, ans, sizeof(ans) - 1, false);
-    ASSERT_OK(hijack_open(base, &f, &st, 2000));
+    f = fake_engine_new(base);
+    fake_engine_script(f, ans, sizeof(ans) - 1, false);
+    ASSERT_OK(hijack_open(base, f, &st, 2000));
     st.free_in_callback = true;
     ASSERT_TRUE(loop_until(base, &st.closed, 3000));
     ASSERT_TRUE(!st.open);
@@ -557,67 +402,67 @@ TEST(hijack_error_answer)
     ASSERT_STREQ(st.msg, "engine answered 409: Container abc is not running");
     ASSERT_TRUE(st.h == NULL);
     stream_done(&st);
-    fake_stop(&f);
+    fake_engine_free(f);
     event_base_free(base);
 }
 
 TEST(hijack_error_without_length)
 {
     struct event_base *base = event_base_new();
-    struct fake f;
+    struct fake_engine *f;
     struct stream st = {0};
     /* An error answer delimited by the end of the connection still yields its message. */
     static const char ans[] = "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n\r\n"
                               "{\"message\":\"No such exec instance: abc\"}\n";
 
-    fake_start(&f, base);
-    fake_answer(&f, ans, sizeof(ans) - 1, true);
-    ASSERT_OK(hijack_open(base, &f, &st, 2000));
+    f = fake_engine_new(base);
+    fake_engine_script(f, ans, sizeof(ans) - 1, true);
+    ASSERT_OK(hijack_open(base, f, &st, 2000));
     ASSERT_TRUE(loop_until(base, &st.closed, 3000));
     ASSERT_EQ_I(st.r, -ENOENT);
     ASSERT_STREQ(st.msg, "engine answered 404: No such exec instance: abc");
     stream_done(&st);
-    fake_stop(&f);
+    fake_engine_free(f);
     event_base_free(base);
 }
 
 TEST(hijack_truncated_and_garbage)
 {
     struct event_base *base = event_base_new();
-    struct fake f;
+    struct fake_engine *f;
     struct stream st = {0}, st2 = {0};
     static const char cut[] = "HTTP/1.1 101 UPGRADED\r\n\r\n\x01\0\0\0\0\0\0\x09"
                               "abc";
     static const char tty[] = "HTTP/1.1 101 UPGRADED\r\n\r\nhello from a tty stream\n";
 
-    fake_start(&f, base);
-    fake_answer(&f, cut, sizeof(cut) - 1, true);
-    ASSERT_OK(hijack_open(base, &f, &st, 2000));
+    f = fake_engine_new(base);
+    fake_engine_script(f, cut, sizeof(cut) - 1, true);
+    ASSERT_OK(hijack_open(base, f, &st, 2000));
     ASSERT_TRUE(loop_until(base, &st.closed, 3000));
     ASSERT_EQ_I(st.r, -EPROTO);
     ASSERT_STREQ(st.out.buf, "abc");
-    fake_answer(&f, tty, sizeof(tty) - 1, false);
-    ASSERT_OK(hijack_open(base, &f, &st2, 2000));
+    fake_engine_script(f, tty, sizeof(tty) - 1, false);
+    ASSERT_OK(hijack_open(base, f, &st2, 2000));
     ASSERT_TRUE(loop_until(base, &st2.closed, 3000));
     ASSERT_EQ_I(st2.r, -EPROTO);
     stream_done(&st);
     stream_done(&st2);
-    fake_stop(&f);
+    fake_engine_free(f);
     event_base_free(base);
 }
 
 TEST(hijack_handshake_deadline)
 {
     struct event_base *base = event_base_new();
-    struct fake f;
+    struct fake_engine *f;
     struct stream st = {0};
     struct err e = {0};
     struct docker_hijack *h = NULL;
     struct docker_hijack_opts o = {.socket_path = "/nonexistent/x.sock", .path = "/x"};
 
-    fake_start(&f, base);
-    fake_answer(&f, NULL, 0, false);
-    ASSERT_OK(hijack_open(base, &f, &st, 300));
+    f = fake_engine_new(base);
+    fake_engine_script(f, NULL, 0, false);
+    ASSERT_OK(hijack_open(base, f, &st, 300));
     ASSERT_TRUE(loop_until(base, &st.closed, 3000));
     ASSERT_EQ_I(st.r, -ETIMEDOUT);
     ASSERT_ERR(docker_hijack_write(st.h, "x", 1), EPIPE);
@@ -627,7 +472,7 @@ TEST(hijack_handshake_deadline)
     ASSERT_TRUE(docker_hijack_new(base, &o, &h, &e) < 0);
     ASSERT_TRUE(h == NULL && strstr(e.msg, "/nonexistent/x.sock") != NULL);
     stream_done(&st);
-    fake_stop(&f);
+    fake_engine_free(f);
     event_base_free(base);
 }
 
