@@ -144,6 +144,9 @@ int cfg_parse_seccomp(const char *data, size_t len, char **ret_compact, struct e
 unsigned cfg_profile_tenant_share(const struct cfg *c, const struct cfg_profile *p);
 /* True when profile p leaves the process cap to its runtime ("pids_enforced_by": "runtime"). */
 bool cfg_pids_by_runtime(const struct cfg_profile *p);
+/* True when profile p runs under the engine's default runtime (runtime "runc": no HostConfig
+ * Runtime is sent, and the memory cap is the kernel's per cgroup, not a sandbox VM's). */
+bool cfg_runtime_is_default(const struct cfg_profile *p);
 
 /* Returns the profile named name, or NULL. */
 const struct cfg_profile *cfg_profile_find(const struct cfg *c, const char *name);

@@ -28,6 +28,12 @@ cfg_pids_by_runtime(const struct cfg_profile *p)
     return strcmp(p->pids_enforced_by, "runtime") == 0;
 }
 
+bool
+cfg_runtime_is_default(const struct cfg_profile *p)
+{
+    return strcmp(p->runtime, "runc") == 0;
+}
+
 static int
 validate_profile(const struct cfg_profile *p, struct err *reterr)
 {
@@ -50,7 +56,7 @@ validate_profile(const struct cfg_profile *p, struct err *reterr)
     /* runc has no limit of its own: without the cgroup nothing would cap the processes. Which
      * binary a runtime name stands for is only known from the engine (src/server/engine.c checks
      * it). */
-    if (cfg_pids_by_runtime(p) && strcmp(p->runtime, "runc") == 0) {
+    if (cfg_pids_by_runtime(p) && cfg_runtime_is_default(p)) {
         return err_set(
             reterr, -EINVAL,
             "profile '%s': 'pids_enforced_by' \"runtime\" needs a runtime with a process "

@@ -93,7 +93,7 @@ docker_policy_create_body(const struct cfg_profile *p, const char *node_id, cons
     if (cfg_pids_by_runtime(p)) {
         (void)json_object_del(host, "PidsLimit");
     }
-    if (strcmp(p->runtime, "runc") != 0) {
+    if (!cfg_runtime_is_default(p)) {
         (void)json_object_set_new(host, "Runtime", OOM_CHECK(json_string(p->runtime)));
     }
     /* USER and LOGNAME: the uid has no passwd entry (getpass.getuser() reads them). */
@@ -371,7 +371,7 @@ docker_policy_verify(json_t *inspect, const struct cfg_profile *p, uint32_t uid,
             return err_set(reterr, -EPERM, "default masked path %s is not masked", *m);
         }
     }
-    if (strcmp(p->runtime, "runc") != 0 && (runtime == NULL || strcmp(runtime, p->runtime) != 0)) {
+    if (!cfg_runtime_is_default(p) && (runtime == NULL || strcmp(runtime, p->runtime) != 0)) {
         return err_set(reterr, -EPERM, "runtime is '%s', policy wants '%s'",
                        runtime ? runtime : "(default)", p->runtime);
     }
@@ -402,7 +402,7 @@ docker_policy_check_engine(const struct cfg_profile *p, json_t *info, struct err
     const char *cgroup = json_string_value(json_object_get(info, "CgroupVersion"));
     bool gvisor;
 
-    if (strcmp(p->runtime, "runc") == 0) {
+    if (cfg_runtime_is_default(p)) {
         return 0; /* the engine default; config validation keeps pids with the cgroup */
     }
     if (!json_is_object(rt)) {

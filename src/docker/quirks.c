@@ -75,7 +75,7 @@ int
 docker_quirks_check_profile(const struct docker_quirks *q, const struct cfg_profile *p,
                             unsigned long pid_max, struct err *reterr)
 {
-    if (!q->runtime_selectable && strcmp(p->runtime, "runc") != 0) {
+    if (!q->runtime_selectable && !cfg_runtime_is_default(p)) {
         return err_set(reterr, -ENOTSUP,
                        "profile '%s': %s ignores the container's runtime, so '%s' cannot be "
                        "chosen (it would run under the engine's default); use Docker for it",

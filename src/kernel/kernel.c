@@ -41,7 +41,6 @@ struct kernel {
     int depth;
     bool free_pending;
     int64_t gen;
-    struct kernel_stats stats;
 };
 
 static void kernel_destroy(struct kernel *k);
@@ -81,10 +80,8 @@ on_message(json_t *obj, void *userdata)
     struct kernel_msg m;
 
     if (kernel_proto_decode(obj, &m) < 0) {
-        k->stats.garbage++;
-        return 0;
+        return 0; /* not a message of the protocol: skipped, as the splitter skips garbage */
     }
-    k->stats.messages++;
     if (m.gen >= 0) { /* hello and restarted only (proto.c) */
         k->gen = m.gen;
     }
@@ -136,7 +133,6 @@ on_stream_data(struct docker_hijack *h, enum docker_stream s, const char *data, 
 {
     struct kernel *k = userdata;
 
-    k->stats.bytes_in += n;
     if (s != DOCKER_STREAM_STDOUT) {
         /* Keep the last bytes of the kernel's own stderr for the close reason. */
         size_t take = MIN(n, sizeof(k->stderr_tail));
@@ -382,11 +378,4 @@ int64_t
 kernel_gen(const struct kernel *k)
 {
     return k->gen;
-}
-
-void
-kernel_get_stats(const struct kernel *k, struct kernel_stats *ret)
-{
-    *ret = k->stats;
-    ret->garbage += k->splitter.garbage;
 }

@@ -51,10 +51,6 @@ struct kernel_target {
     const char *relay_user; /* "uid:gid" the relay runs as: never user code's uid */
 };
 
-struct kernel_stats {
-    uint64_t messages, garbage, bytes_in;
-};
-
 /* Connects to the kernel of t->container_id (engine client borrowed; must outlive the kernel;
  * t copied). hello_timeout_ms bounds the time to the hello answer, the relay's exec included.
  * Immediate failures return -errno with no callback. */
@@ -78,4 +74,3 @@ void kernel_pause(struct kernel *k, bool pause);
 bool kernel_is_open(const struct kernel *k);
 /* The kernel's worker generation as last reported (hello, restarted). */
 int64_t kernel_gen(const struct kernel *k);
-void kernel_get_stats(const struct kernel *k, struct kernel_stats *ret);

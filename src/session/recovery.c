@@ -312,7 +312,7 @@ container_gone(struct session *s, bool died, bool waited)
         session_lost(s, msg);
         return;
     }
-    if (!waited && s->exec != NULL && strcmp(s->profile->runtime, "runc") != 0 &&
+    if (!waited && s->exec != NULL && !cfg_runtime_is_default(s->profile) &&
         (s->state == SESSION_READY || s->state == SESSION_DETACHED)) {
         struct timeval tv;
 

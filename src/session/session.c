@@ -477,7 +477,7 @@ on_kernel_closed(struct kernel *k, int r, const char *why, void *userdata)
     (void)snprintf(msg, sizeof(msg),
                    "the connection to its sandbox broke (%s); checking its container", why);
     manager_notify(s->m, "detached", &s->rec, msg);
-    if (s->exec != NULL && strcmp(s->profile->runtime, "runc") != 0) {
+    if (s->exec != NULL && !cfg_runtime_is_default(s->profile)) {
         struct timeval tv;
 
         time_tv_from_ms(&tv, SETTLE_MS);

@@ -49,9 +49,3 @@ void buf_truncate(struct buf *b, size_t n);
 /* Hands the storage to the caller (always malloc'd, NUL-terminated; free() it) and leaves the
  * buffer empty. ret_len may be NULL. */
 char *buf_detach(struct buf *b, size_t *ret_len);
-
-static inline bool
-buf_is_empty(const struct buf *b)
-{
-    return b->len == 0;
-}
