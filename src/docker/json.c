@@ -84,6 +84,12 @@ docker_parse_state(json_t *inspect, struct docker_state *ret)
 }
 
 const char *
+docker_answer_id(json_t *answer)
+{
+    return json_string_value(json_object_get(answer, "Id"));
+}
+
+const char *
 docker_label(json_t *obj, const char *key)
 {
     json_t *labels = json_object_get(obj, "Labels");

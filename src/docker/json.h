@@ -37,6 +37,9 @@ struct docker_state {
  * wrong type; *ret untouched on failure. */
 int docker_parse_state(json_t *inspect, struct docker_state *ret);
 
+/* The "Id" of a create answer (a container's or an exec's), or NULL. Borrowed from answer. */
+const char *docker_answer_id(json_t *answer);
+
 /* Returns the value of label key in an inspect or list object (Config.Labels or Labels), or
  * NULL. Borrowed from obj. */
 const char *docker_label(json_t *obj, const char *key);

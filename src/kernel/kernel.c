@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "docker/api.h"
+#include "docker/json.h"
 #include "docker/client.h"
 #include "docker/hijack.h"
 #include "util/macro.h"
@@ -209,7 +210,7 @@ static void
 on_relay_created(int r, json_t *result, const struct err *e, void *userdata)
 {
     struct kernel *k = userdata;
-    const char *exec_id = json_string_value(json_object_get(result, "Id"));
+    const char *exec_id = docker_answer_id(result);
     struct docker_hijack_opts o;
     struct err e2 = {0};
     char msg[320];

@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "docker/api.h"
+#include "docker/json.h"
 #include "docker/policy.h"
 #include "pool/pool-internal.h"
 #include "util/macro.h"
@@ -188,7 +189,7 @@ on_created(int r, json_t *result, const struct err *e, void *userdata)
         return;
     }
     /* docker/api.c checked the answer's Id (docker_valid_id): a string of at most 128. */
-    id = json_string_value(json_object_get(result, "Id"));
+    id = docker_answer_id(result);
     (void)snprintf(slot->container_id, sizeof(slot->container_id), "%s", id);
     pool_slot_set_state(slot, POOL_SLOT_STARTING);
     if (!pool_budget_take(p)) {
