@@ -161,6 +161,11 @@ on_loaded(int r, const struct store_session_rec *recs, size_t n, size_t malforme
         adopt_or_release(m, h->slot, h->session, h->gen, h->busy);
         free(h);
     }
+    /* The records still unmatched are judged by the next list (a container that is gone ends
+     * its record, an ending one is finished): ask for it now, not at the next periodic one. */
+    if (m->n_unmatched > 0) {
+        m->want_list = true;
+    }
 }
 
 void
@@ -342,6 +347,19 @@ session_manager_container_gone(struct session_manager *m, const char *container_
 
     if (s != NULL && session_is_registered(s)) {
         container_gone(s, died, false);
+        return;
+    }
+    /* A record from before the start whose container went before its kernel said hello (or
+     * that was being ended): containers are never restarted, so it is judged now rather than
+     * at the next list. */
+    for (size_t i = 0; s == NULL && m->loaded && i < m->n_unmatched; i++) {
+        if (strcmp(m->unmatched[i].container, container_id) == 0) {
+            struct store_session_rec rec = m->unmatched[i];
+
+            unmatched_take(m, i);
+            unmatched_gone(m, &rec);
+            return;
+        }
     }
 }
 
