@@ -437,8 +437,11 @@ def daemon_routes(root):
     if not table:
         sys.exit("check-kubernetes: no route table in src/api/api.c")
     routes = {}
-    for method, path, handler in re.findall(r'\{EVHTTP_REQ_(\w+), "([^"]+)", (\w+)\}',
-                                            table.group(1)):
+    # {method, flags, path, handler}: flags is 0 or API_ROUTE_* names joined by '|'.
+    entries = re.findall(r'\{EVHTTP_REQ_(\w+), ([\w| ]+), "([^"]+)", (\w+)\}', table.group(1))
+    if not entries:
+        sys.exit("check-kubernetes: no entries read from src/api/api.c's route table")
+    for method, _flags, path, handler in entries:
         if method == "GET" and "*" not in path and not path.startswith("/v1/"):
             routes[path] = handler
     return routes
