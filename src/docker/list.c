@@ -349,24 +349,20 @@ action_from_string(const char *a)
     return DOCKER_EVENT_OTHER;
 }
 
-/* Actor.Attributes.exitCode: a decimal string ("137") on die events, absent elsewhere. */
+/* Actor.Attributes.exitCode: a decimal string ("137") on die events, absent elsewhere. Nothing
+ * the daemon does depends on it, so one it cannot read (an engine's "-1" for an unknown code, a
+ * number, attributes that are not an object) is absent (-1), and the event still counts: a die
+ * dropped for its exit code would leave a dead container's session and slot standing. */
 static int
-take_exit_code(json_t *attrs, int *ret, struct err *reterr)
+take_exit_code(json_t *attrs)
 {
     json_t *v = json_object_get(attrs, "exitCode");
+    int code;
 
-    *ret = -1;
-    if (attrs != NULL && !json_is_null(attrs) && !json_is_object(attrs)) {
-        return err_set(reterr, -EPROTO, "event: 'Actor.Attributes' is not an object");
+    if (!json_is_string(v) || parse_int(json_string_value(v), 0, 255, &code) < 0) {
+        return -1;
     }
-    if (v == NULL || json_is_null(v)) {
-        return 0;
-    }
-    if (!json_is_string(v) || parse_int(json_string_value(v), 0, 255, ret) < 0) {
-        *ret = -1;
-        return err_set(reterr, -EPROTO, "event: 'exitCode' is not an exit code");
-    }
-    return 0;
+    return code;
 }
 
 int
@@ -395,10 +391,13 @@ docker_event_decode(json_t *obj, struct docker_event *ret, struct err *reterr)
             ? DOCKER_EVENT_TYPE_CONTAINER
             : DOCKER_EVENT_TYPE_OTHER;
     ev.action = action_from_string(action);
-    if ((r = take_id(json_object_get(actor, "ID"), ev.actor_id, "event", "Actor.ID", reterr)) < 0 ||
-        (r = take_exit_code(json_object_get(actor, "Attributes"), &ev.exit_code, reterr)) < 0 ||
-        (r = opt_int(obj, "time", &ev.time, "event", reterr)) < 0) {
+    if ((r = take_id(json_object_get(actor, "ID"), ev.actor_id, "event", "Actor.ID", reterr)) < 0) {
         return r;
+    }
+    ev.exit_code = take_exit_code(json_object_get(actor, "Attributes"));
+    /* As the exit code: informational, so an unreadable time is absent (0). */
+    if (opt_int(obj, "time", &ev.time, "event", NULL) < 0) {
+        ev.time = 0;
     }
     *ret = ev;
     return 0;

@@ -204,6 +204,8 @@ on_claimed(int r, const char *const *ids, size_t n, void *userdata)
             manager_delete_record(m, ids[i]);
         } else if (s->state != SESSION_ENDING) {
             session_reaped(s);
+        } else {
+            s->end_claimed = true; /* the end under way finishes it, even if it fails */
         }
     }
 }

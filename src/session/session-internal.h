@@ -179,6 +179,9 @@ struct session {
     enum session_state state;
     /* Where a failed end goes back to (see session_end()). */
     enum session_state end_from;
+    /* The reaper claimed the session while it was ENDING: its deadline is gone from Redis, so
+     * a failed end must not go back (nothing would reap it again); it finishes instead. */
+    bool end_claimed;
     /* Restarts asked for and not yet confirmed by the kernel; one restart request is in flight
      * while this is not empty (later requests join it). */
     TAILQ_HEAD(, session_restart) restarts;

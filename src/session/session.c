@@ -282,10 +282,15 @@ on_end_marked(int r, void *userdata)
     struct session_manager *m = op->m;
     struct session *s = m != NULL ? hashmap_get(m->by_id, op->id) : NULL;
     struct err e = {0};
+    bool mark_failed = false;
 
     if (m == NULL) {
         sop_free(op);
         return;
+    }
+    if (r < 0 && s != NULL && s->end_claimed) {
+        r = 0; /* the reaper's claim ended it meanwhile: it ends (its record at the next start) */
+        mark_failed = true;
     }
     if (r < 0) {
         (void)err_set(&e, r, "could not mark the session ending: %s", strerror(-r));
@@ -295,15 +300,17 @@ on_end_marked(int r, void *userdata)
             end_failed(s);
         }
     } else {
-        /* Ours to finish (on a failure too, for an end of the daemon's own: its record stays
-         * active and ends at the next start, its container gone). */
+        /* Ours to finish (on a failure too, for an end of the daemon's own or one the reaper
+         * claimed: its record stays active and ends at the next start, its container gone). */
         if (r == 0) {
             m->stats.ended_total++;
+        }
+        if (r == 0 && !mark_failed) {
             log_debug("session=%s marked ending: its container goes, then its record", op->id);
         }
         struct pool_slot *slot = s != NULL ? session_unlink(s) : NULL;
 
-        if (r == 0) {
+        if (r == 0 && !mark_failed) {
             manager_release_then_delete(m, slot, op->id); /* the record goes after it */
         } else if (slot != NULL) {
             pool_slot_release(slot);
