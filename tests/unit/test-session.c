@@ -1148,6 +1148,65 @@ TEST(restart_adopts_sessions)
     node_done(&n);
 }
 
+struct ended {
+    bool fired;
+    int r;
+};
+
+static void
+on_ended(int r, const struct err *e, void *userdata)
+{
+    struct ended *x = userdata;
+
+    x->fired = true;
+    x->r = r;
+}
+
+static bool
+end_fired(struct node *n, const void *x)
+{
+    return ((const struct ended *)x)->fired;
+}
+
+TEST(end_interrupted_by_a_stop_is_finished)
+{
+    struct node n;
+    struct session *s;
+    struct ended x = {0};
+    struct err e = {0};
+    char id[80], cid[80], key[256];
+
+    node_init(&n, "\"warm\": 1, \"max\": 2", "");
+    s = create(&n);
+    ASSERT_TRUE(s != NULL);
+    if (s == NULL) {
+        node_done(&n);
+        return;
+    }
+    (void)snprintf(id, sizeof(id), "%s", session_id(s));
+    (void)snprintf(cid, sizeof(cid), "%s", session_container(s));
+    record_key(&n, id, key, sizeof(key));
+    /* The engine never confirms the removal: the daemon stops in between. */
+    fake_engine_delay(n.fe, "DELETE", "/containers/", 1, FAKE_ENGINE_NEVER);
+    ASSERT_OK(session_end(s, on_ended, &x, &e));
+    ASSERT_TRUE(until(&n, end_fired, &x));
+    ASSERT_EQ_I(x.r, 0);
+    ASSERT_TRUE(session_find(n.m, NULL, id) == NULL);
+    loop_for(n.base, 100);
+    /* Answered, gone from the API, but not finished: the record says so until the container
+     * is. */
+    ASSERT_STREQ(fake_redis_hget(n.fr, key, "state"), "ending");
+    ASSERT_TRUE(!container_gone(&n, cid));
+    node_stop(&n);
+    fake_engine_clear_faults(n.fe);
+    node_start(&n);
+    /* The next start finishes it: container removed, then the record. */
+    ASSERT_TRUE(until(&n, container_gone, cid));
+    ASSERT_TRUE(until(&n, record_gone, key));
+    ASSERT_TRUE(session_find(n.m, NULL, id) == NULL);
+    node_done(&n);
+}
+
 static bool
 one_removed(struct node *n, const void *arg)
 {
@@ -1207,5 +1266,6 @@ main(void)
     RUN(redis_down_refuses);
     RUN(redis_stalled_create_fails);
     RUN(restart_adopts_sessions);
+    RUN(end_interrupted_by_a_stop_is_finished);
     return tap_done();
 }
