@@ -3,9 +3,10 @@
 
 Two processes:
 
-* the supervisor (this process, the container's main program under tini) owns the protocol
-  channel with sandpoold: requests arrive on stdin and answers leave on stdout, one JSON object
-  per line. It never runs user code. It is single-threaded (a selectors loop), so forking is safe.
+* the supervisor (this process, the container's PID 1: no init runs before it) owns the
+  protocol channel with sandpoold: requests arrive on stdin and answers leave on stdout, one
+  JSON object per line. It never runs user code. It is single-threaded (a selectors loop), so
+  forking is safe.
 * the worker, forked from the supervisor, holds the user's namespace and runs their code. Its
   stdin is /dev/null, its stdout and stderr are pipes read by the supervisor (so output of
   subprocesses and C code is captured too), and it talks to the supervisor over a socketpair.
