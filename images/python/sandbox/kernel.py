@@ -3,9 +3,10 @@
 
 Two processes:
 
-* the supervisor (this process, the container's main program under tini) owns the protocol
-  channel with sandpoold: requests arrive on stdin and answers leave on stdout, one JSON object
-  per line. It never runs user code. It is single-threaded (a selectors loop), so forking is safe.
+* the supervisor (this process, the container's PID 1: no init runs before it) owns the
+  protocol channel with sandpoold: requests arrive on stdin and answers leave on stdout, one
+  JSON object per line. It never runs user code. It is single-threaded (a selectors loop), so
+  forking is safe.
 * the worker, forked from the supervisor, holds the user's namespace and runs their code. Its
   stdin is /dev/null, its stdout and stderr are pipes read by the supervisor (so output of
   subprocesses and C code is captured too), and it talks to the supervisor over a socketpair.
@@ -46,8 +47,9 @@ Protocol (daemon -> supervisor):
 Output is cut per stream and execution at max_output bytes, keeping the first 3/4 (streamed as
 it comes) and the last 1/4 (sent before "done"); "done" carries the exact byte counts.
 "restarted" comes before the "done" of an execution the restart ended (status "died"), so that
-the daemon's epoch has moved when it answers. Every line the supervisor sends is at most
-OUT_LINE_MAX bytes or so (the daemon refuses longer ones).
+the daemon's epoch has moved when it answers. Every line the supervisor sends stays under the
+daemon's 1 MiB line cap (it drops longer ones): an "out" carries at most OUT_CHUNK raw bytes, and
+a done's result, error and traceback are cut (RESULT_REPR_MAX, ERROR_VALUE_MAX, TRACEBACK_MAX).
 
 The worker's channel (its socketpair) is hostile: user code runs in the worker and can reach the
 socket (walking frames finds the Worker object), so anything may come on it. The supervisor
