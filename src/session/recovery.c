@@ -8,7 +8,8 @@
  *  - Reconciliation: a full container list ends records whose container is gone (their state is
  *    lost; an `ending` one is finished) and decides for DETACHED sessions: container running ->
  *    RECONNECTING, else the session ends.
- *  - Container events: "die", "destroy", "remove" end the session the container served; "oom"
+ *  - Container events (docker/list.h): a death or a removal ends the session the container
+ *    served, or judges the record whose container went before its hello; "oom"
  *    is remembered (an OOM kill explains a death within OOM_DEATH_MS); under a runtime other
  *    than runc a death during an execution makes the session DYING for OOM_WAIT_MS, waiting for
  *    a late "oom". A drifted container is quarantined (its session ends).
