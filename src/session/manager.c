@@ -201,6 +201,7 @@ on_claimed(int r, const char *const *ids, size_t n, void *userdata)
         m->stats.reaped_total++;
         /* The claim made this daemon the owner of the ending. */
         if (s == NULL) {
+            recovery_forget(m, ids[i]);
             manager_delete_record(m, ids[i]);
         } else if (s->state != SESSION_ENDING) {
             session_reaped(s);

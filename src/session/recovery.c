@@ -74,6 +74,16 @@ unmatched_take(struct session_manager *m, size_t i)
     m->unmatched[i] = m->unmatched[--m->n_unmatched];
 }
 
+void
+recovery_forget(struct session_manager *m, const char *id)
+{
+    ssize_t i = unmatched_find(m, id);
+
+    if (i >= 0) {
+        unmatched_take(m, (size_t)i);
+    }
+}
+
 /* A record marked ending by a daemon that stopped before deleting it: the end is finished (its
  * container slot, NULL when none came back, is released; the record goes once it is gone). */
 static void

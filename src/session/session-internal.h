@@ -360,6 +360,9 @@ void create_cold_free(struct cold *c);
 /* ---- recovery.c ------------------------------------------------------------------------------ */
 
 void recovery_load_records(struct session_manager *m);
+/* The record id is gone (the reaper claimed it before its container said hello): a container
+ * that says it serves it later is released, not adopted. */
+void recovery_forget(struct session_manager *m, const char *id);
 void recovery_on_oom_wait_timeout(int fd, short what, void *arg);
 
 /* ---- history.c ------------------------------------------------------------------------------- */
