@@ -289,7 +289,7 @@ on_end_marked(int r, void *userdata)
         return;
     }
     if (r < 0 && s != NULL && s->end_claimed) {
-        r = 0; /* the reaper's claim ended it meanwhile: it ends (its record at the next start) */
+        r = 0; /* the reaper's claim made it ours to end: it ends, and its record goes after it */
         mark_failed = true;
     }
     if (r < 0) {
@@ -300,8 +300,8 @@ on_end_marked(int r, void *userdata)
             end_failed(s);
         }
     } else {
-        /* Ours to finish (on a failure too, for an end of the daemon's own or one the reaper
-         * claimed: its record stays active and ends at the next start, its container gone). */
+        /* Ours to finish (on a failure too, for an end of the daemon's own: its record stays
+         * active and ends at the next start, its container gone). */
         if (r == 0) {
             m->stats.ended_total++;
         }
@@ -310,7 +310,7 @@ on_end_marked(int r, void *userdata)
         }
         struct pool_slot *slot = s != NULL ? session_unlink(s) : NULL;
 
-        if (r == 0 && !mark_failed) {
+        if (r == 0) {
             manager_release_then_delete(m, slot, op->id); /* the record goes after it */
         } else if (slot != NULL) {
             pool_slot_release(slot);
