@@ -17,9 +17,9 @@
 #include <jansson.h>
 
 #include "docker/api.h"
-#include "docker/json.h"
 #include "docker/client.h"
 #include "docker/hijack.h"
+#include "docker/json.h"
 #include "util/macro.h"
 #include "util/time.h"
 
