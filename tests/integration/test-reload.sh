@@ -119,6 +119,16 @@ check_eq "tenant d is not served, tenant c still is" \
     "$(api GET /v1/sessions "$TD" >/dev/null; status) $(api GET /v1/sessions "$TC" >/dev/null; status)" \
     "401 200"
 
+# ---- more descriptors than the open files limit allows: refused, as it would be at start --------
+mark=$(lines)
+prlimit --nofile=4096:4096 --pid "$daemon_pid"
+write_config '.profiles.python.max = 3000'
+check "a profile max past the open files limit (4096) is refused, the file as a whole" \
+    reload_and_wait 'reload failed: the open files limit \(4096\) is below' "$mark"
+check_eq "the warm target stays (metrics), tenant c is still served" \
+    "$(metric 'sandpool_pool_warm_target{profile="python"}') $(api GET /v1/sessions "$TC" >/dev/null; status)" \
+    "2 200"
+
 stop_daemon_rc 30
 check_eq "SIGTERM still drains and exits 0" "$rc" 0
 if [ "$TAP_FAILED" -gt 0 ]; then
