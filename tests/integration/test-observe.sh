@@ -182,7 +182,9 @@ check_eq "the history is bounded: 105 runs keep the newest 100" \
 hkey="${PREFIX}history:$S2"
 check "the history is in Redis" test "$(redis-cli -s "$REDIS_SOCK" exists "$hkey")" = 1
 api DELETE "/v1/sessions/$S2" "$TA" >/dev/null
-check "deleting the session deletes its history" wait_for 5 test "$(redis-cli -s "$REDIS_SOCK" exists "$hkey")" = 0
+# The record and its history go once the engine confirmed the container's removal: polled.
+check "deleting the session deletes its history" wait_for 5 bash -c \
+    "[ \"\$(redis-cli -s '$REDIS_SOCK' exists '$hkey')\" = 0 ]"
 
 # ---- audit -----------------------------------------------------------------------------------
 # A download the client cuts short is audited with the bytes it got.
