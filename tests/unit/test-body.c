@@ -40,6 +40,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "api/api-internal.h"
+#include "lib/http.h"
 #include "lib/loop.h"
 #include "tap.h"
 #include "util/buf.h"
@@ -160,25 +161,6 @@ header_u64(struct evhttp_request *req, const char *name)
     return n;
 }
 
-static const char *
-method_name(enum evhttp_cmd_type m)
-{
-    switch (m) {
-    case EVHTTP_REQ_GET:
-        return "GET";
-    case EVHTTP_REQ_POST:
-        return "POST";
-    case EVHTTP_REQ_HEAD:
-        return "HEAD";
-    case EVHTTP_REQ_PUT:
-        return "PUT";
-    case EVHTTP_REQ_DELETE:
-        return "DELETE";
-    default:
-        return "OTHER";
-    }
-}
-
 /* 200 (or status) with the echo of what was received; HEAD gets the headers only. */
 static void
 reply(struct evhttp_request *req, int status, const struct sum *s, bool held)
@@ -188,7 +170,7 @@ reply(struct evhttp_request *req, int status, const struct sum *s, bool held)
     uint64_t pad = header_u64(req, "X-Reply-Bytes");
     char echo[ECHO_MAX], len[32];
 
-    echo_format(echo, sizeof(echo), method_name(evhttp_request_get_command(req)),
+    echo_format(echo, sizeof(echo), test_http_method_name(evhttp_request_get_command(req)),
                 evhttp_request_get_uri(req), s);
     (void)snprintf(len, sizeof(len), "%" PRIu64, (uint64_t)strlen(echo) + 1 + pad);
     (void)evhttp_add_header(h, "Content-Type", "text/plain");

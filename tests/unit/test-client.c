@@ -30,6 +30,7 @@
 
 #include "client/sse.h"
 #include "ctl.h"
+#include "lib/http.h"
 #include "sandpool/client.h"
 #include "tap.h"
 #include "util/errcode.h"
@@ -268,23 +269,6 @@ TEST(println_escapes)
 
 static json_t *last_seen;
 
-static const char *
-method_name(enum evhttp_cmd_type m)
-{
-    switch (m) {
-    case EVHTTP_REQ_GET:
-        return "GET";
-    case EVHTTP_REQ_POST:
-        return "POST";
-    case EVHTTP_REQ_PUT:
-        return "PUT";
-    case EVHTTP_REQ_DELETE:
-        return "DELETE";
-    default:
-        return "OTHER";
-    }
-}
-
 static void
 send_json(struct evhttp_request *req, int status, json_t *j)
 {
@@ -311,8 +295,8 @@ on_test_request(struct evhttp_request *req, void *arg)
     const char *type = evhttp_find_header(in, "Content-Type");
     size_t n = evbuffer_get_length(body);
     json_t *seen = json_pack("{s:s, s:s, s:s, s:s, s:s%}", "method",
-                             method_name(evhttp_request_get_command(req)), "uri", uri, "auth",
-                             auth ? auth : "", "type", type ? type : "", "body",
+                             test_http_method_name(evhttp_request_get_command(req)), "uri", uri,
+                             "auth", auth ? auth : "", "type", type ? type : "", "body",
                              n ? (const char *)evbuffer_pullup(body, -1) : "", n);
     uint64_t status = 0;
 

@@ -27,51 +27,14 @@ unshare --net --pid --kill-child --mount-proc true 2>/dev/null &&
 
 # The driver prints one "ok|not ok<TAB>description" line per check; tap.sh numbers them.
 cat >"$T/drive.py" <<'PY'
-import json, os, select, subprocess, sys, time
+import os, subprocess, sys, time
+
+import kernel_channel as kc
+from kernel_channel import report, send, until
 
 kernel, ws, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 wrap = sys.argv[4:]
-env = dict(os.environ, SANDPOOL_WORKSPACE=ws, PYTHONDONTWRITEBYTECODE="1")
-p = subprocess.Popen(wrap + ["python3", kernel], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                     stderr=open(os.path.join(ws, "..", "stderr-" + mode), "wb"), env=env, cwd=ws)
-buf = b""
-
-
-def report(ok, what):
-    print("%s\t%s" % ("ok" if ok else "not ok", what), flush=True)
-
-
-def send(obj):
-    p.stdin.write((json.dumps(obj) + "\n").encode())
-    p.stdin.flush()
-
-
-def read(deadline):
-    """The next message, or None at the deadline."""
-    global buf
-    while b"\n" not in buf:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
-            return None
-        chunk = os.read(p.stdout.fileno(), 1 << 20)
-        if not chunk:
-            return None
-        buf += chunk
-    line, buf = buf.split(b"\n", 1)
-    return json.loads(line)
-
-
-def until(pred, secs=15):
-    """Messages up to the first one pred accepts: (that one, all seen)."""
-    seen, end = [], time.monotonic() + secs
-    while True:
-        m = read(end)
-        if m is None:
-            return None, seen
-        seen.append(m)
-        if pred(m):
-            return m, seen
-
+p = kc.start(wrap + ["python3", kernel], ws, os.path.join(ws, "..", "stderr-" + mode))
 
 n = 0
 
@@ -304,7 +267,8 @@ p.kill()
 PY
 
 run_driver() {
-    timeout 300 python3 "$T/drive.py" "$KERNEL_PY" "$@" 2>&1 |
+    PYTHONPATH="$here/../lib" PYTHONDONTWRITEBYTECODE=1 \
+        timeout 300 python3 "$T/drive.py" "$KERNEL_PY" "$@" 2>&1 |
         awk -F'\t' 'NF == 2 { print; next } { print "not ok\tthe driver said: " $0 }'
 }
 

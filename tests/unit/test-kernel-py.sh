@@ -22,53 +22,13 @@ unshare --net true 2>/dev/null && netns=(unshare --net)
 
 # The driver prints one "ok|not ok<TAB>description" line per check; tap.sh numbers them.
 cat >"$T/drive.py" <<'PY'
-import json, os, select, subprocess, sys, time
+import os, sys, time
+
+import kernel_channel as kc
+from kernel_channel import report, send, until
 
 kernel, ws = sys.argv[1], sys.argv[2]
-env = dict(os.environ, SANDPOOL_WORKSPACE=ws, PYTHONDONTWRITEBYTECODE="1")
-p = subprocess.Popen(sys.argv[3:] + ["python3", kernel], stdin=subprocess.PIPE,
-                     stdout=subprocess.PIPE, stderr=open(os.path.join(ws, "..", "stderr"), "wb"),
-                     env=env, cwd=ws)
-buf = b""
-longest = 0
-
-
-def report(ok, what):
-    print("%s\t%s" % ("ok" if ok else "not ok", what), flush=True)
-
-
-def send(obj):
-    p.stdin.write((json.dumps(obj) + "\n").encode())
-    p.stdin.flush()
-
-
-def read(deadline):
-    """The next message, or None at the deadline."""
-    global buf, longest
-    while b"\n" not in buf:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
-            return None
-        chunk = os.read(p.stdout.fileno(), 1 << 20)
-        if not chunk:
-            return None
-        buf += chunk
-    line, buf = buf.split(b"\n", 1)
-    longest = max(longest, len(line))
-    return json.loads(line)
-
-
-def until(pred, secs=15):
-    """Messages up to the first one pred accepts: (that one, all seen)."""
-    seen, end = [], time.monotonic() + secs
-    while True:
-        m = read(end)
-        if m is None:
-            return None, seen
-        seen.append(m)
-        if pred(m):
-            return m, seen
-
+p = kc.start(sys.argv[3:] + ["python3", kernel], ws, os.path.join(ws, "..", "stderr"))
 
 n = 0
 
@@ -156,7 +116,7 @@ want["sha256"] = hashlib.sha256(b"png!").hexdigest()
 report(len(arts) == 1 and arts[0].get("entry") == want,
        "only the real artifact file is announced, once, sized and hashed by the supervisor "
        "(%d announced)" % len(arts))
-report(longest < (1 << 20), "no line from the supervisor reaches 1 MiB (longest %d)" % longest)
+report(kc.longest < (1 << 20), "no line from the supervisor reaches 1 MiB (longest %d)" % kc.longest)
 # 5. Deep JSON and an endless line on the control socket: the supervisor survives, bounded.
 rss0 = sup_rss()
 done, _, _ = run(REACH + """
@@ -220,7 +180,8 @@ PY
 
 while IFS=$'\t' read -r verdict what; do
     if [ "$verdict" = ok ]; then ok "$what"; else not_ok "$what"; fi
-done < <(timeout 300 python3 "$T/drive.py" "$KERNEL_PY" "$T/ws" "${netns[@]}" 2>&1 |
+done < <(PYTHONPATH="$here/../lib" PYTHONDONTWRITEBYTECODE=1 \
+    timeout 300 python3 "$T/drive.py" "$KERNEL_PY" "$T/ws" "${netns[@]}" 2>&1 |
     awk -F'\t' 'NF == 2 { print; next } { print "not ok\tthe driver said: " $0 }')
 check "the driver ran every check (15)" test "$TAP_N" -ge 15
 if [ "$TAP_FAILED" -gt 0 ]; then
