@@ -309,7 +309,7 @@ reload_swap(struct server *s, struct cfg *fresh)
     struct cfg_diff d;
     struct err e = {0};
     size_t kept, warm;
-    unsigned long nofile;
+    unsigned long nofile, budget;
 
     cfg_diff(s->cfg, fresh, &d);
     cfg_reload_keep(fresh, s->cfg);
@@ -322,13 +322,14 @@ reload_swap(struct server *s, struct cfg *fresh)
         return -EINVAL;
     }
     nofile = nofile_limit();
-    if (nofile > 0 && nofile < server_descriptor_budget(fresh)) {
+    budget = server_descriptor_budget(fresh);
+    if (nofile > 0 && nofile < budget) {
         /* As at start (cmd/sandpoold/main.c): past the limit, accept() and the engine's sockets
          * would fail for everyone. */
         log_error("reload failed: the open files limit (%lu) is below the %lu descriptors the new "
                   "configuration may hold (http.max_connections, the profiles' max, "
                   "files.max_inflight, engine.max_concurrency); the running configuration stays",
-                  nofile, server_descriptor_budget(fresh));
+                  nofile, budget);
         cfg_diff_done(&d);
         cfg_free(fresh);
         return -EMFILE;
