@@ -1,0 +1,66 @@
+/* Fuzz target: one MCP POST body (src/mcp/proto.c). A message that parses must hold what
+ * proto.h promises; an error must carry a message and a JSON-RPC code, and an id only of a valid
+ * type. A tools/call's params go on to mcp_tool_parse(), whose normalized paths must stay inside
+ * the workspace, and any base64 content to the decoder, whose output must re-encode to it. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "fuzz.h"
+#include "mcp/proto.h"
+
+static void
+check_tool(json_t *params)
+{
+    struct mcp_tool_call c;
+    struct err e = {0};
+    int r = mcp_tool_parse(params, &c, &e);
+
+    CHECK(r == 0 || r == -ENOENT || r == -EINVAL);
+    CHECK(r == 0 || e.msg[0] != '\0');
+    if (r != 0) {
+        return;
+    }
+    CHECK(mcp_tool_to_string(c.tool) != NULL);
+    CHECK(c.path[0] != '/' && strstr(c.path, "..") == NULL);
+    if (c.tool == MCP_TOOL_WRITE && c.base64) {
+        char *dec = NULL, *enc;
+        size_t n = 0, m = 0;
+
+        if (mcp_base64_decode(c.content, c.content_len, &dec, &n) == 0) {
+            enc = mcp_base64_encode(dec, n, &m);
+            CHECK(m == c.content_len && memcmp(enc, c.content, m) == 0);
+            free(enc);
+            free(dec);
+        }
+    }
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct mcp_msg m = {0};
+    struct err e = {0};
+    json_t *id = NULL;
+    int r = mcp_msg_parse((const char *)data, size, &m, &id, &e);
+
+    if (r != 0) {
+        CHECK(r == MCP_ERR_PARSE || r == MCP_ERR_INVALID_REQUEST);
+        CHECK(e.msg[0] != '\0');
+        CHECK(id == NULL || json_is_string(id) || json_is_integer(id));
+        json_decref(mcp_error(id, r, "%s", e.msg));
+        json_decref(id);
+        return 0;
+    }
+    CHECK(id == NULL && json_is_object(m.root));
+    CHECK(m.params == NULL || json_is_object(m.params));
+    CHECK((m.kind == MCP_MSG_RESPONSE) == (m.method == NULL));
+    CHECK((m.kind == MCP_MSG_NOTIFICATION) == (m.method != NULL && m.id == NULL));
+    if (m.kind == MCP_MSG_REQUEST && strcmp(m.method, "tools/call") == 0 && m.params != NULL) {
+        check_tool(m.params);
+    }
+    mcp_msg_done(&m);
+    return 0;
+}

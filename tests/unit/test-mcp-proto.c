@@ -1,0 +1,296 @@
+/* Unit tests for src/mcp/proto.c: the JSON-RPC messages MCP clients send (and the ones they must
+ * be refused with), version negotiation, the tool catalogue and tools/call arguments, base64. */
+#include <errno.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "mcp/proto.h"
+#include "tap.h"
+#include "util/macro.h"
+
+struct parse_row {
+    const char *body;
+    int want; /* 0 or the JSON-RPC code */
+    enum mcp_msg_kind kind;
+    const char *error_id; /* the id an error reply echoes, as compact JSON, or NULL */
+};
+
+static const struct parse_row parse_rows[] = {
+    {"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}", 0, MCP_MSG_REQUEST,
+     NULL},
+    {"{\"jsonrpc\":\"2.0\",\"id\":\"a-1\",\"method\":\"ping\"}", 0, MCP_MSG_REQUEST, NULL},
+    {"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}", 0, MCP_MSG_NOTIFICATION,
+     NULL},
+    {"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}", 0, MCP_MSG_RESPONSE, NULL},
+    {"{\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":1,\"message\":\"x\"}}", 0, MCP_MSG_RESPONSE,
+     NULL},
+    /* refused */
+    {"", MCP_ERR_PARSE, 0, NULL},
+    {"{\"jsonrpc\":", MCP_ERR_PARSE, 0, NULL},
+    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"id\":2}", MCP_ERR_PARSE, 0, NULL},
+    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}", MCP_ERR_PARSE, 0, NULL},
+    {"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", MCP_ERR_INVALID_REQUEST, 0, NULL},
+    {"\"ping\"", MCP_ERR_INVALID_REQUEST, 0, NULL},
+    {"{\"jsonrpc\":\"1.0\",\"id\":5,\"method\":\"ping\"}", MCP_ERR_INVALID_REQUEST, 0, "5"},
+    {"{\"id\":\"q\",\"method\":\"ping\"}", MCP_ERR_INVALID_REQUEST, 0, "\"q\""},
+    {"{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}", MCP_ERR_INVALID_REQUEST, 0, NULL},
+    {"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}", MCP_ERR_INVALID_REQUEST, 0, NULL},
+    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":3}", MCP_ERR_INVALID_REQUEST, 0, "1"},
+    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":[1]}", MCP_ERR_INVALID_REQUEST,
+     0, "1"},
+    {"{\"jsonrpc\":\"2.0\",\"id\":1}", MCP_ERR_INVALID_REQUEST, 0, "1"},
+    {"{\"jsonrpc\":\"2.0\"}", MCP_ERR_INVALID_REQUEST, 0, NULL},
+};
+
+TEST(parse)
+{
+    for (size_t i = 0; i < ELEMENTSOF(parse_rows); i++) {
+        const struct parse_row *row = &parse_rows[i];
+        struct mcp_msg m = {0};
+        struct err e = {0};
+        json_t *id = NULL;
+        int r = mcp_msg_parse(row->body, strlen(row->body), &m, &id, &e);
+
+        TAP_CHECK(r == row->want, "row %zu: %d (want %d) %s", i, r, row->want, e.msg);
+        if (r == 0) {
+            TAP_CHECK(m.kind == row->kind, "row %zu: kind %d", i, m.kind);
+            TAP_CHECK(id == NULL && m.root != NULL, "row %zu: no error id on success", i);
+            mcp_msg_done(&m);
+        } else {
+            char *text = id != NULL ? json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+
+            TAP_CHECK(e.msg[0] != '\0', "row %zu: the error says why", i);
+            TAP_CHECK(
+                (row->error_id == NULL && text == NULL) ||
+                    (row->error_id != NULL && text != NULL && strcmp(row->error_id, text) == 0),
+                "row %zu: error id %s", i, text ? text : "(none)");
+            free(text);
+            json_decref(id);
+        }
+    }
+}
+
+TEST(ids_and_replies)
+{
+    struct mcp_msg m = {0};
+    struct err e = {0};
+    json_t *id = NULL, *reply;
+    const char body[] = "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\"}";
+    char *text;
+
+    ASSERT_OK(mcp_msg_parse(body, strlen(body), &m, &id, &e));
+    ASSERT_TRUE(json_is_integer(m.id) && json_integer_value(m.id) == 0);
+    ASSERT_STREQ(m.method, "initialize");
+    ASSERT_TRUE(m.params == NULL);
+    reply = mcp_response(m.id, mcp_initialize_result(MCP_VERSION_2025_06_18, "1.0"));
+    text = json_dumps(reply, JSON_COMPACT);
+    ASSERT_TRUE(strstr(text, "\"id\":0") != NULL);
+    ASSERT_TRUE(strstr(text, "\"protocolVersion\":\"2025-06-18\"") != NULL);
+    ASSERT_TRUE(strstr(text, "\"listChanged\":false") != NULL);
+    free(text);
+    json_decref(reply);
+    mcp_msg_done(&m);
+
+    /* An error reply without an id has "id": null; a message cut mid-character stays UTF-8. */
+    reply = mcp_error(NULL, MCP_ERR_NO_SESSION, "unknown session %.1s", "\xc3\xa9");
+    text = json_dumps(reply, JSON_COMPACT);
+    ASSERT_TRUE(text != NULL && strstr(text, "\"id\":null") != NULL);
+    ASSERT_TRUE(strstr(text, "\"code\":-32001") != NULL);
+    free(text);
+    json_decref(reply);
+
+    id = json_string("tok");
+    reply = mcp_progress(id, 3, "a\0b", 3);
+    text = json_dumps(reply, JSON_COMPACT);
+    ASSERT_STREQ(text, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":"
+                       "{\"progressToken\":\"tok\",\"progress\":3,\"message\":\"a\\u0000b\"}}");
+    free(text);
+    json_decref(reply);
+    json_decref(id);
+}
+
+TEST(versions)
+{
+    ASSERT_EQ_I(mcp_version_from_string("2025-03-26"), MCP_VERSION_2025_03_26);
+    ASSERT_EQ_I(mcp_version_from_string("2025-11-25"), MCP_VERSION_2025_11_25);
+    ASSERT_EQ_I(mcp_version_from_string("2024-11-05"), -EINVAL);
+    ASSERT_EQ_I(mcp_version_from_string("2026-07-28"), -EINVAL); /* the draft's probe */
+    ASSERT_EQ_I(mcp_version_from_string(NULL), -EINVAL);
+    ASSERT_EQ_I(mcp_version_negotiate("2025-06-18"), MCP_VERSION_2025_06_18);
+    ASSERT_EQ_I(mcp_version_negotiate("2024-11-05"), MCP_VERSION_LATEST);
+    ASSERT_EQ_I(mcp_version_negotiate(NULL), MCP_VERSION_LATEST);
+    ASSERT_STREQ(mcp_version_to_string(MCP_VERSION_LATEST), "2025-11-25");
+    ASSERT_TRUE(mcp_version_to_string(MCP_VERSION__COUNT) == NULL);
+}
+
+TEST(catalogue)
+{
+    json_t *list = mcp_tools_list();
+    json_t *tools = json_object_get(list, "tools");
+
+    ASSERT_EQ_U(json_array_size(tools), MCP_TOOL__COUNT);
+    for (size_t i = 0; i < json_array_size(tools); i++) {
+        json_t *t = json_array_get(tools, i);
+        json_t *schema = json_object_get(t, "inputSchema");
+
+        TAP_CHECK(json_is_string(json_object_get(t, "name")) &&
+                      strcmp(json_string_value(json_object_get(t, "name")),
+                             mcp_tool_to_string((enum mcp_tool)i)) == 0,
+                  "tool %zu is %s", i, mcp_tool_to_string((enum mcp_tool)i));
+        TAP_CHECK(json_string_length(json_object_get(t, "description")) > 40, "%s is described",
+                  mcp_tool_to_string((enum mcp_tool)i));
+        TAP_CHECK(strcmp(json_string_value(json_object_get(schema, "type")), "object") == 0 &&
+                      json_is_false(json_object_get(schema, "additionalProperties")),
+                  "%s: an object schema with additionalProperties false",
+                  mcp_tool_to_string((enum mcp_tool)i));
+        TAP_CHECK(json_object_get(t, "outputSchema") == NULL,
+                  "%s declares no outputSchema (the SDKs would validate against it)",
+                  mcp_tool_to_string((enum mcp_tool)i));
+    }
+    json_decref(list);
+}
+
+struct tool_row {
+    const char *params;
+    int want;
+    enum mcp_tool tool;
+    const char *path; /* normalized, for the tools that take one */
+};
+
+static const struct tool_row tool_rows[] = {
+    {"{\"name\":\"execute_python\",\"arguments\":{\"code\":\"x=1\"}}", 0, MCP_TOOL_PYTHON, ""},
+    {"{\"name\":\"execute_python\",\"arguments\":{\"code\":\"x\",\"timeout_s\":5}}", 0,
+     MCP_TOOL_PYTHON, ""},
+    {"{\"name\":\"run_command\",\"arguments\":{\"command\":\"ls\",\"cwd\":\"/workspace/a/./b\"}}",
+     0, MCP_TOOL_COMMAND, "a/b"},
+    {"{\"name\":\"write_file\",\"arguments\":{\"path\":\"d/f.txt\",\"content\":\"hi\"}}", 0,
+     MCP_TOOL_WRITE, "d/f.txt"},
+    {"{\"name\":\"read_file\",\"arguments\":{\"path\":\"/workspace/f\"}}", 0, MCP_TOOL_READ, "f"},
+    {"{\"name\":\"list_files\"}", 0, MCP_TOOL_LIST, ""},
+    {"{\"name\":\"list_files\",\"arguments\":{}}", 0, MCP_TOOL_LIST, ""},
+    /* protocol errors: no such tool, no name */
+    {"{\"name\":\"rm_rf\",\"arguments\":{}}", -ENOENT, 0, NULL},
+    {"{\"arguments\":{}}", -ENOENT, 0, NULL},
+    {"{\"name\":\"execute_python\",\"arguments\":[1]}", -ENOENT, 0, NULL},
+    /* tool errors: the model reads them */
+    {"{\"name\":\"execute_python\"}", -EINVAL, 0, NULL},
+    {"{\"name\":\"execute_python\",\"arguments\":{\"code\":1}}", -EINVAL, 0, NULL},
+    {"{\"name\":\"execute_python\",\"arguments\":{\"code\":\"x\",\"extra\":1}}", -EINVAL, 0, NULL},
+    {"{\"name\":\"execute_python\",\"arguments\":{\"code\":\"x\",\"timeout_s\":0}}", -EINVAL, 0,
+     NULL},
+    {"{\"name\":\"execute_python\",\"arguments\":{\"code\":\"x\",\"timeout_s\":\"5\"}}", -EINVAL, 0,
+     NULL},
+    {"{\"name\":\"run_command\",\"arguments\":{\"command\":\"a\\u0000b\"}}", -EINVAL, 0, NULL},
+    {"{\"name\":\"run_command\",\"arguments\":{\"command\":\"ls\",\"cwd\":\"../etc\"}}", -EINVAL, 0,
+     NULL},
+    {"{\"name\":\"read_file\",\"arguments\":{\"path\":\"/etc/passwd\"}}", -EINVAL, 0, NULL},
+    {"{\"name\":\"read_file\",\"arguments\":{\"path\":\"/workspace\"}}", -EINVAL, 0, NULL},
+    {"{\"name\":\"write_file\",\"arguments\":{\"path\":\"f\",\"content\":\"x\",\"encoding\":"
+     "\"hex\"}}",
+     -EINVAL, 0, NULL},
+    {"{\"name\":\"list_files\",\"arguments\":{\"path\":\"a/../../b\"}}", -EINVAL, 0, NULL},
+};
+
+TEST(tool_args)
+{
+    for (size_t i = 0; i < ELEMENTSOF(tool_rows); i++) {
+        const struct tool_row *row = &tool_rows[i];
+        json_t *params = json_loads(row->params, JSON_ALLOW_NUL, NULL); /* as a caller may */
+        struct mcp_tool_call c;
+        struct err e = {0};
+        int r;
+
+        ASSERT_TRUE(params != NULL);
+        r = mcp_tool_parse(params, &c, &e);
+        TAP_CHECK(r == row->want, "tool row %zu: %d (want %d) %s", i, r, row->want, e.msg);
+        if (r == 0) {
+            TAP_CHECK(c.tool == row->tool && strcmp(c.path, row->path) == 0,
+                      "tool row %zu: %s path '%s'", i, mcp_tool_to_string(c.tool), c.path);
+        } else {
+            TAP_CHECK(e.msg[0] != '\0', "tool row %zu: the error says why", i);
+        }
+        json_decref(params);
+    }
+}
+
+TEST(progress_token_and_results)
+{
+    json_t *params = json_loads("{\"name\":\"execute_python\",\"arguments\":{\"code\":\"1\"},"
+                                "\"_meta\":{\"progressToken\":42}}",
+                                0, NULL);
+    struct mcp_tool_call c;
+    struct err e = {0};
+    json_t *res;
+
+    ASSERT_OK(mcp_tool_parse(params, &c, &e));
+    ASSERT_TRUE(json_is_integer(c.progress_token) && json_integer_value(c.progress_token) == 42);
+    ASSERT_EQ_U(c.code_len, 1);
+    json_decref(params);
+
+    res = mcp_tool_error("no sandbox free for profile '%s'", "python");
+    ASSERT_TRUE(json_is_true(json_object_get(res, "isError")));
+    ASSERT_STREQ(json_string_value(
+                     json_object_get(json_array_get(json_object_get(res, "content"), 0), "text")),
+                 "no sandbox free for profile 'python'");
+    json_decref(res);
+    res = mcp_tool_text("wrote %d bytes", 3);
+    ASSERT_TRUE(json_is_false(json_object_get(res, "isError")));
+    json_decref(res);
+}
+
+TEST(base64)
+{
+    static const struct {
+        const char *plain, *coded;
+    } rows[] = {{"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="}};
+    static const char *const bad[] = {"Zg=", "Z===", "Zm9v\n", "Zm 9", "Zm9*", "=Zm9", "Zm9="};
+
+    for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
+        size_t n = 0;
+        char *enc = mcp_base64_encode(rows[i].plain, strlen(rows[i].plain), &n);
+        char *dec = NULL;
+
+        ASSERT_STREQ(enc, rows[i].coded);
+        ASSERT_EQ_U(n, strlen(rows[i].coded));
+        ASSERT_OK(mcp_base64_decode(rows[i].coded, strlen(rows[i].coded), &dec, &n));
+        TAP_CHECK(n == strlen(rows[i].plain) && memcmp(dec, rows[i].plain, n) == 0, "decode '%s'",
+                  rows[i].coded);
+        free(enc);
+        free(dec);
+    }
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+        char *dec = NULL;
+        size_t n = 0;
+
+        TAP_CHECK(mcp_base64_decode(bad[i], strlen(bad[i]), &dec, &n) == -EINVAL,
+                  "bad base64 %zu is refused", i);
+    }
+    /* binary round trip, every byte value */
+    {
+        char all[256], *dec = NULL, *enc;
+        size_t n = 0;
+
+        for (int i = 0; i < 256; i++) {
+            all[i] = (char)i;
+        }
+        enc = mcp_base64_encode(all, sizeof(all), &n);
+        ASSERT_OK(mcp_base64_decode(enc, n, &dec, &n));
+        ASSERT_TRUE(n == sizeof(all) && memcmp(dec, all, n) == 0);
+        free(enc);
+        free(dec);
+    }
+}
+
+int
+main(void)
+{
+    RUN(parse);
+    RUN(ids_and_replies);
+    RUN(versions);
+    RUN(catalogue);
+    RUN(tool_args);
+    RUN(progress_token_and_results);
+    RUN(base64);
+    return tap_done();
+}
