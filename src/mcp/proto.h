@@ -120,6 +120,29 @@ json_t *mcp_tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 /* A tool result holding one text block (isError false). */
 json_t *mcp_tool_text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* What an execution's tool result is made of. */
+struct mcp_render {
+    json_t *exec;           /* borrowed: execution_to_json(x, true) */
+    bool is_cmd;            /* run_command: the exit code is said */
+    uint64_t last_epoch;    /* the kernel_epoch the MCP session saw last (0: none yet) */
+    size_t max_output;      /* bytes of stdout and of stderr shown, each */
+    json_t *images;         /* borrowed array of {"data" (base64), "mimeType"}, or NULL */
+    const char *image_note; /* a note about images left out, or NULL */
+};
+/* The tools/call result of an execution (docs/mcp.md, "Tools", render.c): one text block, the
+ * images, and structuredContent; isError unless its status is "ok" (a command's non-zero exit is
+ * status "error"). */
+json_t *mcp_render_execution(const struct mcp_render *in);
+
+/* read_file's result for the file at path (normalized) of len bytes: a raster image type as
+ * image, UTF-8 without NUL as text, anything else as an embedded resource with a base64 blob. */
+json_t *mcp_render_file(const char *path, const char *data, size_t len);
+/* resources/read's contents entry for the same: {uri, mimeType, text} or {uri, mimeType, blob}. */
+json_t *mcp_render_resource(const char *path, const char *data, size_t len);
+/* The path in the workspace a "file:///workspace/<path>" uri names (percent-decoded, UTF-8,
+ * normalized into out by files_normalize()). -EINVAL for any other uri. */
+int mcp_resource_path(const char *uri, char *out, size_t out_n, struct err *reterr);
+
 /* Base64 (RFC 4648, with padding). encode: a new NUL-terminated string of *ret_len bytes.
  * decode: -EINVAL for anything but canonical base64 (whitespace refused), else the bytes. */
 char *mcp_base64_encode(const void *data, size_t len, size_t *ret_len);

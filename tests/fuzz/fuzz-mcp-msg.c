@@ -1,7 +1,8 @@
 /* Fuzz target: one MCP POST body (src/mcp/proto.c). A message that parses must hold what
  * proto.h promises; an error must carry a message and a JSON-RPC code, and an id only of a valid
  * type. A tools/call's params go on to mcp_tool_parse(), whose normalized paths must stay inside
- * the workspace, and any base64 content to the decoder, whose output must re-encode to it. */
+ * the workspace, and any base64 content to the decoder, whose output must re-encode to it; a
+ * resources/read's uri must name a path inside the workspace or be refused. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,22 @@ check_tool(json_t *params)
     }
 }
 
+/* A resource uri names a path inside the workspace or nothing; what it names renders. */
+static void
+check_resource(const char *uri)
+{
+    char path[FILES_PATH_MAX + 1];
+    struct err e = {0};
+
+    if (mcp_resource_path(uri, path, sizeof(path), &e) != 0) {
+        CHECK(e.msg[0] != '\0');
+        return;
+    }
+    CHECK(path[0] != '\0' && path[0] != '/' && strstr(path, "..") == NULL);
+    json_decref(mcp_render_resource(path, uri, strlen(uri)));
+    json_decref(mcp_render_file(path, path, strlen(path)));
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -60,6 +77,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK((m.kind == MCP_MSG_NOTIFICATION) == (m.method != NULL && m.id == NULL));
     if (m.kind == MCP_MSG_REQUEST && strcmp(m.method, "tools/call") == 0 && m.params != NULL) {
         check_tool(m.params);
+    }
+    if (m.kind == MCP_MSG_REQUEST && strcmp(m.method, "resources/read") == 0) {
+        check_resource(json_string_value(json_object_get(m.params, "uri")));
     }
     mcp_msg_done(&m);
     return 0;

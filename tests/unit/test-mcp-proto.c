@@ -282,6 +282,128 @@ TEST(base64)
     }
 }
 
+static const char *
+text_of(json_t *res)
+{
+    return json_string_value(
+        json_object_get(json_array_get(json_object_get(res, "content"), 0), "text"));
+}
+
+TEST(render_execution)
+{
+    json_t *x = json_loads(
+        "{\"id\":\"e1\",\"status\":\"ok\",\"result\":\"42\",\"error\":null,\"kernel_epoch\":1,"
+        "\"state_preserved\":true,\"truncated\":null,\"exit_code\":null,\"stdout\":\"hi\\n\","
+        "\"stderr\":\"warn\\n\"}",
+        0, NULL);
+    json_t *imgs = json_loads("[{\"data\":\"iVBORw0KGgo=\",\"mimeType\":\"image/png\"}]", 0, NULL);
+    struct mcp_render in = {.exec = x, .max_output = 1000, .images = imgs};
+    json_t *res = mcp_render_execution(&in), *sc;
+
+    TAP_CHECK(strcmp(text_of(res), "hi\n[stderr]\nwarn\n[result] 42") == 0,
+              "stdout, [stderr] and stderr, [result] and the repr, in that order");
+    ASSERT_TRUE(json_is_false(json_object_get(res, "isError")));
+    ASSERT_EQ_U(json_array_size(json_object_get(res, "content")), 2);
+    ASSERT_STREQ(json_string_value(json_object_get(
+                     json_array_get(json_object_get(res, "content"), 1), "mimeType")),
+                 "image/png");
+    sc = json_object_get(res, "structuredContent");
+    ASSERT_STREQ(json_string_value(json_object_get(sc, "result")), "42");
+    ASSERT_STREQ(json_string_value(json_object_get(sc, "execution_id")), "e1");
+    ASSERT_TRUE(json_object_get(sc, "exit_code") == NULL); /* not a command */
+    json_decref(res);
+
+    /* The epoch moved since the previous call: the model is told the variables are gone. */
+    in.last_epoch = 2;
+    in.images = NULL;
+    res = mcp_render_execution(&in);
+    ASSERT_TRUE(strstr(text_of(res), "kernel_epoch 2 -> 1") != NULL &&
+                strstr(text_of(res), "variables were lost") != NULL);
+    json_decref(res);
+    json_decref(x);
+    json_decref(imgs);
+
+    /* A timeout that kept the state, a cut here and one in the sandbox, an error. */
+    x = json_loads("{\"id\":\"e2\",\"status\":\"timeout\",\"result\":null,\"error\":{\"name\":"
+                   "\"KeyboardInterrupt\",\"value\":\"\",\"traceback\":[\"line 1\"]},"
+                   "\"kernel_epoch\":3,\"state_preserved\":true,\"truncated\":{\"stdout\":"
+                   "{\"bytes_total\":9000,\"bytes_dropped\":1000},\"stderr\":{\"bytes_total\":0,"
+                   "\"bytes_dropped\":0}},\"exit_code\":null,\"stdout\":\"\\u00e9\\u00e9\\u00e9\","
+                   "\"stderr\":\"\"}",
+                   0, NULL);
+    in = (struct mcp_render){.exec = x, .max_output = 3, .last_epoch = 3};
+    res = mcp_render_execution(&in);
+    ASSERT_TRUE(json_is_true(json_object_get(res, "isError")));
+    ASSERT_TRUE(strncmp(text_of(res), "\xc3\xa9\n", 3) == 0); /* cut at a character */
+    ASSERT_TRUE(strstr(text_of(res), "[error] KeyboardInterrupt\nline 1") != NULL);
+    ASSERT_TRUE(strstr(text_of(res), "[timed out; the interpreter's variables are kept]") != NULL);
+    ASSERT_TRUE(strstr(text_of(res), "[stdout: 6 bytes, the first 2 shown here]") != NULL);
+    ASSERT_TRUE(strstr(text_of(res), "9000 bytes written, 1000 dropped") != NULL);
+    ASSERT_TRUE(strstr(text_of(res), "restarted since") == NULL);
+    ASSERT_STREQ(
+        json_string_value(json_object_get(json_object_get(res, "structuredContent"), "stdout")),
+        "\xc3\xa9");
+    json_decref(res);
+    json_decref(x);
+
+    /* A command: its exit code; nothing printed still says so. */
+    x = json_loads("{\"id\":\"e3\",\"status\":\"error\",\"result\":null,\"error\":null,"
+                   "\"kernel_epoch\":1,\"state_preserved\":true,\"truncated\":null,"
+                   "\"exit_code\":3,\"stdout\":\"\",\"stderr\":\"\"}",
+                   0, NULL);
+    in = (struct mcp_render){.exec = x, .is_cmd = true, .max_output = 10};
+    res = mcp_render_execution(&in);
+    ASSERT_STREQ(text_of(res), "[exit code 3]");
+    ASSERT_TRUE(json_is_true(json_object_get(res, "isError")));
+    ASSERT_EQ_I(
+        json_integer_value(json_object_get(json_object_get(res, "structuredContent"), "exit_code")),
+        3);
+    json_decref(res);
+    in.is_cmd = false;
+    (void)json_object_set_new(x, "status", json_string("ok"));
+    res = mcp_render_execution(&in);
+    ASSERT_STREQ(text_of(res), "[no output]");
+    json_decref(res);
+    json_decref(x);
+}
+
+TEST(render_files)
+{
+    json_t *res, *block;
+    char path[FILES_PATH_MAX + 1];
+    struct err e = {0};
+
+    res = mcp_render_file("a.txt", "hello", 5);
+    ASSERT_STREQ(text_of(res), "hello");
+    json_decref(res);
+    res = mcp_render_file("p.png", "\x89PNG", 4);
+    block = json_array_get(json_object_get(res, "content"), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(block, "type")), "image");
+    ASSERT_STREQ(json_string_value(json_object_get(block, "data")), "iVBORw==");
+    json_decref(res);
+    res = mcp_render_file("d/b c.bin", "a\0b", 3);
+    block = json_array_get(json_object_get(res, "content"), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(block, "type")), "resource");
+    ASSERT_STREQ(json_string_value(json_object_get(json_object_get(block, "resource"), "uri")),
+                 "file:///workspace/d/b%20c.bin");
+    ASSERT_STREQ(json_string_value(json_object_get(json_object_get(block, "resource"), "blob")),
+                 "YQBi");
+    json_decref(res);
+    res = mcp_render_resource("n.md", "# x", 3);
+    ASSERT_STREQ(json_string_value(json_object_get(res, "text")), "# x");
+    json_decref(res);
+
+    ASSERT_OK(mcp_resource_path("file:///workspace/d/b%20c.bin", path, sizeof(path), &e));
+    ASSERT_STREQ(path, "d/b c.bin");
+    ASSERT_ERR(mcp_resource_path("file:///etc/passwd", path, sizeof(path), &e), EINVAL);
+    ASSERT_ERR(mcp_resource_path("file:///workspace/../etc", path, sizeof(path), &e), EINVAL);
+    ASSERT_ERR(mcp_resource_path("file:///workspace/%2e%2e/x", path, sizeof(path), &e), EINVAL);
+    ASSERT_ERR(mcp_resource_path("file:///workspace/a%00b", path, sizeof(path), &e), EINVAL);
+    ASSERT_ERR(mcp_resource_path("file:///workspace/%ff", path, sizeof(path), &e), EINVAL);
+    ASSERT_ERR(mcp_resource_path("file:///workspace/", path, sizeof(path), &e), EINVAL);
+    ASSERT_ERR(mcp_resource_path(NULL, path, sizeof(path), &e), EINVAL);
+}
+
 int
 main(void)
 {
@@ -292,5 +414,7 @@ main(void)
     RUN(tool_args);
     RUN(progress_token_and_results);
     RUN(base64);
+    RUN(render_execution);
+    RUN(render_files);
     return tap_done();
 }

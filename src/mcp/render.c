@@ -1,0 +1,318 @@
+/* Tool results built from an execution or a file; see proto.h ("results") and docs/mcp.md.
+ *
+ * The text block is what a model reads: stdout, stderr, the result and the error in that order,
+ * then every note in brackets on a line of its own. Nothing is left out silently: an output cut
+ * here or by the kernel, a restart that lost the variables and an image not sent each get a
+ * note with the numbers. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/http.h>
+#include <jansson.h>
+
+#include "proto.h"
+#include "util/buf.h"
+#include "util/macro.h"
+#include "util/utf8.h"
+
+#define TEXT_MAX (64u << 20) /* a bound far above what the limits let through */
+
+static void
+put(struct buf *b, const char *s, size_t n)
+{
+    if (buf_append(b, s, n) < 0) {
+        oom();
+    }
+}
+
+/* A line of its own: a newline first unless the text is empty or ends in one. */
+static void
+line_start(struct buf *b)
+{
+    if (b->len > 0 && b->buf[b->len - 1] != '\n') {
+        put(b, "\n", 1);
+    }
+}
+
+static void note(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+note(struct buf *b, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    line_start(b);
+    put(b, "[", 1);
+    put(b, text, strlen(text));
+    put(b, "]", 1);
+}
+
+/* The first max bytes of a stream (cut at a character), with a note when it was cut here; a
+ * new JSON string for structuredContent. */
+static json_t *
+stream_shown(struct buf *b, const char *label, json_t *s, size_t max, struct buf *notes)
+{
+    const char *t = json_string_value(s);
+    size_t n = json_string_length(s);
+    size_t shown = n <= max ? n : utf8_boundary(t, max);
+
+    if (t == NULL || n == 0) {
+        return OOM_CHECK(json_string(""));
+    }
+    if (label != NULL) {
+        line_start(b);
+        put(b, label, strlen(label));
+        put(b, "\n", 1);
+    }
+    put(b, t, shown);
+    if (shown < n) {
+        note(notes, "%s: %zu bytes, the first %zu shown here", label ? "stderr" : "stdout", n,
+             shown);
+    }
+    return OOM_CHECK(json_stringn(t, shown));
+}
+
+static void
+error_text(struct buf *b, json_t *error)
+{
+    json_t *tb = json_object_get(error, "traceback");
+    const char *name = json_string_value(json_object_get(error, "name"));
+    const char *value = json_string_value(json_object_get(error, "value"));
+
+    if (!json_is_object(error)) {
+        return;
+    }
+    line_start(b);
+    put(b, "[error] ", 8);
+    put(b, name ? name : "Error", strlen(name ? name : "Error"));
+    if (value != NULL && value[0] != '\0') {
+        put(b, ": ", 2);
+        put(b, value, strlen(value));
+    }
+    for (size_t i = 0; i < json_array_size(tb); i++) {
+        const char *l = json_string_value(json_array_get(tb, i));
+
+        if (l != NULL) {
+            line_start(b);
+            put(b, l, strlen(l));
+        }
+    }
+}
+
+/* The status's note, saying whether the variables were kept. */
+static void
+status_note(struct buf *notes, const char *status, bool preserved)
+{
+    static const struct {
+        const char *status, *what;
+    } rows[] = {
+        {"timeout", "timed out"},
+        {"interrupted", "interrupted"},
+        {"oom", "out of memory: the code was killed"},
+    };
+
+    for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
+        if (strcmp(status, rows[i].status) == 0) {
+            note(notes, "%s; %s", rows[i].what,
+                 preserved ? "the interpreter's variables are kept"
+                           : "the interpreter restarted: variables were lost");
+        }
+    }
+}
+
+static void
+truncation_notes(struct buf *notes, json_t *truncated)
+{
+    static const char *const names[2] = {"stdout", "stderr"};
+
+    for (int i = 0; i < 2; i++) {
+        json_t *t = json_object_get(truncated, names[i]);
+        json_int_t dropped = json_integer_value(json_object_get(t, "bytes_dropped"));
+
+        if (dropped > 0) {
+            note(notes, "%s truncated in the sandbox: %lld bytes written, %lld dropped", names[i],
+                 (long long)json_integer_value(json_object_get(t, "bytes_total")),
+                 (long long)dropped);
+        }
+    }
+}
+
+json_t *
+mcp_render_execution(const struct mcp_render *in)
+{
+    json_t *x = in->exec, *content = OOM_CHECK(json_array());
+    const char *status = json_string_value(json_object_get(x, "status"));
+    json_t *result = json_object_get(x, "result"), *exit_code = json_object_get(x, "exit_code");
+    json_int_t epoch = json_integer_value(json_object_get(x, "kernel_epoch"));
+    bool preserved = json_is_true(json_object_get(x, "state_preserved"));
+    struct buf text = BUF_INIT(TEXT_MAX), notes = BUF_INIT(TEXT_MAX);
+    json_t *out, *err, *structured;
+
+    status = status != NULL ? status : "error";
+    out = stream_shown(&text, NULL, json_object_get(x, "stdout"), in->max_output, &notes);
+    err = stream_shown(&text, "[stderr]", json_object_get(x, "stderr"), in->max_output, &notes);
+    if (json_is_string(result)) {
+        line_start(&text);
+        put(&text, "[result] ", 9);
+        put(&text, json_string_value(result), json_string_length(result));
+    }
+    error_text(&text, json_object_get(x, "error"));
+    status_note(&notes, status, preserved);
+    if (in->last_epoch != 0 && (uint64_t)epoch != in->last_epoch) {
+        note(&notes,
+             "the interpreter restarted since the previous call (kernel_epoch %llu -> %lld): "
+             "variables were lost",
+             (unsigned long long)in->last_epoch, (long long)epoch);
+    }
+    truncation_notes(&notes, json_object_get(x, "truncated"));
+    if (in->is_cmd && json_is_integer(exit_code)) {
+        note(&notes, "exit code %lld", (long long)json_integer_value(exit_code));
+    }
+    if (in->image_note != NULL) {
+        note(&notes, "%s", in->image_note);
+    }
+    if (notes.len > 0) {
+        line_start(&text);
+        put(&text, notes.buf, notes.len);
+    }
+    if (text.len == 0) {
+        put(&text, "[no output]", 11);
+    }
+    (void)json_array_append_new(
+        content, OOM_CHECK(json_pack("{s:s, s:s%}", "type", "text", "text", text.buf, text.len)));
+    for (size_t i = 0; i < json_array_size(in->images); i++) {
+        json_t *img = json_array_get(in->images, i);
+
+        (void)json_array_append_new(content,
+                                    OOM_CHECK(json_pack("{s:s, s:O, s:O}", "type", "image", "data",
+                                                        json_object_get(img, "data"), "mimeType",
+                                                        json_object_get(img, "mimeType"))));
+    }
+    structured = OOM_CHECK(json_pack(
+        "{s:s, s:o, s:o, s:O, s:O, s:I, s:b, s:O, s:O}", "status", status, "stdout", out, "stderr",
+        err, "result", result ? result : json_null(), "error",
+        json_object_get(x, "error") ? json_object_get(x, "error") : json_null(), "kernel_epoch",
+        epoch, "state_preserved", preserved, "truncated",
+        json_object_get(x, "truncated") ? json_object_get(x, "truncated") : json_null(),
+        "execution_id", json_object_get(x, "id") ? json_object_get(x, "id") : json_null()));
+    if (in->is_cmd) {
+        (void)json_object_set(structured, "exit_code", exit_code ? exit_code : json_null());
+    }
+    buf_done(&text);
+    buf_done(&notes);
+    return OOM_CHECK(json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent",
+                               structured, "isError", strcmp(status, "ok") != 0));
+}
+
+/* ---- files ----------------------------------------------------------------------------------- */
+
+/* The raster types a client can show (an SVG is text). */
+static bool
+is_image(const char *mime)
+{
+    return strcmp(mime, "image/png") == 0 || strcmp(mime, "image/jpeg") == 0 ||
+           strcmp(mime, "image/gif") == 0 || strcmp(mime, "image/webp") == 0;
+}
+
+static bool
+is_text(const char *data, size_t len)
+{
+    return memchr(data, '\0', len) == NULL && utf8_valid(data, len);
+}
+
+static json_t *
+file_uri(const char *path)
+{
+    struct buf b = BUF_INIT(3 * FILES_PATH_MAX + 64);
+    char *enc = OOM_CHECK(evhttp_uriencode(path, -1, 0));
+    json_t *uri;
+
+    /* Slashes stay slashes: each segment is encoded on its own. */
+    if (buf_puts(&b, "file:///workspace/") < 0) {
+        oom();
+    }
+    for (const char *p = enc; *p != '\0'; p++) {
+        if (strncmp(p, "%2F", 3) == 0) {
+            put(&b, "/", 1);
+            p += 2;
+        } else {
+            put(&b, p, 1);
+        }
+    }
+    free(enc);
+    uri = OOM_CHECK(json_stringn(b.buf, b.len));
+    buf_done(&b);
+    return uri;
+}
+
+static json_t *
+blob(const char *data, size_t len)
+{
+    size_t n = 0;
+    char *b64 = mcp_base64_encode(data, len, &n);
+    json_t *s = OOM_CHECK(json_stringn(b64, n));
+
+    free(b64);
+    return s;
+}
+
+json_t *
+mcp_render_resource(const char *path, const char *data, size_t len)
+{
+    const char *mime = files_content_type(path);
+
+    if (!is_image(mime) && is_text(data, len)) {
+        return OOM_CHECK(json_pack("{s:o, s:s, s:s%}", "uri", file_uri(path), "mimeType", mime,
+                                   "text", data, len));
+    }
+    return OOM_CHECK(json_pack("{s:o, s:s, s:o}", "uri", file_uri(path), "mimeType", mime, "blob",
+                               blob(data, len)));
+}
+
+json_t *
+mcp_render_file(const char *path, const char *data, size_t len)
+{
+    const char *mime = files_content_type(path);
+    json_t *block;
+
+    if (is_image(mime)) {
+        block = OOM_CHECK(json_pack("{s:s, s:o, s:s}", "type", "image", "data", blob(data, len),
+                                    "mimeType", mime));
+    } else if (is_text(data, len)) {
+        block = OOM_CHECK(json_pack("{s:s, s:s%}", "type", "text", "text", data, len));
+    } else {
+        block = OOM_CHECK(json_pack("{s:s, s:o}", "type", "resource", "resource",
+                                    mcp_render_resource(path, data, len)));
+    }
+    return OOM_CHECK(json_pack("{s:[o], s:b}", "content", block, "isError", false));
+}
+
+int
+mcp_resource_path(const char *uri, char *out, size_t out_n, struct err *reterr)
+{
+    static const char prefix[] = "file:///workspace/";
+    size_t n = 0;
+    char *dec;
+    int r;
+
+    if (uri == NULL || strncmp(uri, prefix, sizeof(prefix) - 1) != 0) {
+        return err_set(reterr, -EINVAL, "a resource here is file:///workspace/<path>");
+    }
+    dec = evhttp_uridecode(uri + sizeof(prefix) - 1, 0, &n);
+    if (dec == NULL) {
+        return err_set(reterr, -EINVAL, "the resource uri is not valid percent-encoding");
+    }
+    if (!utf8_valid(dec, n)) {
+        free(dec);
+        return err_set(reterr, -EINVAL, "the resource uri's path is not UTF-8");
+    }
+    r = files_normalize(dec, n, false, out, out_n, reterr);
+    free(dec);
+    return r;
+}
