@@ -264,6 +264,30 @@ def first_sse_byte(port, token, sid, n):
     return out
 
 
+def mcp_overhead(port, token, n, warmup):
+    """B12: tools/call execute_python print(1) through the official MCP SDK against the same
+    through REST, interleaved in one Node process (tests/bench/mcp.mjs, which prints JSON lines).
+    Returns the summaries, or {"error": why} when Node or the SDK is missing or the run fails:
+    the other figures still stand."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp.mjs")
+    try:
+        r = subprocess.run(["node", script, "--port", str(port), "--token", token, "--n", str(n),
+                            "--warmup", str(warmup)], capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"error": str(e)}, {}
+    if r.returncode != 0:
+        lines = [x.strip() for x in (r.stderr or r.stdout).splitlines() if x.strip()] or ["exit %d" % r.returncode]
+        return {"error": next((x for x in lines if "Error" in x), lines[-1])[:400]}, {}
+    out, samples = {}, {}
+    for line in r.stdout.splitlines():
+        x = json.loads(line)
+        k = x.pop("series")
+        if "samples" in x:
+            samples[k] = x.pop("samples")
+        out[k] = x
+    return out, samples
+
+
 def lifecycle(api, n):
     """B11: create + print(1) + delete, from the warm pool."""
     out = []
@@ -509,6 +533,13 @@ def main():
     log("B3 %s" % res["metrics"]["B3"])
     res["metrics"]["B4"] = summary(first_sse_byte(args.port, args.token, sid, 50 if q else 200))
     log("B4 %s" % res["metrics"]["B4"])
+    b12, b12_samples = mcp_overhead(args.port, args.token, 200 if q else 1000, 50)
+    res["metrics"]["B12"] = b12
+    if b12_samples:
+        res["samples"]["B12_rest"] = b12_samples["rest"]
+        res["samples"]["B12_mcp"] = b12_samples["mcp"]
+    log("B12 %s" % b12)
+    wait_ready(api, "python", 8)
 
     sessions = [json.loads(api.call("POST", "/v1/sessions", {})[1])["id"] for _ in range(8)]
     wait_ready(api, "python", 8)

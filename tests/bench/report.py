@@ -18,6 +18,19 @@ def lat(s):
     return "%.2f / %.2f / %.2f ms (n=%d)" % (s["p50"], s["p90"], s["p99"], s["n"])
 
 
+def b12_row(x):
+    """B12, MCP against REST side by side (tests/bench/mcp.mjs); n/a when it did not run."""
+    metric = "`tools/call execute_python` `print(1)`, MCP SDK v1 vs REST (Node, interleaved)"
+    goal = "MCP p50 − REST p50 < 1 ms"
+    if not x or "mcp" not in x or "rest" not in x:
+        why = (x or {}).get("error", "not run")
+        return row("B12", metric, "not measured", goal, None, why.splitlines()[-1][:120] if why else "")
+    return row("B12", metric, "MCP %s; REST %s" % (lat(x["mcp"]), lat(x["rest"])), goal,
+               x["diff"]["p50_diff"] < 1,
+               "difference of p50s %.3f ms; median of the pairwise differences %.3f ms" % (
+                   x["diff"]["p50_diff"], x["diff"]["pair_p50"]))
+
+
 def main(src, md_out, png_out):
     r = json.load(open(src))
     m, b = r["metrics"], r["baselines"]
@@ -59,6 +72,7 @@ def main(src, md_out, png_out):
             "≥ 100× faster than (a), ≥ 25× than (b)",
             a["p50"] / m["B11"]["p50"] >= 100 and bx["p50"] / m["B11"]["p50"] >= 25,
             "%.0f× (a), %.1f× (b)" % (a["p50"] / m["B11"]["p50"], bx["p50"] / m["B11"]["p50"])),
+        b12_row(m.get("B12")),
     ]
     mc = r["machine"]
     out = ["Measured %s on %d cores, %s, runtime %s, kernel %s." % (
@@ -85,6 +99,8 @@ def main(src, md_out, png_out):
               ("sandpool: create + print(1) + delete (B11)", r["samples"]["B11"]),
               ("(b) exec python3 -c per request", r["samples"]["docker_exec"]),
               ("(a) docker run --rm per request", r["samples"]["docker_run"])]
+    if "B12_mcp" in r["samples"]:
+        series.insert(1, ("sandpool: print(1) over MCP, SDK v1 (B12)", r["samples"]["B12_mcp"]))
     fig, ax = plt.subplots(figsize=(9, 5.2))
     for name, s in series:
         s = sorted(s)

@@ -39,6 +39,14 @@ ensure_docker
 remove_labelled "sandpool.owner=$NODE"
 remove_labelled "sandpool.bench=1"
 ensure_images
+# B12 (MCP against REST) runs Node 20 with the MCP SDK pinned by tests/interop/package.json
+# (SANDPOOL_MCP_NODE_MODULES: another node_modules holding it, see tests/bench/mcp.mjs).
+interop=$SANDPOOL_ROOT/tests/interop
+if [ -z "${SANDPOOL_MCP_NODE_MODULES:-}" ] && [ ! -d "$interop/node_modules/@modelcontextprotocol/sdk" ]; then
+    say "installing the MCP SDK into $interop/node_modules (npm ci)"
+    npm ci --prefix "$interop" --no-audit --no-fund >/tmp/sandpool-bench-npm.log 2>&1 ||
+        say "npm ci failed (/tmp/sandpool-bench-npm.log): B12 will not be measured"
+fi
 say "building a release build in $BUILD"
 build_sandpool "$BUILD" -Dbuildtype=release || die "build failed"
 tmp=$(mktemp -d /tmp/sandpool-bench.XXXXXX)

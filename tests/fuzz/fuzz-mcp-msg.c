@@ -4,6 +4,7 @@
  * the workspace, and any base64 content to the decoder, whose output must re-encode to it; a
  * resources/read's uri must name a path inside the workspace or be refused. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,27 @@
 
 #include "fuzz.h"
 #include "mcp/proto.h"
+
+/* A normalized workspace path: relative, no empty, "." or ".." segment ("a/..b" is a name). */
+static bool
+path_confined(const char *p)
+{
+    const char *seg = p;
+
+    if (p[0] == '/') {
+        return false;
+    }
+    while (*seg != '\0') {
+        size_t n = strcspn(seg, "/");
+
+        if (n == 0 || (n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.')) {
+            return false;
+        }
+        seg += n;
+        seg += *seg == '/';
+    }
+    return true;
+}
 
 static void
 check_tool(json_t *params)
@@ -25,7 +47,7 @@ check_tool(json_t *params)
         return;
     }
     CHECK(mcp_tool_to_string(c.tool) != NULL);
-    CHECK(c.path[0] != '/' && strstr(c.path, "..") == NULL);
+    CHECK(path_confined(c.path));
     if (c.tool == MCP_TOOL_WRITE && c.base64) {
         char *dec = NULL, *enc;
         size_t n = 0, m = 0;
@@ -50,7 +72,7 @@ check_resource(const char *uri)
         CHECK(e.msg[0] != '\0');
         return;
     }
-    CHECK(path[0] != '\0' && path[0] != '/' && strstr(path, "..") == NULL);
+    CHECK(path[0] != '\0' && path_confined(path));
     json_decref(mcp_render_resource(path, uri, strlen(uri)));
     json_decref(mcp_render_file(path, path, strlen(path)));
 }
