@@ -159,9 +159,15 @@ mcp_error(json_t *id, int code, const char *fmt, ...)
 json_t *
 mcp_progress(json_t *token, uint64_t progress, const char *message, size_t len)
 {
-    return OOM_CHECK(json_pack("{s:s, s:s, s:{s:O, s:I, s:s%}}", "jsonrpc", "2.0", "method",
-                               "notifications/progress", "params", "progressToken", token,
-                               "progress", (json_int_t)progress, "message", message, len));
+    struct buf clean = BUF_INIT(3 * len + 1); /* output cut mid-character must not abort */
+    json_t *o;
+
+    (void)utf8_append_sanitized(&clean, message, len);
+    o = OOM_CHECK(json_pack("{s:s, s:s, s:{s:O, s:I, s:s%}}", "jsonrpc", "2.0", "method",
+                            "notifications/progress", "params", "progressToken", token, "progress",
+                            (json_int_t)progress, "message", clean.buf, clean.len));
+    buf_done(&clean);
+    return o;
 }
 
 json_t *

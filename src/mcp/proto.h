@@ -73,7 +73,8 @@ void mcp_msg_done(struct mcp_msg *m);
 json_t *mcp_response(json_t *id, json_t *result);
 /* {"jsonrpc": "2.0", "id": id or null, "error": {"code", "message"}}. */
 json_t *mcp_error(json_t *id, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* A notifications/progress message: token borrowed, message len bytes of UTF-8. */
+/* A notifications/progress message: token borrowed, message len bytes of output (ill-formed
+ * UTF-8 becomes U+FFFD). */
 json_t *mcp_progress(json_t *token, uint64_t progress, const char *message, size_t len);
 /* The result of initialize. */
 json_t *mcp_initialize_result(enum mcp_version v, const char *server_version);

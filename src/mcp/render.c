@@ -189,6 +189,10 @@ mcp_render_execution(const struct mcp_render *in)
     for (size_t i = 0; i < json_array_size(in->images); i++) {
         json_t *img = json_array_get(in->images, i);
 
+        if (!json_is_string(json_object_get(img, "data")) ||
+            !json_is_string(json_object_get(img, "mimeType"))) {
+            continue; /* not an image entry: nothing to send */
+        }
         (void)json_array_append_new(content,
                                     OOM_CHECK(json_pack("{s:s, s:O, s:O}", "type", "image", "data",
                                                         json_object_get(img, "data"), "mimeType",

@@ -107,6 +107,11 @@ TEST(ids_and_replies)
                        "{\"progressToken\":\"tok\",\"progress\":3,\"message\":\"a\\u0000b\"}}");
     free(text);
     json_decref(reply);
+    reply = mcp_progress(id, 4, "\xc3", 1); /* a chunk cut mid-character */
+    text = json_dumps(reply, JSON_COMPACT);
+    ASSERT_TRUE(text != NULL && strstr(text, "\"message\":\"\xef\xbf\xbd\"") != NULL);
+    free(text);
+    json_decref(reply);
     json_decref(id);
 }
 
@@ -296,7 +301,9 @@ TEST(render_execution)
         "\"state_preserved\":true,\"truncated\":null,\"exit_code\":null,\"stdout\":\"hi\\n\","
         "\"stderr\":\"warn\\n\"}",
         0, NULL);
-    json_t *imgs = json_loads("[{\"data\":\"iVBORw0KGgo=\",\"mimeType\":\"image/png\"}]", 0, NULL);
+    json_t *imgs = json_loads("[{\"data\":\"iVBORw0KGgo=\",\"mimeType\":\"image/png\"},"
+                              "{\"data\":1}]",
+                              0, NULL); /* the second is no image: left out */
     struct mcp_render in = {.exec = x, .max_output = 1000, .images = imgs};
     json_t *res = mcp_render_execution(&in), *sc;
 
