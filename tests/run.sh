@@ -206,6 +206,15 @@ export SANDPOOL_TEST_REDIS_PID=$STARTED_REDIS_PID
 say "static checks"
 static_checks
 
+# The real MCP clients of tests/interop (pinned in its package-lock.json), for test-mcp.sh.
+say "interop clients (npm ci in tests/interop)"
+if (cd "$SANDPOOL_ROOT/tests/interop" && npm ci --no-audit --no-fund) >"$tmp/npm.out" 2>&1; then
+    pass "interop: npm ci"
+else
+    tail -20 "$tmp/npm.out"
+    fail "interop: npm ci"
+fi
+
 say "gcc build (-Werror) and tests"
 if build_sandpool "$BUILD_GCC" --werror -Dbuildtype=debugoptimized; then
     pass "build: gcc -Werror"

@@ -19,6 +19,7 @@ struct evhttp_bound_socket;
 struct api_conns;
 struct evconnlistener;
 struct exec_req;
+struct mcp_server;
 struct session;
 
 #define API_MAX_HEADERS_BYTES 8192u /* a request head's lines (evhttp's limit) */
@@ -40,6 +41,7 @@ struct api {
     struct api_conns *health_conns;
     char health_unix_path[108];
     struct api_gate *files_gate; /* gate.c: the files API's engine operations in flight */
+    struct mcp_server *mcp;      /* mcp-sessions.c; NULL when MCP is off */
     struct api_stats stats;
     char unix_path[108];
 };
@@ -66,6 +68,12 @@ api_handler_fn api_admin_session_delete;
 api_handler_fn api_admin_drain;
 api_handler_fn api_admin_undrain;
 api_handler_fn api_admin_policy;
+
+/* MCP endpoints (mcp.c): POST and DELETE of /mcp and of /v1/sessions/{id}/mcp. */
+api_handler_fn api_mcp_post;
+api_handler_fn api_mcp_delete;
+api_handler_fn api_mcp_bound_post;
+api_handler_fn api_mcp_bound_delete;
 
 /* File endpoints (files.c). params[1] is the raw (still percent-encoded) file path. */
 api_handler_fn api_files_list;

@@ -30,6 +30,7 @@
 #include <jansson.h>
 
 #include "api-internal.h"
+#include "mcp-internal.h"
 
 #define LOG_MODULE "api"
 #include "log/log.h"
@@ -234,6 +235,10 @@ static const struct route routes[] = {
     {EVHTTP_REQ_GET, 0, "/v1/sessions/*/files/**", api_files_get},
     {EVHTTP_REQ_PUT, API_ROUTE_STREAMED_BODY, "/v1/sessions/*/files/**", api_files_put},
     {EVHTTP_REQ_DELETE, 0, "/v1/sessions/*/files/**", api_files_delete},
+    {EVHTTP_REQ_POST, 0, "/mcp", api_mcp_post},
+    {EVHTTP_REQ_DELETE, 0, "/mcp", api_mcp_delete},
+    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/mcp", api_mcp_bound_post},
+    {EVHTTP_REQ_DELETE, 0, "/v1/sessions/*/mcp", api_mcp_bound_delete},
 };
 
 #define MAX_PARAMS 4
@@ -516,6 +521,9 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
                                         .per_tenant = cfg->files_per_tenant,
                                         .max = cfg->files_max_inflight,
                                         .per_tenant_queue = cfg->files_queue_per_tenant});
+    if (cfg->mcp_max_sessions > 0 && backend->redis != NULL) {
+        a->mcp = mcp_server_new(a);
+    }
     r = serve(a, cfg->listen, a->conns, on_request, &a->http, &a->bound, a->unix_path, reterr);
     if (r == 0 && cfg->http_health_listen[0] != '\0') {
         a->health_conns = api_conns_new(&health);
@@ -553,6 +561,16 @@ api_get_stats(const struct api *a, struct api_stats *ret)
     ret->files_refused_total = gs.refused_total;
 }
 
+bool
+api_get_mcp_stats(const struct api *a, struct api_mcp_stats *ret)
+{
+    if (a->mcp == NULL) {
+        return false;
+    }
+    mcp_server_get_stats(a->mcp, ret);
+    return true;
+}
+
 void
 api_stop_listening(struct api *a)
 {
@@ -570,6 +588,7 @@ api_free(struct api *a)
     if (a == NULL) {
         return NULL;
     }
+    mcp_server_free(a->mcp); /* first: its calls stop watching connections evhttp frees next */
     if (a->health_http != NULL) {
         evhttp_free(a->health_http);
     }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "mcp/proto.h"
 #include "util/buf.h"
 #include "util/err.h"
 
@@ -19,6 +20,7 @@ struct docker_client;
 struct evhttp_request;
 struct pool;
 struct session_manager;
+struct store_redis;
 struct api;
 
 typedef struct json_t json_t;
@@ -42,6 +44,7 @@ struct api_backend {
     size_t n_pools;
     struct session_manager *sessions; /* borrowed */
     struct docker_client *engine;     /* borrowed: file transfers exec in the sandboxes */
+    struct store_redis *redis;        /* borrowed: the MCP sessions' records */
     /* Returns true when the engine answered recently; writes a reason otherwise. */
     bool (*engine_ok)(void *userdata, char *why, size_t n);
     bool (*redis_ok)(void *userdata, char *why, size_t n);
@@ -93,6 +96,17 @@ struct api_stats {
     uint64_t files_refused_total; /* answered 429: waited in vain, or too many waiting */
 };
 void api_get_stats(const struct api *a, struct api_stats *ret);
+
+/* The MCP front end's (src/api/mcp*.c). */
+struct api_mcp_stats {
+    unsigned sessions, calls_waiting, calls_running;
+    uint64_t sessions_created, sessions_restored, sessions_deleted, sessions_expired;
+    uint64_t tool_calls[MCP_TOOL__COUNT];
+    uint64_t results_ok, results_error, cancelled, queue_full;
+    uint64_t requests_refused; /* answered with a 4xx or 5xx before any method ran */
+};
+/* False when MCP is off (mcp.max_sessions 0). */
+bool api_get_mcp_stats(const struct api *a, struct api_mcp_stats *ret);
 
 /* The reply to req closes its connection ("Connection: close", once). */
 void api_reply_close(struct evhttp_request *req);

@@ -87,6 +87,10 @@ struct cfg {
     /* the files API's gate (api/gate.c) */
     unsigned files_max_inflight, files_per_tenant, files_per_session, files_queue_per_tenant;
     char *metrics_token_sha256; /* hex, "": /metrics needs no token (tenant series: admin only) */
+    /* MCP (docs/mcp.md): max_sessions 0 turns it off */
+    unsigned mcp_max_sessions, mcp_max_sessions_per_tenant, mcp_idle_timeout_s, mcp_queue_max;
+    unsigned mcp_max_output_bytes, mcp_max_image_bytes, mcp_max_read_bytes;
+    char *mcp_allowed_origins; /* comma-separated Origin values; "": none */
 
     struct cfg_profile *profiles;
     size_t n_profiles;

@@ -96,6 +96,26 @@ const struct cfg_option cfg_options[] = {
         "file operations of one tenant waiting for their turn; one more gets 429 at once"),
     OPT("http.header_timeout_s", CFG_UINT, http_header_timeout_s, "10", 1, 600, 0,
         "a request head must arrive whole within this time"),
+    OPT("mcp.max_sessions", CFG_UINT, mcp_max_sessions, "4096", 0, 1000000, 0,
+        "MCP sessions (/mcp and /v1/sessions/{id}/mcp) kept at once; 0 turns MCP off (404)"),
+    OPT("mcp.max_sessions_per_tenant", CFG_UINT, mcp_max_sessions_per_tenant, "256", 1, 1000000, 0,
+        "MCP sessions of one tenant at once; one more initialize is refused"),
+    OPT("mcp.idle_timeout_s", CFG_UINT, mcp_idle_timeout_s, "3600", 10, 31536000, 0,
+        "an MCP session without a sandbox of its own (none yet, or bound to a REST session) "
+        "unused this long is forgotten"),
+    OPT("mcp.queue_max", CFG_UINT, mcp_queue_max, "8", 0, 1024, 0,
+        "tool calls waiting for the one running on the same MCP session; one more gets an "
+        "isError result at once"),
+    OPT("mcp.max_output_bytes", CFG_UINT, mcp_max_output_bytes, "65536", 256, 67108864, 0,
+        "stdout and stderr shown (each) in one tool result; the rest is cut there, said in the "
+        "text, and still streams as progress"),
+    OPT("mcp.max_image_bytes", CFG_UINT, mcp_max_image_bytes, "2097152", 1024, 67108864, 0,
+        "one image in a tool result; a larger one is named, not sent"),
+    OPT("mcp.max_read_bytes", CFG_UINT, mcp_max_read_bytes, "1048576", 1024, 67108864, 0,
+        "a file read by read_file or resources/read"),
+    OPT("mcp.allowed_origins", CFG_STRING, mcp_allowed_origins, "", 0, 0, 0,
+        "comma-separated Origin values a browser may call /mcp from (a request with any other "
+        "Origin is refused with 403; clients that send none are not affected)"),
 };
 
 const size_t cfg_n_options = ELEMENTSOF(cfg_options);

@@ -329,6 +329,57 @@ metrics_http(struct server *s, struct buf *out)
     return metrics_write(out, tab, ELEMENTSOF(tab));
 }
 
+static int
+metrics_mcp(struct server *s, struct buf *out)
+{
+    struct api_mcp_stats ms;
+
+    if (!api_get_mcp_stats(s->api, &ms)) {
+        return 0;
+    }
+    const struct metric tab[] = {
+        {"sandpool_mcp_sessions",
+         "gauge",
+         "MCP sessions this daemon knows (docs/mcp.md).",
+         {{NULL, ms.sessions}}},
+        {"sandpool_mcp_sessions_total",
+         "counter",
+         "MCP sessions by event: initialized, read back from Redis after a restart, deleted by "
+         "their client, forgotten (expired, or their sandbox ended).",
+         {{"event=\"created\"", ms.sessions_created},
+          {"event=\"restored\"", ms.sessions_restored},
+          {"event=\"deleted\"", ms.sessions_deleted},
+          {"event=\"expired\"", ms.sessions_expired}}},
+        {"sandpool_mcp_calls",
+         "gauge",
+         "MCP calls that need the sandbox: running (one per MCP session at most) or waiting.",
+         {{"state=\"running\"", ms.calls_running}, {"state=\"waiting\"", ms.calls_waiting}}},
+        {"sandpool_mcp_tool_calls_total",
+         "counter",
+         "MCP tools/call requests by tool.",
+         {{"tool=\"execute_python\"", ms.tool_calls[MCP_TOOL_PYTHON]},
+          {"tool=\"run_command\"", ms.tool_calls[MCP_TOOL_COMMAND]},
+          {"tool=\"write_file\"", ms.tool_calls[MCP_TOOL_WRITE]},
+          {"tool=\"read_file\"", ms.tool_calls[MCP_TOOL_READ]},
+          {"tool=\"list_files\"", ms.tool_calls[MCP_TOOL_LIST]}}},
+        {"sandpool_mcp_results_total",
+         "counter",
+         "Ends of MCP calls that need the sandbox: a result (ok, or isError), cancelled by the "
+         "client, or refused because the session's queue was full.",
+         {{"outcome=\"ok\"", ms.results_ok},
+          {"outcome=\"error\"", ms.results_error},
+          {"outcome=\"cancelled\"", ms.cancelled},
+          {"outcome=\"queue_full\"", ms.queue_full}}},
+        {"sandpool_mcp_requests_refused_total",
+         "counter",
+         "MCP requests answered with a 4xx or 5xx status by the transport (token, Origin, "
+         "headers, body, unknown session, not ready).",
+         {{NULL, ms.requests_refused}}},
+    };
+
+    return metrics_write(out, tab, ELEMENTSOF(tab));
+}
+
 void
 server_metrics(void *userdata, bool tenants, struct buf *out)
 {
@@ -340,6 +391,7 @@ server_metrics(void *userdata, bool tenants, struct buf *out)
     /* Stops at the first section that no longer fits the cap. */
     (void)(metrics_links(s, out) < 0 || metrics_sessions(s, out, &ss) < 0 ||
            metrics_pools(s, out, &lbl) < 0 || metrics_latencies(s, out, &lbl) < 0 ||
-           (tenants && metrics_tenants(s, out, &lbl) < 0) || metrics_http(s, out) < 0);
+           (tenants && metrics_tenants(s, out, &lbl) < 0) || metrics_http(s, out) < 0 ||
+           metrics_mcp(s, out) < 0);
     buf_done(&lbl);
 }

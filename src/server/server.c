@@ -174,6 +174,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
         .n_pools = s->n_pools,
         .sessions = s->sessions,
         .engine = s->docker,
+        .redis = s->redis,
         .engine_ok = server_engine_ok,
         .redis_ok = server_redis_ok,
         .drain_state = server_drain_state,

@@ -217,11 +217,14 @@ create_tenant_sessions(const struct session_manager *m, const char *tenant, cons
  * over a second). Warm takes are counted per tenant and profile over TAKE_WINDOW_S: a tenant
  * that took more than the profile's warm target in that time is a heavy taker, and a heavy
  * taker leaves half the warm target ready for the others, as long as another tenant asked for
- * a session of the profile within TAKE_WINDOW_S (nobody else there, nothing is kept); past that,
- * its creates wait for a fresh container like a cold one. A tenant that takes less never
- * notices. */
+ * a session of the profile within ASKER_WINDOW_S (nobody else there, nothing is kept); past
+ * that, its creates wait for a fresh container like a cold one. A tenant that takes less never
+ * notices. The askers' window is longer than the takes': a neighbour that comes back every
+ * 15 s must not find the pool drained each time because it was quiet for 10 s (the heavy taker
+ * had it all to itself in between). */
 
-#define TAKE_WINDOW_S 10u
+#define TAKE_WINDOW_S  10u
+#define ASKER_WINDOW_S 60u
 
 struct take_rate {
     uint64_t sec[TAKE_WINDOW_S];
@@ -264,7 +267,7 @@ asker_note(struct session_manager *m, const char *tenant, const char *profile, u
     a->at_s[0] = now_s;
 }
 
-/* Whether a tenant other than tenant asked for profile within TAKE_WINDOW_S. */
+/* Whether a tenant other than tenant asked for profile within ASKER_WINDOW_S. */
 static bool
 others_asked(struct session_manager *m, const char *tenant, const char *profile, uint64_t now_s)
 {
@@ -272,7 +275,7 @@ others_asked(struct session_manager *m, const char *tenant, const char *profile,
 
     for (int i = 0; i < 2; i++) {
         if (a->tenant[i][0] != '\0' && strcmp(a->tenant[i], tenant) != 0 &&
-            now_s - a->at_s[i] < TAKE_WINDOW_S) {
+            now_s - a->at_s[i] < ASKER_WINDOW_S) {
             return true;
         }
     }

@@ -1,4 +1,5 @@
-/* Fuzz target: one MCP POST body (src/mcp/proto.c). A message that parses must hold what
+/* Fuzz target: one MCP POST body (src/mcp/proto.c), and the same bytes as an MCP session's
+ * Redis record (mcp_record_load()). A message that parses must hold what
  * proto.h promises; an error must carry a message and a JSON-RPC code, and an id only of a valid
  * type. A tools/call's params go on to mcp_tool_parse(), whose normalized paths must stay inside
  * the workspace, and any base64 content to the decoder, whose output must re-encode to it; a
@@ -77,6 +78,27 @@ check_resource(const char *uri)
     json_decref(mcp_render_file(path, path, strlen(path)));
 }
 
+/* The same bytes as an MCP session's Redis record: refused, or one that dumps and reads back to
+ * itself, with names that can be keys. */
+static void
+check_record(const char *data, size_t size)
+{
+    struct mcp_record r, again;
+    struct err e = {0};
+    char *text;
+
+    if (mcp_record_load(data, size, &r, &e) != 0) {
+        CHECK(e.msg[0] != '\0');
+        return;
+    }
+    CHECK(r.tenant[0] != '\0' && strchr(r.tenant, '/') == NULL && strchr(r.sandbox, '/') == NULL);
+    CHECK(!r.bound || r.sandbox[0] != '\0');
+    text = mcp_record_dump(&r);
+    CHECK(mcp_record_load(text, strlen(text), &again, &e) == 0);
+    CHECK(memcmp(&r, &again, sizeof(r)) == 0);
+    free(text);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -85,6 +107,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_t *id = NULL;
     int r = mcp_msg_parse((const char *)data, size, &m, &id, &e);
 
+    check_record((const char *)data, size);
     if (r != 0) {
         CHECK(r == MCP_ERR_PARSE || r == MCP_ERR_INVALID_REQUEST);
         CHECK(e.msg[0] != '\0');

@@ -3,8 +3,10 @@
 # mistyped JSON bodies, bodies and uploads over their limits (refused before they are read),
 # huge heads and URLs, invalid UTF-8 and percent-encoding, path traversal in every path
 # parameter, bad tokens (and how long a wrong token takes to refuse), other tenants' ids,
-# methods a path does not have, and thousands of connections at once. Each case must get a clear
-# 4xx (JSON {"error": {"code", "message"}} where the daemon answers itself) and must leave a
+# methods a path does not have, thousands of connections at once, and the same against the MCP
+# endpoint /mcp (batches, floods of unknown session ids, initialize past the per-tenant bound, a
+# tools/call queue past its bound). Each case must get a clear 4xx (JSON {"error": {"code",
+# "message"}} where the daemon answers itself, a JSON-RPC error on /mcp) and must leave a
 # bystander session of another tenant untouched: it keeps a variable and answers print(1)
 # throughout. Ends with SIGTERM and checks that the daemon logged no sanitizer report (run it
 # once against an ASan build). Timing checks compare medians against the measured noise, never
@@ -25,10 +27,13 @@ NODE=sandpool-test-hostile
 MAX_BODY=262144 # http.max_body_bytes: above the 100000-deep nesting case, far below 1 GiB
 MAX_FILE=1048576
 MAX_CONN=256
+MCP_PER_TENANT=16 # mcp.max_sessions_per_tenant: low, so that 300 initialize pass it
+MCP_QUEUE=8       # mcp.queue_max
 cat >"$work/config.json" <<JSON
 {
 $(config_base)
   "http": {"max_body_bytes": $MAX_BODY, "max_connections": $MAX_CONN, "header_timeout_s": 3},
+  "mcp": {"max_sessions_per_tenant": $MCP_PER_TENANT, "queue_max": $MCP_QUEUE},
   "profiles": {"python": {"image": "sandpool/python:latest", "warm": 2, "max": 4,
                           "exec_timeout_s": 10, "workspace_mb": 16, "max_file_bytes": $MAX_FILE}}
 }
@@ -741,6 +746,206 @@ check "an event stream whose client left ends and the session answers again" \
     wait_for 10 bash -c "[ \"\$(curl -s -H 'Authorization: Bearer $TA' -H 'Content-Type: application/json' \
         -d '{\"code\": \"2\"}' '$U/v1/sessions/$lv/execute' | jq -r .result)\" = 2 ]"
 api DELETE "/v1/sessions/$lv" "$TA" >/dev/null
+
+# ---- MCP (/mcp, docs/mcp.md) -------------------------------------------------------------------------
+# The same hostility against the MCP endpoint, with tenant a's valid token: bodies over the limit,
+# batches, invalid UTF-8, deep nesting, floods of unknown session ids, initialize past
+# mcp.max_sessions_per_tenant ($MCP_PER_TENANT here) and a tools/call queue past mcp.queue_max
+# ($MCP_QUEUE). Requests go out through curl (one process for a flood: -K with a block a request).
+MCP_HDRS=(-H 'Accept: application/json, text/event-stream' -H 'Content-Type: application/json'
+          -H 'MCP-Protocol-Version: 2025-11-25')
+MCP_INIT='{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "hostile", "version": "1"}}}'
+# mcp_post SESSION BODY|@FILE: POST /mcp (SESSION may be "") with tenant a's token (or
+# $MCP_TOKEN's); body in $work/body, head in $work/headers, status in $work/status.
+mcp_post() {
+    curl -s -m 30 -D "$work/headers" -o "$work/body" -w '%{http_code}' "${MCP_HDRS[@]}" \
+        -H "Authorization: Bearer ${MCP_TOKEN:-$TA}" \
+        ${1:+-H "Mcp-Session-Id: $1"} --data-binary "$2" "$U/mcp" >"$work/status"
+}
+# mcp_open: initialize + notifications/initialized; prints the session id.
+mcp_open() {
+    mcp_post "" "$MCP_INIT"
+    local id
+    id=$(grep -i '^mcp-session-id:' "$work/headers" | tr -d '\r' | cut -d' ' -f2)
+    mcp_post "$id" '{"jsonrpc": "2.0", "method": "notifications/initialized"}'
+    echo "$id"
+}
+# mcp_call_body ID CODE: a tools/call of execute_python (JSON, CODE as a JSON string's contents).
+mcp_call_body() {
+    printf '{"jsonrpc": "2.0", "id": %s, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "%s"}}}' "$1" "$2"
+}
+# sse_result FILE: the JSON-RPC message of an SSE answer that carries the result (or error).
+sse_result() { sed -n 's/^data: //p' "$1" 2>/dev/null | jq -c 'select(has("result") or has("error"))' 2>/dev/null | tail -n1; }
+# mcp_print1 SESSION: a tools/call print(1) on the session is answered 200 with stdout "1\n".
+mcp_print1() {
+    mcp_post "$1" "$(mcp_call_body 7 'print(1)')"
+    [ "$(status)" = 200 ] && sse_result "$work/body" |
+        jq_true '.id == 7 and .result.isError != true and .result.structuredContent.stdout == "1\n"'
+}
+# rpc_err_in STATUS CODES...: the answer is STATUS with a JSON-RPC error whose code is one of CODES.
+rpc_err_in() {
+    local want=$1 c
+    shift
+    [ "$(status)" = "$want" ] || return 1
+    for c in "$@"; do jq_true --argjson c "$c" '.jsonrpc == "2.0" and .error.code == $c' "$work/body" && return 0; done
+    return 1
+}
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$daemon_pid/status"; }
+# grew_lt BEFORE AFTER LIMIT: both are numbers and AFTER - BEFORE < LIMIT.
+grew_lt() { is_num "$1" && is_num "$2" && num_lt "$(($2 - $1))" "$3"; }
+# mcp_keys: how many MCP session hashes Redis holds (nothing when redis-cli fails).
+mcp_keys() {
+    local keys
+    keys=$(redis-cli -s "$REDIS_SOCK" --scan --pattern "${PREFIX}mcp:*") || return 1
+    grep -c . <<<"$keys"
+}
+# mcp_stdout SESSION CODE: the stdout of an execute_python tools/call (empty if it failed).
+mcp_stdout() {
+    mcp_post "$1" "$(mcp_call_body 8 "$2")"
+    sse_result "$work/body" | jq -r 'if .result.isError == false then .result.structuredContent.stdout else empty end'
+}
+# curl_blocks FILE SESSION-IDS-FILE BODY-FILE OUT-DIR WRITE-OUT: a curl -K config with one
+# request a line of SESSION-IDS-FILE ("-" for none: an initialize each), bodies to OUT-DIR/N.
+curl_blocks() {
+    python3 - "$@" "$U/mcp" "$TA" <<'PY'
+import sys
+out, ids, body, outdir, wout, url, token = sys.argv[1:8]
+blocks = []
+for n, sid in enumerate(open(ids).read().split()):
+    blocks.append('url = "%s"\nsilent\nmax-time = 30\nheader = "Authorization: Bearer %s"\n'
+                  'header = "Accept: application/json, text/event-stream"\n'
+                  'header = "Content-Type: application/json"\n'
+                  'header = "MCP-Protocol-Version: 2025-11-25"\n' % (url, token) +
+                  ('header = "Mcp-Session-Id: %s"\n' % sid if sid != "-" else "") +
+                  'data-binary = "@%s"\noutput = "%s/%d"\nwrite-out = "%s\\n"\n' % (body, outdir, n, wout))
+with open(out, "w") as f:
+    f.write("next\n".join(blocks))
+PY
+}
+
+ms=$(mcp_open)
+check "MCP: initialize gives a session of 32 hex digits; notifications/initialized is 202" \
+    bash -c "[[ '$ms' =~ ^[0-9a-f]{32}$ ]] && [ '$(status)' = 202 ]"
+check "MCP: the session's first tools/call (its sandbox is made) prints 1" mcp_print1 "$ms"
+
+python3 -c "import sys; sys.stdout.write('{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"tools/call\", \"params\": {\"name\": \"execute_python\", \"arguments\": {\"code\": \"' + '#' * $MAX_BODY + '\"}}}')" >"$work/m-over.json"
+mcp_post "$ms" "@$work/m-over.json"
+check_eq "MCP: a body over http.max_body_bytes: 413" "$(status)" 413
+check "MCP: the daemon is alive after the big body" alive
+
+python3 -c "import json, sys; json.dump([{'jsonrpc': '2.0', 'id': i, 'method': 'tools/call', 'params': {'name': 'execute_python', 'arguments': {'code': \"open('/workspace/batch-hit', 'a').write('x')\"}}} for i in range(1000)], sys.stdout)" >"$work/m-batch.json"
+mcp_post "$ms" "@$work/m-batch.json"
+check "MCP: a JSON array batch of 1000 tools/call: 400 -32600" rpc_err_in 400 -32600
+check_eq "MCP: none of the batch's calls ran (no /workspace/batch-hit)" \
+    "$(mcp_stdout "$ms" "import os\\nprint(os.path.exists('/workspace/batch-hit'))")" False
+
+printf '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "print(1)\xff\xfe"}}}' >"$work/m-u1.json"
+printf '{"jsonrpc": "2.0", "id": 3, "method": "tools/\xc0\xafcall", "params": {}}' >"$work/m-u2.json"
+mcp_post "$ms" "@$work/m-u1.json"
+check "MCP: invalid UTF-8 in the code string: 400 -32700 or -32600" rpc_err_in 400 -32700 -32600
+mcp_post "$ms" "@$work/m-u2.json"
+check "MCP: an overlong encoding in the method: 400 -32700 or -32600" rpc_err_in 400 -32700 -32600
+check "MCP: the daemon is alive after the invalid UTF-8" alive
+
+python3 -c 'import sys; sys.stdout.write("{\"a\": " * 40000)' >"$work/m-deep2.json"
+python3 -c 'import sys; sys.stdout.write("{\"jsonrpc\": \"2.0\", \"id\": 4, \"method\": \"ping\", \"params\": " + "[" * 100000)' >"$work/m-deep3.json"
+mcp_post "$ms" "@$work/deep1.json"
+check "MCP: 100000 nested '[': 400 -32700 or -32600" rpc_err_in 400 -32700 -32600
+mcp_post "$ms" "@$work/m-deep2.json"
+check "MCP: 40000 nested {\"a\": ...} (within max_body_bytes): 400 -32700 or -32600" rpc_err_in 400 -32700 -32600
+mcp_post "$ms" "@$work/m-deep3.json"
+check "MCP: 100000 nested '[' in a request's params: 400 -32700 or -32600" rpc_err_in 400 -32700 -32600
+check "MCP: the daemon is alive after the nesting" alive
+
+# 2000 requests with made-up session ids, over one keep-alive connection: 404 each, and nothing
+# kept for them. The bound on RSS growth, 8 MiB, is 4 KiB a request: a daemon that kept anything
+# per unknown id (a session record, a request, a parsed body of tools/list) would pass it, while
+# the allocator's slack and the ASan pass's 4 MiB quarantine (api.sh) stay below it.
+python3 -c 'import os; print("\n".join(os.urandom(16).hex() for _ in range(2000)))' >"$work/m-ids"
+printf '{"jsonrpc": "2.0", "id": 5, "method": "tools/list"}' >"$work/m-list.json"
+mkdir -p "$work/m-flood"
+curl_blocks "$work/m-flood.cfg" "$work/m-ids" "$work/m-list.json" "$work/m-flood" '%{http_code}'
+rss0=$(rss_kb)
+curl -s -K "$work/m-flood.cfg" >"$work/m-flood.codes"
+rss1=$(rss_kb)
+echo "# MCP flood of 2000 unknown session ids: daemon RSS ${rss0} -> ${rss1} KiB; statuses $(sort "$work/m-flood.codes" | uniq -c | tr -s ' \n' ' ')"
+check_eq "MCP: 2000 requests with made-up Mcp-Session-Id values: 404 each" \
+    "$(grep -c '^404$' "$work/m-flood.codes") $(wc -l <"$work/m-flood.codes")" "2000 2000"
+check "MCP: one of them is a JSON-RPC -32001" jq_true '.error.code == -32001' "$work/m-flood/0"
+check "MCP: daemon RSS grew by less than 8 MiB over the flood" grew_lt "$rss0" "$rss1" 8192
+check "MCP: the legitimate session still answers tools/call after the flood" mcp_print1 "$ms"
+
+# 300 initialize requests from tenant a, past mcp.max_sessions_per_tenant ($MCP_PER_TENANT): a has
+# one session (ms), so $((MCP_PER_TENANT - 1)) more are made; the others get a clear 4xx, and
+# neither Redis nor the daemon's memory grows with them.
+for _ in $(seq 300); do echo -; done >"$work/m-none"
+printf '%s' "$MCP_INIT" >"$work/m-init.json"
+mkdir -p "$work/m-init"
+curl_blocks "$work/m-init.cfg" "$work/m-none" "$work/m-init.json" "$work/m-init" '%{http_code} %header{mcp-session-id}'
+rss0=$(rss_kb)
+curl -s -K "$work/m-init.cfg" >"$work/m-init.codes"
+rss1=$(rss_kb)
+# (mawk has no interval expressions: grep -E checks the ids)
+made=$(awk '$1 == 200 {print $2}' "$work/m-init.codes" | grep -E '^[0-9a-f]{32}$')
+echo "# MCP: 300 initialize: statuses $(cut -d' ' -f1 "$work/m-init.codes" | sort | uniq -c | tr -s ' \n' ' '); RSS ${rss0} -> ${rss1} KiB; first refusal: $(grep -L '"result"' "$work/m-init"/* 2>/dev/null | head -1 | xargs -r head -c 300)"
+check_eq "MCP: of 300 initialize, max_sessions_per_tenant - 1 ($((MCP_PER_TENANT - 1))) made a session" \
+    "$(echo "$made" | grep -c .)" "$((MCP_PER_TENANT - 1))"
+refused_ok() {
+    local n=0 f code
+    while read -r code _; do
+        f="$work/m-init/$n"; n=$((n + 1))
+        [ "$code" = 200 ] && continue
+        [ "$code" -ge 400 ] && [ "$code" -lt 500 ] || return 1
+        jq_true '.jsonrpc == "2.0" and (.error.code | type == "number") and (.error.message | test("session|limit|too many"; "i"))' "$f" || return 1
+    done <"$work/m-init.codes"
+    [ "$n" = 300 ]
+}
+check "MCP: every initialize over the bound: a 4xx JSON-RPC error naming the session limit" refused_ok
+check_eq "MCP: Redis holds max_sessions_per_tenant MCP sessions, no more" "$(mcp_keys)" "$MCP_PER_TENANT"
+check "MCP: daemon RSS grew by less than 8 MiB over the 300 initialize" grew_lt "$rss0" "$rss1" 8192
+mb=$(MCP_TOKEN=$TB mcp_open)
+check "MCP: tenant b, under its own bound, still gets a session" bash -c "[[ '$mb' =~ ^[0-9a-f]{32}$ ]]"
+bad=
+for id in $made $mb; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $([ "$id" = "$mb" ] && echo "$TB" || echo "$TA")" \
+        -H "Mcp-Session-Id: $id" "$U/mcp")
+    [ "$code" = 204 ] || bad="$bad $id=$code"
+done
+check_empty "MCP: DELETE of each session made: 204" "$bad"
+check_eq "MCP: after the DELETEs Redis holds a's one session" "$(mcp_keys)" 1
+
+# 40 tools/call at once on one session (mcp.queue_max $MCP_QUEUE): one runs, $MCP_QUEUE wait, and
+# the 31 others are answered at once with an isError result saying the queue is full; never a
+# 5xx, never session_busy. Every call sleeps until the same moment, 3 s ahead (the sandbox shares
+# the host's clock), so the first one still runs while the other 39 arrive.
+until_t=$(( $(date +%s) + 3 ))
+mcp_call_body 9 "import time\\ntime.sleep(max(0, $until_t - time.time()))\\nprint(1)" >"$work/m-q.json"
+for _ in $(seq 40); do echo "$ms"; done >"$work/m-q-ids"
+mkdir -p "$work/m-q"
+curl_blocks "$work/m-q.cfg" "$work/m-q-ids" "$work/m-q.json" "$work/m-q" '%{http_code} %{content_type}'
+curl -s --parallel --parallel-immediate --parallel-max 40 -K "$work/m-q.cfg" >"$work/m-q.codes"
+full=0 ran=0 other=
+for n in $(seq 0 39); do
+    r=$(sse_result "$work/m-q/$n")
+    if jq_true '.result.isError == true and ([.result.content[]? | select(.type == "text") | .text] | join(" ") | test("queue"; "i"))' <<<"$r"; then
+        full=$((full + 1))
+    elif jq_true '.result.isError == false and .result.structuredContent.stdout == "1\n"' <<<"$r"; then
+        ran=$((ran + 1))
+    else
+        other="$other $n:${r:0:120}"
+    fi
+done
+echo "# MCP queue flood: $full refused as queue full, $ran ran; statuses $(sort "$work/m-q.codes" | uniq -c | tr -s ' \n' ' ')"
+check_eq "MCP: 40 parallel tools/call: each answered 200 text/event-stream" \
+    "$(grep -c '^200 text/event-stream' "$work/m-q.codes") $(wc -l <"$work/m-q.codes")" "40 40"
+check "MCP: at least 31 of them are isError results saying the queue is full" num_le 31 "$full"
+check_empty "MCP: every other one ran print(1) (no other answer)" "$other"
+check "MCP: none of the 40 answers mentions session_busy" \
+    bash -c "! grep -l session_busy '$work/m-q'/* >/dev/null 2>&1 && [ \$(ls '$work/m-q' | wc -l) = 40 ]"
+check "MCP: the session still answers tools/call after the queue flood" mcp_print1 "$ms"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $TA" -H "Mcp-Session-Id: $ms" "$U/mcp")
+check_eq "MCP: DELETE of the session: 204" "$code" 204
+check "bystander: still answers after the MCP cases" bystander_ok
 
 # ---- the end ---------------------------------------------------------------------------------------
 check "victim: a's session keeps x, its epoch and its file at the end" victim_ok

@@ -411,6 +411,59 @@ TEST(render_files)
     ASSERT_ERR(mcp_resource_path(NULL, path, sizeof(path), &e), EINVAL);
 }
 
+/* The MCP session's Redis record: what is dumped reads back, and nothing else is trusted. */
+TEST(record)
+{
+    struct mcp_record r = {
+        .bound = true, .idle_timeout_s = 0, .epoch = 3, .version = MCP_VERSION_2025_06_18};
+    struct mcp_record back;
+    struct err e = {0};
+    char *text;
+    static const char *const bad[] = {
+        "",
+        "[]",
+        "{\"tenant\":\"a\"}",
+        /* a bound record names its sandbox */
+        "{\"tenant\":\"a\",\"mount\":\"bound\",\"sandbox\":\"\",\"profile\":\"\","
+        "\"idle_timeout_s\":0,\"version\":\"2025-11-25\",\"epoch\":0}",
+        "{\"tenant\":\"a b\",\"mount\":\"own\",\"sandbox\":\"\",\"profile\":\"\","
+        "\"idle_timeout_s\":0,\"version\":\"2025-11-25\",\"epoch\":0}",
+        "{\"tenant\":\"a\",\"mount\":\"mine\",\"sandbox\":\"\",\"profile\":\"\","
+        "\"idle_timeout_s\":0,\"version\":\"2025-11-25\",\"epoch\":0}",
+        "{\"tenant\":\"a\",\"mount\":\"own\",\"sandbox\":\"../x\",\"profile\":\"\","
+        "\"idle_timeout_s\":0,\"version\":\"2025-11-25\",\"epoch\":0}",
+        "{\"tenant\":\"a\",\"mount\":\"own\",\"sandbox\":\"\",\"profile\":\"\","
+        "\"idle_timeout_s\":-1,\"version\":\"2025-11-25\",\"epoch\":0}",
+        "{\"tenant\":\"a\",\"mount\":\"own\",\"sandbox\":\"\",\"profile\":\"\","
+        "\"idle_timeout_s\":0,\"version\":\"2024-11-05\",\"epoch\":0}",
+        "{\"tenant\":\"a\",\"mount\":\"own\",\"sandbox\":\"\",\"profile\":\"\","
+        "\"idle_timeout_s\":0,\"version\":\"2025-11-25\",\"epoch\":0,\"epoch\":1}",
+    };
+
+    memcpy(r.tenant, "tenant-a", 9);
+    memcpy(r.sandbox, "0123456789abcdef", 17);
+    memcpy(r.profile, "python", 7);
+    text = mcp_record_dump(&r);
+    ASSERT_OK(mcp_record_load(text, strlen(text), &back, &e));
+    TAP_CHECK(strcmp(back.tenant, r.tenant) == 0 && strcmp(back.sandbox, r.sandbox) == 0 &&
+                  strcmp(back.profile, r.profile) == 0 && back.bound && back.epoch == 3 &&
+                  back.version == MCP_VERSION_2025_06_18 && back.idle_timeout_s == 0,
+              "a bound record reads back as written");
+    free(text);
+    r.bound = false;
+    r.sandbox[0] = '\0';
+    r.idle_timeout_s = 120;
+    text = mcp_record_dump(&r);
+    ASSERT_OK(mcp_record_load(text, strlen(text), &back, &e));
+    TAP_CHECK(!back.bound && back.sandbox[0] == '\0' && back.idle_timeout_s == 120,
+              "an own record without its sandbox yet reads back");
+    free(text);
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+        TAP_CHECK(mcp_record_load(bad[i], strlen(bad[i]), &back, &e) == -EINVAL,
+                  "damaged record %zu is refused", i);
+    }
+}
+
 int
 main(void)
 {
@@ -423,5 +476,6 @@ main(void)
     RUN(base64);
     RUN(render_execution);
     RUN(render_files);
+    RUN(record);
     return tap_done();
 }

@@ -1,0 +1,687 @@
+/* MCP calls that need the sandbox: tools/call, resources/list, resources/read (docs/mcp.md,
+ * "tools/call streams" and "Tools").
+ *
+ * Calls of one MCP session run one at a time, in order, behind a queue of at most
+ * mcp.queue_max (clients send several at once; a REST execution of a bound session is waited
+ * for by retrying every MCP_BUSY_RETRY_MS, so session_busy never reaches the client). A
+ * tools/call answers as SSE from the moment it is queued: keepalive comments every
+ * MCP_KEEPALIVE_MS, progress notifications (only with a progressToken) coalesced per
+ * MCP_PROGRESS_MS or MCP_PROGRESS_BYTES, then the result. A call's one state is enum
+ * mcp_call_state, written by call_set() only.
+ *
+ * A cancel (notifications/cancelled, or the client's connection closing) ends the stream without
+ * a result at once and stops the work: an execution is interrupted as POST .../interrupt does (its
+ * variables stay) and the call stays at the head of the queue until the execution ended, so the
+ * next call never finds the sandbox busy; a waiting call is simply dropped. File work is the
+ * files API's: the same gate, the same in-sandbox helper (mcp-files.c). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <jansson.h>
+
+#define LOG_MODULE "mcp"
+#include "api/mcp-calls.h"
+#include "audit/audit.h"
+#include "log/log.h"
+#include "session/session.h"
+#include "stream/out.h"
+#include "util/macro.h"
+#include "util/time.h"
+#include "util/utf8.h"
+
+static const char *const state_names[MCP_CALL__COUNT] = {
+    [MCP_CALL_QUEUED] = "queued",   [MCP_CALL_SANDBOX] = "sandbox", [MCP_CALL_BUSY] = "busy",
+    [MCP_CALL_RUNNING] = "running", [MCP_CALL_GATE] = "gate",       [MCP_CALL_FILES] = "files",
+    [MCP_CALL_DONE] = "done",
+};
+
+void
+mcp_call_set(struct mcp_call *c, enum mcp_call_state to)
+{
+    log_debug("mcp call %s -> %s mcp_session=%s", state_names[c->state], state_names[to],
+              c->ms->id);
+    c->state = to;
+}
+
+static void call_next(struct mcp_session *ms);
+
+/* ---- the stream ------------------------------------------------------------------------------ */
+
+static void
+on_drained(void *userdata)
+{
+    struct mcp_call *c = userdata;
+
+    if (c->x != NULL) {
+        execution_pause(c->x, false);
+    }
+}
+
+/* Sends one SSE event (msg stolen) when the stream is still open. */
+static void
+send_event(struct mcp_call *c, json_t *msg)
+{
+    struct evbuffer *b;
+
+    if (c->out == NULL) {
+        json_decref(msg);
+        return;
+    }
+    b = mcp_sse_event(msg);
+    if (stream_out_send(c->out, b) && c->x != NULL) {
+        execution_pause(c->x, true); /* the client reads slower than the code prints */
+    }
+    evbuffer_free(b);
+    if (c->keepalive != NULL) {
+        struct timeval tv;
+
+        time_tv_from_ms(&tv, MCP_KEEPALIVE_MS);
+        (void)evtimer_add(c->keepalive, &tv); /* the next comment is due 15 s after this */
+    }
+}
+
+static void
+on_keepalive(evutil_socket_t fd, short what, void *arg)
+{
+    struct mcp_call *c = arg;
+    struct evbuffer *b;
+    struct timeval tv;
+
+    if (c->out == NULL) {
+        return;
+    }
+    b = OOM_CHECK(evbuffer_new());
+    if (evbuffer_add(b, ": keepalive\n\n", 13) < 0) {
+        oom();
+    }
+    (void)stream_out_send(c->out, b);
+    evbuffer_free(b);
+    time_tv_from_ms(&tv, MCP_KEEPALIVE_MS);
+    (void)evtimer_add(c->keepalive, &tv);
+}
+
+static void
+on_conn_close(struct evhttp_connection *conn, void *arg)
+{
+    struct mcp_call *c = arg;
+
+    if (c->out != NULL) {
+        stream_out_abandon(c->out);
+        c->out = NULL;
+    }
+    if (c->req != NULL && evhttp_request_get_connection(c->req) == NULL) {
+        evhttp_request_free(c->req); /* as in sessions.c */
+    }
+    c->req = NULL;
+    mcp_call_cancel(c, "the client closed the connection");
+}
+
+/* Ends the reply (a result or nothing) and stops watching the connection. */
+static void
+reply_end(struct mcp_call *c, json_t *msg)
+{
+    struct evhttp_request *req = c->req;
+
+    if (c->keepalive != NULL) {
+        event_free(c->keepalive);
+        c->keepalive = NULL;
+    }
+    if (req == NULL) {
+        json_decref(msg);
+        return;
+    }
+    c->req = NULL;
+    evhttp_connection_set_closecb(c->conn, NULL, NULL); /* first: the end may free it at once */
+    if (c->out != NULL) {
+        struct stream_out *out = c->out;
+
+        c->out = NULL;
+        if (msg != NULL) {
+            struct evbuffer *b = mcp_sse_event(msg);
+
+            (void)stream_out_send(out, b);
+            evbuffer_free(b);
+        }
+        stream_out_end(out, false);
+    } else if (msg != NULL) {
+        mcp_reply(req, 200, msg);
+    } else {
+        evhttp_send_reply(req, 204, "No Content", NULL); /* a cancelled JSON call */
+    }
+}
+
+/* ---- progress -------------------------------------------------------------------------------- */
+
+void
+mcp_call_flush(struct mcp_call *c)
+{
+    if (c->flush != NULL) {
+        (void)evtimer_del(c->flush);
+    }
+    if (c->progress.len == 0) {
+        return;
+    }
+    send_event(
+        c, mcp_progress(c->tc.progress_token, ++c->progress_n, c->progress.buf, c->progress.len));
+    buf_reset(&c->progress);
+}
+
+static void
+on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    mcp_call_flush(arg);
+}
+
+/* Appends output to the progress not sent yet, sending it whenever MCP_PROGRESS_BYTES are
+ * there (a character is never cut: the bytes that complete it go along). */
+static void
+progress_add(struct mcp_call *c, const char *p, size_t n)
+{
+    while (n > 0) {
+        size_t k = MCP_PROGRESS_BYTES - MIN(c->progress.len, MCP_PROGRESS_BYTES);
+
+        if (k == 0) {
+            mcp_call_flush(c);
+            continue;
+        }
+        k = MIN(k, n);
+        while (k < n && k < MCP_PROGRESS_BYTES + 3 && ((unsigned char)p[k] & 0xC0) == 0x80) {
+            k++;
+        }
+        if (buf_append(&c->progress, p, k) < 0) {
+            oom(); /* the cap leaves room for a character's last bytes */
+        }
+        p += k;
+        n -= k;
+    }
+}
+
+static void
+on_output(struct execution *x, bool to_stderr, const char *text, size_t len, void *userdata)
+{
+    struct mcp_call *c = userdata;
+
+    if (c->tc.progress_token == NULL || c->out == NULL) {
+        return; /* the output is collected for the result all the same */
+    }
+    if (to_stderr) {
+        progress_add(c, "[stderr] ", 9);
+    }
+    progress_add(c, text, len);
+    if (c->progress.len >= MCP_PROGRESS_BYTES) {
+        mcp_call_flush(c);
+    } else if (c->progress.len > 0 && !evtimer_pending(c->flush, NULL)) {
+        struct timeval tv;
+
+        time_tv_from_ms(&tv, MCP_PROGRESS_MS);
+        (void)evtimer_add(c->flush, &tv);
+    }
+}
+
+/* ---- the end of a call ----------------------------------------------------------------------- */
+
+static void
+call_free(struct mcp_call *c)
+{
+    mcp_files_release(c);
+    if (c->flush != NULL) {
+        event_free(c->flush);
+    }
+    if (c->retry != NULL) {
+        event_free(c->retry);
+    }
+    if (c->keepalive != NULL) {
+        event_free(c->keepalive);
+    }
+    buf_done(&c->progress);
+    json_decref(c->exec);
+    mcp_msg_done(&c->msg);
+    mcp_session_unref(c->ms);
+    free(c);
+}
+
+/* The call left the queue: the next one starts. */
+static void
+call_done(struct mcp_call *c)
+{
+    struct mcp_session *ms = c->ms;
+    bool was_head = TAILQ_FIRST(&ms->calls) == c;
+
+    mcp_call_set(c, MCP_CALL_DONE);
+    TAILQ_REMOVE(&ms->calls, c, link);
+    ms->n_calls--;
+    mcp_session_ref(ms);
+    call_free(c);
+    if (was_head && !ms->gone) {
+        call_next(ms);
+    }
+    mcp_session_unref(ms);
+}
+
+static void
+audit_call(struct mcp_call *c, const char *outcome)
+{
+    char actor[80];
+    json_t *f = OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "tenant", c->ms->rec.tenant,
+                                    "mcp_session", c->ms->id, "session", c->ms->rec.sandbox,
+                                    "method", c->msg.method, "outcome", outcome, "duration_ms",
+                                    (json_int_t)((time_now_us() - c->started_us) / 1000u)));
+
+    if (c->kind == MCP_CALL_TOOL) {
+        (void)json_object_set_new(f, "tool",
+                                  OOM_CHECK(json_string(mcp_tool_to_string(c->tc.tool))));
+    }
+    if (c->exec != NULL) {
+        (void)json_object_set(f, "execution", json_object_get(c->exec, "id"));
+    }
+    if (c->tc.path[0] != '\0' || c->tc.tool >= MCP_TOOL_WRITE) {
+        (void)json_object_set_new(f, "path", OOM_CHECK(json_string(c->tc.path)));
+    }
+    (void)snprintf(actor, sizeof(actor), "tenant:%s", c->ms->rec.tenant);
+    audit_log("mcp.tool_call", actor, f);
+}
+
+void
+mcp_call_finish(struct mcp_call *c, json_t *result)
+{
+    struct api_mcp_stats *st = mcp_server_stats(c->ms->srv);
+    bool is_error = json_is_true(json_object_get(result, "isError"));
+
+    log_set_request(c->request);
+    mcp_call_flush(c);
+    mcp_session_used(c->ms); /* a long call must not let its record expire under it */
+    if (c->cancelled) {
+        json_decref(result);
+        st->cancelled++;
+        audit_call(c, "cancelled");
+    } else {
+        if (is_error) {
+            st->results_error++;
+        } else {
+            st->results_ok++;
+        }
+        audit_call(c, is_error ? "error" : "ok");
+        reply_end(c, mcp_response(c->msg.id, result));
+    }
+    call_done(c);
+    log_set_request(NULL);
+}
+
+void
+mcp_call_fail(struct mcp_call *c, int code, const char *msg)
+{
+    if (c->kind == MCP_CALL_TOOL) {
+        mcp_call_finish(c, mcp_tool_error("%s", msg));
+        return;
+    }
+    log_set_request(c->request);
+    mcp_server_stats(c->ms->srv)->results_error++;
+    if (!c->cancelled) {
+        audit_call(c, "error");
+        reply_end(c, mcp_error(c->msg.id, code, "%s", msg));
+    }
+    call_done(c);
+    log_set_request(NULL);
+}
+
+/* ---- executions ------------------------------------------------------------------------------ */
+
+struct session *
+mcp_call_sandbox(const struct mcp_call *c)
+{
+    return c->ms->rec.sandbox[0]
+               ? session_find(c->a->backend->sessions, c->ms->rec.tenant, c->ms->rec.sandbox)
+               : NULL;
+}
+
+static void
+on_done(struct execution *x, void *userdata)
+{
+    struct mcp_call *c = userdata;
+
+    c->x = NULL;
+    c->exec = execution_to_json(x, true);
+    if (c->cancelled) {
+        mcp_call_finish(c, NULL);
+        return;
+    }
+    mcp_files_images(c); /* then mcp_call_render() */
+}
+
+static const struct exec_observer observer = {
+    .on_output = on_output,
+    .on_done = on_done,
+};
+
+void
+mcp_call_render(struct mcp_call *c)
+{
+    const struct cfg *cfg = c->a->cfg;
+    struct mcp_render in = {
+        .exec = c->exec,
+        .is_cmd = c->tc.tool == MCP_TOOL_COMMAND,
+        .last_epoch = c->ms->rec.epoch,
+        .max_output = cfg->mcp_max_output_bytes,
+        .images = c->images,
+        .image_note = c->image_note[0] ? c->image_note : NULL,
+    };
+    json_t *result = mcp_render_execution(&in);
+    json_int_t epoch = json_integer_value(json_object_get(c->exec, "kernel_epoch"));
+
+    if (epoch > 0 && (uint64_t)epoch != c->ms->rec.epoch) {
+        c->ms->rec.epoch = (uint64_t)epoch;
+        mcp_session_save(c->ms);
+    }
+    mcp_call_finish(c, result);
+}
+
+static void exec_start(struct mcp_call *c);
+
+static void
+on_retry(evutil_socket_t fd, short what, void *arg)
+{
+    exec_start(arg);
+}
+
+static void
+exec_start(struct mcp_call *c)
+{
+    struct session *s = mcp_call_sandbox(c);
+    const struct cfg_profile *p = s ? session_profile(s) : NULL;
+    struct exec_req er = {0};
+    char cwd[FILES_PATH_MAX + 16];
+    struct err e = {0};
+    json_t *argv = NULL;
+    int r;
+
+    if (s == NULL) {
+        mcp_call_fail(c, MCP_ERR_INTERNAL, "the sandbox of this MCP session ended");
+        return;
+    }
+    er.timeout_s =
+        MIN(c->tc.timeout_s ? c->tc.timeout_s : MCP_TIMEOUT_DEFAULT_S, p->exec_timeout_s);
+    if (c->tc.tool == MCP_TOOL_PYTHON) {
+        er.code = c->tc.code;
+        er.code_len = c->tc.code_len;
+    } else {
+        /* The cwd travels as an argument, never inside the script: no quoting to get wrong. */
+        (void)snprintf(cwd, sizeof(cwd), "/workspace%s%s", c->tc.path[0] ? "/" : "", c->tc.path);
+        argv = OOM_CHECK(json_pack("[s, s, s, s, s]", "sh", "-c", "cd -- \"$0\" && eval \"$1\"",
+                                   cwd, c->tc.command));
+        er.argv = argv;
+    }
+    r = session_execute(s, &er, &observer, c, true, &c->x, &e);
+    json_decref(argv);
+    if (r == -EBUSY) { /* a REST execution of a bound session: wait for it */
+        struct timeval tv;
+
+        mcp_call_set(c, MCP_CALL_BUSY);
+        time_tv_from_ms(&tv, MCP_BUSY_RETRY_MS);
+        (void)evtimer_add(c->retry, &tv);
+        return;
+    }
+    if (r < 0) {
+        mcp_call_fail(c, MCP_ERR_INTERNAL, e.msg);
+        return;
+    }
+    session_touch(s);
+    mcp_call_set(c, MCP_CALL_RUNNING);
+}
+
+/* ---- the queue ------------------------------------------------------------------------------- */
+
+/* The call's work, once its sandbox exists. */
+static void
+call_work(struct mcp_call *c)
+{
+    if (c->kind == MCP_CALL_TOOL &&
+        (c->tc.tool == MCP_TOOL_PYTHON || c->tc.tool == MCP_TOOL_COMMAND)) {
+        exec_start(c);
+    } else {
+        mcp_files_start(c);
+    }
+}
+
+static void
+on_sandbox(int r, struct session *s, const struct err *e, void *userdata)
+{
+    struct mcp_call *c = userdata;
+    struct mcp_session *ms = c->ms;
+
+    log_set_request(c->request);
+    if (r == 0 && ms->gone) {
+        /* Its MCP session was deleted meanwhile: nobody will use this sandbox. */
+        session_set_end_cause(s, NULL, "mcp_deleted");
+        (void)session_end(s, NULL, NULL, NULL);
+    } else if (r == 0) {
+        (void)snprintf(ms->rec.sandbox, sizeof(ms->rec.sandbox), "%s", session_id(s));
+        mcp_session_save(ms); /* the record's time to live is the sandbox's from now on */
+        log_info("mcp session has its sandbox mcp_session=%s session=%s", ms->id, session_id(s));
+    }
+    if (r < 0) {
+        mcp_call_fail(c, MCP_ERR_INTERNAL, e ? e->msg : "no sandbox could be made");
+    } else if (c->cancelled || ms->gone) {
+        mcp_call_finish(c, NULL);
+    } else {
+        call_work(c);
+    }
+    log_set_request(NULL);
+}
+
+static void
+call_run(struct mcp_call *c)
+{
+    struct mcp_session *ms = c->ms;
+    struct session_create_req cr = {0};
+    struct err e = {0};
+
+    if (ms->rec.sandbox[0] != '\0' || ms->rec.bound) {
+        call_work(c);
+        return;
+    }
+    cr.tenant = ms->rec.tenant;
+    cr.profile = ms->rec.profile[0] ? ms->rec.profile : NULL;
+    cr.idle_timeout_s = ms->rec.idle_timeout_s;
+    mcp_call_set(c, MCP_CALL_SANDBOX);
+    if (session_create(c->a->backend->sessions, &cr, on_sandbox, c, &e) < 0) {
+        mcp_call_fail(c, MCP_ERR_INTERNAL, e.msg);
+    }
+}
+
+static void
+call_next(struct mcp_session *ms)
+{
+    struct mcp_call *c = TAILQ_FIRST(&ms->calls);
+
+    if (c != NULL && c->state == MCP_CALL_QUEUED) {
+        log_set_request(c->request);
+        call_run(c);
+        log_set_request(NULL);
+    }
+}
+
+/* The answer to a call that cannot queue (bad params, queue full), or NULL. */
+static json_t *
+refusal(struct mcp_call *c, int r, const struct err *e)
+{
+    unsigned max = c->a->cfg->mcp_queue_max;
+
+    if (r == -ENOENT) {
+        return mcp_error(c->msg.id, MCP_ERR_INVALID_PARAMS, "%s", e->msg);
+    }
+    if (r < 0) {
+        return mcp_response(c->msg.id, mcp_tool_error("%s", e->msg));
+    }
+    if (c->ms->n_calls <= max) { /* the running one and queue_max waiting */
+        return NULL;
+    }
+    mcp_server_stats(c->ms->srv)->queue_full++;
+    if (c->kind == MCP_CALL_TOOL) {
+        return mcp_response(c->msg.id, mcp_tool_error("this MCP session already has %u calls "
+                                                      "waiting (mcp.queue_max): the queue is "
+                                                      "full; retry when one has ended",
+                                                      max));
+    }
+    return mcp_error(c->msg.id, MCP_ERR_BAD_REQUEST,
+                     "this MCP session already has %u calls waiting (mcp.queue_max)", max);
+}
+
+/* The call of a message: NULL after answering the request (bad params, queue full). */
+static struct mcp_call *
+call_new(struct api *a, struct mcp_session *ms, struct evhttp_request *req, struct mcp_msg *msg)
+{
+    struct mcp_call *c = xcalloc(1, sizeof(*c));
+    struct err e = {0};
+    json_t *no;
+    int r = 0;
+
+    c->a = a;
+    c->ms = ms;
+    c->msg = *msg;
+    c->started_us = time_now_us();
+    buf_init(&c->progress, (size_t)MCP_PROGRESS_BYTES * 2); /* flushed at MCP_PROGRESS_BYTES */
+    *msg = (struct mcp_msg){0};
+    if (strcmp(c->msg.method, "tools/call") == 0) {
+        c->kind = MCP_CALL_TOOL;
+        r = mcp_tool_parse(c->msg.params, &c->tc, &e);
+    } else if (strcmp(c->msg.method, "resources/read") == 0) {
+        c->kind = MCP_CALL_RES_READ;
+        c->tc.tool = MCP_TOOL_READ;
+        r = mcp_resource_path(json_string_value(json_object_get(c->msg.params, "uri")), c->tc.path,
+                              sizeof(c->tc.path), &e);
+        r = r < 0 ? -ENOENT : 0;
+    } else {
+        c->kind = MCP_CALL_RES_LIST;
+        c->tc.tool = MCP_TOOL_LIST;
+    }
+    if (r == 0 && c->kind == MCP_CALL_TOOL) {
+        mcp_server_stats(ms->srv)->tool_calls[c->tc.tool]++;
+    }
+    no = refusal(c, r, &e);
+    if (no == NULL) {
+        mcp_session_ref(ms);
+        return c;
+    }
+    if (c->kind == MCP_CALL_TOOL) {
+        mcp_reply_sse(req, no); /* the contract answers every tools/call as SSE */
+    } else {
+        mcp_reply(req, 200, no);
+    }
+    buf_done(&c->progress);
+    mcp_msg_done(&c->msg);
+    free(c);
+    return NULL;
+}
+
+void
+mcp_call_start(struct api *a, struct mcp_session *ms, struct evhttp_request *req,
+               struct mcp_msg *msg)
+{
+    struct mcp_call *c = call_new(a, ms, req, msg);
+    struct timeval tv;
+
+    if (c == NULL) {
+        return;
+    }
+    c->req = req;
+    c->conn = evhttp_request_get_connection(req);
+    (void)snprintf(c->request, sizeof(c->request), "%s", log_request() ? log_request() : "");
+    c->flush = OOM_CHECK(evtimer_new(a->base, on_flush, c));
+    c->retry = OOM_CHECK(evtimer_new(a->base, on_retry, c));
+    evhttp_connection_set_closecb(c->conn, on_conn_close, c);
+    if (c->kind == MCP_CALL_TOOL) {
+        mcp_sse_headers(req);
+        c->out = stream_out_start(req, 200, "OK", on_drained, c);
+        c->keepalive = OOM_CHECK(evtimer_new(a->base, on_keepalive, c));
+        time_tv_from_ms(&tv, MCP_KEEPALIVE_MS);
+        (void)evtimer_add(c->keepalive, &tv);
+    }
+    mcp_call_set(c, MCP_CALL_QUEUED);
+    TAILQ_INSERT_TAIL(&ms->calls, c, link);
+    ms->n_calls++;
+    if (TAILQ_FIRST(&ms->calls) == c) {
+        call_run(c);
+    }
+}
+
+/* ---- cancel ---------------------------------------------------------------------------------- */
+
+void
+mcp_call_cancel(struct mcp_call *c, const char *why)
+{
+    struct session *s;
+
+    if (c->cancelled) {
+        return;
+    }
+    c->cancelled = true;
+    log_info("mcp call cancelled mcp_session=%s: %s", c->ms->id, why);
+    reply_end(c, NULL); /* the stream ends without a result */
+    switch (c->state) {
+    case MCP_CALL_QUEUED:
+    case MCP_CALL_BUSY:
+        (void)evtimer_del(c->retry);
+        mcp_call_finish(c, NULL);
+        break;
+    case MCP_CALL_RUNNING:
+        s = mcp_call_sandbox(c);
+        if (s != NULL) {
+            const char *exec_id;
+            struct err e = {0};
+
+            (void)session_interrupt(s, &exec_id, &e); /* the end comes through on_done */
+        }
+        break;
+    case MCP_CALL_GATE:
+    case MCP_CALL_FILES:
+        mcp_files_cancel(c);
+        mcp_call_finish(c, NULL);
+        break;
+    case MCP_CALL_SANDBOX: /* the create goes on; on_sandbox ends the call */
+    case MCP_CALL_DONE:
+    case MCP_CALL__COUNT:
+    case MCP_CALL__INVALID:
+        break;
+    }
+}
+
+void
+mcp_call_cancel_id(struct mcp_session *ms, json_t *request_id)
+{
+    struct mcp_call *c;
+
+    if (request_id == NULL) {
+        return;
+    }
+    TAILQ_FOREACH (c, &ms->calls, link) {
+        if (json_equal(c->msg.id, request_id)) {
+            mcp_call_cancel(c, "notifications/cancelled");
+            return;
+        }
+    }
+}
+
+void
+mcp_calls_cancel_all(struct mcp_session *ms)
+{
+    struct mcp_call *c, *next;
+
+    /* The head first: the others must not start when it leaves. */
+    for (c = TAILQ_FIRST(&ms->calls); c != NULL; c = next) {
+        next = TAILQ_NEXT(c, link);
+        if (c->state == MCP_CALL_RUNNING && c->x != NULL) {
+            mcp_call_cancel(c, "its MCP session ended");
+            /* Nobody waits for the end: the execution runs on to its interrupt alone. */
+            execution_detach(c->x);
+            c->x = NULL;
+            mcp_call_finish(c, NULL);
+        } else {
+            mcp_call_cancel(c, "its MCP session ended");
+        }
+    }
+}
