@@ -42,6 +42,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -279,6 +280,14 @@ admit(struct api_conn_entry *e)
         return false;
     }
     peer_key(fd, key, sizeof(key));
+    if (key[0] != '\0') {
+        /* Streamed replies (SSE) write small chunks after the head: with Nagle's algorithm each
+         * waits for the client's delayed ACK, 40 ms (an MCP tools/call took 42 ms at p50
+         * against 4.7 ms for the same print(1) over REST). */
+        int one = 1;
+
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
     if (api_conns_table_admit(reg, e, key, &victim) < 0) {
         uint64_t now = time_now_ms();
 

@@ -1,19 +1,17 @@
 /* MCP calls that need the sandbox: tools/call, resources/list, resources/read (docs/mcp.md,
- * "tools/call streams" and "Tools").
+ * "tools/call streams" and "Tools"): the queue, the stream, the end of a call, and cancel.
  *
  * Calls of one MCP session run one at a time, in order, behind a queue of at most
- * mcp.queue_max (clients send several at once; a REST execution of a bound session is waited
- * for by retrying every MCP_BUSY_RETRY_MS, so session_busy never reaches the client). A
- * tools/call answers as SSE from the moment it is queued: keepalive comments every
- * MCP_KEEPALIVE_MS, progress notifications (only with a progressToken) coalesced per
- * MCP_PROGRESS_MS or MCP_PROGRESS_BYTES, then the result. A call's one state is enum
- * mcp_call_state, written by call_set() only.
+ * mcp.queue_max (clients send several at once). A tools/call answers as SSE: keepalive comments
+ * every MCP_KEEPALIVE_MS while nothing else is sent, progress notifications (mcp-exec.c), then
+ * the result; the stream starts with the first of them, so a fast call leaves in one write. A
+ * call's one state is enum mcp_call_state, written by mcp_call_set() only.
  *
  * A cancel (notifications/cancelled, or the client's connection closing) ends the stream without
  * a result at once and stops the work: an execution is interrupted as POST .../interrupt does (its
  * variables stay) and the call stays at the head of the queue until the execution ended, so the
- * next call never finds the sandbox busy; a waiting call is simply dropped. File work is the
- * files API's: the same gate, the same in-sandbox helper (mcp-files.c). */
+ * next call never finds the sandbox busy; a waiting call is simply dropped. Executions are
+ * mcp-exec.c's, file work mcp-files.c's (through the files API's gate). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,13 +60,25 @@ on_drained(void *userdata)
     }
 }
 
-/* Sends one SSE event (msg stolen) when the stream is still open. */
-static void
-send_event(struct mcp_call *c, json_t *msg)
+/* A tools/call's SSE reply starts with the first thing sent (a progress, a keepalive or the
+ * result), so that a fast call's head, event and end leave in one write. NULL once the client
+ * left or the reply ended. */
+static struct stream_out *
+stream_of(struct mcp_call *c)
+{
+    if (c->out == NULL && c->req != NULL && c->kind == MCP_CALL_TOOL) {
+        mcp_sse_headers(c->req);
+        c->out = stream_out_start(c->req, 200, "OK", on_drained, c);
+    }
+    return c->out;
+}
+
+void
+mcp_call_send(struct mcp_call *c, json_t *msg)
 {
     struct evbuffer *b;
 
-    if (c->out == NULL) {
+    if (stream_of(c) == NULL) {
         json_decref(msg);
         return;
     }
@@ -92,7 +102,7 @@ on_keepalive(evutil_socket_t fd, short what, void *arg)
     struct evbuffer *b;
     struct timeval tv;
 
-    if (c->out == NULL) {
+    if (stream_of(c) == NULL) {
         return;
     }
     b = OOM_CHECK(evbuffer_new());
@@ -135,6 +145,7 @@ reply_end(struct mcp_call *c, json_t *msg)
         json_decref(msg);
         return;
     }
+    (void)stream_of(c); /* a tools/call's answer is a stream, even one without a result */
     c->req = NULL;
     evhttp_connection_set_closecb(c->conn, NULL, NULL); /* first: the end may free it at once */
     if (c->out != NULL) {
@@ -151,75 +162,7 @@ reply_end(struct mcp_call *c, json_t *msg)
     } else if (msg != NULL) {
         mcp_reply(req, 200, msg);
     } else {
-        evhttp_send_reply(req, 204, "No Content", NULL); /* a cancelled JSON call */
-    }
-}
-
-/* ---- progress -------------------------------------------------------------------------------- */
-
-void
-mcp_call_flush(struct mcp_call *c)
-{
-    if (c->flush != NULL) {
-        (void)evtimer_del(c->flush);
-    }
-    if (c->progress.len == 0) {
-        return;
-    }
-    send_event(
-        c, mcp_progress(c->tc.progress_token, ++c->progress_n, c->progress.buf, c->progress.len));
-    buf_reset(&c->progress);
-}
-
-static void
-on_flush(evutil_socket_t fd, short what, void *arg)
-{
-    mcp_call_flush(arg);
-}
-
-/* Appends output to the progress not sent yet, sending it whenever MCP_PROGRESS_BYTES are
- * there (a character is never cut: the bytes that complete it go along). */
-static void
-progress_add(struct mcp_call *c, const char *p, size_t n)
-{
-    while (n > 0) {
-        size_t k = MCP_PROGRESS_BYTES - MIN(c->progress.len, MCP_PROGRESS_BYTES);
-
-        if (k == 0) {
-            mcp_call_flush(c);
-            continue;
-        }
-        k = MIN(k, n);
-        while (k < n && k < MCP_PROGRESS_BYTES + 3 && ((unsigned char)p[k] & 0xC0) == 0x80) {
-            k++;
-        }
-        if (buf_append(&c->progress, p, k) < 0) {
-            oom(); /* the cap leaves room for a character's last bytes */
-        }
-        p += k;
-        n -= k;
-    }
-}
-
-static void
-on_output(struct execution *x, bool to_stderr, const char *text, size_t len, void *userdata)
-{
-    struct mcp_call *c = userdata;
-
-    if (c->tc.progress_token == NULL || c->out == NULL) {
-        return; /* the output is collected for the result all the same */
-    }
-    if (to_stderr) {
-        progress_add(c, "[stderr] ", 9);
-    }
-    progress_add(c, text, len);
-    if (c->progress.len >= MCP_PROGRESS_BYTES) {
-        mcp_call_flush(c);
-    } else if (c->progress.len > 0 && !evtimer_pending(c->flush, NULL)) {
-        struct timeval tv;
-
-        time_tv_from_ms(&tv, MCP_PROGRESS_MS);
-        (void)evtimer_add(c->flush, &tv);
+        evhttp_send_reply(req, 204, "No Content", NULL); /* a cancelled resources call */
     }
 }
 
@@ -329,108 +272,12 @@ mcp_call_fail(struct mcp_call *c, int code, const char *msg)
     log_set_request(NULL);
 }
 
-/* ---- executions ------------------------------------------------------------------------------ */
-
 struct session *
 mcp_call_sandbox(const struct mcp_call *c)
 {
     return c->ms->rec.sandbox[0]
                ? session_find(c->a->backend->sessions, c->ms->rec.tenant, c->ms->rec.sandbox)
                : NULL;
-}
-
-static void
-on_done(struct execution *x, void *userdata)
-{
-    struct mcp_call *c = userdata;
-
-    c->x = NULL;
-    c->exec = execution_to_json(x, true);
-    if (c->cancelled) {
-        mcp_call_finish(c, NULL);
-        return;
-    }
-    mcp_files_images(c); /* then mcp_call_render() */
-}
-
-static const struct exec_observer observer = {
-    .on_output = on_output,
-    .on_done = on_done,
-};
-
-void
-mcp_call_render(struct mcp_call *c)
-{
-    const struct cfg *cfg = c->a->cfg;
-    struct mcp_render in = {
-        .exec = c->exec,
-        .is_cmd = c->tc.tool == MCP_TOOL_COMMAND,
-        .last_epoch = c->ms->rec.epoch,
-        .max_output = cfg->mcp_max_output_bytes,
-        .images = c->images,
-        .image_note = c->image_note[0] ? c->image_note : NULL,
-    };
-    json_t *result = mcp_render_execution(&in);
-    json_int_t epoch = json_integer_value(json_object_get(c->exec, "kernel_epoch"));
-
-    if (epoch > 0 && (uint64_t)epoch != c->ms->rec.epoch) {
-        c->ms->rec.epoch = (uint64_t)epoch;
-        mcp_session_save(c->ms);
-    }
-    mcp_call_finish(c, result);
-}
-
-static void exec_start(struct mcp_call *c);
-
-static void
-on_retry(evutil_socket_t fd, short what, void *arg)
-{
-    exec_start(arg);
-}
-
-static void
-exec_start(struct mcp_call *c)
-{
-    struct session *s = mcp_call_sandbox(c);
-    const struct cfg_profile *p = s ? session_profile(s) : NULL;
-    struct exec_req er = {0};
-    char cwd[FILES_PATH_MAX + 16];
-    struct err e = {0};
-    json_t *argv = NULL;
-    int r;
-
-    if (s == NULL) {
-        mcp_call_fail(c, MCP_ERR_INTERNAL, "the sandbox of this MCP session ended");
-        return;
-    }
-    er.timeout_s =
-        MIN(c->tc.timeout_s ? c->tc.timeout_s : MCP_TIMEOUT_DEFAULT_S, p->exec_timeout_s);
-    if (c->tc.tool == MCP_TOOL_PYTHON) {
-        er.code = c->tc.code;
-        er.code_len = c->tc.code_len;
-    } else {
-        /* The cwd travels as an argument, never inside the script: no quoting to get wrong. */
-        (void)snprintf(cwd, sizeof(cwd), "/workspace%s%s", c->tc.path[0] ? "/" : "", c->tc.path);
-        argv = OOM_CHECK(json_pack("[s, s, s, s, s]", "sh", "-c", "cd -- \"$0\" && eval \"$1\"",
-                                   cwd, c->tc.command));
-        er.argv = argv;
-    }
-    r = session_execute(s, &er, &observer, c, true, &c->x, &e);
-    json_decref(argv);
-    if (r == -EBUSY) { /* a REST execution of a bound session: wait for it */
-        struct timeval tv;
-
-        mcp_call_set(c, MCP_CALL_BUSY);
-        time_tv_from_ms(&tv, MCP_BUSY_RETRY_MS);
-        (void)evtimer_add(c->retry, &tv);
-        return;
-    }
-    if (r < 0) {
-        mcp_call_fail(c, MCP_ERR_INTERNAL, e.msg);
-        return;
-    }
-    session_touch(s);
-    mcp_call_set(c, MCP_CALL_RUNNING);
 }
 
 /* ---- the queue ------------------------------------------------------------------------------- */
@@ -441,7 +288,7 @@ call_work(struct mcp_call *c)
 {
     if (c->kind == MCP_CALL_TOOL &&
         (c->tc.tool == MCP_TOOL_PYTHON || c->tc.tool == MCP_TOOL_COMMAND)) {
-        exec_start(c);
+        mcp_exec_start(c);
     } else {
         mcp_files_start(c);
     }
@@ -482,6 +329,12 @@ call_run(struct mcp_call *c)
 
     if (ms->rec.sandbox[0] != '\0' || ms->rec.bound) {
         call_work(c);
+        return;
+    }
+    if (c->a->backend->drain_state(c->a->backend->userdata) != API_SERVING) {
+        mcp_call_fail(c, MCP_ERR_INTERNAL,
+                      "this node takes no new sandboxes (drained or shutting down); start a new "
+                      "MCP session on another node");
         return;
     }
     cr.tenant = ms->rec.tenant;
@@ -591,12 +444,9 @@ mcp_call_start(struct api *a, struct mcp_session *ms, struct evhttp_request *req
     c->req = req;
     c->conn = evhttp_request_get_connection(req);
     (void)snprintf(c->request, sizeof(c->request), "%s", log_request() ? log_request() : "");
-    c->flush = OOM_CHECK(evtimer_new(a->base, on_flush, c));
-    c->retry = OOM_CHECK(evtimer_new(a->base, on_retry, c));
+    mcp_exec_init(c);
     evhttp_connection_set_closecb(c->conn, on_conn_close, c);
     if (c->kind == MCP_CALL_TOOL) {
-        mcp_sse_headers(req);
-        c->out = stream_out_start(req, 200, "OK", on_drained, c);
         c->keepalive = OOM_CHECK(evtimer_new(a->base, on_keepalive, c));
         time_tv_from_ms(&tv, MCP_KEEPALIVE_MS);
         (void)evtimer_add(c->keepalive, &tv);
@@ -629,6 +479,10 @@ mcp_call_cancel(struct mcp_call *c, const char *why)
         mcp_call_finish(c, NULL);
         break;
     case MCP_CALL_RUNNING:
+        /* Reading resumes (the stream it was paused for is gone): the end must come through. */
+        if (c->x != NULL) {
+            execution_pause(c->x, false);
+        }
         s = mcp_call_sandbox(c);
         if (s != NULL) {
             const char *exec_id;

@@ -83,6 +83,13 @@ void mcp_call_render(struct mcp_call *c);
 void mcp_call_flush(struct mcp_call *c);
 void mcp_call_cancel(struct mcp_call *c, const char *why);
 
+/* Sends one SSE event (msg stolen) when the stream is still open. */
+void mcp_call_send(struct mcp_call *c, json_t *msg);
+
+/* mcp-exec.c */
+void mcp_exec_init(struct mcp_call *c);  /* its timers (progress, retry), at the start */
+void mcp_exec_start(struct mcp_call *c); /* execute_python or run_command, once the sandbox is */
+
 /* mcp-files.c */
 void mcp_files_start(struct mcp_call *c);   /* write, read, list, resources */
 void mcp_files_images(struct mcp_call *c);  /* the images of c->exec, then mcp_call_render() */

@@ -351,13 +351,18 @@ initialize(struct mcp_post *p, const struct cfg_tenant *t)
     struct api *a = p->a;
     struct mcp_record rec = {0};
     const char *asked = json_string_value(json_object_get(p->msg.params, "protocolVersion"));
+    enum api_drain drain = a->backend->drain_state(a->backend->userdata);
     struct err e = {0};
     int r = 0;
 
     (void)snprintf(rec.tenant, sizeof(rec.tenant), "%s", t->id);
     rec.version = mcp_version_negotiate(asked);
     rec.bound = p->bound;
-    if (p->bound) {
+    if (drain == API_STOPPING || (!p->bound && drain != API_SERVING)) {
+        /* A session of its own could never get its sandbox here: the client goes elsewhere. */
+        r = err_set(&e, -EAGAIN, "this node takes no new MCP sessions (%s); retry on another",
+                    drain == API_DRAINED ? "drained by the admin" : "shutting down");
+    } else if (p->bound) {
         struct session *s;
 
         if (!session_manager_loaded(a->backend->sessions)) {

@@ -135,6 +135,13 @@ s=$(mcp_post "$TA" "$cs" '{"jsonrpc": "2.0", "id": 22, "method": "tools/call", "
 check "cancel: the interrupted code kept its variables (before = 5, after never set)" \
     jq_true -s 'map(select(has("result"))) | last | .result.structuredContent.stdout == "5 False\n"' \
     <(sed -n 's/^data: //p' "$work/mb")
+# Progress is cut every 4 KiB: never inside a character, and ill-formed bytes cost nothing.
+s=$(mcp_post "$TA" "$cs" '{"jsonrpc": "2.0", "id": 31, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "import sys\nsys.stdout.write(\"\\u00e9\" * 5000 + \"\\u20ac\" * 3000)\nsys.stdout.flush()\nsys.stdout.buffer.write(b\"\\x80\" * 9000)"}, "_meta": {"progressToken": 9}}}')
+sed -n 's/^data: //p' "$work/mb" >"$work/md"
+check "progress: 5000 é and 3000 € arrive whole in the progress messages (no U+FFFD), then the result" \
+    jq_true -s '([.[] | select(.method == "notifications/progress") | .params.message] | join("")) as $m |
+        ($m | startswith(("é" * 5000) + ("€" * 3000))) and (($m | split("\ufffd") | length) == 1 or ($m | index("\ufffd")) >= 8000) and
+        ([.[] | select(.method == "notifications/progress")] | length) >= 3 and (last | has("result"))' "$work/md"
 s=$(mcp_post "$TA" "$cs" '{"jsonrpc": "2.0", "id": 23, "method": "resources/read", "params": {"uri": "file:///workspace/nope.txt"}}')
 check_eq "errors: resources/read of a missing file → 200 -32002" "$(answer "$s")" "200 -32002"
 s=$(mcp_post "$TA" "$cs" '{"jsonrpc": "2.0", "id": 24, "method": "resources/read", "params": {"uri": "file:///etc/passwd"}}')
@@ -162,6 +169,16 @@ check "metrics: sandpool_mcp_sessions_total{event=\"created\"} counts initialize
 check "audit: mcp.tool_call lines name tool, outcome and execution; one says cancelled" \
     jq_true -s 'map(select(.action == "mcp.tool_call")) | length > 5 and any(.[]; .outcome == "cancelled" and .tool == "execute_python" and (.execution | type) == "string") and all(.[]; (.tenant | type) == "string")' "$work/audit.log"
 check "audit: no mcp line carries the code" bash -c "! grep '\"mcp\.' '$work/audit.log' | grep -q 'time.sleep'"
+
+# A drained node takes no MCP session that would need a new sandbox; bound ones go on.
+drain() { curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $TADM" "$U/v1/admin/$1"; }
+check_eq "drain: POST /v1/admin/drain" "$(drain drain)" 200
+check_eq "drain: initialize on /mcp → 503 (Retry-After), so the client goes to another node" \
+    "$(mcp_post "$TA" "" "$INIT") $(header retry-after)" "503 1"
+check_eq "drain: initialize on a REST session's mount → 200" \
+    "$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $TA" -H "$MCP_ACCEPT" \
+        -H 'Content-Type: application/json' --data-binary "$INIT" "$U/v1/sessions/$rs/mcp")" 200
+check_eq "drain: POST /v1/admin/undrain" "$(drain undrain)" 200
 
 # ---- crash-only: an MCP session survives kill -9 -------------------------------------------------
 export SANDPOOL_MCP_ID_FILE=$work/mcp-session-id
