@@ -145,7 +145,12 @@ reply_end(struct mcp_call *c, json_t *msg)
         json_decref(msg);
         return;
     }
-    (void)stream_of(c); /* a tools/call's answer is a stream, even one without a result */
+    if (c->tc.progress_token != NULL || msg == NULL) {
+        /* With a progressToken a tools/call always streams; a cancelled one ends its stream
+         * empty. Without a token a result that came before the first keepalive (15 s) is
+         * answered as JSON: the clients parse it faster than a stream of one event. */
+        (void)stream_of(c);
+    }
     c->req = NULL;
     evhttp_connection_set_closecb(c->conn, NULL, NULL); /* first: the end may free it at once */
     if (c->out != NULL) {
@@ -420,8 +425,8 @@ call_new(struct api *a, struct mcp_session *ms, struct evhttp_request *req, stru
         mcp_session_ref(ms);
         return c;
     }
-    if (c->kind == MCP_CALL_TOOL) {
-        mcp_reply_sse(req, no); /* the contract answers every tools/call as SSE */
+    if (c->kind == MCP_CALL_TOOL && c->tc.progress_token != NULL) {
+        mcp_reply_sse(req, no); /* it asked for progress: its answer is a stream */
     } else {
         mcp_reply(req, 200, no);
     }

@@ -112,7 +112,7 @@ date +%s%N >"$work/mcp-done"
 wait "$rest_pid"
 check "bound: an MCP call during a REST execution waits for it and runs (stdout 7, not busy)" \
     jq_true -s 'map(select(has("result"))) | last | .result.isError == false and .result.structuredContent.stdout == "7\n"' \
-    <(sed -n 's/^data: //p' "$work/bound-call")
+    <(rpc_msgs "$work/bound-call")
 check "bound: ... the REST execution ended first, with its own output" \
     bash -c "[ \"\$(jq -r .stdout '$work/rest-long')\" = rest ] && [ \$(cat '$work/rest-done') -le \$(cat '$work/mcp-done') ]"
 
@@ -134,7 +134,7 @@ wait "$call_pid" 2>/dev/null
 s=$(mcp_post "$TA" "$cs" '{"jsonrpc": "2.0", "id": 22, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "print(before, \"after\" in globals())"}}}')
 check "cancel: the interrupted code kept its variables (before = 5, after never set)" \
     jq_true -s 'map(select(has("result"))) | last | .result.structuredContent.stdout == "5 False\n"' \
-    <(sed -n 's/^data: //p' "$work/mb")
+    <(rpc_msgs "$work/mb")
 # Progress is cut every 4 KiB: never inside a character, and ill-formed bytes cost nothing.
 s=$(mcp_post "$TA" "$cs" '{"jsonrpc": "2.0", "id": 31, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "import sys\nsys.stdout.write(\"\\u00e9\" * 5000 + \"\\u20ac\" * 3000)\nsys.stdout.flush()\nsys.stdout.buffer.write(b\"\\x80\" * 9000)"}, "_meta": {"progressToken": 9}}}')
 sed -n 's/^data: //p' "$work/mb" >"$work/md"
@@ -148,10 +148,10 @@ s=$(mcp_post "$TA" "$cs" '{"jsonrpc": "2.0", "id": 24, "method": "resources/read
 check_eq "errors: resources/read outside the workspace → 200 -32602" "$(answer "$s")" "200 -32602"
 s=$(mcp_post "$TA" "$cs" '{"jsonrpc": "2.0", "id": 25, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "../../etc/passwd"}}}')
 check "errors: read_file of ../../etc/passwd is an isError result" \
-    jq_true -s 'map(select(has("result"))) | last | .result.isError == true' <(sed -n 's/^data: //p' "$work/mb")
+    jq_true -s 'map(select(has("result"))) | last | .result.isError == true' <(rpc_msgs "$work/mb")
 s=$(mcp_post "$TA" "$cs" '{"jsonrpc": "2.0", "id": 26, "method": "tools/call", "params": {"name": "no_such_tool", "arguments": {}}}')
 check "errors: an unknown tool is a JSON-RPC -32602" \
-    jq_true -s 'last | .error.code == -32602' <(sed -n 's/^data: //p' "$work/mb")
+    jq_true -s 'last | .error.code == -32602' <(rpc_msgs "$work/mb")
 own=$(api GET /v1/sessions "$TA" | jq -r --arg rs "$rs" '[.sessions[].id | select(. != $rs)] | .[]' | head -50)
 mcp_post "$TA" "$cs" '{"jsonrpc": "2.0", "id": 27, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "print(1)"}}}' >/dev/null
 sandbox=$(jq -r 'select(.action == "mcp.tool_call" and .mcp_session == "'"$cs"'") | .session' "$work/audit.log" | tail -1)

@@ -27,6 +27,8 @@ header() { awk -v n="$(echo "$1" | tr '[:upper:]' '[:lower:]')" -F': ' \
 # code_is STATUS JSONRPC-CODE: the last answer was STATUS with a JSON-RPC error of that code.
 rpc_code() { jq -r '.error.code // empty' "$work/mb" 2>/dev/null; }
 answer() { printf '%s %s' "$1" "$(rpc_code)"; }
+# rpc_msgs FILE: the JSON-RPC messages of an answer: an SSE stream's data lines, or a JSON body.
+rpc_msgs() { if grep -q '^data: ' "$1"; then sed -n 's/^data: //p' "$1"; else cat "$1"; fi; }
 INIT='{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "curl", "version": "1"}}}'
 
 wire_auth_checks() {
@@ -124,6 +126,11 @@ wire_call_checks() {
     check "wire: ... progress notifications carry the token" jq_true -s \
         'map(select(.method == "notifications/progress")) | length > 0 and all(.[]; .params.progressToken == "p1")' "$work/md"
     check "wire: ... the result holds the output" jq_true -s 'last.result.structuredContent.stdout == "0\n1\n2\n"' "$work/md"
+    call='{"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "print(2)"}}}'
+    s=$(mcp_post "$TA" "$sid" "$call")
+    check "wire: a quick tools/call without a progressToken → 200 application/json ($s, $(header content-type))" \
+        bash -c "[ '$s' = 200 ] && [[ '$(header content-type)' == application/json* ]]"
+    check "wire: ... holding the result" jq_true '.id == 13 and .result.structuredContent.stdout == "2\n"' "$work/mb"
     call='{"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "import time\ntime.sleep(16)\n\"done\""}}}'
     s=$(mcp_post "$TA" "$sid" "$call")
     check_eq "wire: a silent 16 s call → 200" "$s" 200
