@@ -494,17 +494,14 @@ mcp_tool_parse(json_t *params, struct mcp_tool_call *ret, struct err *reterr)
     return args_check(args, ret, reterr);
 }
 
-static json_t *text_result(bool is_error, const char *fmt, va_list ap)
-    __attribute__((format(printf, 2, 0)));
-
+/* A result of one text block, msg already formatted (the va_list of the callers ends before
+ * anything here can abort). */
 static json_t *
-text_result(bool is_error, const char *fmt, va_list ap)
+text_result(bool is_error, const char *msg)
 {
-    char msg[1024];
-    struct buf clean = BUF_INIT(3 * sizeof(msg));
+    struct buf clean = BUF_INIT((size_t)3 * 1024); /* each bad byte may become U+FFFD's 3 */
     json_t *o;
 
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
     (void)utf8_append_sanitized(&clean, msg, strlen(msg));
     o = OOM_CHECK(json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text", "text", clean.buf,
                             clean.len, "isError", is_error));
@@ -515,28 +512,26 @@ text_result(bool is_error, const char *fmt, va_list ap)
 json_t *
 mcp_tool_error(const char *fmt, ...)
 {
+    char msg[1024];
     va_list ap;
-    json_t *o;
 
     va_start(ap, fmt);
-    o = text_result(true, fmt, ap);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    return o;
+    return text_result(true, msg);
 }
 
 json_t *
 mcp_tool_text(const char *fmt, ...)
 {
+    char msg[1024];
     va_list ap;
-    json_t *o;
 
     va_start(ap, fmt);
-    o = text_result(false, fmt, ap);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    return o;
+    return text_result(false, msg);
 }
-
-/* ---- base64 ---------------------------------------------------------------------------------- */
 
 char *
 mcp_base64_encode(const void *data, size_t len, size_t *ret_len)
