@@ -50,7 +50,6 @@ struct mcp_server *mcp_server_new(struct api *a);
 void mcp_server_free(struct mcp_server *srv);
 void mcp_server_get_stats(const struct mcp_server *srv, struct api_mcp_stats *ret);
 struct api_mcp_stats *mcp_server_stats(struct mcp_server *srv);
-struct api *mcp_server_api(const struct mcp_server *srv);
 
 /* initialize: a new session of tenant with rec's settings (rec->tenant is set); its record is
  * written to Redis first. cb(0, ms) with a reference to release, or cb(r < 0, NULL) with why:

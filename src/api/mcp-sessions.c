@@ -108,6 +108,14 @@ mcp_session_ttl_ms(const struct mcp_session *ms)
     return (uint64_t)s * 1000u;
 }
 
+/* The record's key and its time to live in ms, as Redis arguments. */
+static void
+key_and_ttl(const struct mcp_session *ms, char key[256], char px[24])
+{
+    key_of(ms->srv, ms->id, key, 256);
+    (void)snprintf(px, 24, "%llu", (unsigned long long)mcp_session_ttl_ms(ms));
+}
+
 /* SET key record PX ttl: cb NULL fires and forgets. */
 static int
 record_write(struct mcp_server *srv, struct mcp_session *ms, store_redis_reply_cb *cb, void *arg)
@@ -116,8 +124,7 @@ record_write(struct mcp_server *srv, struct mcp_session *ms, store_redis_reply_c
     char *text = mcp_record_dump(&ms->rec);
     int r;
 
-    key_of(srv, ms->id, key, sizeof(key));
-    (void)snprintf(px, sizeof(px), "%llu", (unsigned long long)mcp_session_ttl_ms(ms));
+    key_and_ttl(ms, key, px);
     r = store_redis_commandv(redis_of(srv), cb, arg, "SET", key, text, "PX", px, NULL);
     free(text);
     ms->pushed_ms = time_now_ms();
@@ -147,8 +154,7 @@ mcp_session_used(struct mcp_session *ms)
     if (now - ms->pushed_ms > mcp_session_ttl_ms(ms) / 10u) {
         char key[256], px[24];
 
-        key_of(srv, ms->id, key, sizeof(key));
-        (void)snprintf(px, sizeof(px), "%llu", (unsigned long long)mcp_session_ttl_ms(ms));
+        key_and_ttl(ms, key, px);
         if (store_redis_commandv(redis_of(srv), NULL, NULL, "PEXPIRE", key, px, NULL) == 0) {
             ms->pushed_ms = now;
         }
@@ -489,10 +495,4 @@ struct api_mcp_stats *
 mcp_server_stats(struct mcp_server *srv)
 {
     return &srv->stats;
-}
-
-struct api *
-mcp_server_api(const struct mcp_server *srv)
-{
-    return srv->a;
 }

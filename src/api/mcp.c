@@ -442,10 +442,12 @@ dispatch(struct api *a, struct evhttp_request *req, struct mcp_session *ms, stru
     mcp_msg_done(msg);
 }
 
-/* The checks after the session is known: NULL when ms may serve the request, else why not, with
- * the HTTP status and JSON-RPC code in *status and *code. */
+/* The checks after the session is known: NULL when ms may serve the request, with its sandbox
+ * in *ret_sandbox (NULL while it has none), else why not, with the HTTP status and JSON-RPC code
+ * in *status and *code. */
 static const char *
-session_unusable(struct mcp_post *p, struct mcp_session *ms, int *status, int *code)
+session_unusable(struct mcp_post *p, struct mcp_session *ms, struct session **ret_sandbox,
+                 int *status, int *code)
 {
     struct session_manager *sm = p->a->backend->sessions;
     const char *v = header(p->req, MCP_HEADER_VERSION);
@@ -465,7 +467,9 @@ session_unusable(struct mcp_post *p, struct mcp_session *ms, int *status, int *c
     if (!session_manager_loaded(sm)) {
         return "sessions are being loaded after a restart; retry";
     }
-    if (ms->rec.sandbox[0] != '\0' && session_find(sm, ms->rec.tenant, ms->rec.sandbox) == NULL) {
+    *ret_sandbox =
+        ms->rec.sandbox[0] != '\0' ? session_find(sm, ms->rec.tenant, ms->rec.sandbox) : NULL;
+    if (ms->rec.sandbox[0] != '\0' && *ret_sandbox == NULL) {
         mcp_session_forget(ms, "sandbox_ended");
         *status = 404;
         *code = MCP_ERR_NO_SESSION;
@@ -474,13 +478,10 @@ session_unusable(struct mcp_post *p, struct mcp_session *ms, int *status, int *c
     return NULL;
 }
 
-/* DELETE: the session is forgotten; an own sandbox ends with it. */
+/* DELETE: the session is forgotten; an own sandbox (s, or NULL) ends with it. */
 static void
-delete_session(struct api *a, struct evhttp_request *req, struct mcp_session *ms)
+delete_session(struct evhttp_request *req, struct mcp_session *ms, struct session *s)
 {
-    struct session *s = ms->rec.sandbox[0] && !ms->rec.bound
-                            ? session_find(a->backend->sessions, ms->rec.tenant, ms->rec.sandbox)
-                            : NULL;
     char actor[80];
 
     (void)snprintf(actor, sizeof(actor), "tenant:%s", ms->rec.tenant);
@@ -488,7 +489,7 @@ delete_session(struct api *a, struct evhttp_request *req, struct mcp_session *ms
               OOM_CHECK(json_pack("{s:s, s:s, s:s}", "tenant", ms->rec.tenant, "mcp_session",
                                   ms->id, "session", ms->rec.sandbox)));
     mcp_session_forget(ms, "deleted");
-    if (s != NULL) {
+    if (s != NULL && !ms->rec.bound) {
         session_set_end_cause(s, NULL, "mcp_deleted");
         (void)session_end(s, NULL, NULL, NULL);
     }
@@ -502,10 +503,10 @@ serve(struct mcp_post *p, struct mcp_session *ms)
     struct api *a = p->a;
     bool is_delete = p->is_delete;
     struct mcp_msg msg = p->msg;
+    struct session *s = NULL;
     int status, code;
-    const char *why = session_unusable(p, ms, &status, &code);
+    const char *why = session_unusable(p, ms, &s, &status, &code);
     struct evhttp_request *req;
-    struct session *s;
 
     p->msg = (struct mcp_msg){0};
     req = post_end(p);
@@ -515,13 +516,11 @@ serve(struct mcp_post *p, struct mcp_session *ms)
         return;
     }
     mcp_session_used(ms);
-    s = ms->rec.sandbox[0] ? session_find(a->backend->sessions, ms->rec.tenant, ms->rec.sandbox)
-                           : NULL;
     if (s != NULL) {
         session_touch(s); /* a request of the MCP session is activity of its sandbox */
     }
     if (is_delete) {
-        delete_session(a, req, ms);
+        delete_session(req, ms, s);
     } else {
         dispatch(a, req, ms, &msg);
     }
