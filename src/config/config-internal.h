@@ -15,7 +15,11 @@
 #define CFG_MAX_FILE_BYTES   (1u << 20)
 #define CFG_MAX_PROFILES     64
 #define CFG_MAX_TENANTS      4096
+#define CFG_MAX_E2B_KEYS     8 /* per tenant */
 #define CFG_MAX_TENANT_LIMIT 1000000
+
+/* e2b.templates is well formed and names configured profiles (validate.c). */
+int cfg_e2b_templates_check(const struct cfg *c, struct err *reterr);
 
 enum cfg_type {
     CFG_STRING,

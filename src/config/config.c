@@ -71,6 +71,7 @@ cfg_tenants_clear(struct cfg *c)
         cfg_strv_free(c->tenants[i].profiles);
         cfg_strv_free(c->tenants[i].reserved_profiles);
         free(c->tenants[i].reserved);
+        free(c->tenants[i].e2b_keys_sha256);
     }
     free(c->tenants);
     c->tenants = NULL;

@@ -57,6 +57,9 @@ struct cfg_tenant {
      * reserved_profiles[i] are kept for this tenant (other tenants wait for fresh ones). */
     char **reserved_profiles; /* NULL-terminated, or NULL */
     unsigned *reserved;
+    /* E2B API keys (X-API-KEY, docs/e2b.md): their SHA-256, n_e2b_keys of them. */
+    uint8_t (*e2b_keys_sha256)[CFG_SHA256_LEN];
+    size_t n_e2b_keys;
 };
 
 struct cfg {
@@ -91,6 +94,8 @@ struct cfg {
     unsigned mcp_max_sessions, mcp_max_sessions_per_tenant, mcp_idle_timeout_s, mcp_queue_max;
     unsigned mcp_max_output_bytes, mcp_max_image_bytes, mcp_max_read_bytes;
     char *mcp_allowed_origins; /* comma-separated Origin values; "": none */
+    char *e2b_templates;       /* "template=profile,...": E2B templateIDs (docs/e2b.md) */
+    unsigned e2b_default_timeout_s, e2b_max_contexts;
 
     struct cfg_profile *profiles;
     size_t n_profiles;
@@ -157,6 +162,20 @@ const struct cfg_profile *cfg_profile_find(const struct cfg *c, const char *name
 const struct cfg_tenant *cfg_tenant_find(const struct cfg *c, const char *id);
 /* Whether tenant t may use profile name. */
 bool cfg_tenant_allows(const struct cfg_tenant *t, const char *profile);
+
+/* E2B templateIDs and the profiles they name (docs/e2b.md). */
+#define CFG_E2B_TEMPLATES_MAX 32
+struct cfg_e2b_template {
+    char name[65];
+    char profile[49];
+};
+/* The templates tenant t may name, into out[max]: e2b.templates' entries, then "base" and
+ * "code-interpreter-v1" for t's first profile unless listed. Returns how many. Pure. */
+size_t cfg_e2b_templates(const struct cfg *c, const struct cfg_tenant *t,
+                         struct cfg_e2b_template *out, size_t max);
+/* The tenant one of whose E2B keys hashes to digest, or NULL (constant time over all keys). */
+const struct cfg_tenant *cfg_e2b_key_tenant(const struct cfg *c,
+                                            const uint8_t digest[CFG_SHA256_LEN]);
 /* The warm containers of profile reserved for tenant t. */
 unsigned cfg_tenant_reserved(const struct cfg_tenant *t, const char *profile);
 /* The warm containers of profile reserved for tenants other than tenant (NULL: for all). */

@@ -83,6 +83,17 @@ cfg_dump(const struct cfg *c)
             }
             (void)json_object_set_new(o, "profiles", names);
         }
+        if (t->n_e2b_keys > 0) {
+            json_t *keys = OOM_CHECK(json_array());
+
+            for (size_t k = 0; k < t->n_e2b_keys; k++) {
+                for (size_t j = 0; j < CFG_SHA256_LEN; j++) {
+                    (void)snprintf(hex + 2 * j, 3, "%02x", t->e2b_keys_sha256[k][j]);
+                }
+                (void)json_array_append_new(keys, OOM_CHECK(json_string(hex)));
+            }
+            (void)json_object_set_new(o, "e2b_keys_sha256", keys);
+        }
         if (t->reserved_profiles != NULL) {
             json_t *reserved = OOM_CHECK(json_object());
 

@@ -116,6 +116,14 @@ const struct cfg_option cfg_options[] = {
     OPT("mcp.allowed_origins", CFG_STRING, mcp_allowed_origins, "", 0, 0, 0,
         "comma-separated Origin values a browser may call /mcp from (a request with any other "
         "Origin is refused with 403; clients that send none are not affected)"),
+    OPT("e2b.templates", CFG_STRING, e2b_templates, "", 0, 0, 0,
+        "E2B templateIDs as comma-separated template=profile pairs; \"base\" and "
+        "\"code-interpreter-v1\" name the first profile unless listed here"),
+    OPT("e2b.default_timeout_s", CFG_UINT, e2b_default_timeout_s, "300", 1, 31536000, 0,
+        "an E2B sandbox's lease when its create names no timeout (capped by the profile's "
+        "max_lifetime_s)"),
+    OPT("e2b.max_contexts", CFG_UINT, e2b_max_contexts, "8", 1, 64, 0,
+        "code contexts (separate namespaces) an E2B sandbox may create besides its default one"),
 };
 
 const size_t cfg_n_options = ELEMENTSOF(cfg_options);

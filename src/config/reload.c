@@ -86,7 +86,7 @@ diff_profiles(struct cfg_diff *d, const struct cfg *a, const struct cfg *b)
 static void
 tenant_changes(const struct cfg_tenant *a, const struct cfg_tenant *b, char *out, size_t n)
 {
-    const char *parts[5];
+    const char *parts[6];
     size_t k = 0, used = 0;
     bool reserved = !cfg_strv_equal(a->reserved_profiles, b->reserved_profiles);
 
@@ -107,6 +107,11 @@ tenant_changes(const struct cfg_tenant *a, const struct cfg_tenant *b, char *out
     }
     if (reserved) {
         parts[k++] = "reserved";
+    }
+    if (a->n_e2b_keys != b->n_e2b_keys ||
+        (a->n_e2b_keys > 0 &&
+         memcmp(a->e2b_keys_sha256, b->e2b_keys_sha256, a->n_e2b_keys * CFG_SHA256_LEN) != 0)) {
+        parts[k++] = "e2b_keys_sha256";
     }
     out[0] = '\0';
     for (size_t i = 0; i < k; i++) {

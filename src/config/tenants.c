@@ -1,6 +1,8 @@
 /* The tenants of the configuration: loading the "tenants" array (strict: every key known, every
  * bound checked) and the lookups the daemon makes per request; see config.h. Pure. */
 #include <errno.h>
+#include <openssl/crypto.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,6 +76,31 @@ check_tenant_lists(size_t i, json_t *profiles, json_t *reserved, struct err *ret
     return 0;
 }
 
+/* 'e2b_keys_sha256': several, so that keys can be rotated. */
+static int
+check_e2b_keys(size_t i, json_t *keys, struct err *reterr)
+{
+    uint8_t digest[CFG_SHA256_LEN];
+    size_t k;
+    json_t *v;
+
+    if (keys == NULL) {
+        return 0;
+    }
+    if (!json_is_array(keys) || json_array_size(keys) > CFG_MAX_E2B_KEYS) {
+        return err_set(reterr, -EINVAL,
+                       "tenants[%zu]: 'e2b_keys_sha256' must be an array of at most %d hashes", i,
+                       CFG_MAX_E2B_KEYS);
+    }
+    json_array_foreach (keys, k, v) {
+        if (!json_is_string(v) || cfg_parse_sha256_hex(json_string_value(v), digest) < 0) {
+            return err_set(reterr, -EINVAL,
+                           "tenants[%zu]: 'e2b_keys_sha256'[%zu] must be 64 hex digits", i, k);
+        }
+    }
+    return 0;
+}
+
 /* Loads tenants[i] from t into c->tenants[i] (c->n_tenants is i: the ones before are loaded). */
 static int
 load_tenant(struct cfg *c, size_t i, json_t *t, struct err *reterr)
@@ -81,14 +108,15 @@ load_tenant(struct cfg *c, size_t i, json_t *t, struct err *reterr)
     struct cfg_tenant *ct = &c->tenants[i];
     const char *id = NULL, *hash = NULL, *key;
     json_int_t max_sessions = 0, max_running = 0;
-    json_t *profiles = NULL, *reserved = NULL, *v;
+    json_t *profiles = NULL, *reserved = NULL, *e2b_keys = NULL, *v;
     json_error_t jerr;
     size_t k;
     int r;
 
-    if (json_unpack_ex(t, &jerr, JSON_STRICT, "{s:s, s:s, s?I, s?I, s?o, s?o}", "id", &id,
+    if (json_unpack_ex(t, &jerr, JSON_STRICT, "{s:s, s:s, s?I, s?I, s?o, s?o, s?o}", "id", &id,
                        "token_sha256", &hash, "max_sessions", &max_sessions, "max_running",
-                       &max_running, "profiles", &profiles, "reserved", &reserved) < 0) {
+                       &max_running, "profiles", &profiles, "reserved", &reserved,
+                       "e2b_keys_sha256", &e2b_keys) < 0) {
         return err_set(reterr, -EINVAL, "tenants[%zu]: %s", i, jerr.text);
     }
     if (max_sessions < 0 || max_sessions > CFG_MAX_TENANT_LIMIT || max_running < 0 ||
@@ -98,6 +126,10 @@ load_tenant(struct cfg *c, size_t i, json_t *t, struct err *reterr)
                        i, CFG_MAX_TENANT_LIMIT);
     }
     r = check_tenant_lists(i, profiles, reserved, reterr);
+    if (r < 0) {
+        return r;
+    }
+    r = check_e2b_keys(i, e2b_keys, reterr);
     if (r < 0) {
         return r;
     }
@@ -131,6 +163,13 @@ load_tenant(struct cfg *c, size_t i, json_t *t, struct err *reterr)
             ct->reserved[k++] = (unsigned)json_integer_value(v);
         }
     }
+    if (e2b_keys != NULL && json_array_size(e2b_keys) > 0) {
+        ct->n_e2b_keys = json_array_size(e2b_keys);
+        ct->e2b_keys_sha256 = xcalloc(ct->n_e2b_keys, sizeof(*ct->e2b_keys_sha256));
+        json_array_foreach (e2b_keys, k, v) {
+            (void)cfg_parse_sha256_hex(json_string_value(v), ct->e2b_keys_sha256[k]);
+        }
+    }
     return 0;
 }
 
@@ -157,6 +196,106 @@ cfg_load_tenants(struct cfg *c, json_t *arr, struct err *reterr)
         c->n_tenants = i + 1;
     }
     return 0;
+}
+
+/* One "template=profile" entry of e2b.templates (len bytes at s) into *ret; -EINVAL. */
+static int
+e2b_entry(const char *s, size_t len, struct cfg_e2b_template *ret)
+{
+    const char *eq = memchr(s, '=', len);
+    size_t nl, pl;
+
+    if (eq == NULL) {
+        return -EINVAL;
+    }
+    nl = (size_t)(eq - s);
+    pl = len - nl - 1;
+    if (nl == 0 || nl >= sizeof(ret->name) || pl == 0 || pl >= sizeof(ret->profile)) {
+        return -EINVAL;
+    }
+    memcpy(ret->name, s, nl);
+    ret->name[nl] = '\0';
+    memcpy(ret->profile, eq + 1, pl);
+    ret->profile[pl] = '\0';
+    return str_is_name(ret->name, 64) && str_is_name(ret->profile, 48) ? 0 : -EINVAL;
+}
+
+int
+cfg_e2b_templates_check(const struct cfg *c, struct err *reterr)
+{
+    const char *s = c->e2b_templates;
+    size_t n = 0;
+
+    while (s != NULL && *s != '\0') {
+        const char *comma = strchr(s, ',');
+        size_t len = comma ? (size_t)(comma - s) : strlen(s);
+        struct cfg_e2b_template t;
+
+        if (e2b_entry(s, len, &t) < 0) {
+            return err_set(reterr, -EINVAL,
+                           "'e2b.templates' must be comma-separated template=profile pairs "
+                           "of [A-Za-z0-9._-] names");
+        }
+        if (cfg_profile_find(c, t.profile) == NULL) {
+            return err_set(reterr, -EINVAL, "'e2b.templates' maps '%s' to profile '%s', which "
+                           "is not configured", t.name, t.profile);
+        }
+        if (++n > CFG_E2B_TEMPLATES_MAX - 2) {
+            return err_set(reterr, -EINVAL, "'e2b.templates' has more than %d entries",
+                           CFG_E2B_TEMPLATES_MAX - 2);
+        }
+        s = comma ? comma + 1 : s + len;
+    }
+    return 0;
+}
+
+size_t
+cfg_e2b_templates(const struct cfg *c, const struct cfg_tenant *t, struct cfg_e2b_template *out,
+                  size_t max)
+{
+    static const char *const defaults[] = {"base", "code-interpreter-v1"};
+    const char *first = t != NULL && t->profiles != NULL && t->profiles[0] != NULL
+                            ? t->profiles[0]
+                            : c->n_profiles > 0 ? c->profiles[0].name : NULL;
+    const char *s = c->e2b_templates;
+    size_t n = 0;
+
+    while (s != NULL && *s != '\0' && n < max) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma ? (size_t)(comma - s) : strlen(s);
+
+        n += e2b_entry(s, len, &out[n]) == 0;
+        s = comma ? comma + 1 : s + len;
+    }
+    for (size_t d = 0; d < ELEMENTSOF(defaults) && first != NULL; d++) {
+        bool listed = false;
+
+        for (size_t i = 0; i < n; i++) {
+            listed = listed || strcmp(out[i].name, defaults[d]) == 0;
+        }
+        if (!listed && n < max) {
+            (void)snprintf(out[n].name, sizeof(out[n].name), "%s", defaults[d]);
+            (void)snprintf(out[n].profile, sizeof(out[n].profile), "%s", first);
+            n++;
+        }
+    }
+    return n;
+}
+
+const struct cfg_tenant *
+cfg_e2b_key_tenant(const struct cfg *c, const uint8_t digest[CFG_SHA256_LEN])
+{
+    const struct cfg_tenant *found = NULL;
+
+    for (size_t i = 0; i < c->n_tenants; i++) {
+        for (size_t k = 0; k < c->tenants[i].n_e2b_keys; k++) {
+            /* No early exit: every hash is compared whatever matched before. */
+            if (CRYPTO_memcmp(digest, c->tenants[i].e2b_keys_sha256[k], CFG_SHA256_LEN) == 0) {
+                found = &c->tenants[i];
+            }
+        }
+    }
+    return found;
 }
 
 const struct cfg_tenant *

@@ -214,6 +214,36 @@ validate_uids(const struct cfg *c, struct err *reterr)
     return 0;
 }
 
+/* E2B keys are unique, and none is also a tenant's token (which would make a leaked E2B key a
+ * REST token too); e2b.templates names configured profiles. */
+static int
+validate_e2b(const struct cfg *c, struct err *reterr)
+{
+    for (size_t i = 0; i < c->n_tenants; i++) {
+        const struct cfg_tenant *t = &c->tenants[i];
+
+        for (size_t k = 0; k < t->n_e2b_keys; k++) {
+            for (size_t j = 0; j < c->n_tenants; j++) {
+                if (memcmp(t->e2b_keys_sha256[k], c->tenants[j].token_sha256, CFG_SHA256_LEN) ==
+                    0) {
+                    return err_set(reterr, -EINVAL,
+                                   "tenant '%s' has an E2B key that is tenant '%s''s token", t->id,
+                                   c->tenants[j].id);
+                }
+                for (size_t l = 0; l < c->tenants[j].n_e2b_keys && (j < i || l < k); l++) {
+                    if ((j != i || l != k) &&
+                        memcmp(t->e2b_keys_sha256[k], c->tenants[j].e2b_keys_sha256[l],
+                               CFG_SHA256_LEN) == 0) {
+                        return err_set(reterr, -EINVAL, "tenants '%s' and '%s' share an E2B key",
+                                       c->tenants[j].id, t->id);
+                    }
+                }
+            }
+        }
+    }
+    return cfg_e2b_templates_check(c, reterr);
+}
+
 int
 cfg_validate(struct cfg *c, struct err *reterr)
 {
@@ -284,5 +314,5 @@ cfg_validate(struct cfg *c, struct err *reterr)
                            sum, c->profiles[i].name, c->profiles[i].warm);
         }
     }
-    return 0;
+    return validate_e2b(c, reterr);
 }

@@ -332,15 +332,16 @@ send_line(struct kernel *k, char *line)
 
 int
 kernel_exec(struct kernel *k, const char *id, const char *code, size_t code_len,
-            uint64_t max_output)
+            uint64_t max_output, const struct kernel_exec_opts *o)
 {
-    return send_line(k, kernel_proto_exec(id, code, code_len, max_output));
+    return send_line(k, kernel_proto_exec(id, code, code_len, max_output, o));
 }
 
 int
-kernel_cmd(struct kernel *k, const char *id, json_t *argv, uint64_t max_output)
+kernel_cmd(struct kernel *k, const char *id, json_t *argv, uint64_t max_output,
+           const struct kernel_exec_opts *o)
 {
-    return send_line(k, kernel_proto_cmd(id, argv, max_output));
+    return send_line(k, kernel_proto_cmd(id, argv, max_output, o));
 }
 
 int

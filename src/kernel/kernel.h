@@ -63,8 +63,9 @@ void kernel_set_handlers(struct kernel *k, const struct kernel_handlers *h, void
 /* Requests; each returns 0, -EPIPE when the connection is closed, -ENOBUFS when the kernel is
  * not draining its stdin (more than KERNEL_MAX_QUEUE, 64 MiB, queued: proto.h). */
 int kernel_exec(struct kernel *k, const char *id, const char *code, size_t code_len,
-                uint64_t max_output);
-int kernel_cmd(struct kernel *k, const char *id, json_t *argv, uint64_t max_output);
+                uint64_t max_output, const struct kernel_exec_opts *o);
+int kernel_cmd(struct kernel *k, const char *id, json_t *argv, uint64_t max_output,
+               const struct kernel_exec_opts *o);
 int kernel_interrupt(struct kernel *k, const char *id);
 int kernel_restart(struct kernel *k, const char *reason);
 int kernel_bind(struct kernel *k, const char *session_id);

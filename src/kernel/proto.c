@@ -154,6 +154,24 @@ nonneg_member(json_t *obj, const char *key)
 
 /* The members of a "done", checked for their types: a done that breaks them is not a
  * kernel's (-EPROTO). */
+/* mime: an object of at most KERNEL_MIME_MAX strings, else absent. */
+static json_t *
+decode_done_mime(json_t *v)
+{
+    const char *key;
+    json_t *member;
+
+    if (!json_is_object(v) || json_object_size(v) > KERNEL_MIME_MAX) {
+        return NULL;
+    }
+    json_object_foreach (v, key, member) {
+        if (!json_is_string(member) || strchr(key, '/') == NULL) {
+            return NULL;
+        }
+    }
+    return v;
+}
+
 static int
 decode_done(json_t *obj, struct kernel_done *d)
 {
@@ -193,6 +211,7 @@ decode_done(json_t *obj, struct kernel_done *d)
         d->cpu_ms = nonneg_member(v, "cpu_ms");
         d->peak_memory_bytes = nonneg_member(v, "peak_memory_bytes");
     }
+    d->mime = decode_done_mime(json_object_get(obj, "mime"));
     return 0;
 }
 
@@ -218,6 +237,17 @@ decode_artifact(json_t *obj, struct kernel_msg *m)
         return -EPROTO;
     }
     m->size = json_integer_value(size);
+    /* data (rich executions): the file's bytes in base64, leniently (absent when malformed). */
+    m->data = get_str(entry, "data");
+    if (m->data != NULL) {
+        size_t n = strlen(m->data);
+
+        if (n > KERNEL_ARTIFACT_INLINE_B64 || n % 4 != 0 ||
+            strspn(m->data, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") !=
+                n) {
+            m->data = NULL;
+        }
+    }
     return 0;
 }
 
@@ -388,17 +418,38 @@ dump_line(json_t *obj)
 }
 
 char *
-kernel_proto_exec(const char *id, const char *code, size_t code_len, uint64_t max_output)
+kernel_proto_exec(const char *id, const char *code, size_t code_len, uint64_t max_output,
+                  const struct kernel_exec_opts *o)
 {
-    return dump_line(OOM_CHECK(json_pack("{s:s, s:s, s:s%, s:I}", "t", "exec", "id", id, "code",
-                                         code, code_len, "max_output", (json_int_t)max_output)));
+    json_t *req = OOM_CHECK(json_pack("{s:s, s:s, s:s%, s:I}", "t", "exec", "id", id, "code", code,
+                                      code_len, "max_output", (json_int_t)max_output));
+
+    if (o != NULL && o->ctx != NULL) {
+        (void)json_object_set_new(req, "ctx", OOM_CHECK(json_string(o->ctx)));
+    }
+    if (o != NULL && o->drop) {
+        (void)json_object_set_new(req, "drop", json_true());
+    }
+    if (o != NULL && o->rich) {
+        (void)json_object_set_new(req, "rich", json_true());
+    }
+    return dump_line(req);
 }
 
 char *
-kernel_proto_cmd(const char *id, json_t *argv, uint64_t max_output)
+kernel_proto_cmd(const char *id, json_t *argv, uint64_t max_output,
+                 const struct kernel_exec_opts *o)
 {
-    return dump_line(OOM_CHECK(json_pack("{s:s, s:s, s:O, s:I}", "t", "cmd", "id", id, "argv", argv,
-                                         "max_output", (json_int_t)max_output)));
+    json_t *req = OOM_CHECK(json_pack("{s:s, s:s, s:O, s:I}", "t", "cmd", "id", id, "argv", argv,
+                                      "max_output", (json_int_t)max_output));
+
+    if (o != NULL && o->cwd != NULL) {
+        (void)json_object_set_new(req, "cwd", OOM_CHECK(json_string(o->cwd)));
+    }
+    if (o != NULL && o->env != NULL) {
+        (void)json_object_set(req, "env", o->env);
+    }
+    return dump_line(req);
 }
 
 char *

@@ -25,6 +25,9 @@ typedef struct json_t json_t;
  * byte of code) still fits. */
 #define KERNEL_MAX_QUEUE ((size_t)64 << 20)
 #define KERNEL_MAX_ID    64
+#define KERNEL_MIME_MAX  16 /* representations in a done's "mime" */
+/* An artifact's inline bytes (rich executions): 512 KiB in base64. */
+#define KERNEL_ARTIFACT_INLINE_B64 (4u * ((512u * 1024u + 2u) / 3u))
 
 enum kernel_msg_type {
     KERNEL_MSG_HELLO,
@@ -81,6 +84,9 @@ struct kernel_done {
     struct kernel_output_count truncated[2]; /* [0] stdout, [1] stderr */
     bool has_resources;
     int64_t cpu_ms, peak_memory_bytes; /* -1: not reported (or not a non-negative integer) */
+    /* A rich execution's value in other representations ({"text/html": ...}): a borrowed object
+     * of at most KERNEL_MIME_MAX strings keyed by MIME types, or NULL (lenient). */
+    json_t *mime;
 };
 
 /* A decoded message; strings are borrowed from `obj`. */
@@ -100,6 +106,7 @@ struct kernel_msg {
      * KERNEL_ARTIFACT_DIR, plain characters), mime, size, sha256 (lowercase hex). */
     const char *path, *mime, *sha256;
     int64_t size;
+    const char *data; /* ARTIFACT of a rich execution: the bytes in base64 (checked), or NULL */
 };
 
 #define KERNEL_ARTIFACT_DIR ".sandpool/artifacts/"
@@ -125,7 +132,18 @@ void kernel_splitter_done(struct kernel_splitter *s);
 int kernel_splitter_feed(struct kernel_splitter *s, const char *data, size_t n,
                          int (*cb)(json_t *obj, void *userdata), void *userdata);
 
-/* Request encoders: return a malloc'd line ending in '\n'. */
-char *kernel_proto_exec(const char *id, const char *code, size_t code_len, uint64_t max_output);
-char *kernel_proto_cmd(const char *id, json_t *argv, uint64_t max_output);
+/* What an execution request carries besides its code or argv; every member optional. */
+struct kernel_exec_opts {
+    const char *ctx; /* exec: the namespace of this context (made on first use); NULL: the main */
+    bool drop;       /* exec: forget ctx's namespace and run nothing */
+    bool rich;       /* exec: the done's mime, the artifacts' bytes inline */
+    const char *cwd; /* cmd: the working directory, relative to the workspace */
+    json_t *env;     /* cmd: variables added to the environment (borrowed object of strings) */
+};
+
+/* Request encoders: return a malloc'd line ending in '\n'. o may be NULL. */
+char *kernel_proto_exec(const char *id, const char *code, size_t code_len, uint64_t max_output,
+                        const struct kernel_exec_opts *o);
+char *kernel_proto_cmd(const char *id, json_t *argv, uint64_t max_output,
+                       const struct kernel_exec_opts *o);
 char *kernel_proto_simple(const char *type, const char *key, const char *value);

@@ -109,7 +109,9 @@ new_record(struct session_manager *m, struct pool_slot *slot, const struct sessi
                    req->metadata_json ? req->metadata_json : "{}");
     rec->created_at = rec->last_active_at = now;
     rec->idle_timeout_s = req->idle_timeout_s ? req->idle_timeout_s : p->idle_timeout_s;
-    rec->expires_at = now + (uint64_t)p->max_lifetime_s * 1000u;
+    rec->expires_at =
+        now + (uint64_t)(req->lifetime_s ? req->lifetime_s : p->max_lifetime_s) * 1000u;
+    (void)snprintf(rec->ext, sizeof(rec->ext), "%s", req->ext ? req->ext : "");
     rec->epoch = 1;
     rec->gen = kernel_gen(pool_slot_kernel(slot));
     rec->state = STORE_SESSION_ACTIVE;
@@ -153,6 +155,7 @@ create_cold_free(struct cold *c)
 {
     TAILQ_REMOVE(&c->m->colds, c, link);
     free(c->metadata);
+    free(c->ext);
     free(c);
 }
 
@@ -368,10 +371,12 @@ create_cold(struct session_manager *m, struct pool *pool, const struct session_c
     (void)snprintf(c->tenant, sizeof(c->tenant), "%s", req->tenant);
     (void)snprintf(c->profile, sizeof(c->profile), "%s", p->name);
     c->metadata = req->metadata_json ? xstrdup(req->metadata_json) : NULL;
+    c->ext = req->ext ? xstrdup(req->ext) : NULL;
     c->req = *req;
     c->req.tenant = c->tenant;
     c->req.profile = c->profile;
     c->req.metadata_json = c->metadata;
+    c->req.ext = c->ext;
     TAILQ_INSERT_TAIL(&m->colds, c, link);
     r = pool_wait(pool, COLD_WAIT_FACTOR * m->cfg->engine_timeout_ms, on_cold_slot, c, &c->waiter);
     if (r < 0) {
@@ -431,6 +436,13 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     if (req->idle_timeout_s > p->idle_timeout_s) {
         return err_set(reterr, -EINVAL, "'idle_timeout_s' must be at most %u for profile '%s'",
                        p->idle_timeout_s, p->name);
+    }
+    if (req->lifetime_s > p->max_lifetime_s) {
+        return err_set(reterr, -EINVAL, "a lifetime must be at most %u s for profile '%s'",
+                       p->max_lifetime_s, p->name);
+    }
+    if (req->ext != NULL && strlen(req->ext) > STORE_EXT_MAX) {
+        return err_set(reterr, -EINVAL, "the session's extension record is too long");
     }
     if (!store_redis_is_up(m->redis)) {
         return err_set(reterr, -ENOTCONN, "redis is unavailable");

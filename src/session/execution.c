@@ -127,6 +127,8 @@ execution_take_done(struct execution *x, const struct kernel_done *d)
     if (d->result != NULL) {
         x->result = OOM_CHECK(json_stringn(d->result, d->result_len));
     }
+    json_decref(x->mime);
+    x->mime = json_incref(d->mime);
     if (d->has_exit_code) {
         x->exit_code = d->exit_code;
     }
@@ -169,7 +171,15 @@ execution_on_artifact(struct session *s, const struct kernel_msg *m)
                                 (json_int_t)m->size, "sha256", m->sha256));
     (void)json_array_append(x->artifacts, entry);
     if (!x->detached && x->obs.on_artifact != NULL) {
-        x->obs.on_artifact(x, entry, x->userdata);
+        json_t *shown = entry;
+
+        if (m->data != NULL) { /* for the observer only: the execution keeps no bytes */
+            shown = OOM_CHECK(json_copy(entry));
+            (void)json_object_set_new(shown, "data", OOM_CHECK(json_string(m->data)));
+            json_decref(entry);
+        }
+        x->obs.on_artifact(x, shown, x->userdata);
+        entry = shown;
     }
     json_decref(entry);
 }
@@ -344,6 +354,7 @@ execution_free(struct execution *x)
     buf_done(&x->out);
     buf_done(&x->err);
     json_decref(x->result);
+    json_decref(x->mime);
     json_decref(x->error);
     json_decref(x->artifacts);
     free(x->code_head);
@@ -471,8 +482,9 @@ session_execute(struct session *s, const struct exec_req *req, const struct exec
     x->userdata = userdata;
     x->timeout_s = req->timeout_s ? req->timeout_s : s->profile->exec_timeout_s;
     r = x->is_cmd
-            ? kernel_cmd(s->kernel, x->id, req->argv, s->profile->max_output_bytes)
-            : kernel_exec(s->kernel, x->id, req->code, req->code_len, s->profile->max_output_bytes);
+            ? kernel_cmd(s->kernel, x->id, req->argv, s->profile->max_output_bytes, req->opts)
+            : kernel_exec(s->kernel, x->id, req->code, req->code_len, s->profile->max_output_bytes,
+                          req->opts);
     if (r < 0) {
         execution_free(x);
         return err_set(reterr, r == -ENOBUFS ? -EMSGSIZE : -EPIPE,
@@ -530,6 +542,12 @@ const char *
 execution_id(const struct execution *x)
 {
     return x->id;
+}
+
+json_t *
+execution_mime(const struct execution *x)
+{
+    return x->mime;
 }
 
 /* ---- interrupt and restart ------------------------------------------------------------------- */

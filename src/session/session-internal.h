@@ -133,6 +133,7 @@ struct execution {
     json_t *artifacts;   /* array, filled as the kernel announces files */
     /* result, valid in on_done */
     json_t *result, *error;
+    json_t *mime; /* a rich execution's other representations, or NULL */
     struct kernel_output_count truncated[2]; /* the kernel's counts ([0] stdout, [1] stderr) */
     int64_t cpu_ms, peak_memory_bytes;       /* -1: not reported */
     uint64_t duration_ms;
@@ -219,6 +220,7 @@ enum sop_kind {
     SOP_CLAIM,
     SOP_LOAD,
     SOP_HISTORY,
+    SOP_EXPIRY,
 };
 
 /* A Redis operation in flight. */
@@ -232,6 +234,9 @@ struct sop {
     session_create_cb *create_cb;
     /* SOP_END */
     session_end_cb *end_cb;
+    /* SOP_EXPIRY */
+    session_expiry_cb *expiry_cb;
+    uint64_t expires_at;
     void *userdata;
 };
 
@@ -243,6 +248,7 @@ struct cold {
     struct session_create_req req;
     char tenant[65], profile[49];
     char *metadata;
+    char *ext;
     session_create_cb *cb;
     void *userdata;
     uint64_t started_us;

@@ -259,6 +259,61 @@ session_touch(struct session *s)
     }
 }
 
+static void
+on_expiry_set(int r, void *userdata)
+{
+    struct sop *op = userdata;
+    struct session *s = op->m != NULL ? hashmap_get(op->m->by_id, op->id) : NULL;
+
+    if (op->m == NULL && r == 0) {
+        r = -ECANCELED;
+    }
+    if (r == 0 && s != NULL) {
+        s->rec.expires_at = op->expires_at;
+    }
+    op->expiry_cb(r, op->expires_at, op->userdata);
+    sop_free(op);
+}
+
+int
+session_set_expiry(struct session *s, uint64_t at, session_expiry_cb *cb, void *userdata,
+                   struct err *reterr)
+{
+    uint64_t cap = s->rec.created_at + (uint64_t)s->profile->max_lifetime_s * 1000u;
+    struct sop *op;
+
+    if (s->state == SESSION_ENDING || s->state == SESSION_DYING) {
+        return err_set(reterr, -ENOENT, "the session is ending");
+    }
+    op = sop_new(s->m, SOP_EXPIRY, s->rec.id);
+    op->expiry_cb = cb;
+    op->userdata = userdata;
+    op->expires_at = MIN(at, cap);
+    if (store_sessions_set_expiry(s->m->store, s->rec.id, op->expires_at, on_expiry_set, op) < 0) {
+        sop_free(op);
+        return err_set(reterr, -ENOTCONN, "redis is unavailable");
+    }
+    return 0;
+}
+
+uint64_t
+session_expires_at(const struct session *s)
+{
+    return s->rec.expires_at;
+}
+
+uint64_t
+session_created_at(const struct session *s)
+{
+    return s->rec.created_at;
+}
+
+const char *
+session_ext(const struct session *s)
+{
+    return s->rec.ext;
+}
+
 /* ---- ending ---------------------------------------------------------------------------------- */
 
 /* A failed end: a client's end goes back to where it was (a session that was not READY to

@@ -31,6 +31,7 @@
 
 struct event_base;
 struct docker_container_list;
+struct kernel_exec_opts;
 struct kernel_msg;
 struct pool;
 struct pool_slot;
@@ -168,10 +169,13 @@ struct session_create_req {
     const char *profile;       /* NULL: the first profile */
     unsigned idle_timeout_s;   /* 0: the profile's */
     const char *metadata_json; /* a JSON object's text (validated by the caller), or NULL */
+    unsigned lifetime_s;       /* it ends this long after its creation; 0: max_lifetime_s */
+    const char *ext;           /* an edge's own data kept with the record (at most
+                                * STORE_EXT_MAX bytes), or NULL: session_ext() */
 };
 
-/* r == 0 with the new session, or: -ENOENT unknown profile, -EINVAL idle timeout above the
- * profile's, -EUSERS profile at max, -ETIMEDOUT no container in time, -ENOTCONN Redis down. */
+/* r == 0 with the new session, or: -ENOENT unknown profile, -EINVAL idle timeout or lifetime
+ * above the profile's (or ext too long), -EUSERS profile at max, -ETIMEDOUT no container in time, -ENOTCONN Redis down. */
 typedef void session_create_cb(int r, struct session *s, const struct err *e, void *userdata);
 int session_create(struct session_manager *m, const struct session_create_req *req,
                    session_create_cb *cb, void *userdata, struct err *reterr);
@@ -194,6 +198,17 @@ int session_end(struct session *s, session_end_cb *cb, void *userdata, struct er
  * session_end(): actor "admin", "daemon" or NULL (its tenant); why a short word ("deleted",
  * "abandoned", ...). Without it session_end() records the tenant and "deleted". */
 void session_set_end_cause(struct session *s, const char *actor, const char *why);
+/* Moves the session's end of life (expires_at) to wall-clock ms at (capped by its creation +
+ * the profile's max_lifetime_s; a time already past ends it at the reaper's next look); written
+ * to Redis before cb(0, expires_at). -ENOENT when it is no longer active; -ENOTCONN when Redis
+ * is down (nothing changed, no callback). cb may run after the session ended. */
+typedef void session_expiry_cb(int r, uint64_t expires_at, void *userdata);
+int session_set_expiry(struct session *s, uint64_t at, session_expiry_cb *cb, void *userdata,
+                       struct err *reterr);
+uint64_t session_expires_at(const struct session *s);
+uint64_t session_created_at(const struct session *s);
+/* What the edge that created it keeps with the record ("" when nothing). */
+const char *session_ext(const struct session *s);
 /* The API view of the session: a new JSON object. */
 json_t *session_to_json(const struct session *s);
 /* The admin's view: session_to_json() with tenant, node, container, detached and execution. */
@@ -214,6 +229,8 @@ struct exec_req {
     size_t code_len;
     json_t *argv; /* borrowed array of strings, for a command */
     unsigned timeout_s;
+    /* The kernel request's other members (context, rich output, cwd, env), or NULL. */
+    const struct kernel_exec_opts *opts;
     const char *actor; /* who asked, for the audit log ("admin"); NULL: the session's tenant */
 };
 
@@ -222,7 +239,8 @@ struct exec_observer {
     void (*on_output)(struct execution *x, bool to_stderr, const char *text, size_t len,
                       void *userdata);
     /* A file the execution produced, complete in the workspace: the artifact entry of the API
-     * (borrowed). Optional. */
+     * (borrowed; a rich execution's also has "data", the bytes in base64, up to 512 KiB).
+     * Optional. */
     void (*on_artifact)(struct execution *x, json_t *entry, void *userdata);
     /* The end, exactly once (unless detached first); the result is read with
      * execution_to_json() during the call. The execution is freed after it returns. */
@@ -258,6 +276,9 @@ void execution_pause(struct execution *x, bool pause);
 /* The Execution object of the API; with_output adds stdout and stderr. New reference. */
 json_t *execution_to_json(const struct execution *x, bool with_output);
 const char *execution_id(const struct execution *x);
+/* A rich execution's value in other representations ({"text/html": ...}), borrowed, during
+ * on_done only; NULL when it has none. */
+json_t *execution_mime(const struct execution *x);
 
 /* The session's execution history, newest first, at most STORE_HISTORY_MAX (kept in Redis with
  * the record, deleted with it): cb(0, array of {"id", "started_at", "duration_ms", "status",

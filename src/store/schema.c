@@ -81,6 +81,7 @@ static const struct field fields[] = {
     FN("gen", F_I64, gen),
     FN("state", F_STATE, state),
     FS("metadata", metadata, false),
+    FS("ext", ext, false),
 };
 
 static int
@@ -177,6 +178,7 @@ store_session_fields(const struct store_session_rec *rec, char scratch[6][24], c
         {"node", rec->node},
         {"state", state_names[rec->state]},
         {"metadata", rec->metadata},
+        {"ext", rec->ext},
     };
     const struct {
         const char *name;

@@ -19,6 +19,7 @@
 
 #define STORE_ID_MAX      64
 #define STORE_HISTORY_MAX 100 /* executions kept per session */
+#define STORE_EXT_MAX     512 /* an edge's own data about a session (field "ext") */
 
 enum store_session_state {
     STORE_SESSION_ACTIVE,
@@ -39,6 +40,9 @@ struct store_session_rec {
     int64_t gen; /* kernel worker generation the epoch was taken at */
     enum store_session_state state;
     char metadata[4097]; /* JSON object text */
+    /* Opaque to the store and the session module: what an edge keeps with the session (the E2B
+     * layer's credentials and template, src/api/e2b.c). "" when none; optional in Redis. */
+    char ext[STORE_EXT_MAX + 1];
 };
 
 /* Writes "P session:ID" etc. into out (NUL-terminated). -ENAMETOOLONG when it does not fit. */
@@ -53,7 +57,7 @@ int store_key_session_history(char *out, size_t n, const char *prefix, const cha
 int store_session_parse(const char *const *fields, const size_t *lens, size_t n,
                         struct store_session_rec *rec);
 /* Appends the record as field/value argv entries (pointing into rec and into `scratch`, which
- * must outlive the argv) to argv/lens starting at *argc. Needs room for 26 entries. */
+ * must outlive the argv) to argv/lens starting at *argc. Needs room for 28 entries. */
 void store_session_fields(const struct store_session_rec *rec, char scratch[6][24],
                           const char **argv, size_t *lens, int *argc);
 /* Session deadline: min(last activity + idle timeout, expiry), in ms. */

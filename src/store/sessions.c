@@ -353,6 +353,32 @@ store_sessions_set_epoch(struct store_sessions *s, const char *id, uint64_t epoc
 }
 
 int
+store_sessions_set_expiry(struct store_sessions *s, const char *id, uint64_t expires_at,
+                          store_sessions_cb *cb, void *userdata)
+{
+    /* KEYS: hash, deadlines. ARGV: id, expiry. Like touch: only an active session still in the
+     * deadline set (one the reaper claimed is never brought back). */
+    static const char lua[] =
+        "if redis.call('HGET', KEYS[1], 'state') ~= 'active' then return 0 end\n"
+        "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end\n"
+        "local d = tonumber(redis.call('HGET', KEYS[1], 'last_active_at')) +\n"
+        "          tonumber(redis.call('HGET', KEYS[1], 'idle_timeout_s')) * 1000\n"
+        "local exp = tonumber(ARGV[2])\n"
+        "if exp < d then d = exp end\n"
+        "redis.call('HSET', KEYS[1], 'expires_at', ARGV[2])\n"
+        "redis.call('ZADD', KEYS[2], d, ARGV[1])\n"
+        "return 1\n";
+    char key[KEY_MAX], exp[24];
+    const char *args[4] = {key, s->key_deadlines, id, exp};
+
+    if (session_key(s, id, key) < 0) {
+        return -ENAMETOOLONG;
+    }
+    (void)snprintf(exp, sizeof(exp), "%llu", (unsigned long long)expires_at);
+    return eval(s, OP_TOUCH, (void (*)(void))cb, userdata, lua, 2, args, NULL, 4);
+}
+
+int
 store_sessions_mark_ending(struct store_sessions *s, const char *id, store_sessions_cb *cb,
                            void *userdata)
 {

@@ -41,6 +41,10 @@ int store_sessions_restore(struct store_sessions *s, const struct store_session_
  * the session is not active (claimed by the reaper, ended). */
 int store_sessions_touch(struct store_sessions *s, const char *id, uint64_t now_ms,
                          store_sessions_cb *cb, void *userdata);
+/* Moves the session's expiry (wall-clock ms) and its deadline with it, to min(last activity +
+ * idle, expiry). -ENOENT when the session is not active. */
+int store_sessions_set_expiry(struct store_sessions *s, const char *id, uint64_t expires_at,
+                              store_sessions_cb *cb, void *userdata);
 /* Records a new kernel epoch and the worker generation it was observed at. */
 int store_sessions_set_epoch(struct store_sessions *s, const char *id, uint64_t epoch, int64_t gen,
                              store_sessions_cb *cb, void *userdata);

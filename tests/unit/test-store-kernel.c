@@ -51,12 +51,14 @@ TEST(record_round_trip)
     size_t lens[32];
     int n = 0;
 
+    (void)snprintf(in.ext, sizeof(in.ext), "{\"e2b\":1}");
     store_session_fields(&in, scratch, argv, lens, &n);
-    ASSERT_EQ_I(n, 26);
+    ASSERT_EQ_I(n, 28);
     ASSERT_OK(store_session_parse(argv, lens, (size_t)n, &out));
     ASSERT_STREQ(out.id, in.id);
     ASSERT_STREQ(out.tenant, "acme");
     ASSERT_STREQ(out.metadata, "{\"k\":\"v\"}");
+    ASSERT_STREQ(out.ext, "{\"e2b\":1}");
     ASSERT_EQ_U(out.expires_at, 50000);
     ASSERT_EQ_U(out.idle_timeout_s, 30);
     ASSERT_EQ_U(out.epoch, 3);
@@ -316,7 +318,7 @@ TEST(decode_done_complete)
 
 TEST(encode)
 {
-    char *line = kernel_proto_exec("e1", "print(1)\n", 9, 4096);
+    char *line = kernel_proto_exec("e1", "print(1)\n", 9, 4096, NULL);
     json_t *o;
 
     ASSERT_TRUE(line[strlen(line) - 1] == '\n' && strchr(line, '\n') == line + strlen(line) - 1);

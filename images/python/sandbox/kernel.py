@@ -35,8 +35,12 @@ Protocol (daemon -> supervisor):
                                          restarted daemon can tell session containers from
                                          pool containers even without Redis -> {"t":"bound"}
   {"t":"ping","n":N}                     -> {"t":"pong","n":N,"gen":G}
-  {"t":"exec","id":ID,"code":S,"max_output":B}
-  {"t":"cmd","id":ID,"argv":[...],"max_output":B}
+  {"t":"exec","id":ID,"code":S,"max_output":B,"ctx":C?,"drop":bool?,"rich":bool?}
+                                         ctx: run in context C's namespace (made on first use,
+                                         at most CONTEXTS_MAX); drop: forget C's namespace and
+                                         run nothing; rich: the done carries "mime" (the value's
+                                         _repr_html_ and kin) and artifacts carry their bytes
+  {"t":"cmd","id":ID,"argv":[...],"max_output":B,"cwd":S?,"env":{S:S}?}
         -> {"t":"out","id":ID,"s":"o"|"e","d":TEXT}*  then
            {"t":"done","id":ID,"status":"ok"|"error"|"interrupted"|"died",...}
   {"t":"interrupt","id":ID}              KeyboardInterrupt in the worker; a command's process
@@ -63,6 +67,7 @@ cut at CTL_LINE_MAX, so user code can grow no buffer of PID 1's.
 """
 
 import ast
+import base64
 import codecs
 import errno
 import hashlib
@@ -101,6 +106,16 @@ KERNEL_FILE = os.path.abspath(__file__)
 WORKSPACE = os.environ.get("SANDPOOL_WORKSPACE", "/workspace")
 ARTIFACTS = os.path.join(WORKSPACE, ".sandpool", "artifacts")
 MAX_ARTIFACTS = 32  # figures saved per execution
+CONTEXTS_MAX = 64            # namespaces besides the main one (the daemon bounds them lower)
+CONTEXT_ID_MAX = 64
+MIME_MAX = 262144            # one rich representation (characters); larger ones are left out
+MIME_TOTAL_MAX = 524288      # all of a value's rich representations together
+ARTIFACT_INLINE_MAX = 524288  # an artifact's bytes sent inline (rich) up to this size
+ENV_MAX = 1024               # variables a command's "env" may add
+# The rich representations a value may have (IPython's names), in the order they are tried.
+MIME_METHODS = (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown"),
+                ("_repr_svg_", "image/svg+xml"), ("_repr_latex_", "text/latex"),
+                ("_repr_json_", "application/json"), ("_repr_javascript_", "application/javascript"))
 RELAY_SOCKET = "\0sandpool.kernel"  # abstract, in the container's network namespace (relay.py)
 RELAY_LINE_MAX = 512     # a relay's first line (relay.py)
 RELAY_PENDING_MAX = 4    # relays connected and not yet checked
@@ -204,6 +219,29 @@ def describe_error(exc):
     return {"name": name, "value": cut(value, ERROR_VALUE_MAX), "traceback": cut_lines(lines)}
 
 
+def mime_bundle(value):
+    """The rich representations of value (IPython's _repr_*_ methods) that are strings, each at
+    most MIME_MAX characters, MIME_TOTAL_MAX in all; one that raises is left out."""
+    out, total = {}, 0
+    if isinstance(value, type):
+        return out
+    for method, mime in MIME_METHODS:
+        try:
+            fn = getattr(value, method, None)
+            data = fn() if callable(fn) else None
+            if isinstance(data, tuple) and data:  # (data, metadata)
+                data = data[0]
+            if mime == "application/json" and isinstance(data, (dict, list)):
+                data = json.dumps(data)
+        except Exception:  # noqa: BLE001 - user code's methods may fail in any way
+            continue
+        if isinstance(data, str) and data and len(data) <= MIME_MAX and \
+                total + len(data) <= MIME_TOTAL_MAX:
+            out[mime] = data
+            total += len(data)
+    return out
+
+
 def safe_repr(value):
     try:
         text = repr(value)
@@ -242,6 +280,7 @@ class Worker:
         self.forks = 0  # os.fork() calls by user code in this execution
         self.counter = 0
         self.ns = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.contexts = {}  # context id -> a namespace of its own
         os.register_at_fork(after_in_parent=self.forked, after_in_child=self.in_fork)
 
     def forked(self):
@@ -320,9 +359,19 @@ class Worker:
         except ChildProcessError:
             pass
 
-    def run(self, code, exec_id="x"):
+    def namespace(self, ctx):
+        if ctx is None:
+            return self.ns
+        ns = self.contexts.get(ctx)
+        if ns is None:
+            ns = {"__name__": "__main__", "__builtins__": __builtins__}
+            self.contexts[ctx] = ns
+        return ns
+
+    def run(self, code, exec_id="x", ns=None, rich=False):
         """Runs code like the Python prompt: statements, then the value of a trailing expression.
         Figures left open and a trailing value with _repr_png_ become PNG artifacts."""
+        ns = self.ns if ns is None else ns
         self.counter += 1
         filename = "<cell-%d>" % self.counter
         reply = {"status": "ok", "result": None, "error": None}
@@ -334,11 +383,13 @@ class Worker:
                 last = ast.Expression(tree.body.pop().value)
             signal.signal(signal.SIGINT, signal.default_int_handler)
             try:
-                exec(compile(tree, filename, "exec"), self.ns)  # noqa: S102 - the product
+                exec(compile(tree, filename, "exec"), ns)  # noqa: S102 - the product
                 if last is not None:
-                    value = eval(compile(last, filename, "eval"), self.ns)  # noqa: S307
+                    value = eval(compile(last, filename, "eval"), ns)  # noqa: S307
                     if value is not None:
                         reply["result"] = safe_repr(value)
+                        if rich:
+                            reply["mime"] = mime_bundle(value)
             finally:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
         except KeyboardInterrupt as exc:
@@ -401,7 +452,17 @@ class Worker:
             except OSError:
                 pass
             self.forks = 0
-            reply = self.run(req["code"], req["id"])
+            ctx = req.get("ctx")
+            if req.get("drop"):
+                self.contexts.pop(ctx, None)
+                reply = {"status": "ok", "result": None, "error": None}
+            elif ctx is not None and ctx not in self.contexts and \
+                    len(self.contexts) >= CONTEXTS_MAX:
+                reply = {"status": "error", "result": None,
+                         "error": {"name": "ContextLimit", "value": "at most %d contexts" %
+                                   CONTEXTS_MAX, "traceback": []}}
+            else:
+                reply = self.run(req["code"], req["id"], self.namespace(ctx), req.get("rich"))
             if os.getpid() != self.pid:
                 os._exit(0 if reply["status"] == "ok" else 1)  # a fork done with its code
             if self.forks:
@@ -552,13 +613,23 @@ def checked_reply(msg):
     if status not in ("ok", "error", "interrupted"):
         return None
     result = msg.get("result")
-    return {"status": status,
-            "result": cut(result, RESULT_REPR_MAX) if isinstance(result, str) else None,
-            "error": checked_error(msg.get("error")),
-            "peak_rss": msg["peak_rss"] if is_int(msg.get("peak_rss"), 1 << 50) else 0}
+    out = {"status": status,
+           "result": cut(result, RESULT_REPR_MAX) if isinstance(result, str) else None,
+           "error": checked_error(msg.get("error")),
+           "peak_rss": msg["peak_rss"] if is_int(msg.get("peak_rss"), 1 << 50) else 0}
+    mime, total = msg.get("mime"), 0
+    if isinstance(mime, dict):
+        out["mime"] = {}
+        for _, name in MIME_METHODS:
+            data = mime.get(name)
+            if isinstance(data, str) and len(data) <= MIME_MAX and \
+                    total + len(data) <= MIME_TOTAL_MAX:
+                out["mime"][name] = data
+                total += len(data)
+    return out
 
 
-def artifact_entry(name):
+def artifact_entry(name, inline=False):
     """Size and SHA-256 of the artifact file `name`, read by the supervisor itself: each
     directory on the way and the file are opened without following a symlink, the file must be
     a regular one of at most ARTIFACT_MAX bytes. None otherwise."""
@@ -572,17 +643,22 @@ def artifact_entry(name):
         st = os.fstat(fds[-1])
         if not stat.S_ISREG(st.st_mode) or st.st_size > ARTIFACT_MAX:
             return None
-        digest, size = hashlib.sha256(), 0
+        digest, size, data = hashlib.sha256(), 0, []
         while size <= ARTIFACT_MAX:
             chunk = os.read(fds[-1], 1 << 16)
             if not chunk:
                 break
             digest.update(chunk)
             size += len(chunk)
+            if inline and size <= ARTIFACT_INLINE_MAX:
+                data.append(chunk)
         if size > ARTIFACT_MAX:
             return None
-        return {"path": os.path.relpath(os.path.join(ARTIFACTS, name), WORKSPACE),
-                "mime": "image/png", "size": size, "sha256": digest.hexdigest()}
+        entry = {"path": os.path.relpath(os.path.join(ARTIFACTS, name), WORKSPACE),
+                 "mime": "image/png", "size": size, "sha256": digest.hexdigest()}
+        if inline and size <= ARTIFACT_INLINE_MAX:
+            entry["data"] = base64.b64encode(b"".join(data)).decode("ascii")
+        return entry
     except OSError:
         return None
     finally:
@@ -653,6 +729,7 @@ class Execution:
         self.peak_rss = 0
         self.reply = None         # the worker's latest reply (checked), taken once it waits
         self.artifacts = set()    # names announced
+        self.rich = False         # exec: the done's "mime", artifacts' bytes inline
 
 
 class Supervisor:
@@ -1078,25 +1155,41 @@ class Supervisor:
         code = req.get("code")
         if not isinstance(code, str):
             return self.reject(req, "'code' must be a string")
+        ctx = req.get("ctx")
+        if ctx is not None and not (isinstance(ctx, str) and 1 <= len(ctx) <= CONTEXT_ID_MAX):
+            return self.reject(req, "'ctx' must be a string of 1 to %d characters" %
+                               CONTEXT_ID_MAX)
         self.current = Execution(req["id"], "exec", limit_of(req))
+        self.current.rich = req.get("rich") is True
         self.ctl.setblocking(True)
         try:
-            self.ctl.sendall(jdump({"id": req["id"], "code": code}))
+            self.ctl.sendall(jdump({"id": req["id"], "code": code, "ctx": ctx,
+                                    "drop": req.get("drop") is True,
+                                    "rich": self.current.rich}))
         except OSError:
             pass  # the worker is gone; on_ctl_data reports it
         self.ctl.setblocking(False)
 
     def start_cmd(self, req):
-        argv = req.get("argv")
+        argv, cwd, env = req.get("argv"), req.get("cwd"), req.get("env")
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
             return self.reject(req, "'argv' must be a non-empty list of strings")
+        if cwd is not None and (not isinstance(cwd, str) or not cwd or "\0" in cwd):
+            return self.reject(req, "'cwd' must be a non-empty string")
+        if env is not None:
+            if not isinstance(env, dict) or len(env) > ENV_MAX or not all(
+                    isinstance(k, str) and isinstance(v, str) and k and "=" not in k and
+                    "\0" not in k and "\0" not in v for k, v in env.items()):
+                return self.reject(req, "'env' must map at most %d names to strings" % ENV_MAX)
+            env = dict(os.environ, **env)
         ex = Execution(req["id"], "cmd", limit_of(req))
         self.current = ex
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
             ex.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w,
-                                       stderr=err_w, cwd=WORKSPACE, start_new_session=True)
+                                       stderr=err_w, cwd=os.path.join(WORKSPACE, cwd or ""),
+                                       env=env, start_new_session=True)
         except OSError as exc:
             for fd in (out_r, out_w, err_r, err_w):
                 os.close(fd)
@@ -1316,7 +1409,7 @@ class Supervisor:
                 number.isdigit() and len(number) <= 3 and 1 <= int(number) <= MAX_ARTIFACTS + 1):
             return
         ex.artifacts.add(name)
-        entry = artifact_entry(name)
+        entry = artifact_entry(name, ex.rich)
         if entry is None:
             return
         self.drain_pipes("worker")  # output printed before it comes first
