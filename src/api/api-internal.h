@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include <event2/http.h>
 
@@ -19,6 +20,7 @@ struct evhttp_bound_socket;
 struct api_conns;
 struct evconnlistener;
 struct exec_req;
+struct e2b_run;
 struct mcp_server;
 struct session;
 
@@ -42,6 +44,8 @@ struct api {
     char health_unix_path[108];
     struct api_gate *files_gate; /* gate.c: the files API's engine operations in flight */
     struct mcp_server *mcp;      /* mcp-sessions.c; NULL when MCP is off */
+    TAILQ_HEAD(, e2b_run) e2b_runs; /* e2b-run.c: E2B executions in progress */
+    unsigned e2b_next_pid;          /* the pid the next E2B process is told it has */
     struct api_stats stats;
     char unix_path[108];
 };
@@ -74,6 +78,11 @@ api_handler_fn api_mcp_post;
 api_handler_fn api_mcp_delete;
 api_handler_fn api_mcp_bound_post;
 api_handler_fn api_mcp_bound_delete;
+
+/* E2B endpoints (e2b.c): the control plane under /e2b/api/, sandbox traffic under /e2b/sbx/;
+ * params[1] is the rest of the path. */
+api_handler_fn api_e2b_control;
+api_handler_fn api_e2b_sandbox;
 
 /* File endpoints (files.c). params[1] is the raw (still percent-encoded) file path. */
 api_handler_fn api_files_list;

@@ -239,6 +239,12 @@ static const struct route routes[] = {
     {EVHTTP_REQ_DELETE, 0, "/mcp", api_mcp_delete},
     {EVHTTP_REQ_POST, 0, "/v1/sessions/*/mcp", api_mcp_bound_post},
     {EVHTTP_REQ_DELETE, 0, "/v1/sessions/*/mcp", api_mcp_bound_delete},
+    {EVHTTP_REQ_POST, 0, "/e2b/api/**", api_e2b_control},
+    {EVHTTP_REQ_GET, 0, "/e2b/api/**", api_e2b_control},
+    {EVHTTP_REQ_DELETE, 0, "/e2b/api/**", api_e2b_control},
+    {EVHTTP_REQ_POST, 0, "/e2b/sbx/**", api_e2b_sandbox},
+    {EVHTTP_REQ_GET, 0, "/e2b/sbx/**", api_e2b_sandbox},
+    {EVHTTP_REQ_DELETE, 0, "/e2b/sbx/**", api_e2b_sandbox},
 };
 
 #define MAX_PARAMS 4
@@ -513,6 +519,7 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
     int r;
 
     a->base = base;
+    TAILQ_INIT(&a->e2b_runs);
     a->cfg = cfg;
     a->backend = backend;
     a->conns = api_conns_new(&lim);

@@ -122,7 +122,7 @@ const struct cfg_option cfg_options[] = {
     OPT("e2b.default_timeout_s", CFG_UINT, e2b_default_timeout_s, "300", 1, 31536000, 0,
         "an E2B sandbox's lease when its create names no timeout (capped by the profile's "
         "max_lifetime_s)"),
-    OPT("e2b.max_contexts", CFG_UINT, e2b_max_contexts, "8", 1, 64, 0,
+    OPT("e2b.max_contexts", CFG_UINT, e2b_max_contexts, "8", 1, 16, 0,
         "code contexts (separate namespaces) an E2B sandbox may create besides its default one"),
 };
 

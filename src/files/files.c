@@ -28,8 +28,7 @@
 #define HELPER_FAILED 2 /* the helper's exit code for a reported error */
 
 enum files_kind {
-    FILES_LIST,
-    FILES_DELETE,
+    FILES_ANSWER, /* one JSON line: list, delete, stat, mkdir, move */
     FILES_PUT,
     FILES_GET,
 };
@@ -362,7 +361,7 @@ files_list(const struct files_target *t, const char *dir, files_done_cb *cb, voi
 {
     const char *argv[] = {"python3", "-I", "-S", HELPER, "list", dir, NULL};
 
-    return op_start(t, FILES_LIST, argv, cb, userdata);
+    return op_start(t, FILES_ANSWER, argv, cb, userdata);
 }
 
 struct files_op *
@@ -370,7 +369,32 @@ files_delete(const struct files_target *t, const char *path, files_done_cb *cb, 
 {
     const char *argv[] = {"python3", "-I", "-S", HELPER, "delete", path, NULL};
 
-    return op_start(t, FILES_DELETE, argv, cb, userdata);
+    return op_start(t, FILES_ANSWER, argv, cb, userdata);
+}
+
+struct files_op *
+files_stat(const struct files_target *t, const char *path, files_done_cb *cb, void *userdata)
+{
+    const char *argv[] = {"python3", "-I", "-S", HELPER, "stat", path, NULL};
+
+    return op_start(t, FILES_ANSWER, argv, cb, userdata);
+}
+
+struct files_op *
+files_mkdir(const struct files_target *t, const char *path, files_done_cb *cb, void *userdata)
+{
+    const char *argv[] = {"python3", "-I", "-S", HELPER, "mkdir", path, NULL};
+
+    return op_start(t, FILES_ANSWER, argv, cb, userdata);
+}
+
+struct files_op *
+files_move(const struct files_target *t, const char *from, const char *to, files_done_cb *cb,
+           void *userdata)
+{
+    const char *argv[] = {"python3", "-I", "-S", HELPER, "move", from, to, NULL};
+
+    return op_start(t, FILES_ANSWER, argv, cb, userdata);
 }
 
 struct files_op *

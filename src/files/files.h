@@ -55,6 +55,18 @@ struct files_op *files_list(const struct files_target *t, const char *dir, files
 struct files_op *files_delete(const struct files_target *t, const char *path, files_done_cb *cb,
                               void *userdata);
 
+/* {"path", "name", "type", "size", "mtime", "mode"} of one entry ("" the workspace itself); a
+ * symlink is described, not followed. */
+struct files_op *files_stat(const struct files_target *t, const char *path, files_done_cb *cb,
+                            void *userdata);
+/* {"path", "created"}: made with its missing parents; created false when it was there. */
+struct files_op *files_mkdir(const struct files_target *t, const char *path, files_done_cb *cb,
+                             void *userdata);
+/* {"path"}: rename(2) from -> to, to's missing parents made; -EINVAL when to exists and cannot
+ * be replaced (a non-empty directory, a file by a directory). */
+struct files_op *files_move(const struct files_target *t, const char *from, const char *to,
+                            files_done_cb *cb, void *userdata);
+
 /* Upload of exactly size bytes. on_ready: the helper checked the path and the free space and
  * waits for the bytes (an upload refused before that completes without it: nothing needs to be
  * sent). Then files_put_write() whenever on_writable says the stream takes more, and

@@ -221,6 +221,7 @@ enum sop_kind {
     SOP_LOAD,
     SOP_HISTORY,
     SOP_EXPIRY,
+    SOP_EXT,
 };
 
 /* A Redis operation in flight. */
@@ -234,8 +235,9 @@ struct sop {
     session_create_cb *create_cb;
     /* SOP_END */
     session_end_cb *end_cb;
-    /* SOP_EXPIRY */
+    /* SOP_EXPIRY, SOP_EXT */
     session_expiry_cb *expiry_cb;
+    session_ext_cb *ext_cb;
     uint64_t expires_at;
     void *userdata;
 };

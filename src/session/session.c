@@ -50,6 +50,9 @@
 #include "util/macro.h"
 #include "util/time.h"
 
+_Static_assert(SESSION_ID_MAX == STORE_ID_MAX, "session ids are the store's");
+_Static_assert(SESSION_EXT_MAX == STORE_EXT_MAX, "session_ext() is the store's ext");
+
 /* ---- states ---------------------------------------------------------------------------------- */
 
 static const char *const state_names[SESSION__COUNT] = {
@@ -312,6 +315,38 @@ const char *
 session_ext(const struct session *s)
 {
     return s->rec.ext;
+}
+
+static void
+on_ext_set(int r, void *userdata)
+{
+    struct sop *op = userdata;
+
+    op->ext_cb(op->m == NULL && r == 0 ? -ECANCELED : r, op->userdata);
+    sop_free(op);
+}
+
+int
+session_set_ext(struct session *s, const char *ext, session_ext_cb *cb, void *userdata,
+                struct err *reterr)
+{
+    struct sop *op;
+
+    if (strlen(ext) > STORE_EXT_MAX) {
+        return err_set(reterr, -EINVAL, "the session's extension record is too long");
+    }
+    if (s->state == SESSION_ENDING || s->state == SESSION_DYING) {
+        return err_set(reterr, -ENOENT, "the session is ending");
+    }
+    op = sop_new(s->m, SOP_EXT, s->rec.id);
+    op->ext_cb = cb;
+    op->userdata = userdata;
+    if (store_sessions_set_ext(s->m->store, s->rec.id, ext, on_ext_set, op) < 0) {
+        sop_free(op);
+        return err_set(reterr, -ENOTCONN, "redis is unavailable");
+    }
+    (void)snprintf(s->rec.ext, sizeof(s->rec.ext), "%s", ext);
+    return 0;
 }
 
 /* ---- ending ---------------------------------------------------------------------------------- */

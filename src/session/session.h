@@ -42,6 +42,9 @@ struct execution;
 
 typedef struct json_t json_t;
 
+#define SESSION_ID_MAX  64  /* a session id's characters (the store's STORE_ID_MAX) */
+#define SESSION_EXT_MAX 512 /* session_ext()'s bytes (the store's STORE_EXT_MAX) */
+
 /* The API status of an ended execution, as counted in the stats. */
 enum session_exec_status {
     SESSION_EXEC_OK,
@@ -209,6 +212,12 @@ uint64_t session_expires_at(const struct session *s);
 uint64_t session_created_at(const struct session *s);
 /* What the edge that created it keeps with the record ("" when nothing). */
 const char *session_ext(const struct session *s);
+/* Replaces it (at most STORE_EXT_MAX bytes): in memory at once, in Redis before cb(0). -EINVAL
+ * too long, -ENOENT ending, -ENOTCONN Redis down (nothing changed, no callback). cb may run
+ * after the session ended. */
+typedef void session_ext_cb(int r, void *userdata);
+int session_set_ext(struct session *s, const char *ext, session_ext_cb *cb, void *userdata,
+                    struct err *reterr);
 /* The API view of the session: a new JSON object. */
 json_t *session_to_json(const struct session *s);
 /* The admin's view: session_to_json() with tenant, node, container, detached and execution. */

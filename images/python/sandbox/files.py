@@ -9,7 +9,9 @@ sandpoold runs it with `docker exec` as the sandbox user, once per operation:
   get PATH                                           {"path","size","mtime"} + SIZE raw bytes
   list [PATH]     "" or "." is the root              {"path","entries":[...],"truncated"}
   delete PATH     a directory is removed recursively {"path","deleted":true}
-  mkdir PATH      with missing parents               {"path"}
+  mkdir PATH      with missing parents               {"path","created":bool}
+  stat [PATH]     without following a symlink        {"path","name","type","size","mtime","mode"}
+  move SRC DST    rename(2); DST's parents are made  {"path"} (DST)
 
 Exactly one compact JSON line goes to stdout first; put writes {"ready":true} once the path is
 checked, the space is there and the part file exists, and only then reads stdin (so the daemon
@@ -330,17 +332,56 @@ def op_delete(raw):
 def op_mkdir(raw):
     comps = parse_path(raw)
     d = open_dir(comps[:-1], create=True)
+    created = True
     try:
         os.mkdir(comps[-1], 0o755, dir_fd=d)
     except FileExistsError:
         if not stat.S_ISDIR(lstat_mode(d, comps[-1], comps)):
             raise Fail("exists", describe(comps, "exists and is not a directory"))
-    emit({"path": "/".join(comps)})
+        created = False
+    emit({"path": "/".join(comps), "created": created})
+    return 0
+
+
+def op_stat(raw=""):
+    comps = parse_path(raw, allow_root=True)
+    if comps:
+        d = open_dir(comps[:-1])
+        try:
+            st = os.stat(comps[-1], dir_fd=d, follow_symlinks=False)
+        except FileNotFoundError:
+            raise Fail("not_found", describe(comps, "no such file or directory"))
+    else:
+        st = os.stat(WORKSPACE)
+    mode = st.st_mode
+    kind = ("file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode)
+            else "symlink" if stat.S_ISLNK(mode) else "other")
+    emit({"path": "/".join(comps), "name": comps[-1] if comps else "", "type": kind,
+          "size": st.st_size if kind == "file" else 0, "mtime": st.st_mtime,
+          "mode": stat.S_IMODE(mode)})
+    return 0
+
+
+def op_move(src, dst):
+    cs, cd = parse_path(src), parse_path(dst)
+    ds = open_dir(cs[:-1])
+    lstat_mode(ds, cs[-1], cs)  # not_found before any directory of DST is made
+    dd = open_dir(cd[:-1], create=True)
+    try:
+        os.rename(cs[-1], cd[-1], src_dir_fd=ds, dst_dir_fd=dd)
+    except (IsADirectoryError, NotADirectoryError, OSError) as e:
+        if e.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENOTEMPTY, errno.EEXIST):
+            raise Fail("exists", describe(cd, "exists and cannot be replaced by it"))
+        if e.errno == errno.EINVAL:
+            raise Fail("bad_path", describe(cd, "is inside what it moves"))
+        raise
+    emit({"path": "/".join(cd)})
     return 0
 
 
 OPS = {"put": (op_put, 2, 2), "get": (op_get, 1, 1), "list": (op_list, 0, 1),
-       "delete": (op_delete, 1, 1), "mkdir": (op_mkdir, 1, 1)}
+       "delete": (op_delete, 1, 1), "mkdir": (op_mkdir, 1, 1), "stat": (op_stat, 0, 1),
+       "move": (op_move, 2, 2)}
 
 
 def main(argv):
@@ -348,7 +389,7 @@ def main(argv):
     try:
         if op is None or not op[1] <= len(argv) - 2 <= op[2]:
             raise Fail("usage", "usage: files.py put PATH SIZE | get PATH | list [PATH] | "
-                       "delete PATH | mkdir PATH")
+                       "delete PATH | mkdir PATH | stat [PATH] | move SRC DST")
         return op[0](*argv[2:])
     except Fail as e:
         err = {"error": e.code, "message": str(e)}

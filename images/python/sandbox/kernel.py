@@ -1459,8 +1459,11 @@ class Supervisor:
         if self.current is not ex:
             return
         ex.peak_rss = ex.reply["peak_rss"]
-        self.finish({"status": ex.reply["status"], "result": ex.reply["result"],
-                     "error": ex.reply["error"]})
+        fields = {"status": ex.reply["status"], "result": ex.reply["result"],
+                  "error": ex.reply["error"]}
+        if ex.rich and "mime" in ex.reply:
+            fields["mime"] = ex.reply["mime"]
+        self.finish(fields)
 
     def dispatch(self, timeout):
         for key, _ in self.sel.select(timeout=timeout):

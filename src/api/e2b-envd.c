@@ -1,0 +1,766 @@
+/* Port 49983 of an E2B sandbox, envd (docs/e2b.md):
+ *
+ *   GET  /health                                 204
+ *   GET  /files?path=                            the file, streamed (octet-stream)
+ *   POST /files?path=                            multipart (one or several "file" parts) or
+ *                                                octet-stream: [{path, name, type: "file"}]
+ *   POST /filesystem.Filesystem/{Stat, ListDir, MakeDir, Remove, Move}   unary Connect-JSON
+ *   POST /process.Process/{Start, SendSignal}    e2b-run.c
+ *   POST /<package>.<Service>/<Method>           anything else: unimplemented (501)
+ *
+ * Paths are E2B's (/home/user, relative) mapped onto the workspace (e2b_path_map()), then
+ * checked like the files API's (api_request_file_path(): no "..", no symlink followed inside the
+ * sandbox). Every operation is one engine exec through the files gate (gate.c), as the files
+ * API's are. An answer names a path as the client did: under /home/user when it asked so,
+ * under /workspace otherwise. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+
+#define LOG_MODULE "e2b"
+#include "api/e2b-internal.h"
+#include "audit/audit.h"
+#include "e2b/wire.h"
+#include "files/files.h"
+#include "log/log.h"
+#include "session/session.h"
+#include "stream/out.h"
+#include "util/macro.h"
+#include "util/time.h"
+
+#define PARTS_MAX  64u /* files in one upload */
+#define FEED_SLICE 65536u
+
+enum envd_kind {
+    ENVD_GET,
+    ENVD_PUT,
+    ENVD_STAT,
+    ENVD_LIST,
+    ENVD_MKDIR,
+    ENVD_REMOVE,
+    ENVD_MOVE,
+};
+
+/* An operation's life: waiting at the gate, running its exec, over (freed once the client is
+ * gone or answered). */
+enum envd_state {
+    ENVD_AT_GATE,
+    ENVD_RUNNING,
+    ENVD_OVER,
+};
+
+struct part {
+    char path[FILES_PATH_MAX + 1]; /* in the workspace */
+    size_t offset, len;            /* in the body */
+};
+
+struct envd_op {
+    struct api *a;
+    struct evhttp_request *req; /* NULL once the client went away */
+    struct evhttp_connection *conn;
+    enum envd_kind kind;
+    enum envd_state state; /* set by op_set() only */
+    char tenant[65], session[SESSION_ID_MAX + 1];
+    char request[LOG_REQUEST_ID_MAX + 1];
+    struct api_gate_waiter *gw;
+    bool gate_in;
+    struct files_op *fop;
+    char path[FILES_PATH_MAX + 1], path2[FILES_PATH_MAX + 1]; /* in the workspace */
+    bool home;                                                /* answers name /home/user */
+    /* download */
+    struct stream_out *out;
+    /* upload: the body (evhttp read it), its parts, the one going in */
+    struct evbuffer *body;
+    struct part parts[PARTS_MAX];
+    unsigned n_parts, part;
+    size_t fed;
+    json_t *written;
+};
+
+static void op_begin(struct envd_op *o);
+
+static void
+op_set(struct envd_op *o, enum envd_state to)
+{
+    o->state = to;
+}
+
+/* The path the client sees for a workspace path. */
+static json_t *
+shown_path(const struct envd_op *o, const char *rel)
+{
+    char p[FILES_PATH_MAX + 32];
+
+    (void)snprintf(p, sizeof(p), "%s%s%s", o->home ? E2B_HOME : E2B_WORKSPACE, rel[0] ? "/" : "",
+                   rel);
+    return OOM_CHECK(json_string(p));
+}
+
+static void
+gate_leave(struct envd_op *o, bool in_flight)
+{
+    if (!o->gate_in) {
+        return;
+    }
+    o->gate_in = false;
+    if (in_flight) {
+        api_gate_leave_later(o->a->files_gate, o->tenant, o->session);
+    } else {
+        api_gate_leave(o->a->files_gate, o->tenant, o->session);
+    }
+}
+
+static void
+op_free(struct envd_op *o)
+{
+    if (o->req != NULL) {
+        evhttp_connection_set_closecb(o->conn, NULL, NULL);
+    }
+    if (o->body != NULL) {
+        evbuffer_free(o->body);
+    }
+    json_decref(o->written);
+    free(o);
+}
+
+/* The operation is over: free it now (its reply was sent, or nobody waits). */
+static void
+op_over(struct envd_op *o)
+{
+    op_set(o, ENVD_OVER);
+    gate_leave(o, false);
+    op_free(o);
+}
+
+static void
+on_close(struct evhttp_connection *conn, void *arg)
+{
+    struct envd_op *o = arg;
+
+    if (o->req != NULL && evhttp_request_get_connection(o->req) == NULL) {
+        evhttp_request_free(o->req);
+    }
+    o->req = NULL;
+    if (o->out != NULL) {
+        stream_out_abandon(o->out);
+        o->out = NULL;
+    }
+    api_gate_cancel(o->gw);
+    o->gw = NULL;
+    if (o->fop != NULL) {
+        files_cancel(o->fop);
+        o->fop = NULL;
+        gate_leave(o, true); /* the engine may still be at it for a moment */
+    }
+    op_over(o);
+}
+
+/* What a failed files operation answers: REST errors for /files, Connect's for the rest. */
+static void
+reply_failed(struct envd_op *o, int r, const struct err *e)
+{
+    const char *msg = e != NULL && e->msg[0] != '\0' ? e->msg : strerror(-r);
+
+    if (o->req == NULL) {
+        return;
+    }
+    if (o->kind == ENVD_GET || o->kind == ENVD_PUT) {
+        e2b_reply_error(o->req, e2b_status_of(r), "%s", msg);
+    } else {
+        e2b_reply_connect_error(o->req, e2b_connect_code(r), "%s", msg);
+    }
+}
+
+static void
+on_gate(int r, void *arg)
+{
+    struct envd_op *o = arg;
+
+    o->gw = NULL;
+    log_set_request(o->request);
+    if (r < 0) {
+        reply_failed(o, -EDQUOT, NULL);
+        op_over(o);
+    } else {
+        o->gate_in = true;
+        op_set(o, ENVD_RUNNING);
+        op_begin(o);
+    }
+    log_set_request(NULL);
+}
+
+/* A new operation on t's sandbox; through the gate, then op_begin(). */
+static void
+op_start(struct api *a, struct evhttp_request *req, struct e2b_target *t, struct envd_op *o)
+{
+    int r;
+
+    o->a = a;
+    o->req = req;
+    o->conn = evhttp_request_get_connection(req);
+    (void)snprintf(o->tenant, sizeof(o->tenant), "%s", session_tenant(t->s));
+    (void)snprintf(o->session, sizeof(o->session), "%s", session_id(t->s));
+    (void)snprintf(o->request, sizeof(o->request), "%s", log_request() ? log_request() : "");
+    evhttp_connection_set_closecb(o->conn, on_close, o);
+    r = api_gate_enter(a->files_gate, o->tenant, o->session, on_gate, o, &o->gw);
+    if (r < 0) {
+        reply_failed(o, -EDQUOT, &(struct err){.msg = "too many file operations of this tenant "
+                                                      "wait; retry in a moment"});
+        op_over(o);
+    } else if (r == 0) {
+        o->gate_in = true;
+        op_set(o, ENVD_RUNNING);
+        op_begin(o);
+    } else {
+        op_set(o, ENVD_AT_GATE);
+    }
+}
+
+/* ---- entries --------------------------------------------------------------------------------- */
+
+static const char *
+base_name(const char *rel)
+{
+    const char *slash = strrchr(rel, '/');
+
+    return slash ? slash + 1 : rel;
+}
+
+static json_t *
+entry_json(const struct envd_op *o, json_t *e)
+{
+    const char *type = json_string_value(json_object_get(e, "type"));
+    json_int_t mode = json_integer_value(json_object_get(e, "mode"));
+    double mtime = json_number_value(json_object_get(e, "mtime"));
+    bool dir = type != NULL && strcmp(type, "dir") == 0;
+    char size[24], perms[11] = "----------", t[40];
+
+    (void)snprintf(size, sizeof(size), "%lld",
+                   (long long)json_integer_value(json_object_get(e, "size")));
+    perms[0] = dir ? 'd' : '-';
+    for (int i = 0; i < 9; i++) {
+        if (mode & (0400 >> i)) {
+            perms[1 + i] = "rwxrwxrwx"[i];
+        }
+    }
+    return OOM_CHECK(json_pack(
+        "{s:O, s:s, s:o, s:s, s:i, s:s, s:s, s:s, s:s}", "name", json_object_get(e, "name"),
+        "type", dir ? "FILE_TYPE_DIRECTORY" : "FILE_TYPE_FILE", "path",
+        shown_path(o, json_string_value(json_object_get(e, "path"))), "size", size, "mode",
+        (int)mode, "permissions", perms, "owner", "user", "group", "user", "modifiedTime",
+        time_rfc3339((uint64_t)(mtime * 1000.0), t, sizeof(t))));
+}
+
+/* ---- unary filesystem calls ------------------------------------------------------------------ */
+
+static void
+on_answer(int r, json_t *result, const struct err *e, void *userdata)
+{
+    struct envd_op *o = userdata;
+    json_t *out = NULL, *v;
+    size_t i;
+
+    o->fop = NULL;
+    log_set_request(o->request);
+    if (r == 0 && o->kind == ENVD_MKDIR && json_is_false(json_object_get(result, "created"))) {
+        e2b_reply_connect_error(o->req, "already_exists", "%s/%s exists already",
+                                o->home ? E2B_HOME : E2B_WORKSPACE, o->path);
+    } else if (r < 0) {
+        reply_failed(o, r, e);
+    } else if (o->kind == ENVD_LIST) {
+        json_t *entries = OOM_CHECK(json_array());
+        json_array_foreach (json_object_get(result, "entries"), i, v) {
+            (void)json_array_append_new(entries, entry_json(o, v));
+        }
+        out = OOM_CHECK(json_pack("{s:o}", "entries", entries));
+    } else if (o->kind == ENVD_REMOVE) {
+        out = OOM_CHECK(json_object());
+    } else if (o->kind == ENVD_STAT) {
+        out = OOM_CHECK(json_pack("{s:o}", "entry", entry_json(o, result)));
+    } else { /* MakeDir, Move: the entry made, as far as the helper said */
+        const char *rel = o->kind == ENVD_MOVE ? o->path2 : o->path;
+        json_t *made = OOM_CHECK(json_pack(
+            "{s:s, s:s, s:s, s:i, s:i, s:f}", "name", base_name(rel), "path", rel, "type",
+            o->kind == ENVD_MKDIR ? "dir" : "file", "size", 0, "mode",
+            o->kind == ENVD_MKDIR ? 0755 : 0644, "mtime", (double)time_wall_ms() / 1000.0));
+
+        out = OOM_CHECK(json_pack("{s:o}", "entry", entry_json(o, made)));
+        json_decref(made);
+    }
+    if (out != NULL && o->req != NULL) {
+        api_reply_json_new(o->req, 200, out);
+    } else {
+        json_decref(out);
+    }
+    gate_leave(o, false);
+    op_over(o);
+    log_set_request(NULL);
+}
+
+/* A client path member of msg into out; false after replying invalid_argument. */
+static bool
+member_path(struct evhttp_request *req, json_t *msg, const char *name, bool allow_root,
+            char *out, bool *home)
+{
+    const char *p = json_string_value(json_object_get(msg, name));
+    char mapped[FILES_PATH_MAX + 1];
+    struct err e = {0};
+
+    if (p == NULL) {
+        e2b_reply_connect_error(req, "invalid_argument", "'%s' must be a string", name);
+        return false;
+    }
+    if (e2b_path_map(p, mapped, sizeof(mapped), &e) < 0 ||
+        api_request_file_path(mapped, strlen(mapped), allow_root, out, FILES_PATH_MAX + 1, &e) <
+            0) {
+        e2b_reply_connect_error(req, "invalid_argument", "%s", e.msg);
+        return false;
+    }
+    *home = p[0] != '/' || strncmp(p, E2B_HOME, strlen(E2B_HOME)) == 0;
+    return true;
+}
+
+static void
+filesystem(struct api *a, struct evhttp_request *req, struct e2b_target *t, const char *method)
+{
+    static const struct {
+        const char *name;
+        enum envd_kind kind;
+    } methods[] = {{"Stat", ENVD_STAT},     {"ListDir", ENVD_LIST}, {"MakeDir", ENVD_MKDIR},
+                   {"Remove", ENVD_REMOVE}, {"Move", ENVD_MOVE}};
+    struct envd_op *o;
+    json_t *msg;
+    bool home2;
+    int kind = -1;
+
+    for (size_t i = 0; i < ELEMENTSOF(methods); i++) {
+        if (strcmp(methods[i].name, method) == 0) {
+            kind = (int)methods[i].kind;
+        }
+    }
+    if (kind < 0) {
+        e2b_reply_connect_error(req, "unimplemented", "filesystem.Filesystem/%.64s is not "
+                                "supported here", method);
+        return;
+    }
+    msg = e2b_body_json(req);
+    if (msg == NULL) {
+        return;
+    }
+    o = xcalloc(1, sizeof(*o));
+    o->kind = (enum envd_kind)kind;
+    if ((o->kind == ENVD_MOVE
+             ? !member_path(req, msg, "source", false, o->path, &o->home) ||
+                   !member_path(req, msg, "destination", false, o->path2, &home2)
+             : !member_path(req, msg, "path", o->kind == ENVD_STAT || o->kind == ENVD_LIST,
+                            o->path, &o->home))) {
+        json_decref(msg);
+        free(o);
+        return;
+    }
+    json_decref(msg);
+    op_start(a, req, t, o);
+}
+
+/* ---- downloads ------------------------------------------------------------------------------- */
+
+static void
+on_get_drained(void *userdata)
+{
+    struct envd_op *o = userdata;
+
+    if (o->fop != NULL) {
+        files_pause(o->fop, false);
+    }
+}
+
+static int
+on_get_header(uint64_t size, double mtime, void *userdata)
+{
+    struct envd_op *o = userdata;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(o->req);
+    char len[24];
+
+    (void)snprintf(len, sizeof(len), "%llu", (unsigned long long)size);
+    (void)evhttp_add_header(h, "Content-Type", "application/octet-stream");
+    (void)evhttp_add_header(h, "Content-Length", len);
+    (void)evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+    (void)evhttp_add_header(h, "Cache-Control", "no-store");
+    o->out = stream_out_start(o->req, 200, "OK", on_get_drained, o);
+    return 0;
+}
+
+static int
+on_get_data(const char *data, size_t n, void *userdata)
+{
+    struct envd_op *o = userdata;
+    struct evbuffer *b = OOM_CHECK(evbuffer_new());
+
+    if (evbuffer_add(b, data, n) < 0) {
+        oom();
+    }
+    o->a->stats.download_bytes += n;
+    if (stream_out_send(o->out, b)) {
+        files_pause(o->fop, true);
+    }
+    evbuffer_free(b);
+    return 0;
+}
+
+static void
+on_got(int r, json_t *result, const struct err *e, void *userdata)
+{
+    struct envd_op *o = userdata;
+    struct stream_out *out = o->out;
+
+    o->fop = NULL;
+    log_set_request(o->request);
+    if (out == NULL) {
+        reply_failed(o, r, e);
+        op_over(o);
+    } else {
+        o->out = NULL;
+        if (o->req != NULL) {
+            evhttp_connection_set_closecb(o->conn, NULL, NULL);
+            o->req = NULL;
+        }
+        op_over(o); /* first: the end may free the connection at once (stream/out.h) */
+        stream_out_end(out, r < 0);
+    }
+    log_set_request(NULL);
+}
+
+static const struct files_get_io get_io = {
+    .on_header = on_get_header,
+    .on_data = on_get_data,
+};
+
+/* ---- uploads --------------------------------------------------------------------------------- */
+
+static void put_next(struct envd_op *o);
+
+static void
+put_feed(void *userdata)
+{
+    struct envd_op *o = userdata;
+    const struct part *p = &o->parts[o->part];
+
+    while (o->fop != NULL && o->fed < p->len && !files_put_congested(o->fop)) {
+        size_t n = MIN(p->len - o->fed, (size_t)FEED_SLICE);
+        char *data = (char *)evbuffer_pullup(o->body, -1) + p->offset + o->fed;
+
+        if (files_put_write(o->fop, data, n) < 0) {
+            return; /* closed: the completion says why */
+        }
+        o->fed += n;
+        o->a->stats.upload_bytes += n;
+    }
+    if (o->fop != NULL && o->fed == p->len) {
+        files_put_end(o->fop);
+        o->fed++; /* ended */
+    }
+}
+
+static const struct files_put_io put_io = {
+    .on_ready = put_feed,
+    .on_writable = put_feed,
+};
+
+static void
+on_put(int r, json_t *result, const struct err *e, void *userdata)
+{
+    struct envd_op *o = userdata;
+    const struct part *p = &o->parts[o->part];
+
+    o->fop = NULL;
+    log_set_request(o->request);
+    if (r < 0) {
+        reply_failed(o, r, e);
+        op_over(o);
+        log_set_request(NULL);
+        return;
+    }
+    audit_log("file.uploaded", "e2b",
+              OOM_CHECK(json_pack("{s:s, s:s, s:s, s:O, s:O}", "tenant", o->tenant, "session",
+                                  o->session, "path", p->path, "size",
+                                  json_object_get(result, "size"), "sha256",
+                                  json_object_get(result, "sha256"))));
+    (void)json_array_append_new(o->written,
+                                OOM_CHECK(json_pack("{s:o, s:s, s:s}", "path",
+                                                    shown_path(o, p->path), "name",
+                                                    base_name(p->path), "type", "file")));
+    o->part++;
+    put_next(o);
+    log_set_request(NULL);
+}
+
+static void
+put_next(struct envd_op *o)
+{
+    struct session *s = session_find(o->a->backend->sessions, o->tenant, o->session);
+    struct files_target ft = {.engine = o->a->backend->engine};
+
+    if (o->part == o->n_parts) {
+        if (o->req != NULL) {
+            api_reply_json_new(o->req, 200, json_incref(o->written));
+        }
+        op_over(o);
+        return;
+    }
+    if (s == NULL || session_container(s) == NULL) {
+        reply_failed(o, -ENOENT, &(struct err){.msg = "the sandbox ended"});
+        op_over(o);
+        return;
+    }
+    ft.container = session_container(s);
+    ft.user = session_user(s);
+    o->fed = 0;
+    o->fop = files_put(&ft, o->parts[o->part].path, o->parts[o->part].len, &put_io, on_put, o);
+}
+
+/* Collecting a multipart body's parts: offsets into the body. */
+struct collect {
+    struct envd_op *o;
+    const char *base;
+    const char *path; /* the query's, or NULL */
+    bool in_file;     /* the current part is a "file" */
+    char err[256];
+};
+
+/* A "file" part goes to the query's path (one file), else to its filename (the SDK names each
+ * file's path so when it writes several). */
+static int
+on_part(const char *name, const char *filename, void *userdata)
+{
+    struct collect *c = userdata;
+    struct envd_op *o = c->o;
+    const char *target = c->path != NULL ? c->path : filename;
+    char mapped[FILES_PATH_MAX + 1];
+    struct err e = {0};
+    struct part *p;
+
+    c->in_file = strcmp(name, "file") == 0;
+    if (!c->in_file) {
+        return 0; /* other form fields are not files */
+    }
+    if (o->n_parts == PARTS_MAX || (c->path != NULL && o->n_parts == 1)) {
+        (void)snprintf(c->err, sizeof(c->err), "%s",
+                       c->path != NULL ? "an upload to one 'path' holds one file"
+                                       : "at most 64 files in one upload");
+        return -EINVAL;
+    }
+    if (target[0] == '\0') {
+        (void)snprintf(c->err, sizeof(c->err), "a file part needs a filename or a 'path'");
+        return -EINVAL;
+    }
+    p = &o->parts[o->n_parts];
+    if (e2b_path_map(target, mapped, sizeof(mapped), &e) < 0 ||
+        api_request_file_path(mapped, strlen(mapped), false, p->path, sizeof(p->path), &e) < 0) {
+        (void)snprintf(c->err, sizeof(c->err), "%s", e.msg);
+        return -EINVAL;
+    }
+    p->offset = SIZE_MAX;
+    p->len = 0;
+    o->n_parts++;
+    return 0;
+}
+
+static int
+on_part_data(const char *data, size_t n, void *userdata)
+{
+    struct collect *c = userdata;
+    struct part *p;
+
+    if (!c->in_file) {
+        return 0;
+    }
+    p = &c->o->parts[c->o->n_parts - 1];
+    if (p->offset == SIZE_MAX) {
+        p->offset = (size_t)(data - c->base);
+    }
+    p->len += n;
+    return 0;
+}
+
+static int
+on_part_end(void *userdata)
+{
+    struct collect *c = userdata;
+
+    if (c->in_file && c->o->parts[c->o->n_parts - 1].offset == SIZE_MAX) {
+        c->o->parts[c->o->n_parts - 1].offset = 0; /* empty */
+    }
+    return 0;
+}
+
+static const struct e2b_mp_events mp_events = {
+    .on_part = on_part,
+    .on_data = on_part_data,
+    .on_part_end = on_part_end,
+};
+
+/* The parts of the upload in req (the whole body: evhttp read it) into o; false after replying. */
+static bool
+upload_parts(struct evhttp_request *req, struct envd_op *o, const char *path)
+{
+    const char *ctype = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
+    struct collect c = {.o = o, .path = path};
+    char boundary[E2B_BOUNDARY_MAX + 1];
+    struct e2b_multipart mp;
+    struct err e = {0};
+    size_t len = evbuffer_get_length(o->body);
+    int r;
+
+    c.base = (const char *)evbuffer_pullup(o->body, -1);
+    if (ctype == NULL || strncasecmp(ctype, "multipart/", 10) != 0) {
+        char mapped[FILES_PATH_MAX + 1];
+
+        if (path == NULL || e2b_path_map(path, mapped, sizeof(mapped), &e) < 0 ||
+            api_request_file_path(mapped, strlen(mapped), false, o->parts[0].path,
+                                  sizeof(o->parts[0].path), &e) < 0) {
+            e2b_reply_error(req, 400, "%s", path ? e.msg : "'path' is required");
+            return false;
+        }
+        o->parts[0].offset = 0;
+        o->parts[0].len = len;
+        o->n_parts = 1;
+        return true;
+    }
+    if (e2b_multipart_boundary(ctype, boundary, sizeof(boundary), &e) < 0) {
+        e2b_reply_error(req, 400, "%s", e.msg);
+        return false;
+    }
+    e2b_multipart_init(&mp, boundary, &mp_events, &c);
+    r = e2b_multipart_feed(&mp, c.base, len, &e);
+    if (r == 0) {
+        r = e2b_multipart_finish(&mp, &e);
+    }
+    e2b_multipart_done(&mp);
+    if (r < 0 || o->n_parts == 0) {
+        e2b_reply_error(req, 400, "%s",
+                        c.err[0] ? c.err : r < 0 ? e.msg : "the upload holds no 'file' part");
+        return false;
+    }
+    return true;
+}
+
+/* ---- /files ---------------------------------------------------------------------------------- */
+
+static void
+op_begin(struct envd_op *o)
+{
+    struct session *s = session_find(o->a->backend->sessions, o->tenant, o->session);
+    struct files_target ft = {.engine = o->a->backend->engine};
+
+    if (o->kind == ENVD_PUT) {
+        put_next(o);
+        return;
+    }
+    if (s == NULL || session_container(s) == NULL) {
+        reply_failed(o, -ENOENT, &(struct err){.msg = "the sandbox ended"});
+        op_over(o);
+        return;
+    }
+    ft.container = session_container(s);
+    ft.user = session_user(s);
+    switch (o->kind) {
+    case ENVD_GET:
+        o->fop = files_get(&ft, o->path, &get_io, on_got, o);
+        break;
+    case ENVD_STAT:
+        o->fop = files_stat(&ft, o->path, on_answer, o);
+        break;
+    case ENVD_LIST:
+        o->fop = files_list(&ft, o->path, on_answer, o);
+        break;
+    case ENVD_MKDIR:
+        o->fop = files_mkdir(&ft, o->path, on_answer, o);
+        break;
+    case ENVD_REMOVE:
+        o->fop = files_delete(&ft, o->path, on_answer, o);
+        break;
+    case ENVD_MOVE:
+        o->fop = files_move(&ft, o->path, o->path2, on_answer, o);
+        break;
+    case ENVD_PUT:
+        break;
+    }
+}
+
+static void
+files_route(struct api *a, struct evhttp_request *req, struct e2b_target *t)
+{
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *query = evhttp_uri_get_query(uri);
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    struct evkeyvalq q;
+    const char *path;
+    char mapped[FILES_PATH_MAX + 1];
+    struct envd_op *o;
+    struct err e = {0};
+
+    TAILQ_INIT(&q);
+    if (query != NULL && evhttp_parse_query_str(query, &q) < 0) {
+        e2b_reply_error(req, 400, "the query string is malformed");
+        return;
+    }
+    path = evhttp_find_header(&q, "path");
+    o = xcalloc(1, sizeof(*o));
+    o->home = path == NULL || path[0] != '/' || strncmp(path, E2B_HOME, strlen(E2B_HOME)) == 0;
+    if (m == EVHTTP_REQ_POST) {
+        o->kind = ENVD_PUT;
+        o->written = OOM_CHECK(json_array());
+        o->body = OOM_CHECK(evbuffer_new());
+        (void)evbuffer_add_buffer(o->body, evhttp_request_get_input_buffer(req));
+        if (!upload_parts(req, o, path)) {
+            evhttp_clear_headers(&q);
+            op_free(o);
+            return;
+        }
+    } else if (path == NULL || e2b_path_map(path, mapped, sizeof(mapped), &e) < 0 ||
+               api_request_file_path(mapped, strlen(mapped), false, o->path, sizeof(o->path),
+                                     &e) < 0) {
+        e2b_reply_error(req, 400, "%s", path ? e.msg : "'path' is required");
+        evhttp_clear_headers(&q);
+        op_free(o);
+        return;
+    }
+    evhttp_clear_headers(&q);
+    op_start(a, req, t, o);
+}
+
+void
+e2b_envd(struct api *a, struct evhttp_request *req, struct e2b_target *t)
+{
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    const char *dot, *slash;
+
+    if (strcmp(t->path, "/health") == 0) {
+        evhttp_send_reply(req, 204, "No Content", NULL);
+        return;
+    }
+    if (strcmp(t->path, "/files") == 0 && (m == EVHTTP_REQ_GET || m == EVHTTP_REQ_POST)) {
+        files_route(a, req, t);
+        return;
+    }
+    dot = strchr(t->path, '.');
+    slash = dot ? strchr(dot, '/') : NULL;
+    if (m != EVHTTP_REQ_POST || slash == NULL) {
+        e2b_reply_error(req, 404, "%.128s is not an envd endpoint here", t->path);
+        return;
+    }
+    if (strncmp(t->path, "/process.Process/", 17) == 0) {
+        e2b_process(a, req, t, slash + 1);
+    } else if (strncmp(t->path, "/filesystem.Filesystem/", 23) == 0) {
+        filesystem(a, req, t, slash + 1);
+    } else {
+        e2b_reply_connect_error(req, "unimplemented", "%.128s is not supported here",
+                                t->path + 1);
+    }
+}

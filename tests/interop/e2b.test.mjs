@@ -1,0 +1,166 @@
+// The E2B SDK against sandpoold (docs/e2b.md), run by tests/integration/test-e2b.sh once per SDK
+// pair: E2B_PAIR=current (e2b 2.51.0, @e2b/code-interpreter 2.8.0) or oldest (e2b 2.39.0,
+// @e2b/code-interpreter 2.7.1, npm aliases). The SDK reads E2B_API_KEY, E2B_API_URL and
+// E2B_SANDBOX_URL from the environment, which the suite sets; nothing else is configured.
+import './no-dns.mjs';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+const pair = process.env.E2B_PAIR ?? 'current';
+// @e2b/code-interpreter re-exports the e2b it depends on (2.39.0 for the oldest pair, by the
+// lockfile's override): its classes are the ones its errors are instances of.
+const { Sandbox, CommandExitError } =
+    await import(pair === 'oldest' ? 'e2b-code-interpreter-old' : '@e2b/code-interpreter');
+
+for (const name of ['E2B_API_KEY', 'E2B_API_URL', 'E2B_SANDBOX_URL']) {
+    if (!process.env[name]) throw new Error(`${name} is not set (run tests/integration/test-e2b.sh)`);
+}
+
+// A sandbox for test t, killed when t ends.
+const create = async (t, opts = {}) => {
+    const sbx = await Sandbox.create({ timeoutMs: 120_000, ...opts });
+    t.after(() => sbx.kill().catch(() => {}));
+    return sbx;
+};
+
+test('create, getInfo and list (metadata filter, paging)', async (t) => {
+    const tag = `t${Date.now()}`;
+    const a = await create(t, { metadata: { suite: tag, n: '1' } });
+    const b = await create(t, { metadata: { suite: tag, n: '2' } });
+    assert.match(a.sandboxId, /^[0-9a-f]{32}$/);
+    const info = await a.getInfo();
+    assert.equal(info.sandboxId, a.sandboxId);
+    assert.equal(info.state, 'running');
+    assert.equal(info.metadata.suite, tag);
+    assert.ok(info.endAt.getTime() > Date.now() + 60_000, 'the lease is the create timeout');
+    const paginator = Sandbox.list({ query: { metadata: { suite: tag } }, limit: 1 });
+    const seen = [];
+    while (paginator.hasNext) {
+        const page = await paginator.nextItems();
+        assert.ok(page.length <= 1);
+        seen.push(...page.map((s) => s.sandboxId));
+    }
+    assert.deepEqual(seen.sort(), [a.sandboxId, b.sandboxId].sort());
+    const one = await Sandbox.list({ query: { metadata: { suite: tag, n: '2' } } }).nextItems();
+    assert.deepEqual(one.map((s) => s.sandboxId), [b.sandboxId]);
+    assert.equal(await b.kill(), true);
+});
+
+test('runCode keeps variables and streams output as printed', async (t) => {
+    const sbx = await create(t);
+    const first = await sbx.runCode('x = 41\nx + 1');
+    assert.equal(first.text, '42');
+    const times = [];
+    const lines = [];
+    const t0 = Date.now();
+    const ex = await sbx.runCode('import time, sys\nfor i in range(3):\n    print("line", i, x)\n    sys.stdout.flush()\n    time.sleep(0.4)', {
+        onStdout: (m) => { lines.push(m.line); times.push(Date.now() - t0); },
+    });
+    assert.deepEqual(ex.logs.stdout.join(''), 'line 0 41\nline 1 41\nline 2 41\n');
+    assert.equal(lines.join(''), 'line 0 41\nline 1 41\nline 2 41\n');
+    assert.ok(times.length >= 2 && times[times.length - 1] - times[0] >= 500,
+        `callbacks came as printed, not at the end (${times})`);
+    const err = await sbx.runCode('import sys\nprint("warn", file=sys.stderr)\n1/0');
+    assert.equal(err.logs.stderr.join(''), 'warn\n');
+    assert.equal(err.error.name, 'ZeroDivisionError');
+    assert.equal(err.error.value, 'division by zero');
+    assert.match(err.error.traceback, /ZeroDivisionError/);
+});
+
+test('a matplotlib chart comes back as png, a DataFrame as html', async (t) => {
+    const sbx = await create(t);
+    const ex = await sbx.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()');
+    const charts = ex.results.filter((r) => r.png);
+    assert.equal(charts.length, 1);
+    const png = Buffer.from(charts[0].png, 'base64');
+    assert.deepEqual([...png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+    assert.ok(charts[0].formats().includes('png'));
+    const df = await sbx.runCode('import pandas as pd\npd.DataFrame({"a": [1, 2]})');
+    assert.match(df.results[0].html, /<table/);
+    assert.match(df.text, /a/);
+});
+
+test('contexts are separate namespaces', async (t) => {
+    const sbx = await create(t);
+    const c1 = await sbx.createCodeContext();
+    const c2 = await sbx.createCodeContext();
+    await sbx.runCode('v = "one"', { context: c1 });
+    await sbx.runCode('v = "two"', { context: c2 });
+    assert.equal((await sbx.runCode('v', { context: c1 })).text, 'one');
+    assert.equal((await sbx.runCode('v', { context: c2 })).text, 'two');
+    const main = await sbx.runCode('v');
+    assert.equal(main.error.name, 'NameError');
+    if (sbx.listCodeContexts) {
+        const ids = (await sbx.listCodeContexts()).map((c) => c.id);
+        assert.ok(ids.includes(c1.id) && ids.includes(c2.id));
+    }
+    if (sbx.removeCodeContext) {
+        await sbx.removeCodeContext(c1);
+        await assert.rejects(sbx.runCode('v', { context: c1, requestTimeoutMs: 10_000 }));
+    }
+});
+
+test('files: binary both ways, the filesystem calls', async (t) => {
+    const sbx = await create(t);
+    const bytes = new Uint8Array(70_000).map((_, i) => (i * 7) % 256);
+    const w = await sbx.files.write('/home/user/data/blob.bin', bytes.buffer);
+    assert.equal(w.path, '/home/user/data/blob.bin');
+    const back = await sbx.files.read('/home/user/data/blob.bin', { format: 'bytes' });
+    assert.deepEqual(Buffer.from(back), Buffer.from(bytes));
+    assert.equal((await sbx.runCode('open("/workspace/data/blob.bin", "rb").read()[:3]')).text, "b'\\x00\\x07\\x0e'");
+    await sbx.files.write('notes.txt', 'hello');
+    assert.equal(await sbx.files.read('/workspace/notes.txt'), 'hello');
+    assert.equal(await sbx.files.exists('notes.txt'), true);
+    assert.equal(await sbx.files.exists('missing.txt'), false);
+    assert.equal(await sbx.files.makeDir('/home/user/sub'), true);
+    assert.equal(await sbx.files.makeDir('/home/user/sub'), false);
+    const names = (await sbx.files.list('/home/user')).map((e) => `${e.name}:${e.type}`);
+    assert.ok(names.includes('sub:dir') && names.includes('notes.txt:file'), names.join(','));
+    await sbx.files.rename('/home/user/notes.txt', '/home/user/sub/moved.txt');
+    assert.equal(await sbx.files.read('/home/user/sub/moved.txt'), 'hello');
+    await sbx.files.remove('/home/user/sub');
+    assert.equal(await sbx.files.exists('/home/user/sub'), false);
+    await assert.rejects(sbx.files.write('/etc/passwd', 'x'));
+    await assert.rejects(sbx.files.read('/home/user/../../etc/passwd'));
+});
+
+test('commands: exit codes, envs, cwd, a timeout', async (t) => {
+    const sbx = await create(t);
+    const ok = await sbx.commands.run('echo out; echo err >&2');
+    assert.equal(ok.exitCode, 0);
+    assert.equal(ok.stdout, 'out\n');
+    assert.equal(ok.stderr, 'err\n');
+    await assert.rejects(sbx.commands.run('exit 3'), (e) => e instanceof CommandExitError && e.exitCode === 3);
+    const env = await sbx.commands.run('echo "$GREETING from $(pwd)"', { envs: { GREETING: 'hi' }, cwd: '/home/user/work' }).catch((e) => e);
+    assert.ok(env instanceof Error, 'a missing cwd fails');
+    await sbx.files.makeDir('/home/user/work');
+    const env2 = await sbx.commands.run('echo "$GREETING from $(pwd)"', { envs: { GREETING: 'hi' }, cwd: '/home/user/work' });
+    assert.equal(env2.stdout, 'hi from /workspace/work\n');
+    const lines = [];
+    await sbx.commands.run('for i in 1 2; do echo $i; sleep 0.3; done', { onStdout: (d) => lines.push(d) });
+    assert.equal(lines.join(''), '1\n2\n');
+    const t0 = Date.now();
+    await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 1500 }));
+    assert.ok(Date.now() - t0 < 15_000, 'the timeout was kept');
+    const after1 = await sbx.commands.run('echo still');
+    assert.equal(after1.stdout, 'still\n');
+});
+
+test('setTimeout ends the sandbox at its lease; connect from a second client', async (t) => {
+    const sbx = await create(t);
+    await sbx.runCode('kept = "yes"');
+    const other = await Sandbox.connect(sbx.sandboxId);
+    assert.equal((await other.runCode('kept')).text, 'yes');
+    await sbx.setTimeout(2_000);
+    const info = await sbx.getInfo();
+    assert.ok(info.endAt.getTime() <= Date.now() + 3_000);
+    await new Promise((r) => setTimeout(r, 4_000));
+    assert.equal(await sbx.isRunning(), false);
+});
+
+test('kill twice: true, then false', async (t) => {
+    const sbx = await create(t);
+    assert.equal(await sbx.kill(), true);
+    assert.equal(await sbx.kill(), false);
+    assert.equal(await Sandbox.kill(sbx.sandboxId), false);
+});
