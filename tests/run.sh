@@ -206,7 +206,8 @@ export SANDPOOL_TEST_REDIS_PID=$STARTED_REDIS_PID
 say "static checks"
 static_checks
 
-# The real MCP clients of tests/interop (pinned in its package-lock.json), for test-mcp.sh.
+# The real MCP and E2B clients of tests/interop (pinned in its package-lock.json), for test-mcp.sh
+# and test-e2b.sh.
 say "interop clients (npm ci in tests/interop)"
 if (cd "$SANDPOOL_ROOT/tests/interop" && npm ci --no-audit --no-fund) >"$tmp/npm.out" 2>&1; then
     pass "interop: npm ci"

@@ -46,6 +46,7 @@ struct api {
     struct mcp_server *mcp;      /* mcp-sessions.c; NULL when MCP is off */
     TAILQ_HEAD(, e2b_run) e2b_runs; /* e2b-run.c: E2B executions in progress */
     unsigned e2b_next_pid;          /* the pid the next E2B process is told it has */
+    struct api_e2b_stats e2b_stats; /* running and waiting are counted when asked */
     struct api_stats stats;
     char unix_path[108];
 };
@@ -83,6 +84,8 @@ api_handler_fn api_mcp_bound_delete;
  * params[1] is the rest of the path. */
 api_handler_fn api_e2b_control;
 api_handler_fn api_e2b_sandbox;
+/* E2B executions now (e2b-run.c): running, and waiting for their busy sandbox. */
+void e2b_runs_count(const struct api *a, unsigned *ret_running, unsigned *ret_waiting);
 
 /* File endpoints (files.c). params[1] is the raw (still percent-encoded) file path. */
 api_handler_fn api_files_list;

@@ -546,6 +546,13 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
 }
 
 void
+api_get_e2b_stats(const struct api *a, struct api_e2b_stats *ret)
+{
+    *ret = a->e2b_stats;
+    e2b_runs_count(a, &ret->running, &ret->waiting);
+}
+
+void
 api_get_stats(const struct api *a, struct api_stats *ret)
 {
     struct api_conns_stats cs;

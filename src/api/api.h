@@ -108,6 +108,23 @@ struct api_mcp_stats {
 /* False when MCP is off (mcp.max_sessions 0). */
 bool api_get_mcp_stats(const struct api *a, struct api_mcp_stats *ret);
 
+/* The E2B front end's (src/api/e2b*.c). */
+enum api_e2b_plane {
+    API_E2B_CONTROL, /* /e2b/api */
+    API_E2B_ENVD,    /* /e2b/sbx, port 49983 */
+    API_E2B_CODE,    /* /e2b/sbx, port 49999 */
+    API_E2B__COUNT,
+};
+struct api_e2b_stats {
+    uint64_t requests[API_E2B__COUNT];
+    uint64_t created, killed, leases_set;
+    uint64_t refused_key;   /* control-plane requests without a valid key (401) */
+    uint64_t refused_token; /* sandbox requests without their port's credential (401) */
+    uint64_t runs_process, runs_code;
+    unsigned running, waiting; /* E2B executions now: running, or waiting for a busy sandbox */
+};
+void api_get_e2b_stats(const struct api *a, struct api_e2b_stats *ret);
+
 /* The reply to req closes its connection ("Connection: close", once). */
 void api_reply_close(struct evhttp_request *req);
 /* Sends body (stolen) as JSON with status. */

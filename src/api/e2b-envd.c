@@ -477,6 +477,7 @@ on_put(int r, json_t *result, const struct err *e, void *userdata)
 {
     struct envd_op *o = userdata;
     const struct part *p = &o->parts[o->part];
+    char actor[80];
 
     o->fop = NULL;
     log_set_request(o->request);
@@ -486,7 +487,8 @@ on_put(int r, json_t *result, const struct err *e, void *userdata)
         log_set_request(NULL);
         return;
     }
-    audit_log("file.uploaded", "e2b",
+    (void)snprintf(actor, sizeof(actor), "tenant:%s", o->tenant);
+    audit_log("file.uploaded", actor,
               OOM_CHECK(json_pack("{s:s, s:s, s:s, s:O, s:O}", "tenant", o->tenant, "session",
                                   o->session, "path", p->path, "size",
                                   json_object_get(result, "size"), "sha256",

@@ -539,6 +539,18 @@ run_go(struct e2b_run *r)
     run_try(r);
 }
 
+void
+e2b_runs_count(const struct api *a, unsigned *ret_running, unsigned *ret_waiting)
+{
+    const struct e2b_run *r;
+
+    *ret_running = *ret_waiting = 0;
+    TAILQ_FOREACH (r, &a->e2b_runs, link) {
+        *ret_running += r->state == RUN_RUNNING;
+        *ret_waiting += r->state == RUN_WAITING;
+    }
+}
+
 /* ---- process.Process ------------------------------------------------------------------------- */
 
 static unsigned
@@ -591,6 +603,7 @@ process_start(struct api *a, struct evhttp_request *req, struct e2b_target *t)
     }
     r->keepalive_s = MAX(1u, header_uint(req, "Keepalive-Ping-Interval", KEEPALIVE_DEFAULT));
     r->pid = ++a->e2b_next_pid;
+    a->e2b_stats.runs_process++;
     run_go(r);
 }
 
@@ -685,6 +698,7 @@ execute(struct api *a, struct evhttp_request *req, struct e2b_target *t)
     r->code_len = ex.code_len;
     memcpy(r->ctx, ctx, sizeof(ctx));
     json_decref(body);
+    a->e2b_stats.runs_code++;
     run_go(r);
 }
 

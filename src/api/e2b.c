@@ -264,6 +264,12 @@ require_key(struct api *a, struct evhttp_request *req)
         t = cfg_e2b_key_tenant(a->cfg, digest);
     }
     if (t == NULL) {
+        a->e2b_stats.refused_key++;
+        if (key != NULL) {
+            audit_log("e2b.refused", "anonymous",
+                      OOM_CHECK(json_pack("{s:s, s:s}", "plane", "control", "why",
+                                          "the API key is not valid here")));
+        }
         api_reply_close(req);
         e2b_reply_error(req, 401, "%s", key ? "the API key is not valid here" : "no X-API-KEY");
         return NULL;
@@ -336,8 +342,17 @@ on_created(int r, struct session *s, const struct err *e, void *userdata)
         api_reply_json_new(w->req, 201, sandbox_json(w->a, s, &x));
     }
     if (r == 0) {
+        char until[40];
+
+        w->a->e2b_stats.created++;
+        (void)e2b_ext_decode(session_ext(s), &x);
         log_info("e2b sandbox created session=%s tenant='%s' profile='%s'", session_id(s),
                  w->tenant, session_profile(s)->name);
+        audit_log("e2b.sandbox.created", w->actor,
+                  OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:s}", "tenant", w->tenant, "session",
+                                      session_id(s), "template", x.template_id, "profile",
+                                      session_profile(s)->name, "lease_until",
+                                      time_rfc3339(session_expires_at(s), until, sizeof(until)))));
     }
     if (r == 0 && w->req == NULL) {
         session_set_end_cause(s, NULL, "abandoned");
@@ -516,6 +531,9 @@ on_killed(int r, const struct err *e, void *userdata)
     struct wait *w = userdata;
 
     log_set_request(w->request);
+    if (r == 0) {
+        w->a->e2b_stats.killed++;
+    }
     if (w->req != NULL && r < 0) {
         e2b_reply_error(w->req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
     } else if (w->req != NULL) {
@@ -549,6 +567,15 @@ on_lease_set(int r, uint64_t expires_at, void *userdata)
     struct e2b_ext x;
 
     log_set_request(w->request);
+    if (r == 0) {
+        char until[40];
+
+        w->a->e2b_stats.leases_set++;
+        audit_log("e2b.sandbox.lease", w->actor,
+                  OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s}", "tenant", w->tenant, "session", w->id,
+                                      "by", w->connect ? "connect" : "timeout", "lease_until",
+                                      time_rfc3339(expires_at, until, sizeof(until)))));
+    }
     if (w->req != NULL && (r < 0 || s == NULL || e2b_ext_decode(session_ext(s), &x) < 0)) {
         e2b_reply_error(w->req, r < 0 ? e2b_status_of(r) : 404, "sandbox %s %s", w->id,
                         r == -ENOTCONN ? "could not be changed (redis is down); retry"
@@ -615,6 +642,7 @@ api_e2b_control(struct api *a, struct evhttp_request *req, const char *const *pa
     if (t == NULL) {
         return;
     }
+    a->e2b_stats.requests[API_E2B_CONTROL]++;
     route = e2b_control_route(rest, id);
     if (route == E2B_ROUTE_SANDBOXES && m == EVHTTP_REQ_POST) {
         sandbox_create(a, req, t);
@@ -657,8 +685,10 @@ token_ok(const char *given, const char *want)
 }
 
 static void
-refused(struct evhttp_request *req, const char *sandbox, unsigned port, const char *why)
+refused(struct api *a, struct evhttp_request *req, const char *sandbox, unsigned port,
+        const char *why)
 {
+    a->e2b_stats.refused_token++;
     audit_log("e2b.refused", "anonymous",
               OOM_CHECK(json_pack("{s:s, s:i, s:s}", "sandbox", sandbox, "port", (int)port,
                                   "why", why)));
@@ -690,7 +720,7 @@ api_e2b_sandbox(struct api *a, struct evhttp_request *req, const char *const *pa
         return;
     }
     if (given == NULL) {
-        refused(req, "", t.port, "this port's access token is missing");
+        refused(a, req, "", t.port, "this port's access token is missing");
         return;
     }
     t.s = session_find(a->backend->sessions, NULL, id);
@@ -699,11 +729,12 @@ api_e2b_sandbox(struct api *a, struct evhttp_request *req, const char *const *pa
         return;
     }
     if (!token_ok(given, t.port == E2B_CODE_PORT ? t.ext.traffic_token : t.ext.envd_token)) {
-        refused(req, session_id(t.s), t.port, "the access token is not this sandbox's");
+        refused(a, req, session_id(t.s), t.port, "the access token is not this sandbox's");
         return;
     }
     api_conn_authenticated(a->conns, req);
     session_touch(t.s);
+    a->e2b_stats.requests[t.port == E2B_ENVD_PORT ? API_E2B_ENVD : API_E2B_CODE]++;
     if (t.port == E2B_ENVD_PORT) {
         e2b_envd(a, req, &t);
     } else {

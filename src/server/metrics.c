@@ -380,6 +380,44 @@ metrics_mcp(struct server *s, struct buf *out)
     return metrics_write(out, tab, ELEMENTSOF(tab));
 }
 
+static int
+metrics_e2b(struct server *s, struct buf *out)
+{
+    struct api_e2b_stats es;
+
+    api_get_e2b_stats(s->api, &es);
+    const struct metric tab[] = {
+        {"sandpool_e2b_requests_total",
+         "counter",
+         "Requests of E2B clients by plane (docs/e2b.md): the control plane (E2B_API_URL), a "
+         "sandbox's envd (port 49983) and its interpreter (49999), once let in.",
+         {{"plane=\"control\"", es.requests[API_E2B_CONTROL]},
+          {"plane=\"envd\"", es.requests[API_E2B_ENVD]},
+          {"plane=\"code\"", es.requests[API_E2B_CODE]}}},
+        {"sandpool_e2b_sandboxes_total",
+         "counter",
+         "E2B sandboxes created and killed by their clients, and leases set (timeout, connect).",
+         {{"event=\"created\"", es.created},
+          {"event=\"killed\"", es.killed},
+          {"event=\"lease\"", es.leases_set}}},
+        {"sandpool_e2b_refused_total",
+         "counter",
+         "E2B requests refused with 401: no valid API key (control plane), or not the "
+         "sandbox's credential for the port.",
+         {{"why=\"key\"", es.refused_key}, {"why=\"token\"", es.refused_token}}},
+        {"sandpool_e2b_runs_total",
+         "counter",
+         "E2B executions started: commands (process.Process/Start) and code (/execute).",
+         {{"kind=\"process\"", es.runs_process}, {"kind=\"code\"", es.runs_code}}},
+        {"sandpool_e2b_runs",
+         "gauge",
+         "E2B executions now: running, or waiting for their sandbox's running one.",
+         {{"state=\"running\"", es.running}, {"state=\"waiting\"", es.waiting}}},
+    };
+
+    return metrics_write(out, tab, ELEMENTSOF(tab));
+}
+
 void
 server_metrics(void *userdata, bool tenants, struct buf *out)
 {
@@ -392,6 +430,6 @@ server_metrics(void *userdata, bool tenants, struct buf *out)
     (void)(metrics_links(s, out) < 0 || metrics_sessions(s, out, &ss) < 0 ||
            metrics_pools(s, out, &lbl) < 0 || metrics_latencies(s, out, &lbl) < 0 ||
            (tenants && metrics_tenants(s, out, &lbl) < 0) || metrics_http(s, out) < 0 ||
-           metrics_mcp(s, out) < 0);
+           metrics_mcp(s, out) < 0 || metrics_e2b(s, out) < 0);
     buf_done(&lbl);
 }

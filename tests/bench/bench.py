@@ -264,15 +264,16 @@ def first_sse_byte(port, token, sid, n):
     return out
 
 
-def mcp_overhead(port, token, n, warmup):
-    """B12: tools/call execute_python print(1) through the official MCP SDK against the same
-    through REST, interleaved in one Node process (tests/bench/mcp.mjs, which prints JSON lines).
-    Returns the summaries, or {"error": why} when Node or the SDK is missing or the run fails:
-    the other figures still stand."""
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp.mjs")
+def node_bench(name, args):
+    """B12 (mcp.mjs: tools/call execute_python print(1) through the official MCP SDK) and B13
+    (e2b.mjs: runCode and Sandbox.create through the E2B SDK), each against the same through
+    REST, interleaved in one Node process that prints JSON lines. Returns the summaries, or
+    {"error": why} when Node or the SDK is missing or the run fails: the other figures still
+    stand."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
     try:
-        r = subprocess.run(["node", script, "--port", str(port), "--token", token, "--n", str(n),
-                            "--warmup", str(warmup)], capture_output=True, text=True, timeout=600)
+        r = subprocess.run(["node", script] + [str(a) for a in args], capture_output=True,
+                           text=True, timeout=900)
     except (OSError, subprocess.TimeoutExpired) as e:
         return {"error": str(e)}, {}
     if r.returncode != 0:
@@ -495,6 +496,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--token", required=True)
+    ap.add_argument("--e2b-key", required=True, help="the bench tenant's E2B API key (B13)")
     ap.add_argument("--engine", required=True)
     ap.add_argument("--daemon-pid", type=int, required=True)
     ap.add_argument("--create-body", required=True, help="file with the python profile's body")
@@ -533,12 +535,22 @@ def main():
     log("B3 %s" % res["metrics"]["B3"])
     res["metrics"]["B4"] = summary(first_sse_byte(args.port, args.token, sid, 50 if q else 200))
     log("B4 %s" % res["metrics"]["B4"])
-    b12, b12_samples = mcp_overhead(args.port, args.token, 200 if q else 1000, 50)
+    b12, b12_samples = node_bench("mcp.mjs", ["--port", args.port, "--token", args.token,
+                                              "--n", 200 if q else 1000, "--warmup", 50])
     res["metrics"]["B12"] = b12
     if b12_samples:
         res["samples"]["B12_rest"] = b12_samples["rest"]
         res["samples"]["B12_mcp"] = b12_samples["mcp"]
     log("B12 %s" % b12)
+    wait_ready(api, "python", 8)
+    b13, b13_samples = node_bench("e2b.mjs", ["--port", args.port, "--token", args.token,
+                                              "--key", args.e2b_key, "--n", 200 if q else 1000,
+                                              "--creates", 30 if q else 100, "--warmup", 50])
+    res["metrics"]["B13"] = b13
+    for k in ("e2b", "e2b_create", "rest_create"):
+        if k in b13_samples:
+            res["samples"]["B13_" + k] = b13_samples[k]
+    log("B13 %s" % b13)
     wait_ready(api, "python", 8)
 
     sessions = [json.loads(api.call("POST", "/v1/sessions", {})[1])["id"] for _ in range(8)]

@@ -31,6 +31,27 @@ def b12_row(x):
                    x["diff"]["p50_diff"], x["diff"]["pair_p50"]))
 
 
+def b13_rows(x):
+    """B13, the E2B SDK against REST side by side (tests/bench/e2b.mjs); n/a when it did not
+    run."""
+    run_metric = "`runCode('print(1)')`, E2B SDK vs REST (Node, interleaved)"
+    create_metric = "`Sandbox.create()` vs the warm acquire `POST /v1/sessions` (interleaved)"
+    if not x or "e2b" not in x or "rest" not in x:
+        why = (x or {}).get("error", "not run")
+        why = why.splitlines()[-1][:120] if why else ""
+        return [row("B13", run_metric, "not measured", "E2B p50 − REST p50 < 1 ms", None, why),
+                row("B13", create_metric, "not measured", "reported", None, why)]
+    d = x["diff"]
+    return [row("B13", run_metric, "E2B %s; REST %s" % (lat(x["e2b"]), lat(x["rest"])),
+                "E2B p50 − REST p50 < 1 ms", d["p50_diff"] < 1,
+                "difference of p50s %.3f ms; median of the pairwise differences %.3f ms" % (
+                    d["p50_diff"], d["pair_p50"])),
+            row("B13", create_metric, "E2B %s; REST %s" % (lat(x["e2b_create"]),
+                                                          lat(x["rest_create"])),
+                "reported", None, "difference of p50s %.3f ms; pairwise median %.3f ms" % (
+                    d["create_p50_diff"], d["create_pair_p50"]))]
+
+
 def main(src, md_out, png_out):
     r = json.load(open(src))
     m, b = r["metrics"], r["baselines"]
@@ -73,7 +94,7 @@ def main(src, md_out, png_out):
             a["p50"] / m["B11"]["p50"] >= 100 and bx["p50"] / m["B11"]["p50"] >= 25,
             "%.0f× (a), %.1f× (b)" % (a["p50"] / m["B11"]["p50"], bx["p50"] / m["B11"]["p50"])),
         b12_row(m.get("B12")),
-    ]
+    ] + b13_rows(m.get("B13"))
     mc = r["machine"]
     out = ["Measured %s on %d cores, %s, runtime %s, kernel %s." % (
         mc["date"], mc["cores"], mc["engine"], mc["runtime"], mc["kernel"]), "",
@@ -101,6 +122,8 @@ def main(src, md_out, png_out):
               ("(a) docker run --rm per request", r["samples"]["docker_run"])]
     if "B12_mcp" in r["samples"]:
         series.insert(1, ("sandpool: print(1) over MCP, SDK v1 (B12)", r["samples"]["B12_mcp"]))
+    if "B13_e2b" in r["samples"]:
+        series.insert(1, ("sandpool: runCode print(1), E2B SDK (B13)", r["samples"]["B13_e2b"]))
     fig, ax = plt.subplots(figsize=(9, 5.2))
     for name, s in series:
         s = sorted(s)

@@ -39,13 +39,15 @@ ensure_docker
 remove_labelled "sandpool.owner=$NODE"
 remove_labelled "sandpool.bench=1"
 ensure_images
-# B12 (MCP against REST) runs Node 20 with the MCP SDK pinned by tests/interop/package.json
+# B12 (MCP against REST) and B13 (E2B against REST) run Node 20 with the SDKs pinned by
+# tests/interop/package.json
 # (SANDPOOL_MCP_NODE_MODULES: another node_modules holding it, see tests/bench/mcp.mjs).
 interop=$SANDPOOL_ROOT/tests/interop
-if [ -z "${SANDPOOL_MCP_NODE_MODULES:-}" ] && [ ! -d "$interop/node_modules/@modelcontextprotocol/sdk" ]; then
-    say "installing the MCP SDK into $interop/node_modules (npm ci)"
+if [ -z "${SANDPOOL_MCP_NODE_MODULES:-}" ] && { [ ! -d "$interop/node_modules/@modelcontextprotocol/sdk" ] ||
+    [ ! -d "$interop/node_modules/@e2b/code-interpreter" ]; }; then
+    say "installing the SDKs into $interop/node_modules (npm ci)"
     npm ci --prefix "$interop" --no-audit --no-fund >/tmp/sandpool-bench-npm.log 2>&1 ||
-        say "npm ci failed (/tmp/sandpool-bench-npm.log): B12 will not be measured"
+        say "npm ci failed (/tmp/sandpool-bench-npm.log): B12 and B13 will not be measured"
 fi
 say "building a release build in $BUILD"
 build_sandpool "$BUILD" -Dbuildtype=release || die "build failed"
@@ -55,6 +57,7 @@ start_redis "$tmp/redis/redis.sock"
 port=$(( 10000 + (RANDOM % 20000) )) # below the ephemeral range, and free (see tests/lib/api.sh)
 while [ -n "$(ss -tanH "sport = :$port")" ]; do port=$(( port + 1 )); done
 token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+e2b_key=e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n') # B13
 cat >"$tmp/config.json" <<JSON
 {
   "listen": "127.0.0.1:$port",
@@ -62,7 +65,8 @@ cat >"$tmp/config.json" <<JSON
   "engine": {"socket": "$ENGINE_SOCKET", "max_concurrency": 8},
   "redis": {"url": "unix://$tmp/redis/redis.sock"},
   "log": {"level": "warn"},
-  "tenants": [{"id": "bench", "token_sha256": "$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)"}],
+  "tenants": [{"id": "bench", "token_sha256": "$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)",
+               "e2b_keys_sha256": ["$(printf '%s' "$e2b_key" | sha256sum | cut -d' ' -f1)"]}],
   "profiles": {
     "python": {"image": "sandpool/python:latest", "warm": 8, "max": 40},
     "cold": {"image": "sandpool/python:latest", "warm": 0, "max": 2},
@@ -83,7 +87,7 @@ curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || { tail "$tmp/daemon.log";
 
 say "measuring (see tests/bench/bench.py for what and how)"
 timeout 1800 /usr/bin/python3 "$SANDPOOL_ROOT/tests/bench/bench.py" $QUICK --port "$port" \
-    --token "$token" --engine "$ENGINE_SOCKET" --daemon-pid "$daemon_pid" \
+    --token "$token" --e2b-key "$e2b_key" --engine "$ENGINE_SOCKET" --daemon-pid "$daemon_pid" \
     --create-body "$tmp/body.json" --concurrency 8 --out "$tmp/results.json" ||
     { tail -20 "$tmp/daemon.log"; die "benchmark failed"; }
 # A quick run is a smoke test: its figures never replace the published ones.
