@@ -42,8 +42,8 @@ struct api {
     struct evhttp_bound_socket *health_bound;
     struct api_conns *health_conns;
     char health_unix_path[108];
-    struct api_gate *files_gate; /* gate.c: the files API's engine operations in flight */
-    struct mcp_server *mcp;      /* mcp-sessions.c; NULL when MCP is off */
+    struct api_gate *files_gate;    /* gate.c: the files API's engine operations in flight */
+    struct mcp_server *mcp;         /* mcp-sessions.c; NULL when MCP is off */
     TAILQ_HEAD(, e2b_run) e2b_runs; /* e2b-run.c: E2B executions in progress */
     unsigned e2b_next_pid;          /* the pid the next E2B process is told it has */
     struct api_e2b_stats e2b_stats; /* running and waiting are counted when asked */
@@ -84,6 +84,7 @@ api_handler_fn api_mcp_bound_delete;
  * params[1] is the rest of the path. */
 api_handler_fn api_e2b_control;
 api_handler_fn api_e2b_sandbox;
+api_handler_fn api_e2b_upload; /* POST /e2b/sbx/files: its body streamed (held, chunked too) */
 /* E2B executions now (e2b-run.c): running, and waiting for their busy sandbox. */
 void e2b_runs_count(const struct api *a, unsigned *ret_running, unsigned *ret_waiting);
 
@@ -214,6 +215,8 @@ void api_gate_get_stats(const struct api_gate *g, struct api_gate_stats *ret);
 /* A route's handler reads the request body itself, as it comes (api_body_read()): the filter
  * holds such a body back from evhttp (body.c). */
 #define API_ROUTE_STREAMED_BODY 0x1u
+/* ... a chunked one too (the handler takes a body of unknown length: api_body_chunked()). */
+#define API_ROUTE_STREAMED_CHUNKED 0x2u
 /* The flags of the route that method and the path (len bytes, percent-encoded as sent, without
  * query) resolve to: 0 when none does. Pure. */
 unsigned api_route_flags(enum evhttp_cmd_type method, const char *path, size_t len);
@@ -244,15 +247,51 @@ struct api_head {
     bool nul;             /* it holds a NUL byte (not understood) */
     bool held;            /* a body of its route's is streamed (API_ROUTE_STREAMED_BODY) */
     bool expect_continue; /* held, and the HTTP/1.1 client waits for "100 Continue" */
-    uint64_t length;      /* body bytes after the head (0 for HEAD) */
+    bool chunked;         /* the body is chunked (Transfer-Encoding: chunked, HTTP/1.1) */
+    uint64_t length;      /* body bytes after the head, unless chunked (0 for HEAD) */
 };
 /* Judges the complete head head[0..len) (api_head_find_end()'s). */
 void api_head_parse(const char *head, size_t len, struct api_head *ret);
-/* Appends to out the head evhttp gets for a held body: every line of head but Content-Length,
- * then "Content-Length: 0" and API_HELD_HEADER with seq, then the empty line, every line ending
- * in CRLF. -EMSGSIZE past out's bound (2 * len + 64 bytes always fit: a line of at least two
- * bytes grows by its CR at most). */
+/* Appends to out the head evhttp gets for a held body: every line of head but Content-Length
+ * and Transfer-Encoding, then "Content-Length: 0" and API_HELD_HEADER with seq, then the empty
+ * line, every line ending in CRLF. -EMSGSIZE past out's bound (2 * len + 64 bytes always fit: a
+ * line of at least two bytes grows by its CR at most). */
 int api_head_rewrite(const char *head, size_t len, uint64_t seq, struct buf *out);
+
+/* ---- chunked framing (chunked.c) ----
+ *
+ * Pure: one chunked body's framing, fed in pieces; the strict subset of evhttp's reading that
+ * chunked.c's opening comment gives. Fuzzed by tests/fuzz/fuzz-api-head.c. */
+
+enum api_chunked_state {
+    API_CHUNKED_SIZE,     /* a chunk-size line's digits */
+    API_CHUNKED_SIZE_LF,  /* its CR came */
+    API_CHUNKED_DATA,     /* `left` data bytes */
+    API_CHUNKED_DATA_END, /* the line end after the data */
+    API_CHUNKED_DATA_LF,  /* ... its CR came */
+    API_CHUNKED_LAST,     /* the empty line after the last chunk */
+    API_CHUNKED_LAST_LF,  /* ... its CR came */
+    API_CHUNKED_DONE,     /* the body is complete */
+    API_CHUNKED_FAILED,   /* malformed, or outside the subset */
+    API_CHUNKED__COUNT,
+    API_CHUNKED__INVALID = -22,
+};
+
+struct api_chunked {
+    enum api_chunked_state state; /* set by chunked.c only */
+    uint64_t size, left;          /* the size line read so far; data left in the chunk */
+    uint64_t total;               /* data bytes so far */
+    unsigned digits;
+};
+
+void api_chunked_init(struct api_chunked *d);
+/* In API_CHUNKED_DATA: n (at most left) data bytes went by without being looked at. */
+void api_chunked_skip(struct api_chunked *d, size_t n);
+/* Takes in[0..n): *ret_used bytes are consumed, and [*ret_off, *ret_off + *ret_len) of them are
+ * body data (one span per call at most: call again with the rest). 1: the body ended (the bytes
+ * after *ret_used are the next request's); 0: more; -EINVAL: malformed at in[*ret_used]. */
+int api_chunked_feed(struct api_chunked *d, const char *in, size_t n, size_t *ret_used,
+                     size_t *ret_off, size_t *ret_len);
 
 /* ---- streamed request bodies (body.c) ---- */
 
@@ -276,6 +315,9 @@ struct api_body {
  * body (if any) the usual way. */
 bool api_body_held(struct api_conns *reg, struct evhttp_request *req, struct api_body *ret);
 uint64_t api_body_length(const struct api_body *b);
+/* The body is chunked (while it is the connection's current one): its length is known once it
+ * was read; api_body_length() gives the bytes read so far until then. */
+bool api_body_chunked(const struct api_body *b);
 /* True until every byte of the body was read (also after a failed read). While it is, the
  * connection must close after the reply: api.c adds "Connection: close" to such requests, and a
  * handler that read the whole body removes it. */

@@ -14,11 +14,12 @@ struct bufferevent;
 struct event;
 
 enum conn_state {
-    CONN_HEAD,   /* reading a request head */
-    CONN_BODY,   /* passing on `left` body bytes */
-    CONN_HELD,   /* held body number `seq` of `left` bytes waits in the socket for its handler */
-    CONN_BLIND,  /* passing everything on */
-    CONN_BROKEN, /* a held body failed half-way: nothing more is passed on */
+    CONN_HEAD,    /* reading a request head */
+    CONN_BODY,    /* passing on `left` body bytes */
+    CONN_CHUNKED, /* passing on a chunked body, following its framing (`chunk`) to its end */
+    CONN_HELD,    /* held body number `seq` of `left` bytes waits in the socket for its handler */
+    CONN_BLIND,   /* passing everything on */
+    CONN_BROKEN,  /* a held body failed half-way: nothing more is passed on */
 };
 
 struct api_conn {
@@ -31,8 +32,12 @@ struct api_conn {
     struct buf head;
     size_t line_start; /* where the incomplete line of head starts */
     uint64_t left, length;
-    uint64_t seq;          /* of the last held body */
-    uint64_t consumed_seq; /* of the last held body read to its end */
+    bool chunked;             /* the held body (CONN_HELD) is chunked: `chunk` frames it */
+    bool body_started;        /* a byte of the held body was read */
+    struct api_chunked chunk; /* CONN_CHUNKED, and a chunked CONN_HELD */
+    uint64_t seq;             /* of the last held body */
+    uint64_t consumed_seq;    /* of the last held body read to its end */
+    uint64_t consumed_length; /* ... its length (a chunked one's is known only then) */
     bool expect_continue;
     uint64_t heads;      /* passed on to evhttp, */
     uint64_t dispatched; /* dispatched by it */

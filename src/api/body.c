@@ -94,12 +94,48 @@ emit_head(struct api_conn *c, struct evbuffer *dst)
         buf_done(&rewritten);
         c->state = CONN_HELD;
         c->left = c->length = h.length;
+        c->chunked = h.chunked;
+        c->body_started = false;
+        api_chunked_init(&c->chunk);
         c->expect_continue = h.expect_continue;
         return;
     }
     add(dst, c->head.buf, c->head.len);
     c->left = h.length;
-    c->state = h.length > 0 ? CONN_BODY : CONN_HEAD;
+    c->state = h.chunked ? CONN_CHUNKED : h.length > 0 ? CONN_BODY : CONN_HEAD;
+    api_chunked_init(&c->chunk);
+}
+
+/* CONN_CHUNKED: passes on what src holds of the chunked body, following its framing to its end
+ * (then heads again). Framing outside chunked.c's subset makes the connection blind from that
+ * byte on: evhttp frames the rest itself. */
+static void
+pass_chunked(struct api_conn *c, struct evbuffer *src, struct evbuffer *dst)
+{
+    char tmp[4096];
+    size_t avail = evbuffer_get_length(src), got, off = 0;
+    int r = 0;
+
+    if (c->chunk.state == API_CHUNKED_DATA) { /* data is not looked at */
+        size_t n = (size_t)MIN((uint64_t)avail, c->chunk.left);
+
+        api_chunked_skip(&c->chunk, n);
+        (void)evbuffer_remove_buffer(src, dst, n);
+        return;
+    }
+    got = (size_t)evbuffer_copyout(src, tmp, sizeof(tmp));
+    while (off < got && r == 0 && c->chunk.state != API_CHUNKED_DATA) {
+        size_t used, doff, dlen;
+
+        r = api_chunked_feed(&c->chunk, tmp + off, got - off, &used, &doff, &dlen);
+        off += used;
+    }
+    (void)evbuffer_remove_buffer(src, dst, off);
+    if (r == 1) {
+        c->state = CONN_HEAD;
+    } else if (r < 0) {
+        c->state = CONN_BLIND;
+    }
 }
 
 /* Starts the head deadline unless it runs already (from the accept, for the first head). */
@@ -194,6 +230,13 @@ filter_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
             if (c->left == 0) {
                 c->state = CONN_HEAD;
             }
+            break;
+        case CONN_CHUNKED:
+            if (avail == 0) {
+                return moved ? BEV_OK : BEV_NEED_MORE;
+            }
+            pass_chunked(c, src, dst);
+            moved = true;
             break;
         case CONN_HEAD:
             if (avail == 0) {
@@ -378,7 +421,7 @@ conn_free(void *ctx)
 {
     struct api_conn *c = ctx;
 
-    api_conns_release(c->entry, c->state == CONN_HELD && c->left > 0);
+    api_conns_release(c->entry, c->state == CONN_HELD && (c->chunked || c->left > 0));
     event_free(c->head_timer);
     event_free(c->kick);
     if (c->writable != NULL) {

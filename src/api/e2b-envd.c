@@ -34,66 +34,17 @@
 #include "util/macro.h"
 #include "util/time.h"
 
-#define PARTS_MAX  64u /* files in one upload */
-#define FEED_SLICE 65536u
-
-enum envd_kind {
-    ENVD_GET,
-    ENVD_PUT,
-    ENVD_STAT,
-    ENVD_LIST,
-    ENVD_MKDIR,
-    ENVD_REMOVE,
-    ENVD_MOVE,
-};
-
-/* An operation's life: waiting at the gate, running its exec, over (freed once the client is
- * gone or answered). */
-enum envd_state {
-    ENVD_AT_GATE,
-    ENVD_RUNNING,
-    ENVD_OVER,
-};
-
-struct part {
-    char path[FILES_PATH_MAX + 1]; /* in the workspace */
-    size_t offset, len;            /* in the body */
-};
-
-struct envd_op {
-    struct api *a;
-    struct evhttp_request *req; /* NULL once the client went away */
-    struct evhttp_connection *conn;
-    enum envd_kind kind;
-    enum envd_state state; /* set by op_set() only */
-    char tenant[65], session[SESSION_ID_MAX + 1];
-    char request[LOG_REQUEST_ID_MAX + 1];
-    struct api_gate_waiter *gw;
-    bool gate_in;
-    struct files_op *fop;
-    char path[FILES_PATH_MAX + 1], path2[FILES_PATH_MAX + 1]; /* in the workspace */
-    bool home;                                                /* answers name /home/user */
-    /* download */
-    struct stream_out *out;
-    /* upload: the body (evhttp read it), its parts, the one going in */
-    struct evbuffer *body;
-    struct part parts[PARTS_MAX];
-    unsigned n_parts, part;
-    size_t fed;
-    json_t *written;
-};
-
-static void op_begin(struct envd_op *o);
+static void op_begin(struct e2b_envd_op *o);
 
 static void
-op_set(struct envd_op *o, enum envd_state to)
+op_set(struct e2b_envd_op *o, enum e2b_envd_state to)
 {
     o->state = to;
 }
 
 /* The path the client sees for a workspace path. */
-static json_t *
-shown_path(const struct envd_op *o, const char *rel)
+json_t *
+e2b_envd_path(const struct e2b_envd_op *o, const char *rel)
 {
     char p[FILES_PATH_MAX + 32];
 
@@ -102,8 +53,8 @@ shown_path(const struct envd_op *o, const char *rel)
     return OOM_CHECK(json_string(p));
 }
 
-static void
-gate_leave(struct envd_op *o, bool in_flight)
+void
+e2b_envd_gate_leave(struct e2b_envd_op *o, bool in_flight)
 {
     if (!o->gate_in) {
         return;
@@ -116,32 +67,29 @@ gate_leave(struct envd_op *o, bool in_flight)
     }
 }
 
-static void
-op_free(struct envd_op *o)
+void
+e2b_envd_free(struct e2b_envd_op *o)
 {
     if (o->req != NULL) {
         evhttp_connection_set_closecb(o->conn, NULL, NULL);
     }
-    if (o->body != NULL) {
-        evbuffer_free(o->body);
-    }
-    json_decref(o->written);
+    e2b_upload_free(o);
     free(o);
 }
 
 /* The operation is over: free it now (its reply was sent, or nobody waits). */
-static void
-op_over(struct envd_op *o)
+void
+e2b_envd_over(struct e2b_envd_op *o)
 {
     op_set(o, ENVD_OVER);
-    gate_leave(o, false);
-    op_free(o);
+    e2b_envd_gate_leave(o, false);
+    e2b_envd_free(o);
 }
 
 static void
 on_close(struct evhttp_connection *conn, void *arg)
 {
-    struct envd_op *o = arg;
+    struct e2b_envd_op *o = arg;
 
     if (o->req != NULL && evhttp_request_get_connection(o->req) == NULL) {
         evhttp_request_free(o->req);
@@ -153,17 +101,18 @@ on_close(struct evhttp_connection *conn, void *arg)
     }
     api_gate_cancel(o->gw);
     o->gw = NULL;
+    e2b_upload_cancel(o);
     if (o->fop != NULL) {
         files_cancel(o->fop);
         o->fop = NULL;
-        gate_leave(o, true); /* the engine may still be at it for a moment */
+        e2b_envd_gate_leave(o, true); /* the engine may still be at it for a moment */
     }
-    op_over(o);
+    e2b_envd_over(o);
 }
 
 /* What a failed files operation answers: REST errors for /files, Connect's for the rest. */
-static void
-reply_failed(struct envd_op *o, int r, const struct err *e)
+void
+e2b_envd_failed(struct e2b_envd_op *o, int r, const struct err *e)
 {
     const char *msg = e != NULL && e->msg[0] != '\0' ? e->msg : strerror(-r);
 
@@ -180,13 +129,13 @@ reply_failed(struct envd_op *o, int r, const struct err *e)
 static void
 on_gate(int r, void *arg)
 {
-    struct envd_op *o = arg;
+    struct e2b_envd_op *o = arg;
 
     o->gw = NULL;
     log_set_request(o->request);
     if (r < 0) {
-        reply_failed(o, -EDQUOT, NULL);
-        op_over(o);
+        e2b_envd_failed(o, -EDQUOT, NULL);
+        e2b_envd_over(o);
     } else {
         o->gate_in = true;
         op_set(o, ENVD_RUNNING);
@@ -196,8 +145,9 @@ on_gate(int r, void *arg)
 }
 
 /* A new operation on t's sandbox; through the gate, then op_begin(). */
-static void
-op_start(struct api *a, struct evhttp_request *req, struct e2b_target *t, struct envd_op *o)
+void
+e2b_envd_start(struct api *a, struct evhttp_request *req, struct e2b_target *t,
+               struct e2b_envd_op *o)
 {
     int r;
 
@@ -210,9 +160,10 @@ op_start(struct api *a, struct evhttp_request *req, struct e2b_target *t, struct
     evhttp_connection_set_closecb(o->conn, on_close, o);
     r = api_gate_enter(a->files_gate, o->tenant, o->session, on_gate, o, &o->gw);
     if (r < 0) {
-        reply_failed(o, -EDQUOT, &(struct err){.msg = "too many file operations of this tenant "
-                                                      "wait; retry in a moment"});
-        op_over(o);
+        e2b_envd_failed(o, -EDQUOT,
+                        &(struct err){.msg = "too many file operations of this tenant "
+                                             "wait; retry in a moment"});
+        e2b_envd_over(o);
     } else if (r == 0) {
         o->gate_in = true;
         op_set(o, ENVD_RUNNING);
@@ -222,10 +173,26 @@ op_start(struct api *a, struct evhttp_request *req, struct e2b_target *t, struct
     }
 }
 
+bool
+e2b_envd_target(const struct e2b_envd_op *o, struct files_target *ret)
+{
+    struct session *s = session_find(o->a->backend->sessions, o->tenant, o->session);
+
+    if (s == NULL || session_container(s) == NULL) {
+        return false;
+    }
+    *ret = (struct files_target){
+        .engine = o->a->backend->engine,
+        .container = session_container(s),
+        .user = session_user(s),
+    };
+    return true;
+}
+
 /* ---- entries --------------------------------------------------------------------------------- */
 
-static const char *
-base_name(const char *rel)
+const char *
+e2b_base_name(const char *rel)
 {
     const char *slash = strrchr(rel, '/');
 
@@ -233,7 +200,7 @@ base_name(const char *rel)
 }
 
 static json_t *
-entry_json(const struct envd_op *o, json_t *e)
+entry_json(const struct e2b_envd_op *o, json_t *e)
 {
     const char *type = json_string_value(json_object_get(e, "type"));
     json_int_t mode = json_integer_value(json_object_get(e, "mode"));
@@ -250,9 +217,9 @@ entry_json(const struct envd_op *o, json_t *e)
         }
     }
     return OOM_CHECK(json_pack(
-        "{s:O, s:s, s:o, s:s, s:i, s:s, s:s, s:s, s:s}", "name", json_object_get(e, "name"),
-        "type", dir ? "FILE_TYPE_DIRECTORY" : "FILE_TYPE_FILE", "path",
-        shown_path(o, json_string_value(json_object_get(e, "path"))), "size", size, "mode",
+        "{s:O, s:s, s:o, s:s, s:i, s:s, s:s, s:s, s:s}", "name", json_object_get(e, "name"), "type",
+        dir ? "FILE_TYPE_DIRECTORY" : "FILE_TYPE_FILE", "path",
+        e2b_envd_path(o, json_string_value(json_object_get(e, "path"))), "size", size, "mode",
         (int)mode, "permissions", perms, "owner", "user", "group", "user", "modifiedTime",
         time_rfc3339((uint64_t)(mtime * 1000.0), t, sizeof(t))));
 }
@@ -262,7 +229,7 @@ entry_json(const struct envd_op *o, json_t *e)
 static void
 on_answer(int r, json_t *result, const struct err *e, void *userdata)
 {
-    struct envd_op *o = userdata;
+    struct e2b_envd_op *o = userdata;
     json_t *out = NULL, *v;
     size_t i;
 
@@ -272,7 +239,7 @@ on_answer(int r, json_t *result, const struct err *e, void *userdata)
         e2b_reply_connect_error(o->req, "already_exists", "%s/%s exists already",
                                 o->home ? E2B_HOME : E2B_WORKSPACE, o->path);
     } else if (r < 0) {
-        reply_failed(o, r, e);
+        e2b_envd_failed(o, r, e);
     } else if (o->kind == ENVD_LIST) {
         json_t *entries = OOM_CHECK(json_array());
         json_array_foreach (json_object_get(result, "entries"), i, v) {
@@ -286,7 +253,7 @@ on_answer(int r, json_t *result, const struct err *e, void *userdata)
     } else { /* MakeDir, Move: the entry made, as far as the helper said */
         const char *rel = o->kind == ENVD_MOVE ? o->path2 : o->path;
         json_t *made = OOM_CHECK(json_pack(
-            "{s:s, s:s, s:s, s:i, s:i, s:f}", "name", base_name(rel), "path", rel, "type",
+            "{s:s, s:s, s:s, s:i, s:i, s:f}", "name", e2b_base_name(rel), "path", rel, "type",
             o->kind == ENVD_MKDIR ? "dir" : "file", "size", 0, "mode",
             o->kind == ENVD_MKDIR ? 0755 : 0644, "mtime", (double)time_wall_ms() / 1000.0));
 
@@ -298,15 +265,15 @@ on_answer(int r, json_t *result, const struct err *e, void *userdata)
     } else {
         json_decref(out);
     }
-    gate_leave(o, false);
-    op_over(o);
+    e2b_envd_gate_leave(o, false);
+    e2b_envd_over(o);
     log_set_request(NULL);
 }
 
 /* A client path member of msg into out; false after replying invalid_argument. */
 static bool
-member_path(struct evhttp_request *req, json_t *msg, const char *name, bool allow_root,
-            char *out, bool *home)
+member_path(struct evhttp_request *req, json_t *msg, const char *name, bool allow_root, char *out,
+            bool *home)
 {
     const char *p = json_string_value(json_object_get(msg, name));
     char mapped[FILES_PATH_MAX + 1];
@@ -331,10 +298,13 @@ filesystem(struct api *a, struct evhttp_request *req, struct e2b_target *t, cons
 {
     static const struct {
         const char *name;
-        enum envd_kind kind;
-    } methods[] = {{"Stat", ENVD_STAT},     {"ListDir", ENVD_LIST}, {"MakeDir", ENVD_MKDIR},
-                   {"Remove", ENVD_REMOVE}, {"Move", ENVD_MOVE}};
-    struct envd_op *o;
+        enum e2b_envd_kind kind;
+    } methods[] = {{"Stat", ENVD_STAT},
+                   {"ListDir", ENVD_LIST},
+                   {"MakeDir", ENVD_MKDIR},
+                   {"Remove", ENVD_REMOVE},
+                   {"Move", ENVD_MOVE}};
+    struct e2b_envd_op *o;
     json_t *msg;
     bool home2;
     int kind = -1;
@@ -345,8 +315,10 @@ filesystem(struct api *a, struct evhttp_request *req, struct e2b_target *t, cons
         }
     }
     if (kind < 0) {
-        e2b_reply_connect_error(req, "unimplemented", "filesystem.Filesystem/%.64s is not "
-                                "supported here", method);
+        e2b_reply_connect_error(req, "unimplemented",
+                                "filesystem.Filesystem/%.64s is not "
+                                "supported here",
+                                method);
         return;
     }
     msg = e2b_body_json(req);
@@ -354,18 +326,24 @@ filesystem(struct api *a, struct evhttp_request *req, struct e2b_target *t, cons
         return;
     }
     o = xcalloc(1, sizeof(*o));
-    o->kind = (enum envd_kind)kind;
+    o->kind = (enum e2b_envd_kind)kind;
     if ((o->kind == ENVD_MOVE
              ? !member_path(req, msg, "source", false, o->path, &o->home) ||
                    !member_path(req, msg, "destination", false, o->path2, &home2)
-             : !member_path(req, msg, "path", o->kind == ENVD_STAT || o->kind == ENVD_LIST,
-                            o->path, &o->home))) {
+             : !member_path(req, msg, "path", o->kind != ENVD_REMOVE, o->path, &o->home))) {
         json_decref(msg);
         free(o);
         return;
     }
     json_decref(msg);
-    op_start(a, req, t, o);
+    if (o->kind == ENVD_MKDIR && o->path[0] == '\0') {
+        /* The workspace itself (OpenAI's backend makes its root at every start): no exec. */
+        e2b_reply_connect_error(req, "already_exists", "%s exists already",
+                                o->home ? E2B_HOME : E2B_WORKSPACE);
+        free(o);
+        return;
+    }
+    e2b_envd_start(a, req, t, o);
 }
 
 /* ---- downloads ------------------------------------------------------------------------------- */
@@ -373,7 +351,7 @@ filesystem(struct api *a, struct evhttp_request *req, struct e2b_target *t, cons
 static void
 on_get_drained(void *userdata)
 {
-    struct envd_op *o = userdata;
+    struct e2b_envd_op *o = userdata;
 
     if (o->fop != NULL) {
         files_pause(o->fop, false);
@@ -383,7 +361,7 @@ on_get_drained(void *userdata)
 static int
 on_get_header(uint64_t size, double mtime, void *userdata)
 {
-    struct envd_op *o = userdata;
+    struct e2b_envd_op *o = userdata;
     struct evkeyvalq *h = evhttp_request_get_output_headers(o->req);
     char len[24];
 
@@ -399,7 +377,7 @@ on_get_header(uint64_t size, double mtime, void *userdata)
 static int
 on_get_data(const char *data, size_t n, void *userdata)
 {
-    struct envd_op *o = userdata;
+    struct e2b_envd_op *o = userdata;
     struct evbuffer *b = OOM_CHECK(evbuffer_new());
 
     if (evbuffer_add(b, data, n) < 0) {
@@ -416,21 +394,21 @@ on_get_data(const char *data, size_t n, void *userdata)
 static void
 on_got(int r, json_t *result, const struct err *e, void *userdata)
 {
-    struct envd_op *o = userdata;
+    struct e2b_envd_op *o = userdata;
     struct stream_out *out = o->out;
 
     o->fop = NULL;
     log_set_request(o->request);
     if (out == NULL) {
-        reply_failed(o, r, e);
-        op_over(o);
+        e2b_envd_failed(o, r, e);
+        e2b_envd_over(o);
     } else {
         o->out = NULL;
         if (o->req != NULL) {
             evhttp_connection_set_closecb(o->conn, NULL, NULL);
             o->req = NULL;
         }
-        op_over(o); /* first: the end may free the connection at once (stream/out.h) */
+        e2b_envd_over(o); /* first: the end may free the connection at once (stream/out.h) */
         stream_out_end(out, r < 0);
     }
     log_set_request(NULL);
@@ -441,236 +419,22 @@ static const struct files_get_io get_io = {
     .on_data = on_get_data,
 };
 
-/* ---- uploads --------------------------------------------------------------------------------- */
-
-static void put_next(struct envd_op *o);
-
-static void
-put_feed(void *userdata)
-{
-    struct envd_op *o = userdata;
-    const struct part *p = &o->parts[o->part];
-
-    while (o->fop != NULL && o->fed < p->len && !files_put_congested(o->fop)) {
-        size_t n = MIN(p->len - o->fed, (size_t)FEED_SLICE);
-        char *data = (char *)evbuffer_pullup(o->body, -1) + p->offset + o->fed;
-
-        if (files_put_write(o->fop, data, n) < 0) {
-            return; /* closed: the completion says why */
-        }
-        o->fed += n;
-        o->a->stats.upload_bytes += n;
-    }
-    if (o->fop != NULL && o->fed == p->len) {
-        files_put_end(o->fop);
-        o->fed++; /* ended */
-    }
-}
-
-static const struct files_put_io put_io = {
-    .on_ready = put_feed,
-    .on_writable = put_feed,
-};
-
-static void
-on_put(int r, json_t *result, const struct err *e, void *userdata)
-{
-    struct envd_op *o = userdata;
-    const struct part *p = &o->parts[o->part];
-    char actor[80];
-
-    o->fop = NULL;
-    log_set_request(o->request);
-    if (r < 0) {
-        reply_failed(o, r, e);
-        op_over(o);
-        log_set_request(NULL);
-        return;
-    }
-    (void)snprintf(actor, sizeof(actor), "tenant:%s", o->tenant);
-    audit_log("file.uploaded", actor,
-              OOM_CHECK(json_pack("{s:s, s:s, s:s, s:O, s:O}", "tenant", o->tenant, "session",
-                                  o->session, "path", p->path, "size",
-                                  json_object_get(result, "size"), "sha256",
-                                  json_object_get(result, "sha256"))));
-    (void)json_array_append_new(o->written,
-                                OOM_CHECK(json_pack("{s:o, s:s, s:s}", "path",
-                                                    shown_path(o, p->path), "name",
-                                                    base_name(p->path), "type", "file")));
-    o->part++;
-    put_next(o);
-    log_set_request(NULL);
-}
-
-static void
-put_next(struct envd_op *o)
-{
-    struct session *s = session_find(o->a->backend->sessions, o->tenant, o->session);
-    struct files_target ft = {.engine = o->a->backend->engine};
-
-    if (o->part == o->n_parts) {
-        if (o->req != NULL) {
-            api_reply_json_new(o->req, 200, json_incref(o->written));
-        }
-        op_over(o);
-        return;
-    }
-    if (s == NULL || session_container(s) == NULL) {
-        reply_failed(o, -ENOENT, &(struct err){.msg = "the sandbox ended"});
-        op_over(o);
-        return;
-    }
-    ft.container = session_container(s);
-    ft.user = session_user(s);
-    o->fed = 0;
-    o->fop = files_put(&ft, o->parts[o->part].path, o->parts[o->part].len, &put_io, on_put, o);
-}
-
-/* Collecting a multipart body's parts: offsets into the body. */
-struct collect {
-    struct envd_op *o;
-    const char *base;
-    const char *path; /* the query's, or NULL */
-    bool in_file;     /* the current part is a "file" */
-    char err[256];
-};
-
-/* A "file" part goes to the query's path (one file), else to its filename (the SDK names each
- * file's path so when it writes several). */
-static int
-on_part(const char *name, const char *filename, void *userdata)
-{
-    struct collect *c = userdata;
-    struct envd_op *o = c->o;
-    const char *target = c->path != NULL ? c->path : filename;
-    char mapped[FILES_PATH_MAX + 1];
-    struct err e = {0};
-    struct part *p;
-
-    c->in_file = strcmp(name, "file") == 0;
-    if (!c->in_file) {
-        return 0; /* other form fields are not files */
-    }
-    if (o->n_parts == PARTS_MAX || (c->path != NULL && o->n_parts == 1)) {
-        (void)snprintf(c->err, sizeof(c->err), "%s",
-                       c->path != NULL ? "an upload to one 'path' holds one file"
-                                       : "at most 64 files in one upload");
-        return -EINVAL;
-    }
-    if (target[0] == '\0') {
-        (void)snprintf(c->err, sizeof(c->err), "a file part needs a filename or a 'path'");
-        return -EINVAL;
-    }
-    p = &o->parts[o->n_parts];
-    if (e2b_path_map(target, mapped, sizeof(mapped), &e) < 0 ||
-        api_request_file_path(mapped, strlen(mapped), false, p->path, sizeof(p->path), &e) < 0) {
-        (void)snprintf(c->err, sizeof(c->err), "%s", e.msg);
-        return -EINVAL;
-    }
-    p->offset = SIZE_MAX;
-    p->len = 0;
-    o->n_parts++;
-    return 0;
-}
-
-static int
-on_part_data(const char *data, size_t n, void *userdata)
-{
-    struct collect *c = userdata;
-    struct part *p;
-
-    if (!c->in_file) {
-        return 0;
-    }
-    p = &c->o->parts[c->o->n_parts - 1];
-    if (p->offset == SIZE_MAX) {
-        p->offset = (size_t)(data - c->base);
-    }
-    p->len += n;
-    return 0;
-}
-
-static int
-on_part_end(void *userdata)
-{
-    struct collect *c = userdata;
-
-    if (c->in_file && c->o->parts[c->o->n_parts - 1].offset == SIZE_MAX) {
-        c->o->parts[c->o->n_parts - 1].offset = 0; /* empty */
-    }
-    return 0;
-}
-
-static const struct e2b_mp_events mp_events = {
-    .on_part = on_part,
-    .on_data = on_part_data,
-    .on_part_end = on_part_end,
-};
-
-/* The parts of the upload in req (the whole body: evhttp read it) into o; false after replying. */
-static bool
-upload_parts(struct evhttp_request *req, struct envd_op *o, const char *path)
-{
-    const char *ctype = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
-    struct collect c = {.o = o, .path = path};
-    char boundary[E2B_BOUNDARY_MAX + 1];
-    struct e2b_multipart mp;
-    struct err e = {0};
-    size_t len = evbuffer_get_length(o->body);
-    int r;
-
-    c.base = (const char *)evbuffer_pullup(o->body, -1);
-    if (ctype == NULL || strncasecmp(ctype, "multipart/", 10) != 0) {
-        char mapped[FILES_PATH_MAX + 1];
-
-        if (path == NULL || e2b_path_map(path, mapped, sizeof(mapped), &e) < 0 ||
-            api_request_file_path(mapped, strlen(mapped), false, o->parts[0].path,
-                                  sizeof(o->parts[0].path), &e) < 0) {
-            e2b_reply_error(req, 400, "%s", path ? e.msg : "'path' is required");
-            return false;
-        }
-        o->parts[0].offset = 0;
-        o->parts[0].len = len;
-        o->n_parts = 1;
-        return true;
-    }
-    if (e2b_multipart_boundary(ctype, boundary, sizeof(boundary), &e) < 0) {
-        e2b_reply_error(req, 400, "%s", e.msg);
-        return false;
-    }
-    e2b_multipart_init(&mp, boundary, &mp_events, &c);
-    r = e2b_multipart_feed(&mp, c.base, len, &e);
-    if (r == 0) {
-        r = e2b_multipart_finish(&mp, &e);
-    }
-    e2b_multipart_done(&mp);
-    if (r < 0 || o->n_parts == 0) {
-        e2b_reply_error(req, 400, "%s",
-                        c.err[0] ? c.err : r < 0 ? e.msg : "the upload holds no 'file' part");
-        return false;
-    }
-    return true;
-}
-
 /* ---- /files ---------------------------------------------------------------------------------- */
 
 static void
-op_begin(struct envd_op *o)
+op_begin(struct e2b_envd_op *o)
 {
-    struct session *s = session_find(o->a->backend->sessions, o->tenant, o->session);
-    struct files_target ft = {.engine = o->a->backend->engine};
+    struct files_target ft;
 
     if (o->kind == ENVD_PUT) {
-        put_next(o);
+        e2b_upload_begin(o);
         return;
     }
-    if (s == NULL || session_container(s) == NULL) {
-        reply_failed(o, -ENOENT, &(struct err){.msg = "the sandbox ended"});
-        op_over(o);
+    if (!e2b_envd_target(o, &ft)) {
+        e2b_envd_failed(o, -ENOENT, &(struct err){.msg = "the sandbox ended"});
+        e2b_envd_over(o);
         return;
     }
-    ft.container = session_container(s);
-    ft.user = session_user(s);
     switch (o->kind) {
     case ENVD_GET:
         o->fop = files_get(&ft, o->path, &get_io, on_got, o);
@@ -704,7 +468,7 @@ files_route(struct api *a, struct evhttp_request *req, struct e2b_target *t)
     struct evkeyvalq q;
     const char *path;
     char mapped[FILES_PATH_MAX + 1];
-    struct envd_op *o;
+    struct e2b_envd_op *o;
     struct err e = {0};
 
     TAILQ_INIT(&q);
@@ -714,27 +478,25 @@ files_route(struct api *a, struct evhttp_request *req, struct e2b_target *t)
     }
     path = evhttp_find_header(&q, "path");
     o = xcalloc(1, sizeof(*o));
+    o->a = a;
     o->home = path == NULL || path[0] != '/' || strncmp(path, E2B_HOME, strlen(E2B_HOME)) == 0;
     if (m == EVHTTP_REQ_POST) {
         o->kind = ENVD_PUT;
-        o->written = OOM_CHECK(json_array());
-        o->body = OOM_CHECK(evbuffer_new());
-        (void)evbuffer_add_buffer(o->body, evhttp_request_get_input_buffer(req));
-        if (!upload_parts(req, o, path)) {
+        if (!e2b_upload_prepare(a, req, o, path)) {
             evhttp_clear_headers(&q);
-            op_free(o);
+            e2b_envd_free(o);
             return;
         }
     } else if (path == NULL || e2b_path_map(path, mapped, sizeof(mapped), &e) < 0 ||
-               api_request_file_path(mapped, strlen(mapped), false, o->path, sizeof(o->path),
-                                     &e) < 0) {
+               api_request_file_path(mapped, strlen(mapped), false, o->path, sizeof(o->path), &e) <
+                   0) {
         e2b_reply_error(req, 400, "%s", path ? e.msg : "'path' is required");
         evhttp_clear_headers(&q);
-        op_free(o);
+        e2b_envd_free(o);
         return;
     }
     evhttp_clear_headers(&q);
-    op_start(a, req, t, o);
+    e2b_envd_start(a, req, t, o);
 }
 
 void
@@ -762,7 +524,6 @@ e2b_envd(struct api *a, struct evhttp_request *req, struct e2b_target *t)
     } else if (strncmp(t->path, "/filesystem.Filesystem/", 23) == 0) {
         filesystem(a, req, t, slash + 1);
     } else {
-        e2b_reply_connect_error(req, "unimplemented", "%.128s is not supported here",
-                                t->path + 1);
+        e2b_reply_connect_error(req, "unimplemented", "%.128s is not supported here", t->path + 1);
     }
 }

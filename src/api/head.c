@@ -5,8 +5,9 @@
  * (api_head_parse()) and writes the head evhttp gets for a held body (api_head_rewrite()).
  * The judge is a follower, not a parser: a head is understood only when every line of it is
  * read by the same rules evhttp applies (a method evhttp serves here, HTTP/1.0 or 1.1, at most
- * one Content-Length of plain digits, no Transfer-Encoding, at most one Expect and only
- * "100-continue", no folded or malformed line, no stray CR, no NUL). Anything else is not
+ * one Content-Length of plain digits, or else at most one Transfer-Encoding, "chunked" in
+ * HTTP/1.1, at most one Expect and only "100-continue", no folded or malformed line, no stray
+ * CR, no NUL). Anything else is not
  * understood, and the connection goes blind (body.c): evhttp then frames it itself, so the two
  * never disagree about where a request ends.
  *
@@ -82,10 +83,10 @@ header_value(const struct line *l, size_t colon)
 }
 
 struct head_scan {
-    bool understood, http11, may_have_body, streamed;
-    int n_length, n_expect;
+    bool understood, http11, may_have_body, streamed, streamed_chunked;
+    int n_length, n_expect, n_te;
     uint64_t length;
-    bool expect_continue;
+    bool expect_continue, chunked;
 };
 
 /* The path of a request target: up to its query or fragment. */
@@ -134,9 +135,13 @@ parse_request_line(const struct line *l, struct head_scan *h)
             /* The route of an origin-form target ("/path?query"), as api.c routes it. */
             size_t plen = ulen > 0 && uri[0] == '/' ? path_len(uri, ulen) : 0;
 
+            /* evhttp 2.1.12 reads a body after every method but HEAD and TRACE
+             * (evhttp_method_may_have_body). */
             h->may_have_body = methods[i].cmd != EVHTTP_REQ_HEAD;
-            h->streamed = plen > 0 && (api_route_flags(methods[i].cmd, uri, plen) &
-                                       API_ROUTE_STREAMED_BODY) != 0;
+            unsigned flags = plen > 0 ? api_route_flags(methods[i].cmd, uri, plen) : 0;
+
+            h->streamed = (flags & API_ROUTE_STREAMED_BODY) != 0;
+            h->streamed_chunked = (flags & API_ROUTE_STREAMED_CHUNKED) != 0;
             h->understood = true;
             return;
         }
@@ -155,7 +160,14 @@ parse_header_line(const struct line *l, struct head_scan *h)
         return;
     }
     v = header_value(l, c);
-    if (strn_case_eq(l->p, c, "Transfer-Encoding") || strn_case_eq(l->p, c, API_HELD_HEADER)) {
+    if (strn_case_eq(l->p, c, "Transfer-Encoding")) {
+        /* Exactly "chunked" (evhttp's test, case-insensitive): anything else goes blind. */
+        h->n_te++;
+        h->chunked = strn_case_eq(v.p, v.n, "chunked");
+        if (!h->chunked) {
+            h->understood = false;
+        }
+    } else if (strn_case_eq(l->p, c, API_HELD_HEADER)) {
         h->understood = false;
     } else if (strn_case_eq(l->p, c, "Content-Length")) {
         /* Plain digits only (evhttp also takes a sign and blanks: blind then). */
@@ -191,12 +203,15 @@ api_head_parse(const char *head, size_t len, struct api_head *ret)
         }
     }
     *ret = (struct api_head){.nul = memchr(head, '\0', len) != NULL};
-    if (ret->nul || !h.understood || h.n_length > 1 || h.n_expect > 1) {
+    if (ret->nul || !h.understood || h.n_length > 1 || h.n_expect > 1 || h.n_te > 1 ||
+        /* both framings (a smuggling classic), or chunked in HTTP/1.0: blind */
+        (h.chunked && (h.n_length > 0 || !h.http11))) {
         return;
     }
     ret->understood = true;
-    ret->length = h.may_have_body ? h.length : 0;
-    ret->held = h.streamed && ret->length > 0;
+    ret->chunked = h.chunked && h.may_have_body;
+    ret->length = h.may_have_body && !h.chunked ? h.length : 0;
+    ret->held = h.streamed && (ret->length > 0 || (ret->chunked && h.streamed_chunked));
     ret->expect_continue = ret->held && h.expect_continue && h.http11; /* evhttp's rule too */
 }
 
@@ -209,7 +224,8 @@ api_head_rewrite(const char *head, size_t len, uint64_t seq, struct buf *out)
     while (next_line(&pos, end, &l) && l.n > 0) {
         const char *colon = memchr(l.p, ':', l.n);
 
-        if (colon != NULL && strn_case_eq(l.p, (size_t)(colon - l.p), "Content-Length")) {
+        if (colon != NULL && (strn_case_eq(l.p, (size_t)(colon - l.p), "Content-Length") ||
+                              strn_case_eq(l.p, (size_t)(colon - l.p), "Transfer-Encoding"))) {
             continue;
         }
         if (buf_append(out, l.p, l.n) < 0 || buf_append(out, "\r\n", 2) < 0) {

@@ -58,7 +58,18 @@ api_body_held(struct api_conns *reg, struct evhttp_request *req, struct api_body
 uint64_t
 api_body_length(const struct api_body *b)
 {
-    return b->conn->length;
+    const struct api_conn *c = b->conn;
+
+    if (c->consumed_seq == b->seq) {
+        return c->consumed_length; /* read to its end: the next body may be the current one */
+    }
+    return c->chunked ? c->chunk.total : c->length;
+}
+
+bool
+api_body_chunked(const struct api_body *b)
+{
+    return b->conn->seq == b->seq && b->conn->chunked;
 }
 
 bool
@@ -72,7 +83,7 @@ api_body_awaits_continue(const struct api_body *b)
 {
     const struct api_conn *c = b->conn;
 
-    return current(b) && c->expect_continue && c->left == c->length;
+    return current(b) && c->expect_continue && !c->body_started;
 }
 
 /* ---- reading a held body --------------------------------------------------------------------- */
@@ -84,7 +95,7 @@ send_continue(struct api_conn *c)
     static const char line[] = "HTTP/1.1 100 Continue\r\n\r\n";
     int fd = bufferevent_getfd(c->sock);
 
-    if (!c->expect_continue || c->left != c->length) {
+    if (!c->expect_continue || c->body_started) {
         return;
     }
     c->expect_continue = false;
@@ -117,6 +128,7 @@ reader_end(struct api_conn *c, int r)
         /* Back to heads; a pipelined request already in the socket's buffer goes to evhttp,
          * which looks at it once this request's reply is out. */
         c->consumed_seq = c->seq;
+        c->consumed_length = c->chunked ? c->chunk.total : c->length;
         c->state = CONN_HEAD;
         (void)bufferevent_flush(c->bev, EV_READ, BEV_FLUSH);
     } else {
@@ -127,40 +139,100 @@ reader_end(struct api_conn *c, int r)
     }
 }
 
+/* Reads up to n bytes of the connection: what the socket's bufferevent buffered first, then the
+ * descriptor. */
+static ssize_t
+read_some(struct api_conn *c, char *out, size_t n)
+{
+    struct evbuffer *buffered = bufferevent_get_input(c->sock);
+
+    if (evbuffer_get_length(buffered) > 0) {
+        return evbuffer_remove(buffered, out, n);
+    }
+    return read(bufferevent_getfd(c->sock), out, n);
+}
+
+/* A read that gave nothing: wait for more (true), or the body failed (the reader is told). */
+static bool
+read_wait(struct api_conn *c, ssize_t n)
+{
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        (void)event_add(c->readable, &read_timeout);
+        return true;
+    }
+    reader_end(c, n == 0 ? -ECONNRESET : -errno);
+    return false;
+}
+
+/* A chunked body (chunked.c frames it): its data goes to the reader; bytes read past its end
+ * (the next request's) or past a pause go back in front of the socket's buffer. */
+static void
+pump_chunked(struct api_conn *c)
+{
+    struct evbuffer *buffered = bufferevent_get_input(c->sock);
+    char chunk[READ_CHUNK];
+
+    while (c->reading && !c->paused) {
+        ssize_t n = read_some(c, chunk, sizeof(chunk));
+        size_t off = 0;
+        int r = 0;
+
+        if (n <= 0) {
+            (void)read_wait(c, n);
+            return;
+        }
+        c->body_started = true;
+        while (off < (size_t)n && r == 0 && c->reading && !c->paused) {
+            size_t used, doff, dlen;
+
+            r = api_chunked_feed(&c->chunk, chunk + off, (size_t)n - off, &used, &doff, &dlen);
+            if (dlen > 0 && c->on_data != NULL) {
+                c->on_data(chunk + off + doff, dlen, c->userdata);
+            }
+            off += used;
+        }
+        if (off < (size_t)n && evbuffer_prepend(buffered, chunk + off, (size_t)n - off) < 0) {
+            oom();
+        }
+        if (r != 0) {
+            reader_end(c, r == 1 ? 0 : -EPROTO);
+            return;
+        }
+    }
+    if (c->paused) {
+        reader_stop(c);
+    }
+}
+
 /* Moves body bytes to the reader until it pauses, the socket runs dry or the body ends. */
 static void
 pump(struct api_conn *c)
 {
-    struct evbuffer *buffered = bufferevent_get_input(c->sock);
     char chunk[READ_CHUNK];
 
     if (c->in_pump) {
         return; /* resumed from inside on_data: the loop below goes on */
     }
     c->in_pump = true;
+    if (c->chunked) {
+        pump_chunked(c);
+        c->in_pump = false;
+        return;
+    }
     while (c->reading && !c->paused && c->left > 0) {
         size_t want = (size_t)MIN(c->left, (uint64_t)sizeof(chunk));
-        ssize_t n;
+        ssize_t n = read_some(c, chunk, want);
 
-        if (evbuffer_get_length(buffered) > 0) {
-            n = evbuffer_remove(buffered, chunk, want);
-        } else {
-            n = read(bufferevent_getfd(c->sock), chunk, want);
-        }
         if (n > 0) {
+            c->body_started = true;
             c->left -= (uint64_t)n;
             if (c->on_data != NULL) {
                 c->on_data(chunk, (size_t)n, c->userdata);
             }
             continue;
         }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-            (void)event_add(c->readable, &read_timeout);
-            c->in_pump = false;
-            return;
-        }
         c->in_pump = false;
-        reader_end(c, n == 0 ? -ECONNRESET : -errno);
+        (void)read_wait(c, n);
         return;
     }
     c->in_pump = false;

@@ -237,8 +237,10 @@ cfg_e2b_templates_check(const struct cfg *c, struct err *reterr)
                            "of [A-Za-z0-9._-] names");
         }
         if (cfg_profile_find(c, t.profile) == NULL) {
-            return err_set(reterr, -EINVAL, "'e2b.templates' maps '%s' to profile '%s', which "
-                           "is not configured", t.name, t.profile);
+            return err_set(reterr, -EINVAL,
+                           "'e2b.templates' maps '%s' to profile '%s', which "
+                           "is not configured",
+                           t.name, t.profile);
         }
         if (++n > CFG_E2B_TEMPLATES_MAX - 2) {
             return err_set(reterr, -EINVAL, "'e2b.templates' has more than %d entries",
@@ -254,9 +256,9 @@ cfg_e2b_templates(const struct cfg *c, const struct cfg_tenant *t, struct cfg_e2
                   size_t max)
 {
     static const char *const defaults[] = {"base", "code-interpreter-v1"};
-    const char *first = t != NULL && t->profiles != NULL && t->profiles[0] != NULL
-                            ? t->profiles[0]
-                            : c->n_profiles > 0 ? c->profiles[0].name : NULL;
+    const char *first = t != NULL && t->profiles != NULL && t->profiles[0] != NULL ? t->profiles[0]
+                        : c->n_profiles > 0 ? c->profiles[0].name
+                                            : NULL;
     const char *s = c->e2b_templates;
     size_t n = 0;
 

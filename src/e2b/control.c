@@ -13,10 +13,10 @@
 #include "util/macro.h"
 #include "util/parse.h"
 
-#define LIST_DEFAULT    100u
-#define TIMEOUT_MAX_S   31536000u
-#define START_ARGS_MAX  4096u
-#define CODE_LANGUAGES  "python"
+#define LIST_DEFAULT   100u
+#define TIMEOUT_MAX_S  31536000u
+#define START_ARGS_MAX 4096u
+#define CODE_LANGUAGES "python"
 
 static bool
 is_hex(const char *s, size_t len)
@@ -38,6 +38,16 @@ e2b_ext_encode(const struct e2b_ext *x, char *out, size_t n)
     }
     root = OOM_CHECK(json_pack("{s:{s:s, s:s, s:s, s:o}}", "e2b", "t", x->template_id, "a",
                                x->envd_token, "b", x->traffic_token, "c", ctx));
+    if (x->env[0] != '\0') {
+        json_t *env = json_loads(x->env, 0, NULL);
+
+        if (!json_is_object(env)) {
+            json_decref(env);
+            json_decref(root);
+            return -EINVAL;
+        }
+        (void)json_object_set_new(json_object_get(root, "e2b"), "e", env);
+    }
     text = OOM_CHECK(json_dumps(root, JSON_COMPACT));
     if (strlen(text) >= n) {
         r = -EMSGSIZE;
@@ -54,7 +64,7 @@ e2b_ext_decode(const char *text, struct e2b_ext *ret)
 {
     struct e2b_ext x = {0};
     const char *t = NULL, *a = NULL, *b = NULL;
-    json_t *root, *ctx = NULL, *v;
+    json_t *root, *ctx = NULL, *env, *v;
     size_t i;
     int r = -EPROTO;
 
@@ -66,8 +76,8 @@ e2b_ext_decode(const char *text, struct e2b_ext *ret)
         json_decref(root);
         return -ENOENT;
     }
-    if (json_unpack(root, "{s:{s:s, s:s, s:s, s:o}}", "e2b", "t", &t, "a", &a, "b", &b, "c",
-                    &ctx) < 0 ||
+    if (json_unpack(root, "{s:{s:s, s:s, s:s, s:o}}", "e2b", "t", &t, "a", &a, "b", &b, "c", &ctx) <
+            0 ||
         strlen(t) == 0 || strlen(t) > E2B_TEMPLATE_MAX || !is_hex(a, E2B_TOKEN_LEN) ||
         !is_hex(b, E2B_TOKEN_LEN) || !json_is_array(ctx) ||
         json_array_size(ctx) > E2B_CONTEXTS_MAX) {
@@ -80,6 +90,10 @@ e2b_ext_decode(const char *text, struct e2b_ext *ret)
         memcpy(x.contexts[i], json_string_value(v), E2B_CONTEXT_ID_LEN + 1);
     }
     x.n_contexts = (unsigned)json_array_size(ctx);
+    env = json_object_get(json_object_get(root, "e2b"), "e");
+    if (env != NULL && e2b_env_text(env, x.env, sizeof(x.env)) < 0) {
+        goto out;
+    }
     memcpy(x.template_id, t, strlen(t) + 1);
     memcpy(x.envd_token, a, E2B_TOKEN_LEN + 1);
     memcpy(x.traffic_token, b, E2B_TOKEN_LEN + 1);
@@ -87,6 +101,33 @@ e2b_ext_decode(const char *text, struct e2b_ext *ret)
     r = 0;
 out:
     json_decref(root);
+    return r;
+}
+
+int
+e2b_env_text(json_t *env, char *out, size_t n)
+{
+    const char *key;
+    json_t *v;
+    char *text;
+    int r = 0;
+
+    if (!json_is_object(env)) {
+        return -EINVAL;
+    }
+    json_object_foreach (env, key, v) {
+        if (key[0] == '\0' || strchr(key, '=') != NULL || !json_is_string(v) ||
+            memchr(json_string_value(v), '\0', json_string_length(v)) != NULL) {
+            return -EINVAL;
+        }
+    }
+    text = OOM_CHECK(json_dumps(env, JSON_COMPACT | JSON_SORT_KEYS));
+    if (strlen(text) >= n) {
+        r = -EMSGSIZE;
+    } else {
+        memcpy(out, text, strlen(text) + 1);
+    }
+    free(text);
     return r;
 }
 
@@ -173,7 +214,6 @@ e2b_create_parse(json_t *body, struct e2b_create *ret, struct err *reterr)
     } refused[] = {
         {"autoPause", "sandboxes are not paused, they end at their timeout"},
         {"autoResume", "sandboxes are not paused, they end at their timeout"},
-        {"envVars", "pass envs to commands.run and set os.environ in code"},
         {"network", "sandboxes have no network"},
         {"mcp", "MCP is served by the daemon itself at /mcp"},
         {"volumeMounts", "volumes are not mounted into sandboxes"},
@@ -210,6 +250,21 @@ e2b_create_parse(json_t *body, struct e2b_create *ret, struct err *reterr)
         return err_set(reterr, -EINVAL, "'metadata' must be an object of strings");
     }
     c.metadata = json_is_object(v) ? v : NULL;
+    v = json_object_get(body, "envVars");
+    if (v != NULL && !json_is_null(v)) {
+        char text[E2B_ENV_MAX + 1];
+
+        r = e2b_env_text(v, text, sizeof(text));
+        if (r < 0) {
+            return err_set(reterr, -EINVAL,
+                           r == -EMSGSIZE ? "'envVars' over %u bytes of JSON are not "
+                                            "supported here"
+                                          : "'envVars' must map names (without '=') to "
+                                            "strings",
+                           E2B_ENV_MAX);
+        }
+        c.env_vars = json_object_size(v) > 0 ? v : NULL;
+    }
     *ret = c;
     return 0;
 }
@@ -245,17 +300,21 @@ e2b_list_done(struct e2b_list *l)
     l->n_filters = 0;
 }
 
-/* metadata=: itself a query string, URL-encoded once more. */
+/* metadata=: itself a query string, URL-encoded once more, of keys and values each
+ * percent-encoded first (the SDKs: encodeURIComponent, urllib.parse.quote). Decoded as E2B's API
+ * does: the list, then each key and value (libevent decodes a value, never a key). */
 static int
 list_filters(const char *text, struct e2b_list *l, struct err *reterr)
 {
+    char *list = OOM_CHECK(evhttp_uridecode(text, 1, NULL));
     struct evkeyvalq q;
     struct evkeyval *kv;
     int r = 0;
 
     TAILQ_INIT(&q);
-    if (evhttp_parse_query_str(text, &q) < 0) {
+    if (evhttp_parse_query_str(list, &q) < 0) {
         evhttp_clear_headers(&q);
+        free(list);
         return err_set(reterr, -EINVAL, "'metadata' must be a URL-encoded key=value list");
     }
     TAILQ_FOREACH (kv, &q, next) {
@@ -263,10 +322,11 @@ list_filters(const char *text, struct e2b_list *l, struct err *reterr)
             r = err_set(reterr, -EINVAL, "'metadata' filters on at most %u keys", E2B_FILTER_MAX);
             break;
         }
-        l->keys[l->n_filters] = xstrdup(kv->key);
+        l->keys[l->n_filters] = OOM_CHECK(evhttp_uridecode(kv->key, 1, NULL));
         l->values[l->n_filters++] = xstrdup(kv->value);
     }
     evhttp_clear_headers(&q);
+    free(list);
     return r;
 }
 
@@ -369,7 +429,7 @@ e2b_path_map(const char *path, char *out, size_t n, struct err *reterr)
                            " (the same directory) are writable here",
                            path);
         }
-        rest += rest[0] == '/';
+        rest += strspn(rest, "/"); /* "/home/user//x" is x too */
     }
     if (strlen(rest) >= n) {
         return err_set(reterr, -EINVAL, "the path is too long");
@@ -416,7 +476,7 @@ e2b_start_parse(json_t *msg, struct e2b_start *ret, struct err *reterr)
         return err_set(reterr, -EINVAL, "'process.cwd' must be a string");
     }
     if (pty != NULL && !json_is_null(pty)) {
-        return err_set(reterr, -EINVAL, "a PTY is not supported here: run the command without");
+        return err_set(reterr, -EINVAL, "a PTY is not supported here: run the command without one");
     }
     argv = OOM_CHECK(json_array());
     (void)json_array_append_new(argv, OOM_CHECK(json_string(cmd)));
@@ -468,16 +528,11 @@ const char *
 e2b_result_key(const char *mime)
 {
     static const char *const keys[][2] = {
-        {"text/plain", "text"},
-        {"text/html", "html"},
-        {"text/markdown", "markdown"},
-        {"image/svg+xml", "svg"},
-        {"image/png", "png"},
-        {"image/jpeg", "jpeg"},
-        {"application/pdf", "pdf"},
-        {"text/latex", "latex"},
-        {"application/json", "json"},
-        {"application/javascript", "javascript"},
+        {"text/plain", "text"},        {"text/html", "html"},
+        {"text/markdown", "markdown"}, {"image/svg+xml", "svg"},
+        {"image/png", "png"},          {"image/jpeg", "jpeg"},
+        {"application/pdf", "pdf"},    {"text/latex", "latex"},
+        {"application/json", "json"},  {"application/javascript", "javascript"},
     };
 
     for (size_t i = 0; i < ELEMENTSOF(keys); i++) {

@@ -16,17 +16,21 @@
 
 typedef struct json_t json_t;
 
-#define E2B_TOKEN_LEN      32u /* hex digits: 128 random bits */
-#define E2B_CONTEXT_ID_LEN 16u /* hex digits; a context is reached only with its sandbox's token */
-#define E2B_CONTEXTS_MAX   16u /* e2b.max_contexts' bound: the record must fit the session's ext */
-#define E2B_TEMPLATE_MAX   64u
-#define E2B_LIST_MAX       1000u /* sandboxes in one page of a list */
-#define E2B_FILTER_MAX     16u   /* metadata pairs a list may filter on */
-#define E2B_ENVD_PORT      49983u
-#define E2B_CODE_PORT      49999u
-#define E2B_ENVD_VERSION   "0.5.7"
-#define E2B_WORKSPACE      "/workspace"
-#define E2B_HOME           "/home/user"
+/* A credential: hex digits, 128 random bits. */
+#define E2B_TOKEN_LEN 32u
+/* A context's id: hex digits (a context is reached only with its sandbox's credential). */
+#define E2B_CONTEXT_ID_LEN 16u
+/* e2b.max_contexts' bound: the record must fit the session's ext. */
+#define E2B_CONTEXTS_MAX 16u
+#define E2B_TEMPLATE_MAX 64u
+#define E2B_ENV_MAX      384u  /* a sandbox's envVars, as compact JSON */
+#define E2B_LIST_MAX     1000u /* sandboxes in one page of a list */
+#define E2B_FILTER_MAX   16u   /* metadata pairs a list may filter on */
+#define E2B_ENVD_PORT    49983u
+#define E2B_CODE_PORT    49999u
+#define E2B_ENVD_VERSION "0.5.7"
+#define E2B_WORKSPACE    "/workspace"
+#define E2B_HOME         "/home/user"
 
 /* ---- the sandbox's record ---- */
 
@@ -36,6 +40,7 @@ struct e2b_ext {
     char traffic_token[E2B_TOKEN_LEN + 1]; /* E2B-Traffic-Access-Token, port 49999 */
     unsigned n_contexts;                   /* code contexts made besides the default one */
     char contexts[E2B_CONTEXTS_MAX][E2B_CONTEXT_ID_LEN + 1];
+    char env[E2B_ENV_MAX + 1]; /* envVars of the create: a JSON object of strings, "" none */
 };
 
 /* The record as the session's ext text into out (n bytes, at least STORE_EXT_MAX + 1 for any
@@ -44,6 +49,9 @@ int e2b_ext_encode(const struct e2b_ext *x, char *out, size_t n);
 /* 0 with *ret; -ENOENT when text is no E2B record (a REST or MCP session's); -EPROTO when it is
  * one but damaged. */
 int e2b_ext_decode(const char *text, struct e2b_ext *ret);
+/* env (an object of strings, names non-empty without '=', values without NUL) as compact JSON
+ * text into out (n bytes): 0, -EINVAL (not such an object), -EMSGSIZE. */
+int e2b_env_text(json_t *env, char *out, size_t n);
 /* The index of context id in x, or -1. */
 int e2b_ext_context(const struct e2b_ext *x, const char *id);
 
@@ -67,6 +75,7 @@ struct e2b_create {
     const char *template_id; /* "base" when absent */
     unsigned timeout_s;      /* 0: not given */
     json_t *metadata;        /* an object (checked by the caller as session metadata), or NULL */
+    json_t *env_vars;        /* envVars: a non-empty object of strings, or NULL */
 };
 int e2b_create_parse(json_t *body, struct e2b_create *ret, struct err *reterr);
 /* {"timeout": seconds} (POST .../timeout needs it; .../connect may omit it: *ret 0). */

@@ -229,6 +229,7 @@ head_end(struct e2b_multipart *mp, struct err *reterr)
     return mp->ev->on_part ? mp->ev->on_part(name, filename, mp->userdata) : 0;
 }
 
+/* Bytes of the current part's body; E2B_MP_PAUSE from on_data pauses after them. */
 static int
 emit(struct e2b_multipart *mp, const char *data, size_t n)
 {
@@ -246,7 +247,8 @@ scan(struct e2b_multipart *mp, const char *data, size_t n, size_t *used)
 
     while (i < n) {
         if (data[i] == mp->delim[mp->matched]) {
-            if (mp->matched == 0 && (r = emit(mp, data + run, i - run)) < 0) {
+            if (mp->matched == 0 && (r = emit(mp, data + run, i - run)) != 0) {
+                *used = i; /* paused (or failed) before the delimiter's first byte */
                 return r;
             }
             i++;
@@ -264,11 +266,14 @@ scan(struct e2b_multipart *mp, const char *data, size_t n, size_t *used)
         }
         if (mp->matched > 0) {
             /* what was withheld was data; this byte is looked at again */
-            if ((r = emit(mp, mp->delim, mp->matched)) < 0) {
-                return r;
-            }
+            size_t withheld = mp->matched;
+
             mp->matched = 0;
             run = i;
+            if ((r = emit(mp, mp->delim, withheld)) != 0) {
+                *used = i;
+                return r;
+            }
             continue;
         }
         i++;
@@ -322,6 +327,26 @@ int
 e2b_multipart_feed(struct e2b_multipart *mp, const char *data, size_t n, struct err *reterr)
 {
     while (n > 0) {
+        size_t used = 0;
+        int r = e2b_multipart_feed_some(mp, data, n, &used, reterr);
+
+        if (r < 0) {
+            return r;
+        }
+        data += used;
+        n -= used;
+    }
+    return 0;
+}
+
+int
+e2b_multipart_feed_some(struct e2b_multipart *mp, const char *data, size_t n, size_t *ret_used,
+                        struct err *reterr)
+{
+    size_t total = 0;
+
+    *ret_used = 0;
+    while (n > 0) {
         size_t used = 1;
         int r = 0;
 
@@ -337,6 +362,7 @@ e2b_multipart_feed(struct e2b_multipart *mp, const char *data, size_t n, struct 
             r = head(mp, data, n, &used, reterr);
             break;
         case E2B_MP_EPILOGUE:
+            *ret_used = total + n; /* ignored */
             return 0;
         case E2B_MP_FAILED:
         case E2B_MP__COUNT:
@@ -349,8 +375,13 @@ e2b_multipart_feed(struct e2b_multipart *mp, const char *data, size_t n, struct 
             }
             return r;
         }
+        total += used;
         data += used;
         n -= used;
+        *ret_used = total;
+        if (r > 0) {
+            return E2B_MP_PAUSE;
+        }
     }
     return 0;
 }

@@ -50,6 +50,9 @@ enum e2b_mp_state {
     E2B_MP__INVALID = -22,
 };
 
+/* A callback's answer that pauses the parse right after its event (e2b_multipart_feed_some()). */
+#define E2B_MP_PAUSE 1
+
 /* What the parser reports. */
 struct e2b_mp_events {
     /* A part begins: its form field name and its filename (NUL-terminated, "" when absent; the
@@ -83,7 +86,12 @@ void e2b_multipart_init(struct e2b_multipart *mp, const char *boundary,
                         const struct e2b_mp_events *ev, void *userdata);
 void e2b_multipart_done(struct e2b_multipart *mp);
 /* Feeds n bytes. 0, or the negative errno of a callback, or -EINVAL with a message for a
- * malformed body (the parser is then E2B_MP_FAILED). */
+ * malformed body (the parser is then E2B_MP_FAILED). A callback's E2B_MP_PAUSE is ignored. */
 int e2b_multipart_feed(struct e2b_multipart *mp, const char *data, size_t n, struct err *reterr);
+/* The same, stopping when a callback answers E2B_MP_PAUSE: then E2B_MP_PAUSE, with *ret_used the
+ * bytes taken (those of the event that paused included; feed the rest later). 0 with
+ * *ret_used == n otherwise. */
+int e2b_multipart_feed_some(struct e2b_multipart *mp, const char *data, size_t n, size_t *ret_used,
+                            struct err *reterr);
 /* The body ended: 0 when the closing boundary came, else -EINVAL (a cut body). */
 int e2b_multipart_finish(const struct e2b_multipart *mp, struct err *reterr);

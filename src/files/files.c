@@ -25,7 +25,8 @@
 #define STDERR_MAX    16384u
 #define CONGESTED_AT  ((size_t)1 << 20)
 #define SEGMENT_MAX   255u
-#define HELPER_FAILED 2 /* the helper's exit code for a reported error */
+#define HELPER_FAILED 2          /* the helper's exit code for a reported error */
+#define FRAME_MAX     (1u << 20) /* put ... upto: bytes in one frame */
 
 enum files_kind {
     FILES_ANSWER, /* one JSON line: list, delete, stat, mkdir, move */
@@ -42,6 +43,7 @@ struct files_op {
     uint64_t size, got;
     const struct files_get_io *io;
     const struct files_put_io *put_io;
+    bool framed; /* files_put_upto(): stdin is frames, the empty one its end */
     files_done_cb *cb;
     void *userdata;
 };
@@ -411,10 +413,49 @@ files_put(const struct files_target *t, const char *path, uint64_t size,
     return op;
 }
 
+struct files_op *
+files_put_upto(const struct files_target *t, const char *path, uint64_t max,
+               const struct files_put_io *io, files_done_cb *cb, void *userdata)
+{
+    char sz[24];
+    const char *argv[] = {"python3", "-I", "-S", HELPER, "put", path, sz, "upto", NULL};
+    struct files_op *op;
+
+    (void)snprintf(sz, sizeof(sz), "%llu", (unsigned long long)max);
+    op = op_start(t, FILES_PUT, argv, cb, userdata);
+    op->put_io = io;
+    op->framed = true;
+    return op;
+}
+
+/* A frame's head: its length, 4 bytes big-endian (files.py's put ... upto). */
+static int
+write_frame_head(struct files_op *op, size_t n)
+{
+    unsigned char head[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16),
+                             (unsigned char)(n >> 8), (unsigned char)n};
+
+    return docker_exec_write(op->run, head, sizeof(head));
+}
+
 int
 files_put_write(struct files_op *op, const void *data, size_t n)
 {
-    return docker_exec_write(op->run, data, n);
+    int r;
+
+    if (!op->framed) {
+        return docker_exec_write(op->run, data, n);
+    }
+    while (n > 0) { /* frames of at most FRAME_MAX bytes, which the helper takes */
+        size_t k = MIN(n, (size_t)FRAME_MAX);
+
+        if ((r = write_frame_head(op, k)) < 0 || (r = docker_exec_write(op->run, data, k)) < 0) {
+            return r;
+        }
+        data = (const char *)data + k;
+        n -= k;
+    }
+    return 0;
 }
 
 bool
@@ -426,7 +467,10 @@ files_put_congested(const struct files_op *op)
 void
 files_put_end(struct files_op *op)
 {
-    docker_exec_close_stdin(op->run);
+    /* framed: the empty frame says the end; a stdin closed without it is a cut upload */
+    if (!op->framed || write_frame_head(op, 0) == 0) {
+        docker_exec_close_stdin(op->run);
+    }
 }
 
 struct files_op *

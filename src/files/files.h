@@ -77,6 +77,12 @@ struct files_put_io {
 };
 struct files_op *files_put(const struct files_target *t, const char *path, uint64_t size,
                            const struct files_put_io *io, files_done_cb *cb, void *userdata);
+/* The same for an upload whose length is known only at its end (a chunked body, a multipart
+ * part): its bytes are what comes before files_put_end(), at most max (-EMSGSIZE past it); an
+ * upload cancelled before files_put_end() leaves nothing (the bytes travel in frames, the empty
+ * one the end). No free-space check up front: a full workspace fails the write (-EMSGSIZE too). */
+struct files_op *files_put_upto(const struct files_target *t, const char *path, uint64_t max,
+                                const struct files_put_io *io, files_done_cb *cb, void *userdata);
 /* 0, -EPIPE (closed: the completion reports why), -ENOBUFS (over the queue bound). */
 int files_put_write(struct files_op *op, const void *data, size_t n);
 /* True while more than 1 MiB waits to go into the sandbox: stop feeding until on_writable. */

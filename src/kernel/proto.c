@@ -433,6 +433,9 @@ kernel_proto_exec(const char *id, const char *code, size_t code_len, uint64_t ma
     if (o != NULL && o->rich) {
         (void)json_object_set_new(req, "rich", json_true());
     }
+    if (o != NULL && o->env != NULL) {
+        (void)json_object_set(req, "env", o->env);
+    }
     return dump_line(req);
 }
 

@@ -138,7 +138,8 @@ struct kernel_exec_opts {
     bool drop;       /* exec: forget ctx's namespace and run nothing */
     bool rich;       /* exec: the done's mime, the artifacts' bytes inline */
     const char *cwd; /* cmd: the working directory, relative to the workspace */
-    json_t *env;     /* cmd: variables added to the environment (borrowed object of strings) */
+    json_t *env;     /* variables added to the environment (borrowed object of strings): the
+                      * command's; exec: set in the interpreter's os.environ first */
 };
 
 /* Request encoders: return a malloc'd line ending in '\n'. o may be NULL. */

@@ -481,10 +481,9 @@ session_execute(struct session *s, const struct exec_req *req, const struct exec
     x->obs = *obs;
     x->userdata = userdata;
     x->timeout_s = req->timeout_s ? req->timeout_s : s->profile->exec_timeout_s;
-    r = x->is_cmd
-            ? kernel_cmd(s->kernel, x->id, req->argv, s->profile->max_output_bytes, req->opts)
-            : kernel_exec(s->kernel, x->id, req->code, req->code_len, s->profile->max_output_bytes,
-                          req->opts);
+    r = x->is_cmd ? kernel_cmd(s->kernel, x->id, req->argv, s->profile->max_output_bytes, req->opts)
+                  : kernel_exec(s->kernel, x->id, req->code, req->code_len,
+                                s->profile->max_output_bytes, req->opts);
     if (r < 0) {
         execution_free(x);
         return err_set(reterr, r == -ENOBUFS ? -EMSGSIZE : -EPIPE,

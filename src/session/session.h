@@ -42,8 +42,8 @@ struct execution;
 
 typedef struct json_t json_t;
 
-#define SESSION_ID_MAX  64  /* a session id's characters (the store's STORE_ID_MAX) */
-#define SESSION_EXT_MAX 512 /* session_ext()'s bytes (the store's STORE_EXT_MAX) */
+#define SESSION_ID_MAX  64   /* a session id's characters (the store's STORE_ID_MAX) */
+#define SESSION_EXT_MAX 1024 /* session_ext()'s bytes (the store's STORE_EXT_MAX) */
 
 /* The API status of an ended execution, as counted in the stats. */
 enum session_exec_status {
@@ -178,7 +178,8 @@ struct session_create_req {
 };
 
 /* r == 0 with the new session, or: -ENOENT unknown profile, -EINVAL idle timeout or lifetime
- * above the profile's (or ext too long), -EUSERS profile at max, -ETIMEDOUT no container in time, -ENOTCONN Redis down. */
+ * above the profile's (or ext too long), -EUSERS profile at max, -ETIMEDOUT no container in time,
+ * -ENOTCONN Redis down. */
 typedef void session_create_cb(int r, struct session *s, const struct err *e, void *userdata);
 int session_create(struct session_manager *m, const struct session_create_req *req,
                    session_create_cb *cb, void *userdata, struct err *reterr);

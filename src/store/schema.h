@@ -18,8 +18,8 @@
 #include "util/buf.h"
 
 #define STORE_ID_MAX      64
-#define STORE_HISTORY_MAX 100 /* executions kept per session */
-#define STORE_EXT_MAX     512 /* an edge's own data about a session (field "ext") */
+#define STORE_HISTORY_MAX 100  /* executions kept per session */
+#define STORE_EXT_MAX     1024 /* an edge's own data about a session (field "ext") */
 
 enum store_session_state {
     STORE_SESSION_ACTIVE,

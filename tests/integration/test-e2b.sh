@@ -28,7 +28,7 @@ $(config_base)
   "audit": {"file": "$work/audit.log"},
   "profiles": {
     "python": {"image": "sandpool/python:latest", "warm": 3, "max": 20, "exec_timeout_s": 60,
-               "max_lifetime_s": 3600}
+               "max_lifetime_s": 3600, "max_file_bytes": 16777216}
   }
 }
 JSON
@@ -68,6 +68,17 @@ sbx() {
 }
 envd() { local m=$1 p=$2; shift 2; sbx "$m" "$p" "$ID" 49983 X-Access-Token "$AT" "$@"; }
 code() { local m=$1 p=$2; shift 2; sbx "$m" "$p" "$ID" 49999 E2B-Traffic-Access-Token "$TT" "$@"; }
+# end_message < BODY: the JSON of a Connect stream's end-of-stream envelope (flag 2), "" if none
+end_message() {
+    python3 -c '
+import struct, sys
+b = sys.stdin.buffer.read()
+while len(b) >= 5:
+    flag, n = b[0], struct.unpack(">I", b[1:5])[0]
+    if flag == 2:
+        print(b[5:5 + n].decode())
+    b = b[5 + n:]'
+}
 # envelope JSON: one Connect envelope (flag 0, 4-byte big-endian length) on stdout
 envelope() { python3 -c 'import struct,sys; m=sys.argv[1].encode(); sys.stdout.buffer.write(b"\0"+struct.pack(">I",len(m))+m)' "$1"; }
 
@@ -131,19 +142,35 @@ B=$(ctl POST /v2/sandboxes "$KB" '{}')
 BID=$(jq -r .sandboxID <<<"$B")
 sbx GET /health "$BID" 49983 X-Access-Token "$AT" >/dev/null
 check_eq "envd: A's token on B's sandbox → 401" "$(status)" 401
-check "audit: e2b.refused lines name port and reason, never a token" \
-    bash -c "jq -e -s 'map(select(.action == \"e2b.refused\")) | length >= 5' '$work/audit.log' >/dev/null && ! grep -q '$AT' '$work/audit.log' && ! grep -q '$TT' '$work/audit.log'"
+check "audit: e2b.refused lines name port and reason" \
+    jq_true -s 'map(select(.action == "e2b.refused")) | length >= 5 and all(.[]; (.why | type) == "string" and (.port | type) == "number")' "$work/audit.log"
+check "audit: ... and never a token" bash -c "! grep -q -e '$AT' -e '$TT' '$work/audit.log'"
 
 # ---- Connect envelopes, unknown methods, paths ------------------------------------------------------
+# A streaming call's errors are its end-of-stream message (HTTP 200), as Connect says.
 envd POST /process.Process/Start -H 'Content-Type: application/connect+json' --data-binary @<(printf '\0\0\0\0\x50{}') >/dev/null
-check "envd: an envelope whose length lies → 400 invalid_argument" jq_true '.code == "invalid_argument"' "$work/body"
+check "envd: an envelope whose length lies → the stream's end says invalid_argument" \
+    jq_true '.error.code == "invalid_argument"' <(end_message <"$work/body")
 envd POST /process.Process/Start -H 'Content-Type: application/connect+json' --data-binary @<(printf '\1\0\0\0\x02{}') >/dev/null
-check "envd: a compressed envelope → 400 invalid_argument" jq_true '.code == "invalid_argument"' "$work/body"
+check "envd: a compressed envelope → invalid_argument" jq_true '.error.code == "invalid_argument"' <(end_message <"$work/body")
 envd POST /process.Process/Start -H 'Content-Type: application/connect+json' --data-binary @<(envelope '{"process": {"cmd": "/bin/bash"}, "pty": {"size": {"rows": 5}}}') >/dev/null
-check "envd: a PTY → invalid_argument saying so" jq_true '.code == "invalid_argument" and (.message | test("PTY"))' "$work/body"
+check "envd: a PTY → invalid_argument saying so (HTTP 200, application/connect+json)" \
+    bash -c "[ \$(cat '$work/status') = 200 ] && grep -qi '^content-type: application/connect+json' '$work/h'"
+check "envd: ... its message names the PTY" jq_true '.error.code == "invalid_argument" and (.error.message | test("PTY"))' <(end_message <"$work/body")
+envd POST /process.Process/Start -H 'Content-Type: application/connect+json' --data-binary @<(envelope '{"process": {"cmd": "/bin/bash", "args": ["-l", "-c", "pwd; touch /x 2>/dev/null || echo ro"], "cwd": "/"}}') >/dev/null
+check "envd: a command may run from / (the root stays read-only)" \
+    bash -c "python3 -c '
+import base64, json, struct, sys
+b = open(sys.argv[1], \"rb\").read(); out = b\"\"
+while len(b) >= 5:
+    n = struct.unpack(\">I\", b[1:5])[0]; m = json.loads(b[5:5 + n] or b\"{}\"); b = b[5 + n:]
+    out += base64.b64decode(m.get(\"event\", {}).get(\"data\", {}).get(\"stdout\", \"\"))
+sys.exit(out != b\"/\\nro\\n\")' '$work/body'"
+envd POST /filesystem.Filesystem/MakeDir -H 'Content-Type: application/json' -d '{"path": "/workspace"}' >/dev/null
+check_eq "envd: MakeDir /workspace (the workspace itself) → 409 already_exists" "$(status) $(jq -r .code "$work/body")" "409 already_exists"
 envd POST /process.Process/Connect -H 'Content-Type: application/json' -d '{}' >/dev/null
-check "envd: process.Process/Connect → 501 unimplemented naming it" \
-    bash -c "[ \$(cat '$work/status') = 501 ] && jq -e '.code == \"unimplemented\" and (.message | test(\"Connect\"))' '$work/body' >/dev/null"
+check_eq "envd: process.Process/Connect → 501" "$(status)" 501
+check "envd: ... unimplemented, naming it" jq_true '.code == "unimplemented" and (.message | test("Connect"))' "$work/body"
 envd POST /filesystem.Filesystem/WatchDir -H 'Content-Type: application/json' -d '{}' >/dev/null
 check_eq "envd: filesystem.Filesystem/WatchDir → 501" "$(status)" 501
 for p in /etc/passwd ../x /home/user/../../etc/passwd /home/userx/a /workspace/../etc/passwd; do
@@ -156,10 +183,21 @@ code POST /execute -d '{"code": "import os\nos.symlink(\"/etc/passwd\", \"/works
 envd GET "/files?path=/home/user/link" >/dev/null
 check "envd: a symlink planted by code is not followed (GET refused, no passwd bytes)" \
     bash -c "[ \$(cat '$work/status') != 200 ] && ! grep -q root: '$work/body'"
-head -c 9000000 /dev/zero >"$work/big"
-envd POST "/files?path=/home/user/big" -F "file=@$work/big" >/dev/null
-check "envd: an upload over http.max_body_bytes is refused (413), the sandbox still answers" \
-    bash -c "[ \$(cat '$work/status') = 413 ] && [ \$(curl -s -o /dev/null -w '%{http_code}' -H 'E2b-Sandbox-Id: $ID' -H 'E2b-Sandbox-Port: 49983' -H 'X-Access-Token: $AT' '$U/e2b/sbx/health') = 204 ]"
+# Uploads stream (chunked, as the SDKs send them): past http.max_body_bytes, never held whole.
+head -c 12000000 /dev/urandom >"$work/big"
+rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$daemon_pid/status")
+envd POST "/files?path=/home/user/big" -H 'Transfer-Encoding: chunked' -F "file=@$work/big" >/dev/null
+rss1=$(awk '/^VmRSS/ {print $2}' "/proc/$daemon_pid/status")
+check_eq "envd: a chunked 12 MB multipart upload (over http.max_body_bytes) → 200" "$(status)" 200
+envd GET "/files?path=/home/user/big" >/dev/null
+check_eq "envd: ... it reads back byte for byte" "$(sha256sum <"$work/body" | cut -c1-64)" "$(sha256sum <"$work/big" | cut -c1-64)"
+check "envd: ... the daemon's RSS grew by less than 4 MB meanwhile ($rss0 → $rss1 KB)" num_le "$((rss1 - rss0))" 4096
+head -c 17000000 /dev/zero >"$work/huge"
+envd POST "/files?path=/home/user/huge" -H 'Transfer-Encoding: chunked' -F "file=@$work/huge" >/dev/null
+check_eq "envd: a file over the profile's max_file_bytes → 413, nothing written" \
+    "$(status) $(envd GET '/files?path=/home/user/huge' >/dev/null; status)" "413 404"
+envd GET /health >/dev/null
+check_eq "envd: ... the sandbox still answers" "$(status)" 204
 envd POST "/files?path=/home/user/m" -H 'Content-Type: multipart/form-data; boundary=XX' --data-binary $'--XX\r\nContent-Disposition: form-data; name="file"; filename="m"\r\n\r\ncut here' >/dev/null
 check_eq "envd: a multipart body cut before its closing boundary → 400, nothing written" \
     "$(status) $(envd GET '/files?path=/home/user/m' >/dev/null; status)" "400 404"
@@ -189,8 +227,9 @@ kill -KILL "$daemon_pid"; wait "$daemon_pid" 2>/dev/null; daemon_pid=
 start_daemon
 check "readyz 200 after kill -9 and restart" wait_for 120 ready
 check_eq "crash-only: the sandbox is there, its lease unchanged" "$(ctl GET "/sandboxes/$ID" "$KA" | jq -r .endAt)" "$end_before"
+code POST /execute -d '{"code": "survivor"}' >/dev/null
 check "crash-only: its traffic token still opens it, and its variables are kept" \
-    bash -c "curl -s -N -X POST -H 'E2b-Sandbox-Id: $ID' -H 'E2b-Sandbox-Port: 49999' -H 'E2B-Traffic-Access-Token: $TT' -d '{\"code\": \"survivor\"}' '$U/e2b/sbx/execute' | jq -e -s 'any(.[]; .type == \"result\" and .text == \"42\")' >/dev/null"
+    jq_true -s 'any(.[]; .type == "result" and .text == "42")' "$work/body"
 check "metrics: sandpool_e2b_* count requests, creates and refusals" \
     bash -c "curl -s '$U/metrics' | grep -q '^sandpool_e2b_requests_total{plane=\"code\"} [1-9]'"
 ctl DELETE "/sandboxes/$ID" "$KA" >/dev/null

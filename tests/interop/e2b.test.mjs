@@ -5,6 +5,7 @@
 import './no-dns.mjs';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
 
 const pair = process.env.E2B_PAIR ?? 'current';
 // @e2b/code-interpreter re-exports the e2b it depends on (2.39.0 for the oldest pair, by the
@@ -108,6 +109,13 @@ test('files: binary both ways, the filesystem calls', async (t) => {
     const back = await sbx.files.read('/home/user/data/blob.bin', { format: 'bytes' });
     assert.deepEqual(Buffer.from(back), Buffer.from(bytes));
     assert.equal((await sbx.runCode('open("/workspace/data/blob.bin", "rb").read()[:3]')).text, "b'\\x00\\x07\\x0e'");
+    // 10 MiB: past the daemon's http.max_body_bytes (8 MiB); the SDK sends it chunked, the daemon
+    // streams it into the sandbox.
+    const big = randomBytes(10 << 20);
+    await sbx.files.write('/home/user/big.bin', big);
+    const bigBack = await sbx.files.read('/home/user/big.bin', { format: 'bytes' });
+    assert.equal(createHash('sha256').update(bigBack).digest('hex'),
+        createHash('sha256').update(big).digest('hex'));
     await sbx.files.write('notes.txt', 'hello');
     assert.equal(await sbx.files.read('/workspace/notes.txt'), 'hello');
     assert.equal(await sbx.files.exists('notes.txt'), true);

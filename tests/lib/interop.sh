@@ -2,6 +2,8 @@
 # The real third-party clients of tests/interop under `node --test` (sourced after api.sh, with
 # $interop set to tests/interop): installed from the lockfile, each test reported as one TAP line.
 
+: "${interop:?the suite sets interop}" "${work:?api.sh sets work}"
+
 # npm ci when node_modules is missing or older than the lockfile.
 ensure_clients() {
     local stamp=$interop/node_modules/.package-lock.json

@@ -2,6 +2,7 @@
 (tests/unit/test-kernel-py.sh, tests/unit/test-kernel-proto-py.sh): start the kernel, send it
 requests, read its messages up to a deadline, and print one check line per result
 ("ok|not ok<TAB>description", which the shell numbers as TAP)."""
+import atexit
 import json
 import os
 import select
@@ -19,6 +20,8 @@ def start(argv, ws, stderr_path):
     env = dict(os.environ, SANDPOOL_WORKSPACE=ws, PYTHONDONTWRITEBYTECODE="1")
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=open(stderr_path, "wb"), env=env, cwd=ws)
+    # A driver that breaks off (an exception) must not leave the kernel waiting for a relay.
+    atexit.register(p.kill)
     return p
 
 

@@ -48,12 +48,13 @@
 #include "util/parse.h"
 #include "util/time.h"
 
-#define ECHO_MAX   256
-#define MAX_BODY   (64u << 20) /* both servers' max body size, and the client's buffer cap */
-#define CLIENT_MS  8000u       /* a client gives up on a connection after this long */
-#define RUN_MS     20000u      /* the loop waits this long for a client thread */
-#define UPLOAD_URI "/v1/sessions/s1/files/"
-#define WHY_MAX    (3 * ECHO_MAX) /* room for two echoes and some words */
+#define ECHO_MAX       256
+#define MAX_BODY       (64u << 20) /* both servers' max body size, and the client's buffer cap */
+#define CLIENT_MS      8000u       /* a client gives up on a connection after this long */
+#define RUN_MS         20000u      /* the loop waits this long for a client thread */
+#define UPLOAD_URI     "/v1/sessions/s1/files/"
+#define E2B_UPLOAD_URI "/e2b/sbx/files"
+#define WHY_MAX        (3 * ECHO_MAX) /* room for two echoes and some words */
 
 static uint64_t seed = 0x5eedb0d1e5u;
 
@@ -202,7 +203,7 @@ struct upload {
     struct event *timer; /* the delayed first read, or the end of a pause */
     struct sum sum;
     uint64_t length, pause_every, pause_ms, chunks;
-    bool started;
+    bool started, chunked;
 };
 
 static void
@@ -245,8 +246,12 @@ on_upload_end(int r, void *userdata)
     struct sum sum = u->sum;
 
     if (r == 0) {
+        /* A chunked body's length is known at its end (what the client sent is checked by the
+         * sum in the answer). */
+        uint64_t want = u->chunked ? api_body_length(&u->b) : u->length;
+
         s->held_done++;
-        s->held_wrong += sum.n != u->length;
+        s->held_wrong += sum.n != want;
         s->unread_after_end += api_body_unread(&u->b);
     } else {
         s->cuts++;
@@ -293,6 +298,7 @@ upload_begin(struct server *s, struct evhttp_request *req, const struct api_body
     u->b = *b;
     u->timer = OOM_CHECK(evtimer_new(s->base, on_upload_timer, u));
     u->length = api_body_length(b);
+    u->chunked = api_body_chunked(b);
     u->pause_every = header_u64(req, "X-Pause-Every");
     u->pause_ms = header_u64(req, "X-Pause-Ms");
     sum_init(&u->sum);
@@ -858,6 +864,14 @@ is_upload(const char *method, const char *uri)
            strstr(uri, "/files/") != NULL;
 }
 
+/* The E2B SDK's uploads (api.c streams their bodies, chunked ones too). */
+static bool
+is_e2b_upload(const char *method, const char *uri)
+{
+    return strcmp(method, "POST") == 0 && str_startswith(uri, E2B_UPLOAD_URI) &&
+           (uri[strlen(E2B_UPLOAD_URI)] == '\0' || uri[strlen(E2B_UPLOAD_URI)] == '?');
+}
+
 static void
 chunked_append(struct buf *b, const unsigned char *body, size_t n, uint64_t *rng)
 {
@@ -873,7 +887,8 @@ chunked_append(struct buf *b, const unsigned char *body, size_t n, uint64_t *rng
 }
 
 /* Builds a request; *blind tells whether the filter already went blind on this connection (it
- * does for good after a chunked request). */
+ * follows a chunked request framed as chunked_append() frames it, and goes on holding uploads
+ * after it). */
 static void
 req_make(struct req *q, const char *method, const char *uri, const char *extra,
          const unsigned char *body, size_t n, enum framing f, bool *blind, uint64_t *rng)
@@ -899,10 +914,8 @@ req_make(struct req *q, const char *method, const char *uri, const char *extra,
     }
     echo_format(q->echo, sizeof(q->echo), method, uri, &s);
     q->head = strcmp(method, "HEAD") == 0;
-    q->held = is_upload(method, uri) && f == BY_LENGTH && n > 0 && !*blind;
-    if (f == CHUNKED) {
-        *blind = true;
-    }
+    q->held = !*blind && ((is_upload(method, uri) && f == BY_LENGTH && n > 0) ||
+                          (is_e2b_upload(method, uri) && (f == CHUNKED || n > 0)));
 }
 
 static void
@@ -939,6 +952,7 @@ enum kind {
     K_PUT_EMPTY,
     K_HEAD,
     K_DELETE,
+    K_E2B_UPLOAD, /* POST /e2b/sbx/files: held whether chunked or by length */
     K__COUNT,
 };
 
@@ -971,8 +985,8 @@ req_of_kind(struct req *q, enum kind k, size_t i, size_t size, bool *blind, uint
 {
     char uri[128], extra[160] = "";
     unsigned char *body = body_new(size, rng);
-    static const char *const methods[K__COUNT] = {"GET", "GET", "POST", "POST",  "PUT",
-                                                  "PUT", "PUT", "HEAD", "DELETE"};
+    static const char *const methods[K__COUNT] = {"GET", "GET", "POST", "POST",   "PUT",
+                                                  "PUT", "PUT", "HEAD", "DELETE", "POST"};
     enum framing f = BY_LENGTH;
 
     switch (k) {
@@ -984,6 +998,11 @@ req_of_kind(struct req *q, enum kind k, size_t i, size_t size, bool *blind, uint
         break;
     case K_PUT_OTHER_PATH:
         (void)snprintf(uri, sizeof(uri), "/v1/sessions/s1/put/%zu", i);
+        break;
+    case K_E2B_UPLOAD:
+        (void)snprintf(uri, sizeof(uri), E2B_UPLOAD_URI "?path=f%zu", i);
+        pace_headers(extra, sizeof(extra), size, rng);
+        f = rng_below(rng, 3) == 0 ? BY_LENGTH : CHUNKED;
         break;
     default:
         (void)snprintf(uri, sizeof(uri), "/%s/%zu", methods[k], i);
@@ -997,7 +1016,8 @@ req_of_kind(struct req *q, enum kind k, size_t i, size_t size, bool *blind, uint
 }
 
 /* A mixed pipeline of n requests: every kind, held uploads of many sizes (one of 3 MiB and one of
- * just over 1 MiB), and a chunked upload three quarters in, after which nothing is held. */
+ * just over 1 MiB), and a chunked upload three quarters in (read by evhttp), after which uploads
+ * are held again. */
 static unsigned
 build_mix(struct req *reqs, size_t n, uint64_t *rng)
 {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Unit test of images/python/sandbox/files.py, the in-sandbox file mover, run with the host's
-# python3 against a temporary workspace: round trips, path rules, and the hostile cases (planted
-# symlinks, fifos, short and long uploads, a full tmpfs). TAP output.
+# python3 against a temporary workspace: round trips, path rules, stat, move and mkdir's created
+# flag, and the hostile cases (planted symlinks, fifos, short and long uploads, moves into
+# themselves or through links, a full tmpfs). TAP output.
 #
 # Needs: python3 (3.11+), jq, sha256sum. FILES_PY overrides the program's path (meson sets it).
 set -uo pipefail
@@ -93,8 +94,12 @@ check_eq "put nested: content" "$(cat "$WS/a/b/c.txt")" hello
 
 fp mkdir x/y/z
 check_eq "mkdir: nested" "$RC $(j .path) $(stat -c %a "$WS/x/y/z")" "0 x/y/z 755"
+check_eq "mkdir: a new directory answers created true" "$(j .created)" true
 fp mkdir x/y
 check_eq "mkdir: existing directory is fine" "$RC $(j .path)" "0 x/y"
+check_eq "mkdir: an existing directory answers created false" "$(j .created)" false
+fp mkdir ./x//y/z/
+check_eq "mkdir: the same, normalised, created false" "$RC $(j .path) $(j .created)" "0 x/y/z false"
 check_err "mkdir: over a file is exists" exists mkdir a/b/c.txt
 
 # --- list ------------------------------------------------------------------------------------
@@ -144,6 +149,8 @@ check_err "symlink: put through a linked directory" symlink -i "$T/in/hello" put
 check_err "symlink: put creating parents through a link" symlink -i "$T/in/hello" put out/n/x 5
 check_eq "symlink: nothing written outside" "$(find "$OUT" | wc -l)" 1
 check_err "symlink: mkdir through a link" symlink mkdir out/m
+check_err "symlink: mkdir onto a link to a directory is exists" exists mkdir out
+check_eq "symlink: mkdir made nothing outside" "$(find "$OUT" | wc -l)" 1
 check_err "symlink: list through a link" symlink list out
 
 printf 'orig' >"$OUT/target"
@@ -209,6 +216,104 @@ wait "$pid"
 rc=$?
 check_eq "a directory removed during an upload: exit 2, error 'gone'" \
     "$rc $(tail -n1 "$T/race.out" | jq -r .error)" "2 gone"
+
+# --- stat ------------------------------------------------------------------------------------
+fp stat a/b/c.txt
+check_eq "stat file: path, name, type, size, mode" \
+    "$RC $(j '[.path, .name, .type, .size, .mode] | join(" ")')" "0 a/b/c.txt c.txt file 5 420"
+check_eq "stat file: mtime is the file's" "$(j '.mtime | floor')" "$(stat -c %Y "$WS/a/b/c.txt")"
+chmod 600 "$WS/a/b/d.txt"
+fp stat ./a//b/d.txt
+check_eq "stat: normalised path, mode 0600" "$RC $(j .path) $(j .mode)" "0 a/b/d.txt 384"
+fp stat a/b
+check_eq "stat dir" "$RC $(j '[.path, .name, .type, .size, .mode] | join(" ")')" "0 a/b b dir 0 493"
+roots=""
+for r in '' . ./; do
+    fp stat "$r"
+    roots+="$RC:$(j .path):$(j .name):$(j .type) "
+done
+fp stat
+roots+="$RC:$(j .path):$(j .name):$(j .type)"
+check_eq "stat of the root ('', '.', './', no PATH)" "$roots" "0:::dir 0:::dir 0:::dir 0:::dir"
+fp stat p
+check_eq "stat a symlink to /etc/passwd: the link itself, not followed" \
+    "$RC $(j '[.name, .type, .size] | join(" ")')" "0 p symlink 0"
+fp stat out
+check_eq "stat a symlink to a directory outside: the link itself" "$RC $(j .type)" "0 symlink"
+check_err "stat through a linked directory is symlink" symlink stat d/passwd
+check_err "stat through a link to outside is symlink" symlink stat out/target
+SECONDS=0
+FP_TIMEOUT=5 fp stat f
+check_eq "stat a fifo: other, without blocking" "$RC $(j .type) $((SECONDS < 5))" "0 other 1"
+check_err "stat missing is not_found" not_found stat nope
+check_err "stat: missing parent is not_found" not_found stat nope/x
+check_err "stat: a file as a directory is not_dir" not_dir stat data.bin/x
+check_err "stat: '..' is bad_path" bad_path stat ../etc
+check_err "stat: absolute is bad_path" bad_path stat /etc/passwd
+check_err "stat: two paths is usage" usage stat a b
+
+# --- move ------------------------------------------------------------------------------------
+mkdir -p "$WS/mv/src/inner" "$WS/mv/full/x" "$WS/mv/empty"
+printf 'one' >"$WS/mv/src/inner/one.txt"
+printf 'f' >"$WS/mv/file.txt"
+printf 'g' >"$WS/mv/g.txt"
+fp move mv/file.txt ./mv//new/deeper/file2.txt
+check_eq "move file: answers DST, normalised, its parents created 0755" \
+    "$RC $LINES $(j .path) $(stat -c %a "$WS/mv/new" "$WS/mv/new/deeper" | xargs)" \
+    "0 1 mv/new/deeper/file2.txt 755 755"
+check_eq "move file: content moved, SRC gone" \
+    "$(cat "$WS/mv/new/deeper/file2.txt") $(test -e "$WS/mv/file.txt"; echo $?)" "f 1"
+fp move mv/src mv/dst
+check_eq "move dir: its tree goes along, SRC gone" \
+    "$RC $(j .path) $(cat "$WS/mv/dst/inner/one.txt") $(test -e "$WS/mv/src"; echo $?)" \
+    "0 mv/dst one 1"
+check_err "move of a missing SRC is not_found" not_found move mv/nope mv/made/x
+check_eq "not_found: nothing of DST created" "$(test -e "$WS/mv/made"; echo $?)" 1
+check_err "move from a missing directory is not_found" not_found move nope/x mv/made/x
+check_err "move onto a non-empty directory is exists" exists move mv/dst mv/full
+check_err "move a file onto a directory is exists" exists move mv/g.txt mv/empty
+check_err "move a directory onto a file is exists" exists move mv/dst mv/g.txt
+check_eq "exists: SRC and DST untouched" \
+    "$(cat "$WS/mv/g.txt") $(cat "$WS/mv/dst/inner/one.txt") $(ls "$WS/mv/full")" "g one x"
+check_eq "exists: the empty directory still empty" "$(find "$WS/mv/empty" -mindepth 1 | wc -l)" 0
+fp move mv/new/deeper/file2.txt mv/g.txt
+check_eq "move a file onto a file replaces it (rename(2))" \
+    "$RC $(cat "$WS/mv/g.txt") $(test -e "$WS/mv/new/deeper/file2.txt"; echo $?)" "0 f 1"
+fp move mv/dst mv/empty
+check_eq "move a directory onto an empty directory replaces it (rename(2))" \
+    "$RC $(cat "$WS/mv/empty/inner/one.txt") $(test -e "$WS/mv/dst"; echo $?)" "0 one 1"
+check_err "move a directory into itself is bad_path" bad_path move mv/empty mv/empty/sub
+check_err "move a directory deeper into itself is bad_path" bad_path move mv/empty mv/empty/n1/n2
+E=$WS/mv/empty
+check_eq "bad_path: nothing created inside it, nothing moved" \
+    "$(test -e "$E/n1"; echo $?) $(test -e "$E/sub"; echo $?) $(cat "$E/inner/one.txt")" "1 1 one"
+fp move mv/g.txt mv/g.txt
+check_eq "move onto itself: left in place" "$RC $(cat "$WS/mv/g.txt")" "0 f"
+fp move mv/empty mv/empty
+check_eq "move a directory onto itself: left in place" "$RC $(cat "$WS/mv/empty/inner/one.txt")" \
+    "0 one"
+check_err "move: SRC '.' is bad_path" bad_path move . mv/x
+check_err "move: SRC '' is bad_path" bad_path move '' mv/x
+check_err "move: DST '' is bad_path" bad_path move mv/g.txt ''
+check_err "move: DST with '..' is bad_path" bad_path move mv/g.txt ../g.txt
+check_err "move: absolute SRC is bad_path" bad_path move /etc/passwd mv/passwd
+check_err "move: absolute DST is bad_path" bad_path move mv/g.txt /tmp/g.txt
+check_err "move: one argument is usage" usage move mv/g.txt
+check_err "move: SRC under a file is not_dir" not_dir move data.bin/x mv/x
+check_err "move: DST under a file is not_dir" not_dir move mv/g.txt mv/g.txt/x
+check_err "move out of a linked directory is symlink" symlink move d/passwd mv/passwd
+outside=$(find "$OUT" | wc -l)
+check_err "move into a linked directory is symlink" symlink move mv/g.txt out/g.txt
+check_err "move making parents through a link is symlink" symlink move mv/g.txt out/n/g.txt
+check_eq "symlink: nothing moved outside, SRC kept" "$(find "$OUT" | wc -l) $(cat "$WS/mv/g.txt")" \
+    "$outside f"
+fp move p mv/p2
+check_eq "move a symlink moves the link, not its target" \
+    "$RC $(readlink "$WS/mv/p2") $(test -e "$WS/p" -o -L "$WS/p"; echo $?)" "0 /etc/passwd 1"
+check_eq "move a symlink: /etc/passwd untouched" "$(test -s /etc/passwd; echo $?)" 0
+fp move mv/p2 p
+check_eq "and back" "$RC $(readlink "$WS/p")" "0 /etc/passwd"
+rm -rf "$WS/mv"
 
 # --- delete ----------------------------------------------------------------------------------
 fp delete data.bin

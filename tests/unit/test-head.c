@@ -82,8 +82,30 @@ TEST(parse)
         {"POST /v1/sessions HTTP/1.1\r\nContent-Length: 2\r\n\r\n", true, false, false, 2},
         {"HEAD /v1/sessions/s/files/a HTTP/1.1\r\nContent-Length: 9\r\n\r\n", true, false, false,
          0},
-        {"PUT /v1/sessions/s/files/a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", false, false,
+        /* chunked: followed (its route does not stream chunked bodies) */
+        {"PUT /v1/sessions/s/files/a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", true, false,
          false, 0},
+        /* ... held where the route streams them (E2B uploads) */
+        {"POST /e2b/sbx/files?path=a HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n", true, true,
+         false, 0},
+        {"POST /e2b/sbx/files HTTP/1.1\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n"
+         "\r\n",
+         true, true, true, 0},
+        {"POST /e2b/sbx/files HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", false, false, false,
+         0},
+        {"POST /e2b/sbx/files HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", false, false,
+         false, 0},
+        {"POST /e2b/sbx/files HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+         "chunked\r\n\r\n",
+         false, false, false, 0},
+        {"POST /e2b/sbx/files HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n",
+         false, false, false, 0},
+        /* evhttp reads a body after GET and DELETE too (not after HEAD) */
+        {"GET /v1/sessions HTTP/1.1\r\nContent-Length: 5\r\n\r\n", true, false, false, 5},
+        {"DELETE /v1/sessions/s HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", true, false, false,
+         0},
+        {"HEAD /v1/sessions/s HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", true, false, false,
+         0},
         {"PUT /v1/sessions/s/files/a HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
          false, false, false, 0},
         {"PUT /v1/sessions/s/files/a HTTP/1.1\r\nContent-Length: +1\r\n\r\n", false, false, false,

@@ -4,7 +4,10 @@
 # socket's abstract name is nobody else's): user code that reaches the worker's control socket
 # forges replies, "died", artifacts, deep JSON and endless lines; the supervisor must take one
 # checked reply per execution, only once the worker waits again, build what it forwards itself,
-# keep its buffers bounded and stay up; restarts back to back must not wedge it. TAP output.
+# keep its buffers bounded and stay up; restarts back to back must not wedge it. Rich executions
+# against hostile values: representations that raise, lie about their length, are huge or grow
+# once JSON-escaped are left out or bounded, and a forged rich reply is rebuilt, every line under
+# 1 MiB. TAP output.
 #
 # Needs: python3 (3.11+), unshare (util-linux), root for the network namespace (else it runs in
 # the host's). KERNEL_PY overrides the program's path (meson sets it).
@@ -22,24 +25,28 @@ unshare --net true 2>/dev/null && netns=(unshare --net)
 
 # The driver prints one "ok|not ok<TAB>description" line per check; tap.sh numbers them.
 cat >"$T/drive.py" <<'PY'
-import os, sys, time
+import base64, importlib.util, os, sys, time
 
 import kernel_channel as kc
 from kernel_channel import report, send, until
 
 kernel, ws = sys.argv[1], sys.argv[2]
 p = kc.start(sys.argv[3:] + ["python3", kernel], ws, os.path.join(ws, "..", "stderr"))
+# The kernel's bounds (MIME_MAX, ...), read from the program under test.
+_spec = importlib.util.spec_from_file_location("kernel_under_test", kernel)
+K = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(K)
 
 n = 0
 
 
-def run(code, secs=15):
-    """Runs code; returns (done, every message, seconds)."""
+def run(code, secs=15, **opts):
+    """Runs code (opts: the request's rich, ctx); returns (done, every message, seconds)."""
     global n
     n += 1
     xid = "x%d" % n
     t = time.monotonic()
-    send({"t": "exec", "id": xid, "code": code, "max_output": 1 << 20})
+    send(dict(opts, t="exec", id=xid, code=code, max_output=1 << 20))
     done, seen = until(lambda m: m.get("t") == "done" and m.get("id") == xid, secs)
     return done, seen, time.monotonic() - t
 
@@ -138,7 +145,113 @@ outs = [m for m in seen if m.get("t") == "out"]
 report(done is not None and sum(len(m["d"]) for m in outs) == 300001 and
        max(len(m["d"]) for m in outs) <= 65536,
        "300 KB of output in %d messages of at most 64 Ki characters" % len(outs))
-# 7. Restart during an execution: "restarted" comes before that execution's "died".
+# 7. rich against hostile values: a representation that raises, is no string, lies about its
+# length or is huge (in characters, or only once JSON-escaped) is left out or bounded; the
+# execution still succeeds, and every line stays under 1 MiB.
+done, seen, _ = run('''
+class Boom:
+    def __repr__(self):
+        return "Boom()"
+    def _repr_html_(self):
+        raise ValueError("no html")
+    def _repr_markdown_(self):
+        return "**ok**"
+    @property
+    def _repr_svg_(self):
+        raise RuntimeError("a property that raises")
+    def _repr_latex_(self):
+        return 42
+    def _repr_json_(self):
+        return {"o": object()}
+    def _repr_javascript_(self, needed):
+        return "never"
+Boom()
+''', rich=True)
+report(done is not None and done["status"] == "ok" and done["result"] == "Boom()" and
+       done.get("mime") == {"text/markdown": "**ok**"},
+       "rich: representations that raise, need an argument or are no string are left out, the "
+       "execution succeeds (%r)" % (done and done.get("mime"),))
+done, seen, _ = run("class Any:\n    def __getattr__(self, name):\n"
+                    "        return lambda *a: '<%s>' % name\nAny()", rich=True)
+anymime = done and done.get("mime")
+arts = [m for m in seen if m.get("t") == "artifact"]
+done2, seen2, _ = run("import unittest.mock\nunittest.mock.MagicMock()", rich=True)
+arts += [m for m in seen2 if m.get("t") == "artifact"]
+report(done is not None and isinstance(anymime, dict) and len(anymime) == 6 and
+       anymime.get("text/html") == "<_repr_html_>" and done2 is not None and
+       done2["status"] == "ok" and not done2.get("mime") and not arts,
+       "rich: an object answering every name gives its 6 strings, a MagicMock none; neither a "
+       "PNG (%r, %r, %d artifacts)" % (sorted(anymime or {}), done2 and done2.get("mime"),
+                                      len(arts)))
+M, T = K.MIME_MAX, K.MIME_TOTAL_MAX
+t0 = time.monotonic()
+done, _, _ = run("class H:\n    def _repr_html_(self):\n        return 'h' * (10 << 20)\n"
+                 "    def _repr_latex_(self):\n        return 'l'\nH()", rich=True)
+report(done is not None and done["status"] == "ok" and done.get("mime") == {"text/latex": "l"}
+       and kc.longest < (1 << 20),
+       "rich: a 10 Mi-character _repr_html_ is left out (%.2f s, longest line %d)" %
+       (time.monotonic() - t0, kc.longest))
+# Characters the line spends more bytes on: '"' (2), an emoji (4), a control character (6).
+GROW = '''
+class G:
+    def __init__(self, rep, **reps):
+        self.rep = rep
+        for k, v in reps.items():
+            setattr(self, "_repr_%s_" % k, lambda v=v: v)
+    def __repr__(self):
+        return self.rep
+'''
+run(GROW)
+cases = [("G('g', html='\"' * %d, markdown='\"' * %d)" % (M, M),
+          {"text/html": '"' * M, "text/markdown": '"' * M}),
+         ("G('g', html='\\U0001F600' * %d)" % M, {"text/html": "\U0001F600" * M}),
+         ("G('g', html='\\x01' * %d, svg='s')" % M,
+          {"text/html": "\x01" * M, "image/svg+xml": "s"}),
+         ("G('\\x01' * 70000, html='\\x01' * %d, markdown='m')" % (T // 6),
+          {"text/html": "\x01" * (T // 6), "text/markdown": "m"})]
+got = []
+for code, full in cases:
+    d, _, secs = run(code, 20, rich=True)
+    if d is None:  # the kernel is stuck with it: a restart lets the next case run
+        send({"t": "restart", "reason": "stuck"})
+        until(lambda m: m.get("t") == "done", 10)
+        run(GROW)
+    mime = d and d.get("mime")
+    got.append(d is not None and d["status"] == "ok" and isinstance(mime, dict) and
+               all(full.get(k) == v for k, v in mime.items()))
+report(got == [True] * len(cases) and kc.longest < (1 << 20),
+       "rich: representations that grow once JSON-escaped ('\"', emoji, control characters, "
+       "with a long result) still end in a done, what is kept is whole, every line under "
+       "1 MiB (%r, longest %d)" % (got, kc.longest))
+done, _, _ = run('''
+class S(str):
+    def __len__(self):
+        return 1
+class L:
+    def _repr_html_(self):
+        return S("h" * %d)
+    def _repr_markdown_(self):
+        return "m"
+L()
+''' % (M + 100), rich=True)
+report(done is not None and done["status"] == "ok" and done.get("mime") == {"text/markdown": "m"},
+       "rich: a str subclass that lies about its length is bounded by the supervisor (%r)" %
+       (sorted(done.get("mime") or {}) if done else None,))
+done, seen, _ = run(REACH + """
+import os
+os.makedirs(".sandpool/artifacts", exist_ok=True)
+open(".sandpool/artifacts/%s-5.png" % xid, "wb").write(b"real bytes")
+os.symlink("/etc/hostname", ".sandpool/artifacts/%s-6.png" % xid)
+forge({"t": "artifact", "id": xid, "name": "%s-5.png" % xid,
+       "entry": {"path": ".sandpool/artifacts/x.png", "data": "Zm9yZ2Vk", "size": 6}})
+forge({"t": "artifact", "id": xid, "name": "%s-6.png" % xid})
+""", rich=True)
+arts = [m.get("entry") or {} for m in seen if m.get("t") == "artifact"]
+report(len(arts) == 1 and arts[0].get("data") == base64.b64encode(b"real bytes").decode() and
+       arts[0].get("size") == 10,
+       "rich: an artifact's inline bytes are the file's, read by the supervisor, never a "
+       "symlink's target (%d announced)" % len(arts))
+# 8. Restart during an execution: "restarted" comes before that execution's "died".
 send({"t": "exec", "id": "long", "code": "import time\ntime.sleep(30)", "max_output": 1 << 20})
 time.sleep(0.3)
 send({"t": "restart", "reason": "test"})
@@ -146,7 +259,7 @@ done, seen = until(lambda m: m.get("t") == "done" and m.get("id") == "long")
 kinds = [m["t"] for m in seen if m.get("t") in ("restarted", "done")]
 report(kinds == ["restarted", "done"] and done["status"] == "died",
        "a restart answers restarted, then the execution's died (%s)" % kinds)
-# 8. Restarts back to back (the second right after the first fork) never wedge PID 1.
+# 9. Restarts back to back (the second right after the first fork) never wedge PID 1.
 gens = []
 for _ in range(3):
     p.stdin.write(b'{"t":"restart","reason":"a"}\n{"t":"restart","reason":"b"}\n'
@@ -158,11 +271,11 @@ for _ in range(3):
 done, _, _ = run("1 + 1")
 report(None not in gens and gens == sorted(gens) and done is not None and done["result"] == "2",
        "9 restarts back to back: all answered in order (generations %s), then code runs" % gens)
-# 9. Last, as it breaks the worker: a forged reply taken because user code itself waits on the
+# 10. Last, as it breaks the worker: a forged reply taken because user code itself waits on the
 # control socket. What is forwarded is rebuilt, bounded; the session goes on afterwards.
 done, _, _ = run(REACH + 'forge({"id": xid, "status": "error", "result": 7, "gen": 99, '
                  '"error": {"name": "E", "value": "v" * 100000, "traceback": ["t" * 50000] * 15, '
-                 '"extra": 1}, "died": True})\n'
+                 '"extra": 1}, "died": True, "mime": {"text/html": "<b>forged</b>"}})\n'
                  'w.ctl.recv(1)\n', 30)
 err = done and done.get("error")
 report(done is not None and done["status"] == "error" and done.get("result") is None and
@@ -170,11 +283,41 @@ report(done is not None and done["status"] == "error" and done.get("result") is 
        len(err["value"]) < 20000 and sum(map(len, err["traceback"])) < 40000,
        "a forged reply taken is rebuilt from bounded fields (error keys %s)" %
        (sorted(err) if isinstance(err, dict) else err))
+report(done is not None and "mime" not in done,
+       "a forged reply's mime is not forwarded when the execution is not rich")
 done, _, _ = run("2 + 2", 30)
 report(done is not None and done.get("status") in ("ok", "died"),
        "the kernel answers the next execution (%s)" % (done and done.get("status")))
 done, _, _ = run("3 + 3", 30)
 report(done is not None and done.get("result") == "6", "and the one after")
+# 11. The same in a rich execution: a forged reply taken, one line of just under CTL_LINE_MAX
+# (the most the supervisor reads) with a long result and mime, and with an error as well; what is
+# rebuilt from it (known types, each at most MIME_MAX, none beside an error) stays under 1 MiB.
+FORGE_FULL = """
+msg = {"id": xid, "status": "ok", "result": "\\x01" * 65536,
+       "mime": {"text/html": '"' * %d, "text/markdown": "", "text/x-evil": "e",
+                "application/json": 5}}
+if %r:
+    msg["error"] = {"name": "E", "value": "\\x01" * 16384, "traceback": ["\\x01" * 32768]}
+    msg["mime"]["text/html"] = ""
+pad = (%d - 16 - len(json.dumps(msg))) // 6
+msg["mime"]["text/markdown"] = "\\x01" * pad
+forge(msg)
+w.ctl.recv(1)
+"""
+got = []
+for with_error in (False, True):
+    kc.longest = 0
+    done, _, _ = run(REACH + FORGE_FULL % (K.MIME_MAX, with_error, K.CTL_LINE_MAX), 30, rich=True)
+    mime = done and done.get("mime")
+    got.append((done is not None, sorted(mime) if isinstance(mime, dict) else mime, kc.longest))
+    run("1", 30)  # the worker broke (its recv took a byte of this request): it may die
+report([g[0] for g in got] == [True, True] and got[0][1] == ["text/html"] and
+       got[1][1] is None and all(g[2] < (1 << 20) for g in got),
+       "a forged rich reply taken is rebuilt: known types, bounded, no mime beside an error, "
+       "the done under 1 MiB (%r)" % got)
+done, _, _ = run("2 + 2", 30)
+report(done is not None and done.get("result") == "4", "the kernel answers the next execution")
 p.kill()
 PY
 
@@ -183,7 +326,7 @@ while IFS=$'\t' read -r verdict what; do
 done < <(PYTHONPATH="$here/../lib" PYTHONDONTWRITEBYTECODE=1 \
     timeout 300 python3 "$T/drive.py" "$KERNEL_PY" "$T/ws" "${netns[@]}" 2>&1 |
     awk -F'\t' 'NF == 2 { print; next } { print "not ok\tthe driver said: " $0 }')
-check "the driver ran every check (15)" test "$TAP_N" -ge 15
+check "the driver ran every check (24)" test "$TAP_N" -ge 24
 if [ "$TAP_FAILED" -gt 0 ]; then
     echo "# kernel stderr:"; tail -20 "$T/stderr" | sed 's/^/# /'
 fi

@@ -6,6 +6,9 @@ sandpoold runs it with `docker exec` as the sandbox user, once per operation:
     python3 -I -S /opt/sandpool/files.py OP ARGS...
 
   put PATH SIZE   stdin -> PATH (exactly SIZE bytes)  {"ready":true} then {"path","size","sha256"}
+  put PATH MAX upto   stdin -> PATH, at most MAX bytes, the length not known: stdin is frames
+                  (4-byte big-endian length, then the bytes; at most FRAME_MAX), the empty frame
+                  its end; a stdin that ends before it is a cut upload (incomplete, nothing kept)
   get PATH                                           {"path","size","mtime"} + SIZE raw bytes
   list [PATH]     "" or "." is the root              {"path","entries":[...],"truncated"}
   delete PATH     a directory is removed recursively {"path","deleted":true}
@@ -34,6 +37,7 @@ import sys
 
 WORKSPACE = os.environ.get("SANDPOOL_WORKSPACE", "/workspace")
 CHUNK = 1 << 20
+FRAME_MAX = 1 << 20
 MAX_PATH = 4096
 MAX_NAME = 255
 MAX_ENTRIES = 10000
@@ -124,12 +128,15 @@ def lstat_mode(fd, name, where):
         raise Fail("not_found", describe(where, "no such file or directory"))
 
 
-def op_put(raw, size_arg):
+def op_put(raw, size_arg, mode=None):
     import hashlib
     import signal
 
     if not (size_arg.isascii() and size_arg.isdigit() and len(size_arg) <= 20):
         raise Fail("usage", "SIZE must be a decimal integer >= 0")
+    if mode not in (None, "upto"):
+        raise Fail("usage", "put PATH SIZE [upto]")
+    upto = mode == "upto"   # SIZE is a bound: the bytes end with stdin
     expected = int(size_arg)
     comps = parse_path(raw)
     path, name = "/".join(comps), comps[-1]
@@ -137,7 +144,7 @@ def op_put(raw, size_arg):
     if exists_as_dir(d, name):
         raise Fail("is_dir", describe(comps, "is a directory"))
     vfs = os.statvfs(d)
-    if expected > vfs.f_bavail * vfs.f_frsize:
+    if not upto and expected > vfs.f_bavail * vfs.f_frsize:
         raise Fail("no_space", "%d bytes do not fit: %d bytes free in the workspace"
                    % (expected, vfs.f_bavail * vfs.f_frsize))
 
@@ -176,17 +183,31 @@ def op_put(raw, size_arg):
         os.fchmod(fd, 0o644)    # whatever the umask
         emit({"ready": True})
         digest, count = hashlib.sha256(), 0
+        frame_left = 0   # upto: bytes left of the current frame
         while True:
+            if upto and frame_left == 0:
+                head = read_exactly(4)
+                if len(head) < 4:
+                    raise Fail("incomplete", "the upload was cut after %d bytes" % count)
+                frame_left = int.from_bytes(head, "big")
+                if frame_left == 0:
+                    break   # the end
+                if frame_left > FRAME_MAX:
+                    raise Fail("usage", "a frame of %d bytes" % frame_left)
             # One byte beyond the expected size is enough to know it is too large.
-            data = os.read(0, min(CHUNK, expected - count + 1))
+            want = min(CHUNK, expected - count + 1)
+            data = os.read(0, min(want, frame_left) if upto else want)
             if not data:
+                if upto:
+                    raise Fail("incomplete", "the upload was cut after %d bytes" % count)
                 break
+            frame_left -= len(data) if upto else 0
             count += len(data)
             if count > expected:
                 raise Fail("too_large", "more than %d bytes sent" % expected)
             digest.update(data)
             write_all(fd, data)     # ENOSPC etc. become no_space in main()
-        if count != expected:
+        if count != expected and not upto:
             raise Fail("incomplete", "got %d of %d bytes" % (count, expected))
         os.close(fd)
         fd = -1
@@ -207,6 +228,17 @@ def op_put(raw, size_arg):
         drop_part()
     emit({"path": path, "size": count, "sha256": digest.hexdigest()})
     return 0
+
+
+def read_exactly(n):
+    """n bytes of stdin, fewer only at its end."""
+    out = b""
+    while len(out) < n:
+        data = os.read(0, n - len(out))
+        if not data:
+            break
+        out += data
+    return out
 
 
 def exists_as_dir(d, name):
@@ -365,7 +397,10 @@ def op_stat(raw=""):
 def op_move(src, dst):
     cs, cd = parse_path(src), parse_path(dst)
     ds = open_dir(cs[:-1])
-    lstat_mode(ds, cs[-1], cs)  # not_found before any directory of DST is made
+    mode = lstat_mode(ds, cs[-1], cs)  # not_found before any directory of DST is made
+    if stat.S_ISDIR(mode) and len(cd) > len(cs) and cd[:len(cs)] == cs:
+        # Refused before DST's parents are made (inside SRC): rename(2) would say EINVAL.
+        raise Fail("bad_path", describe(cd, "is inside what it moves"))
     dd = open_dir(cd[:-1], create=True)
     try:
         os.rename(cs[-1], cd[-1], src_dir_fd=ds, dst_dir_fd=dd)
@@ -379,7 +414,7 @@ def op_move(src, dst):
     return 0
 
 
-OPS = {"put": (op_put, 2, 2), "get": (op_get, 1, 1), "list": (op_list, 0, 1),
+OPS = {"put": (op_put, 2, 3), "get": (op_get, 1, 1), "list": (op_list, 0, 1),
        "delete": (op_delete, 1, 1), "mkdir": (op_mkdir, 1, 1), "stat": (op_stat, 0, 1),
        "move": (op_move, 2, 2)}
 
@@ -388,7 +423,7 @@ def main(argv):
     op = OPS.get(argv[1]) if len(argv) > 1 else None
     try:
         if op is None or not op[1] <= len(argv) - 2 <= op[2]:
-            raise Fail("usage", "usage: files.py put PATH SIZE | get PATH | list [PATH] | "
+            raise Fail("usage", "usage: files.py put PATH SIZE [upto] | get PATH | list [PATH] | "
                        "delete PATH | mkdir PATH | stat [PATH] | move SRC DST")
         return op[0](*argv[2:])
     except Fail as e:

@@ -35,11 +35,12 @@ Protocol (daemon -> supervisor):
                                          restarted daemon can tell session containers from
                                          pool containers even without Redis -> {"t":"bound"}
   {"t":"ping","n":N}                     -> {"t":"pong","n":N,"gen":G}
-  {"t":"exec","id":ID,"code":S,"max_output":B,"ctx":C?,"drop":bool?,"rich":bool?}
+  {"t":"exec","id":ID,"code":S,"max_output":B,"ctx":C?,"drop":bool?,"rich":bool?,"env":{S:S}?}
                                          ctx: run in context C's namespace (made on first use,
                                          at most CONTEXTS_MAX); drop: forget C's namespace and
                                          run nothing; rich: the done carries "mime" (the value's
-                                         _repr_html_ and kin) and artifacts carry their bytes
+                                         _repr_html_ and kin) and artifacts carry their bytes;
+                                         env: set in os.environ first
   {"t":"cmd","id":ID,"argv":[...],"max_output":B,"cwd":S?,"env":{S:S}?}
         -> {"t":"out","id":ID,"s":"o"|"e","d":TEXT}*  then
            {"t":"done","id":ID,"status":"ok"|"error"|"interrupted"|"died",...}
@@ -109,7 +110,9 @@ MAX_ARTIFACTS = 32  # figures saved per execution
 CONTEXTS_MAX = 64            # namespaces besides the main one (the daemon bounds them lower)
 CONTEXT_ID_MAX = 64
 MIME_MAX = 262144            # one rich representation (characters); larger ones are left out
-MIME_TOTAL_MAX = 524288      # all of a value's rich representations together
+# All of a value's rich representations together, in bytes of the line (UTF-8, JSON escapes
+# included: up to 6 per character): with a result (RESULT_REPR_MAX) the done stays under 1 MiB.
+MIME_TOTAL_MAX = 524288
 ARTIFACT_INLINE_MAX = 524288  # an artifact's bytes sent inline (rich) up to this size
 ENV_MAX = 1024               # variables a command's "env" may add
 # The rich representations a value may have (IPython's names), in the order they are tried.
@@ -221,7 +224,8 @@ def describe_error(exc):
 
 def mime_bundle(value):
     """The rich representations of value (IPython's _repr_*_ methods) that are strings, each at
-    most MIME_MAX characters, MIME_TOTAL_MAX in all; one that raises is left out."""
+    most MIME_MAX characters, MIME_TOTAL_MAX bytes of the line in all; one that raises is left
+    out."""
     out, total = {}, 0
     if isinstance(value, type):
         return out
@@ -235,11 +239,17 @@ def mime_bundle(value):
                 data = json.dumps(data)
         except Exception:  # noqa: BLE001 - user code's methods may fail in any way
             continue
-        if isinstance(data, str) and data and len(data) <= MIME_MAX and \
-                total + len(data) <= MIME_TOTAL_MAX:
-            out[mime] = data
-            total += len(data)
+        if isinstance(data, str) and data and len(data) <= MIME_MAX:
+            cost = line_cost(data)
+            if total + cost <= MIME_TOTAL_MAX:
+                out[mime] = data
+                total += cost
     return out
+
+
+def line_cost(text):
+    """The bytes text takes in a line (jdump), its quotes aside."""
+    return len(jdump(text)) - 3
 
 
 def safe_repr(value):
@@ -453,6 +463,8 @@ class Worker:
                 pass
             self.forks = 0
             ctx = req.get("ctx")
+            if isinstance(req.get("env"), dict):
+                os.environ.update(req["env"])  # the sandbox's own variables (E2B's envVars)
             if req.get("drop"):
                 self.contexts.pop(ctx, None)
                 reply = {"status": "ok", "result": None, "error": None}
@@ -618,14 +630,15 @@ def checked_reply(msg):
            "error": checked_error(msg.get("error")),
            "peak_rss": msg["peak_rss"] if is_int(msg.get("peak_rss"), 1 << 50) else 0}
     mime, total = msg.get("mime"), 0
-    if isinstance(mime, dict):
+    if isinstance(mime, dict) and out["error"] is None:  # the worker never sends both
         out["mime"] = {}
         for _, name in MIME_METHODS:
             data = mime.get(name)
-            if isinstance(data, str) and len(data) <= MIME_MAX and \
-                    total + len(data) <= MIME_TOTAL_MAX:
-                out["mime"][name] = data
-                total += len(data)
+            if isinstance(data, str) and len(data) <= MIME_MAX:
+                cost = line_cost(data)
+                if total + cost <= MIME_TOTAL_MAX:
+                    out["mime"][name] = data
+                    total += cost
     return out
 
 
@@ -1159,16 +1172,26 @@ class Supervisor:
         if ctx is not None and not (isinstance(ctx, str) and 1 <= len(ctx) <= CONTEXT_ID_MAX):
             return self.reject(req, "'ctx' must be a string of 1 to %d characters" %
                                CONTEXT_ID_MAX)
+        if not self.env_ok(req.get("env")):
+            return self.reject(req, "'env' must map at most %d names to strings" % ENV_MAX)
         self.current = Execution(req["id"], "exec", limit_of(req))
         self.current.rich = req.get("rich") is True
         self.ctl.setblocking(True)
         try:
             self.ctl.sendall(jdump({"id": req["id"], "code": code, "ctx": ctx,
                                     "drop": req.get("drop") is True,
-                                    "rich": self.current.rich}))
+                                    "rich": self.current.rich, "env": req.get("env")}))
         except OSError:
             pass  # the worker is gone; on_ctl_data reports it
         self.ctl.setblocking(False)
+
+    @staticmethod
+    def env_ok(env):
+        """A request's "env": absent, or at most ENV_MAX names (non-empty, no '=' or NUL) to
+        strings (no NUL)."""
+        return env is None or (isinstance(env, dict) and len(env) <= ENV_MAX and all(
+            isinstance(k, str) and isinstance(v, str) and k and "=" not in k and
+            "\0" not in k and "\0" not in v for k, v in env.items()))
 
     def start_cmd(self, req):
         argv, cwd, env = req.get("argv"), req.get("cwd"), req.get("env")
@@ -1176,11 +1199,9 @@ class Supervisor:
             return self.reject(req, "'argv' must be a non-empty list of strings")
         if cwd is not None and (not isinstance(cwd, str) or not cwd or "\0" in cwd):
             return self.reject(req, "'cwd' must be a non-empty string")
+        if not self.env_ok(env):
+            return self.reject(req, "'env' must map at most %d names to strings" % ENV_MAX)
         if env is not None:
-            if not isinstance(env, dict) or len(env) > ENV_MAX or not all(
-                    isinstance(k, str) and isinstance(v, str) and k and "=" not in k and
-                    "\0" not in k and "\0" not in v for k, v in env.items()):
-                return self.reject(req, "'env' must map at most %d names to strings" % ENV_MAX)
             env = dict(os.environ, **env)
         ex = Execution(req["id"], "cmd", limit_of(req))
         self.current = ex
@@ -1190,10 +1211,11 @@ class Supervisor:
             ex.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w,
                                        stderr=err_w, cwd=os.path.join(WORKSPACE, cwd or ""),
                                        env=env, start_new_session=True)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a NUL or a lone surrogate in argv, env
             for fd in (out_r, out_w, err_r, err_w):
                 os.close(fd)
-            self.finish({"status": "error", "exit_code": 127 if exc.errno == errno.ENOENT else 126,
+            enoent = getattr(exc, "errno", None) == errno.ENOENT
+            self.finish({"status": "error", "exit_code": 127 if enoent else 126,
                          "error": {"name": type(exc).__name__, "value": str(exc),
                                    "traceback": []}})
             return None

@@ -1,0 +1,516 @@
+/* The E2B control plane (E2B_API_URL, docs/e2b.md): sandboxes created (POST /v2/sandboxes,
+ * /sandboxes), listed (GET, with paging and a metadata filter), read, given a timeout, connected
+ * to and killed, with a tenant's E2B key in X-API-KEY (its SHA-256 in the tenant's
+ * e2b_keys_sha256). A sandbox is a session of the key's tenant whose ext is an E2B record; its
+ * lease is the session's expires_at. Asynchronous handlers keep a struct wait that watches the
+ * connection, as sessions.c's calls do: a reply only to a live request. */
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+
+#define LOG_MODULE "e2b"
+#include "api/e2b-internal.h"
+#include "audit/audit.h"
+#include "util/macro.h"
+#include "util/random.h"
+#include "util/time.h"
+
+#define KEY_MAX 512
+
+/* ---- waits ----------------------------------------------------------------------------------- */
+
+/* An asynchronous control-plane request: its client may leave before the answer. */
+struct wait {
+    struct api *a;
+    struct evhttp_request *req; /* NULL once the client went away */
+    struct evhttp_connection *conn;
+    char tenant[65];
+    char id[SESSION_ID_MAX + 1];
+    char actor[80];
+    bool connect; /* a connect's answer is the sandbox */
+    char request[LOG_REQUEST_ID_MAX + 1];
+};
+
+static void
+on_wait_close(struct evhttp_connection *conn, void *arg)
+{
+    struct wait *w = arg;
+
+    if (w->req != NULL && evhttp_request_get_connection(w->req) == NULL) {
+        evhttp_request_free(w->req);
+    }
+    w->req = NULL;
+}
+
+static struct wait *
+wait_new(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t, const char *id)
+{
+    struct wait *w = xcalloc(1, sizeof(*w));
+
+    w->a = a;
+    w->req = req;
+    w->conn = evhttp_request_get_connection(req);
+    (void)snprintf(w->tenant, sizeof(w->tenant), "%s", t->id);
+    (void)snprintf(w->id, sizeof(w->id), "%s", id ? id : "");
+    (void)snprintf(w->actor, sizeof(w->actor), "tenant:%s", t->id);
+    (void)snprintf(w->request, sizeof(w->request), "%s", log_request() ? log_request() : "");
+    evhttp_connection_set_closecb(w->conn, on_wait_close, w);
+    return w;
+}
+
+/* The answer is given (or nobody waits for it): stop watching and free. */
+static void
+wait_end(struct wait *w)
+{
+    if (w->req != NULL) {
+        evhttp_connection_set_closecb(w->conn, NULL, NULL);
+    }
+    free(w);
+}
+
+/* ---- the control plane ----------------------------------------------------------------------- */
+
+static void
+sha256(const char *data, size_t len, uint8_t out[CFG_SHA256_LEN])
+{
+    unsigned int n = 0;
+
+    if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1 || n != CFG_SHA256_LEN) {
+        oom();
+    }
+}
+
+/* The tenant of the request's X-API-KEY, or NULL after replying 401. */
+static const struct cfg_tenant *
+require_key(struct api *a, struct evhttp_request *req)
+{
+    const char *key = evhttp_find_header(evhttp_request_get_input_headers(req), "X-API-KEY");
+    const struct cfg_tenant *t = NULL;
+    uint8_t digest[CFG_SHA256_LEN];
+
+    if (key != NULL && key[0] != '\0' && strlen(key) <= KEY_MAX) {
+        sha256(key, strlen(key), digest);
+        t = cfg_e2b_key_tenant(a->cfg, digest);
+    }
+    if (t == NULL) {
+        a->e2b_stats.refused_key++;
+        if (key != NULL) {
+            audit_log("e2b.refused", "anonymous",
+                      OOM_CHECK(json_pack("{s:s, s:s}", "plane", "control", "why",
+                                          "the API key is not valid here")));
+        }
+        api_reply_close(req);
+        e2b_reply_error(req, 401, "%s", key ? "the API key is not valid here" : "no X-API-KEY");
+        return NULL;
+    }
+    api_conn_authenticated(a->conns, req);
+    return t;
+}
+
+/* The tenant's E2B sandbox with this id, with its record; NULL (and *ret untouched) for an
+ * unknown id, another tenant's and a session that is no E2B sandbox. */
+static struct session *
+tenant_sandbox(struct api *a, const struct cfg_tenant *t, const char *id, struct e2b_ext *ret)
+{
+    struct session *s = session_find(a->backend->sessions, t->id, id);
+
+    if (s == NULL || e2b_ext_decode(session_ext(s), ret) < 0) {
+        return NULL;
+    }
+    return s;
+}
+
+/* The Sandbox object of create and connect. */
+static json_t *
+sandbox_json(struct api *a, struct session *s, const struct e2b_ext *x)
+{
+    return OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:n}", "templateID",
+                               x->template_id, "alias", x->template_id, "sandboxID", session_id(s),
+                               "clientID", a->cfg->node_id, "envdVersion", E2B_ENVD_VERSION,
+                               "envdAccessToken", x->envd_token, "trafficAccessToken",
+                               x->traffic_token, "domain"));
+}
+
+static json_t *
+time_json(uint64_t wall_ms)
+{
+    char t[40];
+
+    return OOM_CHECK(json_string(time_rfc3339(wall_ms, t, sizeof(t))));
+}
+
+/* SandboxDetail (getInfo) and ListedSandbox (list): the same members here. */
+static json_t *
+detail_json(struct api *a, struct session *s, const struct e2b_ext *x)
+{
+    const struct cfg_profile *p = session_profile(s);
+    json_t *view = session_to_json(s);
+    json_t *o = OOM_CHECK(json_pack(
+        "{s:s, s:s, s:s, s:s, s:o, s:o, s:i, s:i, s:i, s:s, s:s, s:O}", "templateID",
+        x->template_id, "alias", x->template_id, "sandboxID", session_id(s), "clientID",
+        a->cfg->node_id, "startedAt", time_json(session_created_at(s)), "endAt",
+        time_json(session_expires_at(s)), "cpuCount", (int)MAX(1.0, p->cpus + 0.5), "memoryMB",
+        (int)p->memory_mb, "diskSizeMB", (int)p->workspace_mb, "state", "running", "envdVersion",
+        E2B_ENVD_VERSION, "metadata", json_object_get(view, "metadata")));
+
+    json_decref(view);
+    return o;
+}
+
+static void
+on_created(int r, struct session *s, const struct err *e, void *userdata)
+{
+    struct wait *w = userdata;
+    struct e2b_ext x;
+
+    log_set_request(w->request);
+    if (w->req != NULL && r < 0) {
+        e2b_reply_error(w->req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
+    } else if (w->req != NULL) {
+        (void)e2b_ext_decode(session_ext(s), &x);
+        api_reply_json_new(w->req, 201, sandbox_json(w->a, s, &x));
+    }
+    if (r == 0) {
+        char until[40];
+
+        w->a->e2b_stats.created++;
+        (void)e2b_ext_decode(session_ext(s), &x);
+        log_info("e2b sandbox created session=%s tenant='%s' profile='%s'", session_id(s),
+                 w->tenant, session_profile(s)->name);
+        audit_log("e2b.sandbox.created", w->actor,
+                  OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:s}", "tenant", w->tenant, "session",
+                                      session_id(s), "template", x.template_id, "profile",
+                                      session_profile(s)->name, "lease_until",
+                                      time_rfc3339(session_expires_at(s), until, sizeof(until)))));
+    }
+    if (r == 0 && w->req == NULL) {
+        session_set_end_cause(s, NULL, "abandoned");
+        (void)session_end(s, NULL, NULL, NULL);
+    }
+    wait_end(w);
+    log_set_request(NULL);
+}
+
+/* templateID -> the profile, or NULL after replying 400 naming the known ones. */
+static const char *
+template_profile(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t,
+                 const char *template_id, char *out, size_t n)
+{
+    struct cfg_e2b_template known[CFG_E2B_TEMPLATES_MAX];
+    size_t k = cfg_e2b_templates(a->cfg, t, known, ELEMENTSOF(known));
+    char names[1024] = "";
+
+    for (size_t i = 0; i < k; i++) {
+        if (strcmp(known[i].name, template_id) == 0) {
+            (void)snprintf(out, n, "%s", known[i].profile);
+            return out;
+        }
+        (void)snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s'%s'",
+                       i ? ", " : "", known[i].name);
+    }
+    e2b_reply_error(req, 400, "unknown template '%.64s'; the known ones: %s", template_id, names);
+    return NULL;
+}
+
+static bool
+may_create(struct api *a, struct evhttp_request *req)
+{
+    switch (a->backend->drain_state(a->backend->userdata)) {
+    case API_SERVING:
+        return true;
+    case API_DRAINED:
+        e2b_reply_error(req, 503, "this node is drained: it takes no new sandboxes");
+        return false;
+    default:
+        e2b_reply_error(req, 503, "this daemon is shutting down; retry on another");
+        return false;
+    }
+}
+
+static void
+sandbox_create(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t)
+{
+    struct session_create_req cr = {.tenant = t->id};
+    struct api_create_body meta = {0};
+    struct e2b_create c;
+    struct e2b_ext x = {0};
+    char profile[49], ext[SESSION_EXT_MAX + 1];
+    const struct cfg_profile *p;
+    struct err e = {0};
+    json_t *body, *mbody;
+    struct wait *w;
+    int r;
+
+    if (!may_create(a, req) || (body = e2b_body_json(req)) == NULL) {
+        return;
+    }
+    if (e2b_create_parse(body, &c, &e) < 0) {
+        e2b_reply_error(req, 400, "%s", e.msg);
+        json_decref(body);
+        return;
+    }
+    if (template_profile(a, req, t, c.template_id, profile, sizeof(profile)) == NULL ||
+        (p = cfg_profile_find(a->cfg, profile)) == NULL) {
+        json_decref(body);
+        return;
+    }
+    mbody = OOM_CHECK(json_pack("{s:O?}", "metadata", c.metadata));
+    r = api_request_create(mbody, &meta, &e);
+    json_decref(mbody);
+    if (r < 0) {
+        e2b_reply_error(req, e2b_status_of(r), "%s", e.msg);
+        json_decref(body);
+        return;
+    }
+    (void)snprintf(x.template_id, sizeof(x.template_id), "%s", c.template_id);
+    if (c.env_vars != NULL) {
+        (void)e2b_env_text(c.env_vars, x.env, sizeof(x.env)); /* checked by e2b_create_parse() */
+    }
+    random_hex(x.envd_token, E2B_TOKEN_LEN / 2);
+    random_hex(x.traffic_token, E2B_TOKEN_LEN / 2);
+    (void)e2b_ext_encode(&x, ext, sizeof(ext));
+    cr.profile = profile;
+    cr.metadata_json = meta.metadata_json;
+    cr.lifetime_s =
+        MIN(c.timeout_s ? c.timeout_s : a->cfg->e2b_default_timeout_s, p->max_lifetime_s);
+    cr.ext = ext;
+    w = wait_new(a, req, t, NULL);
+    r = session_create(a->backend->sessions, &cr, on_created, w, &e);
+    if (r < 0) {
+        e2b_reply_error(req, r == -ENOENT ? 400 : e2b_status_of(r), "%s", e.msg);
+        wait_end(w);
+    }
+    free(meta.metadata_json);
+    json_decref(body);
+}
+
+/* The list: the tenant's sandboxes in id order, a page after l->after. */
+struct listing {
+    const struct e2b_list *l;
+    struct session **found;
+    size_t n, cap;
+};
+
+static void
+collect(struct session *s, void *userdata)
+{
+    struct listing *ls = userdata;
+    struct e2b_ext x;
+
+    if (e2b_ext_decode(session_ext(s), &x) < 0 || strcmp(session_id(s), ls->l->after) <= 0) {
+        return;
+    }
+    if (ls->n == ls->cap) {
+        ls->cap = ls->cap ? 2 * ls->cap : 64;
+        ls->found = xrealloc(ls->found, ls->cap * sizeof(*ls->found));
+    }
+    ls->found[ls->n++] = s;
+}
+
+static int
+by_id(const void *x, const void *y)
+{
+    return strcmp(session_id(*(struct session *const *)x), session_id(*(struct session *const *)y));
+}
+
+static void
+sandbox_list(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t)
+{
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    struct listing ls = {0};
+    struct e2b_list l;
+    struct err e = {0};
+    json_t *out = OOM_CHECK(json_array());
+    size_t shown = 0, i;
+
+    if (e2b_list_parse(evhttp_uri_get_query(uri), &l, &e) < 0) {
+        e2b_reply_error(req, 400, "%s", e.msg);
+        json_decref(out);
+        return;
+    }
+    ls.l = &l;
+    if (l.running) {
+        session_foreach(a->backend->sessions, t->id, collect, &ls);
+    }
+    if (ls.n > 1) {
+        qsort(ls.found, ls.n, sizeof(*ls.found), by_id);
+    }
+    for (i = 0; i < ls.n && shown < l.limit; i++) {
+        struct e2b_ext x;
+        json_t *d;
+
+        (void)e2b_ext_decode(session_ext(ls.found[i]), &x);
+        d = detail_json(a, ls.found[i], &x);
+        if (e2b_list_matches(&l, json_object_get(d, "metadata"))) {
+            (void)json_array_append_new(out, d);
+            shown++;
+        } else {
+            json_decref(d);
+        }
+    }
+    if (shown == l.limit && i < ls.n) {
+        (void)evhttp_add_header(evhttp_request_get_output_headers(req), "X-Next-Token",
+                                session_id(ls.found[i - 1]));
+    }
+    free(ls.found);
+    e2b_list_done(&l);
+    api_reply_json_new(req, 200, out);
+}
+
+static void
+on_killed(int r, const struct err *e, void *userdata)
+{
+    struct wait *w = userdata;
+
+    log_set_request(w->request);
+    if (r == 0) {
+        w->a->e2b_stats.killed++;
+    }
+    if (w->req != NULL && r < 0) {
+        e2b_reply_error(w->req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
+    } else if (w->req != NULL) {
+        evhttp_send_reply(w->req, 204, "No Content", NULL);
+    }
+    wait_end(w);
+    log_set_request(NULL);
+}
+
+static void
+sandbox_kill(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t,
+             struct session *s)
+{
+    struct wait *w = wait_new(a, req, t, session_id(s));
+    struct err e = {0};
+    int r;
+
+    session_set_end_cause(s, NULL, "killed");
+    r = session_end(s, on_killed, w, &e);
+    if (r < 0) {
+        e2b_reply_error(req, e2b_status_of(r), "%s", e.msg);
+        wait_end(w);
+    }
+}
+
+static void
+on_lease_set(int r, uint64_t expires_at, void *userdata)
+{
+    struct wait *w = userdata;
+    struct session *s = session_find(w->a->backend->sessions, w->tenant, w->id);
+    struct e2b_ext x;
+
+    log_set_request(w->request);
+    if (r == 0) {
+        char until[40];
+
+        w->a->e2b_stats.leases_set++;
+        audit_log("e2b.sandbox.lease", w->actor,
+                  OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s}", "tenant", w->tenant, "session", w->id,
+                                      "by", w->connect ? "connect" : "timeout", "lease_until",
+                                      time_rfc3339(expires_at, until, sizeof(until)))));
+    }
+    if (w->req != NULL && (r < 0 || s == NULL || e2b_ext_decode(session_ext(s), &x) < 0)) {
+        e2b_reply_error(w->req, r < 0 ? e2b_status_of(r) : 404, "sandbox %s %s", w->id,
+                        r == -ENOTCONN ? "could not be changed (redis is down); retry"
+                                       : "is not running");
+    } else if (w->req != NULL && w->connect) {
+        api_reply_json_new(w->req, 200, sandbox_json(w->a, s, &x));
+    } else if (w->req != NULL) {
+        evhttp_send_reply(w->req, 204, "No Content", NULL);
+    }
+    wait_end(w);
+    log_set_request(NULL);
+}
+
+/* POST .../timeout (the lease becomes now + timeout) and .../connect (extended, never
+ * shortened: a connect that would shorten it changes nothing). */
+static void
+sandbox_lease(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t,
+              struct session *s, bool connect)
+{
+    uint64_t now = time_wall_ms(), at;
+    struct e2b_ext x;
+    struct err e = {0};
+    unsigned timeout_s;
+    json_t *body = e2b_body_json(req);
+    struct wait *w;
+    int r;
+
+    if (body == NULL) {
+        return;
+    }
+    r = e2b_timeout_parse(body, !connect, &timeout_s, &e);
+    json_decref(body);
+    if (r < 0) {
+        e2b_reply_error(req, 400, "%s", e.msg);
+        return;
+    }
+    at = now + (uint64_t)timeout_s * 1000u;
+    if (connect && (timeout_s == 0 || at <= session_expires_at(s))) {
+        (void)e2b_ext_decode(session_ext(s), &x);
+        api_reply_json_new(req, 200, sandbox_json(a, s, &x));
+        return;
+    }
+    w = wait_new(a, req, t, session_id(s));
+    w->connect = connect;
+    r = session_set_expiry(s, at, on_lease_set, w, &e);
+    if (r < 0) {
+        e2b_reply_error(req, e2b_status_of(r), "%s", e.msg);
+        wait_end(w);
+    }
+}
+
+/* rest: the path after "/e2b/api/". */
+void
+api_e2b_control(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    const char *rest = params[1];
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    const struct cfg_tenant *t = require_key(a, req);
+    char id[E2B_ID_MAX + 1] = "";
+    enum e2b_route route;
+    struct e2b_ext x;
+    struct session *s;
+
+    if (t == NULL) {
+        return;
+    }
+    a->e2b_stats.requests[API_E2B_CONTROL]++;
+    route = e2b_control_route(rest, id);
+    if (route == E2B_ROUTE_SANDBOXES && m == EVHTTP_REQ_POST) {
+        sandbox_create(a, req, t);
+        return;
+    }
+    if (route == E2B_ROUTE_SANDBOXES && m == EVHTTP_REQ_GET) {
+        sandbox_list(a, req, t);
+        return;
+    }
+    if (route < 0 || route == E2B_ROUTE_SANDBOXES ||
+        (route == E2B_ROUTE_SANDBOX && m == EVHTTP_REQ_POST) ||
+        (route > E2B_ROUTE_SANDBOX && m != EVHTTP_REQ_POST)) {
+        e2b_reply_error(req, 404, "%s /%.100s is not supported here (docs/e2b.md lists what is)",
+                        m == EVHTTP_REQ_GET    ? "GET"
+                        : m == EVHTTP_REQ_POST ? "POST"
+                                               : "DELETE",
+                        rest);
+        return;
+    }
+    s = tenant_sandbox(a, t, id, &x);
+    if (s == NULL) {
+        e2b_reply_error(req, 404, "sandbox %s not found", id);
+        return;
+    }
+    session_touch(s);
+    if (route == E2B_ROUTE_SANDBOX && m == EVHTTP_REQ_GET) {
+        api_reply_json_new(req, 200, detail_json(a, s, &x));
+    } else if (route == E2B_ROUTE_SANDBOX) {
+        sandbox_kill(a, req, t, s);
+    } else {
+        sandbox_lease(a, req, t, s, route == E2B_ROUTE_CONNECT);
+    }
+}
