@@ -291,9 +291,13 @@ sandbox_create(struct api *a, struct evhttp_request *req, const struct cfg_tenan
 }
 
 /* The list: the tenant's sandboxes in id order, a page after l->after. */
+struct listed {
+    struct session *s;
+};
+
 struct listing {
     const struct e2b_list *l;
-    struct session **found;
+    struct listed *found;
     size_t n, cap;
 };
 
@@ -310,13 +314,14 @@ collect(struct session *s, void *userdata)
         ls->cap = ls->cap ? 2 * ls->cap : 64;
         ls->found = xrealloc(ls->found, ls->cap * sizeof(*ls->found));
     }
-    ls->found[ls->n++] = s;
+    ls->found[ls->n++].s = s;
 }
 
 static int
 by_id(const void *x, const void *y)
 {
-    return strcmp(session_id(*(struct session *const *)x), session_id(*(struct session *const *)y));
+    return strcmp(session_id(((const struct listed *)x)->s),
+                  session_id(((const struct listed *)y)->s));
 }
 
 static void
@@ -345,8 +350,8 @@ sandbox_list(struct api *a, struct evhttp_request *req, const struct cfg_tenant 
         struct e2b_ext x;
         json_t *d;
 
-        (void)e2b_ext_decode(session_ext(ls.found[i]), &x);
-        d = detail_json(a, ls.found[i], &x);
+        (void)e2b_ext_decode(session_ext(ls.found[i].s), &x);
+        d = detail_json(a, ls.found[i].s, &x);
         if (e2b_list_matches(&l, json_object_get(d, "metadata"))) {
             (void)json_array_append_new(out, d);
             shown++;
@@ -356,7 +361,7 @@ sandbox_list(struct api *a, struct evhttp_request *req, const struct cfg_tenant 
     }
     if (shown == l.limit && i < ls.n) {
         (void)evhttp_add_header(evhttp_request_get_output_headers(req), "X-Next-Token",
-                                session_id(ls.found[i - 1]));
+                                session_id(ls.found[i - 1].s));
     }
     free(ls.found);
     e2b_list_done(&l);

@@ -27,7 +27,7 @@ typedef struct json_t json_t;
 #define KERNEL_MAX_ID    64
 #define KERNEL_MIME_MAX  16 /* representations in a done's "mime" */
 /* An artifact's inline bytes (rich executions): 512 KiB in base64. */
-#define KERNEL_ARTIFACT_INLINE_B64 (4u * ((512u * 1024u + 2u) / 3u))
+#define KERNEL_ARTIFACT_INLINE_B64 ((size_t)4 * ((512u * 1024u + 2u) / 3u))
 
 enum kernel_msg_type {
     KERNEL_MSG_HELLO,
