@@ -17,8 +17,8 @@
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { interleave, summary, timed } from './pairs.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const nodeModules = process.env.SANDPOOL_MCP_NODE_MODULES ?? join(here, '..', 'interop', 'node_modules');
@@ -41,20 +41,6 @@ process.env.E2B_API_URL = `${base}/e2b/api`;
 process.env.E2B_SANDBOX_URL = `${base}/e2b/sbx`;
 const { Sandbox } = await import(pathToFileURL(req.resolve('@e2b/code-interpreter')).href);
 const auth = { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' };
-
-function pct(sorted, p) {
-    const k = Math.min(sorted.length - 1, Math.max(0, Math.round((p / 100) * (sorted.length - 1))));
-    return sorted[k];
-}
-function summary(samples) {
-    const s = [...samples].sort((a, b) => a - b);
-    return { n: s.length, p50: pct(s, 50), p90: pct(s, 90), p99: pct(s, 99) };
-}
-async function timed(f) {
-    const t = performance.now();
-    await f();
-    return performance.now() - t;
-}
 
 async function restCreate() {
     const r = await fetch(`${base}/v1/sessions`, { method: 'POST', headers: auth, body: '{}' });
@@ -82,16 +68,9 @@ for (let i = 0; i < WARMUP; i++) {
     await rest();
     await e2b();
 }
-const times = { rest: [], e2b: [], rest_create: [], e2b_create: [] };
-const pairs = [];
-for (let i = 0; i < N; i++) {
-    const order = i % 2 === 0 ? ['rest', 'e2b'] : ['e2b', 'rest'];
-    const got = {};
-    for (const k of order) got[k] = await timed(k === 'rest' ? rest : e2b);
-    times.rest.push(got.rest);
-    times.e2b.push(got.e2b);
-    pairs.push(got.e2b - got.rest);
-}
+const run = await interleave(N, rest, e2b);
+const times = { rest: run.base, e2b: run.other, rest_create: [], e2b_create: [] };
+const pairs = run.diffs;
 await sbx.kill();
 await restDelete(sid);
 

@@ -15,7 +15,7 @@
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { performance } from 'node:perf_hooks';
+import { interleave, summary } from './pairs.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const nodeModules = process.env.SANDPOOL_MCP_NODE_MODULES ?? join(here, '..', 'interop', 'node_modules');
@@ -36,15 +36,6 @@ const WARMUP = Number(args.warmup ?? 50);
 if (!port || !token) throw new Error('usage: mcp.mjs --port P --token T [--n N] [--warmup W]');
 const base = `http://127.0.0.1:${port}`;
 const auth = { Authorization: `Bearer ${token}` };
-
-function pct(sorted, p) {
-    const k = Math.min(sorted.length - 1, Math.max(0, Math.round((p / 100) * (sorted.length - 1))));
-    return sorted[k];
-}
-function summary(samples) {
-    const s = [...samples].sort((a, b) => a - b);
-    return { n: s.length, p50: pct(s, 50), p90: pct(s, 90), p99: pct(s, 99) };
-}
 
 // REST: one session, JSON answers.
 let res = await fetch(`${base}/v1/sessions`, {
@@ -75,26 +66,13 @@ async function mcp() {
     }
 }
 
-async function timed(f) {
-    const t = performance.now();
-    await f();
-    return performance.now() - t;
-}
-
 for (let i = 0; i < WARMUP; i++) {
     await rest();
     await mcp();
 }
-const times = { rest: [], mcp: [] };
-const pairs = [];
-for (let i = 0; i < N; i++) {
-    const order = i % 2 === 0 ? ['rest', 'mcp'] : ['mcp', 'rest'];
-    const got = {};
-    for (const k of order) got[k] = await timed(k === 'rest' ? rest : mcp);
-    times.rest.push(got.rest);
-    times.mcp.push(got.mcp);
-    pairs.push(got.mcp - got.rest);
-}
+const run = await interleave(N, rest, mcp);
+const times = { rest: run.base, mcp: run.other };
+const pairs = run.diffs;
 
 await transport.terminateSession().catch(() => {});
 await client.close();
