@@ -45,8 +45,11 @@ struct api {
     struct api_gate *files_gate;    /* gate.c: the files API's engine operations in flight */
     struct mcp_server *mcp;         /* mcp-sessions.c; NULL when MCP is off */
     TAILQ_HEAD(, e2b_run) e2b_runs; /* e2b-run.c: E2B executions in progress */
-    unsigned e2b_next_pid;          /* the pid the next E2B process is told it has */
     struct api_e2b_stats e2b_stats; /* running and waiting are counted when asked */
+    /* e2b.refused audit lines of this second (anonymous clients write them: bounded) */
+    uint64_t e2b_audit_second;
+    unsigned e2b_audit_lines;
+    uint64_t e2b_audit_suppressed;
     struct api_stats stats;
     char unix_path[108];
 };

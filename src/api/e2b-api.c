@@ -101,9 +101,8 @@ require_key(struct api *a, struct evhttp_request *req)
     if (t == NULL) {
         a->e2b_stats.refused_key++;
         if (key != NULL) {
-            audit_log("e2b.refused", "anonymous",
-                      OOM_CHECK(json_pack("{s:s, s:s}", "plane", "control", "why",
-                                          "the API key is not valid here")));
+            e2b_audit_refused(a, OOM_CHECK(json_pack("{s:s, s:s}", "plane", "control", "why",
+                                                     "the API key is not valid here")));
         }
         api_reply_close(req);
         e2b_reply_error(req, 401, "%s", key ? "the API key is not valid here" : "no X-API-KEY");
@@ -255,8 +254,12 @@ sandbox_create(struct api *a, struct evhttp_request *req, const struct cfg_tenan
         json_decref(body);
         return;
     }
-    if (template_profile(a, req, t, c.template_id, profile, sizeof(profile)) == NULL ||
-        (p = cfg_profile_find(a->cfg, profile)) == NULL) {
+    if (template_profile(a, req, t, c.template_id, profile, sizeof(profile)) == NULL) {
+        json_decref(body);
+        return;
+    }
+    if ((p = cfg_profile_find(a->cfg, profile)) == NULL) { /* cfg_validate() makes it one */
+        e2b_reply_error(req, 500, "template '%.64s' names no profile", c.template_id);
         json_decref(body);
         return;
     }
@@ -406,9 +409,14 @@ static void
 on_lease_set(int r, uint64_t expires_at, void *userdata)
 {
     struct wait *w = userdata;
-    struct session *s = session_find(w->a->backend->sessions, w->tenant, w->id);
+    struct session *s;
     struct e2b_ext x;
 
+    if (r == -ECANCELED) { /* the daemon is stopping: the api (and its clients) may be gone */
+        wait_end(w);
+        return;
+    }
+    s = session_find(w->a->backend->sessions, w->tenant, w->id);
     log_set_request(w->request);
     if (r == 0) {
         char until[40];

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <event2/buffer.h>
 #include <event2/http.h>
 #include <jansson.h>
 
@@ -82,12 +83,92 @@ e2b_code_done(struct e2b_run *r, struct execution *x, json_t *exec)
     e2b_send_line(r, OOM_CHECK(json_pack("{s:s}", "type", "end_of_execution")));
 }
 
+static json_t *context_json(const char *id);
+
+/* A context made or deleted: answered once Redis has the sandbox's record (after a kill -9 the
+ * answer still holds); a write that fails puts the record back as it was and answers 503. */
+struct ctx_wait {
+    struct evhttp_request *req; /* NULL once the client went away */
+    struct evhttp_connection *conn;
+    struct session_manager *sessions;
+    char session[SESSION_ID_MAX + 1], tenant[65];
+    char made[E2B_CONTEXT_ID_LEN + 1]; /* the context made; "" for a delete */
+    char before[SESSION_EXT_MAX + 1];
+};
+
+static void
+on_ctx_close(struct evhttp_connection *conn, void *arg)
+{
+    struct ctx_wait *w = arg;
+
+    if (evhttp_request_get_connection(w->req) == NULL) {
+        evhttp_request_free(w->req);
+    }
+    w->req = NULL;
+}
+
+static void
+on_before_restored(int r, void *arg)
+{
+    (void)r; /* Redis failed already; the record in memory is what it was */
+}
+
+static void
+on_ctx_saved(int r, void *arg)
+{
+    struct ctx_wait *w = arg;
+
+    if (r == -ECANCELED) { /* the daemon is stopping: nobody waits any more */
+        free(w);
+        return;
+    }
+    if (r < 0) {
+        struct session *s = session_find(w->sessions, w->tenant, w->session);
+
+        if (s != NULL) {
+            (void)session_set_ext(s, w->before, on_before_restored, NULL, &(struct err){0});
+        }
+    }
+    if (w->req != NULL) {
+        evhttp_connection_set_closecb(w->conn, NULL, NULL);
+        if (r < 0) {
+            e2b_reply_error(w->req, 503, "the sandbox's record could not be written; retry");
+        } else if (w->made[0] != '\0') {
+            api_reply_json_new(w->req, 200, context_json(w->made));
+        } else {
+            evhttp_send_reply(w->req, 204, "No Content", NULL);
+        }
+    }
+    free(w);
+}
+
+static void
+ctx_save(struct api *a, struct evhttp_request *req, struct session *s, const struct e2b_ext *x,
+         const char *made)
+{
+    struct ctx_wait *w = xcalloc(1, sizeof(*w));
+    struct err e = {0};
+
+    w->req = req;
+    w->conn = evhttp_request_get_connection(req);
+    (void)snprintf(w->session, sizeof(w->session), "%s", session_id(s));
+    (void)snprintf(w->tenant, sizeof(w->tenant), "%s", session_tenant(s));
+    (void)snprintf(w->made, sizeof(w->made), "%s", made ? made : "");
+    (void)snprintf(w->before, sizeof(w->before), "%s", session_ext(s));
+    w->sessions = a->backend->sessions;
+    if (e2b_ext_save(s, x, on_ctx_saved, w, &e) < 0) {
+        e2b_reply_error(req, e2b_status_of(e.code), "%s", e.msg);
+        free(w);
+        return;
+    }
+    evhttp_connection_set_closecb(w->conn, on_ctx_close, w);
+}
+
 void
 e2b_code_dropped(struct e2b_run *r, json_t *exec)
 {
     struct session *s = e2b_run_session(r);
     struct e2b_ext x;
-    struct err e = {0};
     int i;
 
     if (strcmp(json_string_value(json_object_get(exec, "status")), "ok") != 0) {
@@ -99,10 +180,9 @@ e2b_code_dropped(struct e2b_run *r, json_t *exec)
         memmove(x.contexts[i], x.contexts[i + 1],
                 (x.n_contexts - (unsigned)i - 1) * sizeof(x.contexts[0]));
         x.n_contexts--;
-        if (e2b_ext_save(s, &x, &e) < 0) {
-            e2b_reply_error(r->req, e2b_status_of(e.code), "%s", e.msg);
-            return;
-        }
+        ctx_save(r->a, r->req, s, &x, NULL);
+        r->req = NULL; /* the answer is ctx_save()'s now */
+        return;
     }
     evhttp_send_reply(r->req, 204, "No Content", NULL);
 }
@@ -159,6 +239,9 @@ execute(struct api *a, struct evhttp_request *req, struct e2b_target *t)
     r->code_len = ex.code_len;
     memcpy(r->ctx, ctx, sizeof(ctx));
     json_decref(body);
+    /* The code is copied: the request's body is not kept while the run waits. */
+    (void)evbuffer_drain(evhttp_request_get_input_buffer(req),
+                         evbuffer_get_length(evhttp_request_get_input_buffer(req)));
     a->e2b_stats.runs_code++;
     e2b_run_go(r);
 }
@@ -167,7 +250,6 @@ static void
 context_create(struct api *a, struct evhttp_request *req, struct e2b_target *t)
 {
     json_t *body = e2b_body_json(req), *lang;
-    struct err e = {0};
 
     if (body == NULL) {
         return;
@@ -189,11 +271,7 @@ context_create(struct api *a, struct evhttp_request *req, struct e2b_target *t)
     }
     random_hex(t->ext.contexts[t->ext.n_contexts], E2B_CONTEXT_ID_LEN / 2);
     t->ext.n_contexts++;
-    if (e2b_ext_save(t->s, &t->ext, &e) < 0) {
-        e2b_reply_error(req, e2b_status_of(e.code), "%s", e.msg);
-        return;
-    }
-    api_reply_json_new(req, 200, context_json(t->ext.contexts[t->ext.n_contexts - 1]));
+    ctx_save(a, req, t->s, &t->ext, t->ext.contexts[t->ext.n_contexts - 1]);
 }
 
 static void

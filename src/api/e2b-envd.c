@@ -46,6 +46,7 @@ op_set(struct e2b_envd_op *o, enum e2b_envd_state to)
 json_t *
 e2b_envd_path(const struct e2b_envd_op *o, const char *rel)
 {
+    rel = rel != NULL ? rel : "";
     char p[FILES_PATH_MAX + 32];
 
     (void)snprintf(p, sizeof(p), "%s%s%s", o->home ? E2B_HOME : E2B_WORKSPACE, rel[0] ? "/" : "",
@@ -199,17 +200,31 @@ e2b_base_name(const char *rel)
     return slash ? slash + 1 : rel;
 }
 
+/* An entry of the helper's answer as E2B's EntryInfo, or NULL when it is malformed: the answer
+ * comes from inside the sandbox (user code can write into the helper's stdout), so every member
+ * is checked before it is used. */
 static json_t *
 entry_json(const struct e2b_envd_op *o, json_t *e)
 {
+    json_t *name = json_object_get(e, "name"), *jsize = json_object_get(e, "size");
+    json_t *jmode = json_object_get(e, "mode"), *jmtime = json_object_get(e, "mtime");
     const char *type = json_string_value(json_object_get(e, "type"));
-    json_int_t mode = json_integer_value(json_object_get(e, "mode"));
-    double mtime = json_number_value(json_object_get(e, "mtime"));
+    const char *path = json_string_value(json_object_get(e, "path"));
+    json_int_t mode = json_integer_value(jmode);
+    double mtime = json_number_value(jmtime);
     bool dir = type != NULL && strcmp(type, "dir") == 0;
     char size[24], perms[11] = "----------", t[40];
 
-    (void)snprintf(size, sizeof(size), "%lld",
-                   (long long)json_integer_value(json_object_get(e, "size")));
+    if (!json_is_string(name) || path == NULL || type == NULL ||
+        (jsize != NULL && (!json_is_integer(jsize) || json_integer_value(jsize) < 0)) ||
+        (jmode != NULL && (!json_is_integer(jmode) || mode < 0 || mode > 07777)) ||
+        (jmtime != NULL && !json_is_number(jmtime))) {
+        return NULL;
+    }
+    if (!(mtime >= 0.0 && mtime < 1e11)) {
+        mtime = 0.0; /* NaN, negative, or past the year 5138: unknown */
+    }
+    (void)snprintf(size, sizeof(size), "%lld", (long long)json_integer_value(jsize));
     perms[0] = dir ? 'd' : '-';
     for (int i = 0; i < 9; i++) {
         if (mode & (0400 >> i)) {
@@ -227,6 +242,14 @@ entry_json(const struct e2b_envd_op *o, json_t *e)
 /* ---- unary filesystem calls ------------------------------------------------------------------ */
 
 static void
+malformed(struct e2b_envd_op *o)
+{
+    e2b_envd_failed(o, -EPROTO,
+                    &(struct err){.msg = "the sandbox's file helper answered "
+                                         "something malformed"});
+}
+
+static void
 on_answer(int r, json_t *result, const struct err *e, void *userdata)
 {
     struct e2b_envd_op *o = userdata;
@@ -241,15 +264,31 @@ on_answer(int r, json_t *result, const struct err *e, void *userdata)
     } else if (r < 0) {
         e2b_envd_failed(o, r, e);
     } else if (o->kind == ENVD_LIST) {
-        json_t *entries = OOM_CHECK(json_array());
+        json_t *entries = OOM_CHECK(json_array()), *entry;
+
         json_array_foreach (json_object_get(result, "entries"), i, v) {
-            (void)json_array_append_new(entries, entry_json(o, v));
+            if ((entry = entry_json(o, v)) == NULL) {
+                break;
+            }
+            (void)json_array_append_new(entries, entry);
         }
-        out = OOM_CHECK(json_pack("{s:o}", "entries", entries));
+        if (json_is_array(json_object_get(result, "entries")) &&
+            i == json_array_size(json_object_get(result, "entries"))) {
+            out = OOM_CHECK(json_pack("{s:o}", "entries", entries));
+        } else {
+            json_decref(entries);
+            malformed(o);
+        }
     } else if (o->kind == ENVD_REMOVE) {
         out = OOM_CHECK(json_object());
     } else if (o->kind == ENVD_STAT) {
-        out = OOM_CHECK(json_pack("{s:o}", "entry", entry_json(o, result)));
+        json_t *entry = entry_json(o, result);
+
+        if (entry != NULL) {
+            out = OOM_CHECK(json_pack("{s:o}", "entry", entry));
+        } else {
+            malformed(o);
+        }
     } else { /* MakeDir, Move: the entry made, as far as the helper said */
         const char *rel = o->kind == ENVD_MOVE ? o->path2 : o->path;
         json_t *made = OOM_CHECK(json_pack(

@@ -53,10 +53,17 @@ void e2b_reply_connect_error(struct evhttp_request *req, const char *code, const
 const char *e2b_connect_code(int r);
 /* The request's body as JSON (an empty body is {}), or NULL after replying 400. */
 json_t *e2b_body_json(struct evhttp_request *req);
+/* An "e2b.refused" audit line (fields stolen), at most E2B_AUDIT_REFUSED_PER_S a second: the
+ * rest are counted and said in one line ("suppressed") when the next second starts. Anonymous
+ * clients cause these; the metric counts every refusal. */
+#define E2B_AUDIT_REFUSED_PER_S 20u
+void e2b_audit_refused(struct api *a, json_t *fields);
 /* The sandbox's envVars as a new object, or NULL when it has none. */
 json_t *e2b_sandbox_env(const struct e2b_ext *x);
-/* Writes x back into its session's record (contexts changed). -ENOTCONN, -ENOENT. */
-int e2b_ext_save(struct session *s, const struct e2b_ext *x, struct err *reterr);
+/* Writes x back into its session's record (contexts changed); cb(r, arg) once Redis answered
+ * (NULL: a failure is only logged). -ENOTCONN, -ENOENT, -EMSGSIZE (no callback then). */
+int e2b_ext_save(struct session *s, const struct e2b_ext *x, session_ext_cb *cb, void *arg,
+                 struct err *reterr);
 
 /* ---- port 49983 (e2b-envd.c, e2b-upload.c) ----
  *
@@ -173,6 +180,9 @@ struct e2b_run {
     char cwd[FILES_PATH_MAX + 1];
     char ctx[E2B_CONTEXT_ID_LEN + 1]; /* "" the default context */
 };
+
+/* Runs of one sandbox waiting for its running execution, at most (one more is refused, 429). */
+#define E2B_WAITING_MAX 8u
 
 /* A run of kind for t's sandbox, answering req (watched: the run ends when its client goes). */
 struct e2b_run *e2b_run_new(struct api *a, struct evhttp_request *req, struct e2b_target *t,

@@ -44,6 +44,7 @@
 #define START_MSG_MAX     (1u << 20)
 
 static void run_try(struct e2b_run *r);
+static void wake_next(const struct api *a, const char *session);
 
 static void
 run_set(struct e2b_run *r, enum e2b_run_state to)
@@ -289,8 +290,11 @@ on_done(struct execution *x, void *userdata)
 {
     struct e2b_run *r = userdata;
     json_t *exec = execution_to_json(x, false);
+    struct api *a = r->a;
+    char session[SESSION_ID_MAX + 1];
 
     r->x = NULL;
+    memcpy(session, r->session, sizeof(session));
     log_set_request(r->request);
     if (r->kind == RUN_PROCESS) {
         done_process(r, exec);
@@ -301,6 +305,7 @@ on_done(struct execution *x, void *userdata)
     }
     json_decref(exec);
     run_end(r);
+    wake_next(a, session); /* the execution is over: the next one may start */
     log_set_request(NULL);
 }
 
@@ -390,10 +395,51 @@ run_started(struct e2b_run *r)
     }
 }
 
+/* The first run of this sandbox that waits, in the order they came; NULL when none does. */
+static struct e2b_run *
+first_waiting(const struct api *a, const char *session, unsigned *ret_count)
+{
+    struct e2b_run *r, *first = NULL;
+    unsigned n = 0;
+
+    TAILQ_FOREACH (r, &a->e2b_runs, link) {
+        if (r->state == RUN_WAITING && strcmp(r->session, session) == 0) {
+            first = first != NULL ? first : r;
+            n++;
+        }
+    }
+    if (ret_count != NULL) {
+        *ret_count = n;
+    }
+    return first;
+}
+
+/* A run of the sandbox ended: the first that waits tries now rather than at its next retry. */
+static void
+wake_next(const struct api *a, const char *session)
+{
+    struct e2b_run *next = first_waiting(a, session, NULL);
+
+    if (next != NULL && next->timer != NULL) {
+        event_active(next->timer, EV_TIMEOUT, 0);
+    }
+}
+
+static void
+retry_later(struct e2b_run *r)
+{
+    struct timeval tv;
+
+    run_set(r, RUN_WAITING);
+    time_tv_from_ms(&tv, RETRY_MS);
+    (void)evtimer_add(r->timer, &tv);
+}
+
 static void
 run_try(struct e2b_run *r)
 {
     struct session *s = e2b_run_session(r);
+    struct e2b_run *first = first_waiting(r->a, r->session, NULL);
     struct kernel_exec_opts o = {0};
     struct exec_req er = {.timeout_s = r->timeout_s, .opts = &o};
     struct err e = {0};
@@ -401,6 +447,14 @@ run_try(struct e2b_run *r)
 
     if (s == NULL) {
         run_refused(r, -ENOENT, "the sandbox is not running");
+        return;
+    }
+    if (first != NULL && first != r) { /* one that came earlier goes first */
+        if (time_now_ms() >= r->give_up_ms) {
+            run_refused(r, -EBUSY, "the sandbox ran other executions for as long as this may run");
+            return;
+        }
+        retry_later(r);
         return;
     }
     if (r->kind == RUN_PROCESS) {
@@ -417,11 +471,7 @@ run_try(struct e2b_run *r)
     }
     rc = session_execute(s, &er, &observer, r, false, &r->x, &e);
     if (rc == -EBUSY && time_now_ms() < r->give_up_ms) {
-        struct timeval tv;
-
-        run_set(r, RUN_WAITING);
-        time_tv_from_ms(&tv, RETRY_MS);
-        (void)evtimer_add(r->timer, &tv);
+        retry_later(r);
         return;
     }
     if (rc < 0) {
@@ -435,8 +485,15 @@ run_try(struct e2b_run *r)
 void
 e2b_run_go(struct e2b_run *r)
 {
+    unsigned waiting;
+
     r->timer = OOM_CHECK(evtimer_new(r->a->base, on_timer, r));
     r->give_up_ms = time_now_ms() + (uint64_t)r->timeout_s * 1000u;
+    (void)first_waiting(r->a, r->session, &waiting); /* r itself waits until it runs */
+    if (waiting > E2B_WAITING_MAX) {
+        run_refused(r, -EDQUOT, "too many executions of this sandbox wait already; retry later");
+        return;
+    }
     run_try(r);
 }
 
@@ -487,6 +544,21 @@ command_cwd(const char *cwd, char out[FILES_PATH_MAX + 1], struct err *reterr)
            0;
 }
 
+/* The pid a process is told it has: random, so that one node-wide count tells no tenant how
+ * many commands the others run (SendSignal finds the process by it and its sandbox). */
+static unsigned
+random_pid(void)
+{
+    char hex[9];
+    uint64_t v = 0;
+
+    random_hex(hex, 4);
+    for (int i = 0; i < 8; i++) {
+        v = (v << 4) | (uint64_t)(hex[i] <= '9' ? hex[i] - '0' : hex[i] - 'a' + 10);
+    }
+    return 1000u + (unsigned)(v % 2000000000u);
+}
+
 static void
 process_start(struct api *a, struct evhttp_request *req, struct e2b_target *t)
 {
@@ -524,12 +596,13 @@ process_start(struct api *a, struct evhttp_request *req, struct e2b_target *t)
     }
     (void)snprintf(r->cwd, sizeof(r->cwd), "%s", mapped);
     json_decref(body);
+    (void)evbuffer_drain(in, len); /* parsed: not kept while the run waits */
     ms = header_uint(req, "Connect-Timeout-Ms", 0);
     if (ms > 0) {
         r->timeout_s = MIN(r->timeout_s, MAX(1u, (ms + 999u) / 1000u));
     }
     r->keepalive_s = MAX(1u, header_uint(req, "Keepalive-Ping-Interval", KEEPALIVE_DEFAULT));
-    r->pid = ++a->e2b_next_pid;
+    r->pid = random_pid();
     a->e2b_stats.runs_process++;
     e2b_run_go(r);
 }

@@ -14,6 +14,7 @@
  * by the helper (a part file renamed at its end), so a failed upload leaves the files before it
  * and nothing of the one that failed. */
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -33,6 +34,9 @@
 #define FILES_MAX  64u        /* files in one upload */
 #define FEED_SLICE 65536u     /* bytes of a buffered body parsed at once */
 #define REST_MAX   (1u << 20) /* bytes taken and not parsed yet: one read's worth, far below */
+/* Bytes of a body that are no file's (boundaries, part heads, other fields, preamble,
+ * epilogue): past this the upload is refused, so that no body runs on for ever. */
+#define NON_FILE_MAX (1u << 20)
 
 enum upload_wait {
     UP_FLOWING,  /* bytes go on as they come */
@@ -55,6 +59,8 @@ struct e2b_upload {
     bool in_file;    /* the part being parsed is a "file" (its exec is o->fop) */
     char file[FILES_PATH_MAX + 1];
     uint64_t file_bytes, max_bytes;
+    EVP_MD_CTX *sha;            /* of the current file's bytes, as sent */
+    uint64_t taken, file_total; /* the body's bytes taken; its files' bytes among them */
     unsigned files;
     json_t *written;
     char why[256]; /* a parse callback's refusal */
@@ -125,12 +131,28 @@ static const struct files_put_io put_io = {
     .on_writable = on_exec_writable,
 };
 
+/* The file's SHA-256 as sent, in hex. */
+static void
+sent_sha256(struct e2b_upload *u, char hex[2 * EVP_MAX_MD_SIZE + 1])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned md_len = 0;
+
+    if (EVP_DigestFinal_ex(u->sha, md, &md_len) != 1) {
+        oom();
+    }
+    for (unsigned i = 0; i < md_len; i++) {
+        (void)snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    }
+}
+
 static void
 on_put(int r, json_t *result, const struct err *e, void *userdata)
 {
     struct e2b_envd_op *o = userdata;
     struct e2b_upload *u = o->up;
-    char actor[80];
+    char actor[80], hex[2 * EVP_MAX_MD_SIZE + 1] = "";
+    const char *theirs;
 
     o->fop = NULL;
     log_set_request(o->request);
@@ -139,12 +161,22 @@ on_put(int r, json_t *result, const struct err *e, void *userdata)
         log_set_request(NULL);
         return;
     }
+    /* The helper's answer comes from inside the sandbox: only the hash it confirms is read, and
+     * the audit line records what the daemon sent. */
+    sent_sha256(u, hex);
+    theirs = json_string_value(json_object_get(result, "sha256"));
+    if (theirs == NULL || strcmp(theirs, hex) != 0) {
+        log_error("upload corrupted session=%s: sent sha256 %s, stored %.64s", o->session, hex,
+                  theirs != NULL ? theirs : "(none)");
+        finish(o, 500, "the stored file differs from the upload");
+        log_set_request(NULL);
+        return;
+    }
     (void)snprintf(actor, sizeof(actor), "tenant:%s", o->tenant);
     audit_log(
         "file.uploaded", actor,
-        OOM_CHECK(json_pack("{s:s, s:s, s:s, s:O, s:O}", "tenant", o->tenant, "session", o->session,
-                            "path", u->file, "size", json_object_get(result, "size"), "sha256",
-                            json_object_get(result, "sha256"))));
+        OOM_CHECK(json_pack("{s:s, s:s, s:s, s:I, s:s}", "tenant", o->tenant, "session", o->session,
+                            "path", u->file, "size", (json_int_t)u->file_bytes, "sha256", hex)));
     (void)json_array_append_new(
         u->written, OOM_CHECK(json_pack("{s:o, s:s, s:s}", "path", e2b_envd_path(o, u->file),
                                         "name", e2b_base_name(u->file), "type", "file")));
@@ -194,6 +226,12 @@ file_start(struct e2b_envd_op *o, const char *file)
     u->files++;
     u->in_file = true;
     u->file_bytes = 0;
+    if (u->sha == NULL) {
+        u->sha = OOM_CHECK(EVP_MD_CTX_new());
+    }
+    if (EVP_DigestInit_ex(u->sha, EVP_sha256(), NULL) != 1) {
+        oom();
+    }
     o->fop = files_put_upto(&ft, u->file, u->max_bytes, &put_io, on_put, o);
     up_wait(u, UP_FOR_EXEC);
     return E2B_MP_PAUSE;
@@ -206,12 +244,16 @@ file_data(struct e2b_envd_op *o, const char *data, size_t n)
     struct e2b_upload *u = o->up;
 
     u->file_bytes += n;
+    u->file_total += n;
     if (u->file_bytes > u->max_bytes) {
         (void)snprintf(u->why, sizeof(u->why), "%.160s is over the sandbox's %llu-byte file limit",
                        u->file, (unsigned long long)u->max_bytes);
         return -EMSGSIZE;
     }
     o->a->stats.upload_bytes += n;
+    if (EVP_DigestUpdate(u->sha, data, n) != 1) {
+        oom();
+    }
     (void)files_put_write(o->fop, data, n); /* -EPIPE: its answer says why */
     if (files_put_congested(o->fop)) {
         up_wait(u, UP_FOR_ROOM);
@@ -303,6 +345,10 @@ feed(struct e2b_envd_op *o, const char *data, size_t n)
         finish(o, 500, "the upload's buffer overflowed");
         return false;
     }
+    if (u->taken > u->file_total + u->rest.len + NON_FILE_MAX) {
+        finish(o, 400, "the upload holds more than 1 MiB besides its files");
+        return false;
+    }
     return true;
 }
 
@@ -311,6 +357,7 @@ on_body_data(const char *data, size_t n, void *userdata)
 {
     struct e2b_envd_op *o = userdata;
 
+    o->up->taken += n;
     if (feed(o, data, n) && o->up->wait != UP_FLOWING) {
         api_body_pause(&o->up->body, true);
     }
@@ -391,6 +438,7 @@ flow(struct e2b_envd_op *o)
         char slice[FEED_SLICE];
 
         (void)evbuffer_remove(u->buffered, slice, n);
+        u->taken += n;
         if (!feed(o, slice, n)) {
             return;
         }
@@ -482,6 +530,7 @@ e2b_upload_free(struct e2b_envd_op *o)
     }
     buf_done(&u->rest);
     json_decref(u->written);
+    EVP_MD_CTX_free(u->sha);
     free(u);
     o->up = NULL;
 }

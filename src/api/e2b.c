@@ -184,14 +184,24 @@ e2b_sandbox_env(const struct e2b_ext *x)
 }
 
 int
-e2b_ext_save(struct session *s, const struct e2b_ext *x, struct err *reterr)
+e2b_ext_save(struct session *s, const struct e2b_ext *x, session_ext_cb *cb, void *arg,
+             struct err *reterr)
 {
     char text[SESSION_EXT_MAX + 1];
+    int r;
 
     if (e2b_ext_encode(x, text, sizeof(text)) < 0) {
         return err_set(reterr, -EMSGSIZE, "the sandbox's record is full");
     }
-    return session_set_ext(s, text, on_ext_saved, xstrdup(session_id(s)), reterr);
+    if (cb == NULL) {
+        cb = on_ext_saved;
+        arg = xstrdup(session_id(s));
+    }
+    r = session_set_ext(s, text, cb, arg, reterr);
+    if (r < 0 && cb == on_ext_saved) {
+        free(arg);
+    }
+    return r;
 }
 
 /* ---- sandbox traffic ------------------------------------------------------------------------- */
@@ -203,14 +213,37 @@ token_ok(const char *given, const char *want)
            CRYPTO_memcmp(given, want, E2B_TOKEN_LEN) == 0;
 }
 
+void
+e2b_audit_refused(struct api *a, json_t *fields)
+{
+    uint64_t now = time_now_ms() / 1000u;
+
+    if (now != a->e2b_audit_second) {
+        if (a->e2b_audit_suppressed > 0) {
+            audit_log(
+                "e2b.refused", "anonymous",
+                OOM_CHECK(json_pack("{s:I}", "suppressed", (json_int_t)a->e2b_audit_suppressed)));
+        }
+        a->e2b_audit_second = now;
+        a->e2b_audit_lines = 0;
+        a->e2b_audit_suppressed = 0;
+    }
+    if (a->e2b_audit_lines >= E2B_AUDIT_REFUSED_PER_S) {
+        a->e2b_audit_suppressed++;
+        json_decref(fields);
+        return;
+    }
+    a->e2b_audit_lines++;
+    audit_log("e2b.refused", "anonymous", fields);
+}
+
 static void
 refused(struct api *a, struct evhttp_request *req, const char *sandbox, unsigned port,
         const char *why)
 {
     a->e2b_stats.refused_token++;
-    audit_log(
-        "e2b.refused", "anonymous",
-        OOM_CHECK(json_pack("{s:s, s:i, s:s}", "sandbox", sandbox, "port", (int)port, "why", why)));
+    e2b_audit_refused(a, OOM_CHECK(json_pack("{s:s, s:i, s:s}", "sandbox", sandbox, "port",
+                                             (int)port, "why", why)));
     api_reply_close(req);
     e2b_reply_error(req, 401, "%s", why);
 }
@@ -252,7 +285,10 @@ api_e2b_sandbox(struct api *a, struct evhttp_request *req, const char *const *pa
         return;
     }
     t.s = session_find(a->backend->sessions, NULL, id);
-    if (t.s == NULL || e2b_ext_decode(session_ext(t.s), &t.ext) < 0) {
+    /* A sandbox of a tenant the configuration no longer has is not served (SIGHUP removed it:
+     * its credentials go with it). */
+    if (t.s == NULL || e2b_ext_decode(session_ext(t.s), &t.ext) < 0 ||
+        cfg_tenant_find(a->cfg, session_tenant(t.s)) == NULL) {
         e2b_reply_error(req, 502, "sandbox %.64s is not running", id);
         return;
     }

@@ -218,6 +218,24 @@ check "code: a client hanging up interrupts its code (the next run sees before =
     jq_true -s 'any(.[]; .type == "stdout" and .text == "5 False\n")' "$work/body"
 check "code: ... and the next run did not wait out the 30 s sleep ($(( (t1 - t0) / 1000000 )) ms)" \
     num_le "$(( (t1 - t0) / 1000000 ))" 15000
+# Runs of one sandbox wait for the running one, start in the order they came, and at most 8 wait.
+curl -s -N -o "$work/q-long" -X POST -H "E2b-Sandbox-Id: $ID" -H 'E2b-Sandbox-Port: 49999' \
+    -H "E2B-Traffic-Access-Token: $TT" -d '{"code": "import time\ntime.sleep(3)"}' "$U/e2b/sbx/execute" &
+qpids=($!)
+sleep 0.5
+for i in 1 2 3 4 5 6 7 8 9; do
+    curl -s -N -o "$work/q$i" -w '%{http_code}' -X POST -H "E2b-Sandbox-Id: $ID" -H 'E2b-Sandbox-Port: 49999' \
+        -H "E2B-Traffic-Access-Token: $TT" -d '{"code": "import time\nprint(time.time())"}' \
+        "$U/e2b/sbx/execute" >"$work/q$i.status" &
+    qpids+=($!)
+    sleep 0.1
+done
+wait "${qpids[@]}"
+check_eq "code: a 9th run waiting for its sandbox → 429, the 8 before it ran" \
+    "$(for i in 1 2 3 4 5 6 7 8 9; do printf '%s ' "$(cat "$work/q$i.status")"; done)" \
+    "200 200 200 200 200 200 200 200 429 "
+for i in 1 2 3 4 5 6 7 8; do jq -j 'select(.type == "stdout") | .text' "$work/q$i"; done >"$work/q-order"
+check "code: ... in the order they came" bash -c "[ \$(wc -l <'$work/q-order') = 8 ] && sort -n -c '$work/q-order'"
 code POST /execute -d '{"code": "1", "context_id": "0123456789abcdef"}' >/dev/null
 check_eq "code: an unknown context → 404" "$(status)" 404
 code POST /execute -d '{"code": "1", "language": "r"}' >/dev/null

@@ -302,7 +302,8 @@ def op_list(raw=""):
         kind = ("file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode)
                 else "symlink" if stat.S_ISLNK(mode) else "other")
         entries.append({"name": name, "path": "/".join(comps + [name]), "type": kind,
-                        "size": st.st_size if kind == "file" else 0, "mtime": st.st_mtime})
+                        "size": st.st_size if kind == "file" else 0, "mtime": st.st_mtime,
+                        "mode": stat.S_IMODE(mode)})
     emit({"path": "/".join(comps), "entries": entries, "truncated": truncated})
     return 0
 
