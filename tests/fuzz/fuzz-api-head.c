@@ -5,10 +5,14 @@
  * Heads are collected the way body.c collects them, within its HEAD_MAX, and each read is
  * checked against a scan of everything so far at once: the incremental end must be the same
  * end. A complete head is judged, and every verdict must be coherent: a NUL or anything not
- * understood holds nothing; a held body is a PUT whose route streams its body; its rewritten
- * head fits the documented bound, is exactly one head again, carries one Content-Length and the
- * marker (so that it would not be held a second time). The body a head announces is skipped
- * as body.c passes it on, and the next head follows. */
+ * understood holds nothing; a chunked body comes with exactly one Transfer-Encoding and no
+ * Content-Length, in HTTP/1.1, after a method with a body; a held body is one whose route
+ * streams it (a PUT or POST of API_ROUTE_STREAMED_BODY, a chunked one only where the route says
+ * API_ROUTE_STREAMED_CHUNKED); its rewritten head fits the documented bound, is exactly one head
+ * again, carries one Content-Length, no Transfer-Encoding and the marker (so that it would not be
+ * held a second time). The body a head announces is skipped as body.c passes it on, a chunked one
+ * followed through chunked.c as pass_chunked() follows it (its own checks are
+ * fuzz-api-chunked's), and the next head follows. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +21,7 @@
 #include "api/api-internal.h"
 #include "fuzz.h"
 #include "util/buf.h"
+#include "util/macro.h"
 
 #define HEAD_MAX (2u * API_MAX_HEADERS_BYTES + 16u) /* body.c's */
 
@@ -40,6 +45,17 @@ count_header(const char *head, size_t len, const char *name)
     return count;
 }
 
+/* The method of a held head: only PUT and POST routes stream bodies. */
+static enum evhttp_cmd_type
+held_method(const char *head, size_t len)
+{
+    if (len > 4 && memcmp(head, "PUT ", 4) == 0) {
+        return EVHTTP_REQ_PUT;
+    }
+    CHECK(len > 5 && memcmp(head, "POST ", 5) == 0);
+    return EVHTTP_REQ_POST;
+}
+
 static void
 check_held(const char *head, size_t len, const struct api_head *h)
 {
@@ -47,19 +63,24 @@ check_held(const char *head, size_t len, const struct api_head *h)
     const char *target = sp != NULL ? sp + 1 : NULL;
     size_t plen = 0, line_start = 0, end = 0;
     struct buf out = BUF_INIT(2 * len + 64);
+    enum evhttp_cmd_type method = held_method(head, len);
     struct api_head again;
+    unsigned flags;
 
-    CHECK(h->understood && !h->nul && h->length > 0);
-    CHECK(len > 4 && memcmp(head, "PUT ", 4) == 0 && target != NULL);
+    CHECK(h->understood && !h->nul && (h->chunked ? h->length == 0 : h->length > 0));
+    CHECK(target != NULL);
     while (target + plen < head + len && strchr(" ?#", target[plen]) == NULL) {
         plen++;
     }
-    CHECK(api_route_flags(EVHTTP_REQ_PUT, target, plen) & API_ROUTE_STREAMED_BODY);
+    flags = api_route_flags(method, target, plen);
+    CHECK(flags & API_ROUTE_STREAMED_BODY);
+    CHECK(!h->chunked || (flags & API_ROUTE_STREAMED_CHUNKED));
     CHECK(api_head_rewrite(head, len, 7, &out) == 0);
     CHECK(out.len >= 4 && memcmp(out.buf + out.len - 4, "\r\n\r\n", 4) == 0);
     CHECK(api_head_find_end(out.buf, out.len, &line_start, &end) == API_HEAD_COMPLETE);
     CHECK(end == out.len);
     CHECK(count_header(out.buf, out.len, "Content-Length") == 1);
+    CHECK(count_header(out.buf, out.len, "Transfer-Encoding") == 0);
     CHECK(count_header(out.buf, out.len, API_HELD_HEADER) == 1);
     api_head_parse(out.buf, out.len, &again);
     CHECK(!again.understood && !again.held); /* the marker is the filter's own */
@@ -73,11 +94,63 @@ check_head(const char *head, size_t len)
 
     api_head_parse(head, len, &h);
     CHECK(!h.nul || !h.understood);
-    CHECK(h.understood || (!h.held && h.length == 0 && !h.expect_continue));
+    CHECK(h.understood || (!h.held && !h.chunked && h.length == 0 && !h.expect_continue));
     CHECK(!h.expect_continue || h.held);
+    if (h.chunked) {
+        /* The request line ends in its version: HTTP/1.1 (the line end may be a bare LF). */
+        const char *nl = memchr(head, '\n', len);
+        size_t n = nl != NULL ? (size_t)(nl - head) : 0;
+
+        n -= n > 0 && head[n - 1] == '\r';
+        CHECK(n > 9 && memcmp(head + n - 9, " HTTP/1.1", 9) == 0);
+        CHECK(memcmp(head, "HEAD ", 5) != 0 && h.length == 0);
+        CHECK(count_header(head, len, "Transfer-Encoding") == 1);
+        CHECK(count_header(head, len, "Content-Length") == 0);
+    }
     if (h.held) {
         check_held(head, len, &h);
     }
+}
+
+/* A chunked body from data[pos], passed on in reads of step bytes as pass_chunked() passes it
+ * (data skipped unseen). Where the next head starts; size (*ret_ended false) when the body did not
+ * end or failed: the connection is blind from there, evhttp frames the rest. */
+static size_t
+follow_chunked(const uint8_t *data, size_t size, size_t pos, size_t step, bool *ret_ended)
+{
+    struct api_chunked d;
+
+    api_chunked_init(&d);
+    *ret_ended = false;
+    while (pos < size) {
+        size_t take = MIN(size - pos, step), off = 0;
+
+        while (off < take) {
+            size_t used = 0, doff = 0, dlen = 0;
+            int r;
+
+            if (d.state == API_CHUNKED_DATA) {
+                size_t k = (size_t)MIN((uint64_t)(take - off), d.left);
+
+                api_chunked_skip(&d, k);
+                off += k;
+                continue;
+            }
+            r = api_chunked_feed(&d, (const char *)data + pos + off, take - off, &used, &doff,
+                                 &dlen);
+            CHECK(used <= take - off && doff + dlen <= used);
+            if (r < 0) {
+                return size;
+            }
+            off += used;
+            if (r == 1) {
+                *ret_ended = true;
+                return pos + off;
+            }
+        }
+        pos += take;
+    }
+    return size;
 }
 
 int
@@ -122,6 +195,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* What followed the head in this read, then the body it announced. */
         pos += head_len - before;
         pos += h.length < size - pos ? (size_t)h.length : size - pos;
+        if (h.chunked) {
+            bool ended = false;
+
+            pos = follow_chunked(data, size, pos, step, &ended);
+            if (!ended) {
+                break;
+            }
+        }
         head.len = 0;
         line_start = 0;
     }

@@ -144,6 +144,7 @@ struct server {
     unsigned held_wrong;       /* ... whose bytes did not add up to api_body_length() */
     unsigned unread_after_end; /* api_body_unread() still true in on_end(0) */
     unsigned cuts;             /* on_end r < 0 */
+    unsigned cuts_eproto;      /* ... -EPROTO: a held chunked body outside chunked.c's subset */
     int last_cut_r;
     unsigned unread_false_after_cut; /* api_body_unread() false in on_end(r < 0) */
     unsigned awaited_continue;       /* api_body_awaits_continue() when the handler started */
@@ -255,6 +256,7 @@ on_upload_end(int r, void *userdata)
         s->unread_after_end += api_body_unread(&u->b);
     } else {
         s->cuts++;
+        s->cuts_eproto += r == -EPROTO;
         s->last_cut_r = r;
         s->unread_false_after_cut += !api_body_unread(&u->b);
     }
@@ -1879,6 +1881,10 @@ TEST(large_reply_slow_reader)
 /* ---- case 5: where the filter must go blind, the same answers as plain evhttp ---------------- */
 
 #define END_REQ "GET /end HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+/* An upload pipelined after a chunked body: held when the filter still follows the connection,
+ * read by evhttp when it went blind, never mis-framed (its echo says what arrived). */
+#define HELD_PUT          "PUT " UPLOAD_URI "after HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nworld"
+#define CHUNKED_POST(uri) "POST " uri " HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 struct blind_case {
     const char *name;
@@ -1888,6 +1894,7 @@ struct blind_case {
     bool end;           /* then END_REQ, so that a server that understood it all closes */
     bool blind;         /* the filter must not hold anything back */
     unsigned wait_ms;   /* how long to wait for answers */
+    bool holds;         /* ... it must hold a body back (X-Held: 1 in an answer) */
 };
 
 static const struct blind_case blind_cases[] = {
@@ -1945,6 +1952,50 @@ static const struct blind_case blind_cases[] = {
      "Content-Length: 5\r\n\r\nhello", true, false, 2000},
     {"unfinished head of 17 KiB", "PUT " UPLOAD_URI "u1 HTTP/1.1\r\n", 17000, "", false, false,
      600},
+    /* Chunked bodies the filter follows: the upload after them is held. */
+    {"chunked POST, then a held upload", CHUNKED_POST("/ch1"), 0,
+     "3\r\nabc\nA\r\n0123456789\r\n0\r\n\r\n" HELD_PUT, true, false, 2000, true},
+    {"chunked upload read by evhttp, then a held upload",
+     "PUT " UPLOAD_URI "ch2 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n", 0,
+     "\r\n1d\r\n\r\n\r\nGET /in-data HTTP/1.1\r\n\r\n\r\n0\n\n" HELD_PUT, true, false, 2000, true},
+    /* Chunked framings evhttp reads and the filter does not: blind from that byte on. */
+    {"chunk size '5 junk'", CHUNKED_POST("/cj1"), 0, "5 junk\r\nhello\r\n0\r\n\r\n" HELD_PUT, true,
+     true, 2000},
+    {"chunk size ' 5'", CHUNKED_POST("/cj2"), 0, " 5\r\nhello\r\n0\r\n\r\n" HELD_PUT, true, true,
+     2000},
+    {"chunk size '0x5'", CHUNKED_POST("/cj3"), 0, "0x5\r\nhello\r\n0\r\n\r\n" HELD_PUT, true, true,
+     2000},
+    {"chunk size '+5'", CHUNKED_POST("/cj4"), 0, "+5\r\nhello\r\n0\r\n\r\n" HELD_PUT, true, true,
+     2000},
+    {"chunk size of 16 digits", CHUNKED_POST("/cj5"), 0,
+     "0000000000000005\r\nhello\r\n0\r\n\r\n" HELD_PUT, true, true, 2000},
+    {"last chunk ' '", CHUNKED_POST("/cj6"), 0, "5\r\nhello\r\n \r\n\r\n" HELD_PUT, true, true,
+     2000},
+    {"empty lines between chunks", CHUNKED_POST("/cj7"), 0,
+     "5\r\nhello\r\n\r\n\r\n0\r\n\r\n" HELD_PUT, true, true, 2000},
+    {"chunk data without its CRLF", CHUNKED_POST("/cj8"), 0,
+     "5\r\nhello5\r\nworld\r\n0\r\n\r\n" HELD_PUT, true, true, 2000},
+    {"a trailer after the last chunk", CHUNKED_POST("/cj9"), 0,
+     "5\r\nhello\r\n0\r\nX-Trailer: " HELD_PUT "\r\n\r\n" HELD_PUT, true, true, 2000},
+    {"chunk extension (evhttp refuses it too)", CHUNKED_POST("/cj10"), 0,
+     "5;x=1\r\nhello\r\n0\r\n\r\n" HELD_PUT, true, true, 2000},
+    {"a held upload in a chunk that is too short", CHUNKED_POST("/cj11"), 0,
+     "2\r\n" HELD_PUT "\r\n0\r\n\r\n", true, true, 2000},
+    /* ... and heads it does not hold chunked bodies for. */
+    {"E2B upload with Transfer-Encoding and Content-Length",
+     "POST " E2B_UPLOAD_URI " HTTP/1.1\r\nTransfer-Encoding: chunked\r\n", 0,
+     "Content-Length: 5\r\n\r\n5\r\nhello\r\n0\r\n\r\n" HELD_PUT, true, true, 2000},
+    {"E2B upload with Transfer-Encoding: gzip, chunked", "POST " E2B_UPLOAD_URI " HTTP/1.1\r\n", 0,
+     "Transfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" HELD_PUT, true, true, 2000},
+    {"E2B upload chunked in HTTP/1.0", "POST " E2B_UPLOAD_URI " HTTP/1.0\r\n", 0,
+     "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", false, true, 2000},
+    /* A tab before the value: chunked for evhttp too (held, then followed). */
+    {"E2B upload with a tab before chunked", "POST " E2B_UPLOAD_URI " HTTP/1.1\r\n", 0,
+     "Transfer-Encoding:\tchunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" HELD_PUT, true, false, 2000,
+     true},
+    {"chunked POST with a tab before chunked", "POST /tab HTTP/1.1\r\n", 0,
+     "Transfer-Encoding:\tchunked \r\n\r\n5\r\nhello\r\n0\r\n\r\n" HELD_PUT, true, false, 2000,
+     true},
 };
 
 struct answers {
@@ -2076,6 +2127,9 @@ TEST(blind_like_plain_evhttp)
         if (bc->blind) {
             TAP_CHECK(!answers_held(&c->filtered[i]), "%s: nothing held back", bc->name);
         }
+        if (bc->holds) {
+            TAP_CHECK(answers_held(&c->filtered[i]), "%s: a body held back", bc->name);
+        }
         for (size_t j = 0; j < ELEMENTSOF(c->plain[i].r); j++) {
             resp_done(&c->filtered[i].r[j]);
             resp_done(&c->plain[i].r[j]);
@@ -2178,6 +2232,327 @@ TEST(client_gone_mid_body)
     server_stop(&s);
 }
 
+/* ---- case 7: chunked bodies ----------------------------------------------------------------- */
+
+enum {
+    CH_LF = 1,    /* LF-only line ends */
+    CH_UPPER = 2, /* upper-case hex */
+    CH_ZEROS = 4, /* sizes of 15 digits, leading zeros */
+};
+
+/* Frames body[0, n) as chunks of at most max bytes, in style (CH_*). */
+static void
+chunked_styled(struct buf *b, const unsigned char *body, size_t n, size_t max, unsigned style,
+               uint64_t *rng)
+{
+    const char *eol = style & CH_LF ? "\n" : "\r\n";
+
+    for (size_t off = 0; off < n;) {
+        size_t want = 1 + rng_below(rng, max), c = MIN(n - off, want); /* MIN() evaluates twice */
+
+        if (style & CH_ZEROS) {
+            must(buf_printf(b, "%015zx", c));
+        } else if (style & CH_UPPER) {
+            must(buf_printf(b, "%zX", c));
+        } else {
+            must(buf_printf(b, "%zx", c));
+        }
+        must(buf_puts(b, eol));
+        must(buf_append(b, body + off, c));
+        must(buf_puts(b, eol));
+        off += c;
+    }
+    must(buf_printf(b, "%s%s%s", style & CH_ZEROS ? "000000000000000" : "0", eol, eol));
+}
+
+/* A chunked request framed in style; held where the route takes chunked bodies (E2B uploads). */
+static void
+req_make_chunked(struct req *q, const char *method, const char *uri, const char *extra,
+                 const unsigned char *body, size_t n, size_t max, unsigned style, uint64_t *rng)
+{
+    struct sum s;
+
+    buf_init(&q->bytes, MAX_BODY + 65536);
+    must(buf_printf(&q->bytes, "%s %s HTTP/1.1\r\nHost: t\r\n%sTransfer-Encoding: chunked\r\n\r\n",
+                    method, uri, extra));
+    chunked_styled(&q->bytes, body, n, max, style, rng);
+    sum_init(&s);
+    sum_add(&s, body, n);
+    echo_format(q->echo, sizeof(q->echo), method, uri, &s);
+    q->head = false;
+    q->held = is_e2b_upload(method, uri);
+}
+
+/* Chunked bodies among other requests: ordinary routes (followed, then uploads are held again),
+ * an upload route that streams by length only (followed), held E2B uploads (one empty, one read
+ * a chunk at a time with pauses). Bodies of n bytes hold fake request heads. */
+static size_t
+build_chunked(struct req *reqs, size_t n, uint64_t *rng)
+{
+    unsigned char *body = body_new(n, rng);
+    bool blind = false;
+    char extra[160];
+    size_t i = 0;
+
+    req_make_chunked(&reqs[i++], "POST", "/chunked/a", "", body, n, 9000, 0, rng);
+    req_make(&reqs[i++], "PUT", UPLOAD_URI "c1", "", body, n / 2 + 1, BY_LENGTH, &blind, rng);
+    req_make(&reqs[i++], "GET", "/c2", "", NULL, 0, NO_BODY, &blind, rng);
+    req_make_chunked(&reqs[i++], "POST", "/chunked/b", "", body, n, 100, CH_LF | CH_UPPER, rng);
+    req_make_chunked(&reqs[i++], "PUT", UPLOAD_URI "c3", "", body, n, 5000, CH_ZEROS, rng);
+    pace_headers(extra, sizeof(extra), n, rng);
+    req_make_chunked(&reqs[i++], "POST", E2B_UPLOAD_URI "?path=c4", extra, body, n, 3000, 0, rng);
+    req_make(&reqs[i++], "GET", "/c5", "", NULL, 0, NO_BODY, &blind, rng);
+    req_make(&reqs[i++], "PUT", UPLOAD_URI "c6", "", body, MIN(n, 7), BY_LENGTH, &blind, rng);
+    req_make_chunked(&reqs[i++], "POST", E2B_UPLOAD_URI, "", body, 0, 1, CH_LF, rng);
+    req_make_chunked(&reqs[i++], "POST", E2B_UPLOAD_URI "?path=c7",
+                     "X-Pause-Every: 1\r\nX-Pause-Ms: 1\r\n", body, n, 700,
+                     CH_UPPER | CH_ZEROS | CH_LF, rng);
+    req_make(&reqs[i++], "HEAD", "/c8", "", NULL, 0, NO_BODY, &blind, rng);
+    free(body);
+    return i;
+}
+
+/* Runs p (its requests built by build_chunked()) and checks answers and held bodies. */
+static void
+check_chunked(struct server *s, struct pipeline *p, const char *what)
+{
+    unsigned held = 0;
+
+    for (size_t i = 0; i < p->n; i++) {
+        held += (unsigned)p->reqs[i].held;
+    }
+    s->held_done = s->held_wrong = s->cuts = 0;
+    p->answered = 0;
+    p->why[0] = '\0';
+    ASSERT_TRUE(run_client(s, pipeline_client, p));
+    TAP_CHECK(p->answered == p->n, "%s: %zu of %zu answers in order and right%s%s", what,
+              p->answered, p->n, p->why[0] ? ": " : "", p->why);
+    TAP_CHECK(s->held_done == held && s->held_wrong == 0 && s->cuts == 0,
+              "%s: %u held uploads read in full (completed %u, wrong length %u, cut %u)", what,
+              held, s->held_done, s->held_wrong, s->cuts);
+}
+
+TEST(chunked_pipelined)
+{
+    struct server s;
+    uint64_t rng = seed ^ 0xc4u;
+    struct pipeline p = {.seed = seed ^ 0x51u, .sync_held = true};
+
+    server_start(&s);
+    p.port = s.port;
+    p.reqs = xcalloc(16, sizeof(*p.reqs));
+    p.n = build_chunked(p.reqs, 60000, &rng);
+    check_chunked(&s, &p, "chunked bodies, random writes");
+    /* Every request in one write: a held chunked body's read takes the requests behind it, and
+     * gives them back to the filter. */
+    p.sync_held = false;
+    p.chunk = 1u << 20;
+    check_chunked(&s, &p, "chunked bodies, one write");
+    reqs_free(p.reqs, p.n);
+
+    p.reqs = xcalloc(16, sizeof(*p.reqs));
+    p.n = build_chunked(p.reqs, 300, &rng);
+    p.sync_held = true;
+    p.chunk = 1;
+    check_chunked(&s, &p, "chunked bodies, one byte per write");
+    reqs_free(p.reqs, p.n);
+    server_stop(&s);
+}
+
+/* Held chunked bodies outside chunked.c's subset (evhttp never sees them), each with a request
+ * right behind it in the same write: the handler's read fails with -EPROTO after the data before
+ * the fault, and nothing behind the body is served (the connection is broken). */
+static const struct {
+    const char *name;
+    const char *body;
+    const char *data; /* what the handler got before the fault */
+} held_refused[] = {
+    {"a trailer", "5\r\nhello\r\n0\r\nX-Trailer: 1\r\n\r\n", "hello"},
+    {"a held upload as a trailer", "0\r\n" HELD_PUT "\r\n\r\n", ""},
+    {"chunk size '5 junk'", "5 junk\r\nhello\r\n0\r\n\r\n", ""},
+    {"chunk size ' 5'", " 5\r\nhello\r\n0\r\n\r\n", ""},
+    {"chunk size '0x5'", "0x5\r\nhello\r\n0\r\n\r\n", ""},
+    {"chunk size of 16 digits", "0000000000000005\r\nhello\r\n0\r\n\r\n", ""},
+    {"an extension", "5\r\nhello\r\n0;x=1\r\n\r\n", "hello"},
+    {"data without its CRLF", "5\r\nhelloGET /in HTTP/1.1\r\n\r\n0\r\n\r\n", "hello"},
+    {"an empty line between chunks", "2\r\nhe\r\n\r\n3\r\nllo\r\n0\r\n\r\n", "he"},
+};
+
+struct refusals {
+    uint16_t port;
+    bool ok[ELEMENTSOF(held_refused)];
+    char why[ELEMENTSOF(held_refused)][WHY_MAX];
+};
+
+/* True when nothing arrives for ms (or the connection ends with nothing). */
+static bool
+cli_silent(struct cli *k, unsigned ms)
+{
+    uint64_t deadline = time_now_ms() + ms;
+
+    while (!k->eof && k->in.len == 0 && remaining_ms(deadline) > 0) {
+        cli_fill(k, deadline);
+    }
+    return k->in.len == 0;
+}
+
+static void
+refused_client(void *arg)
+{
+    static const char head[] = "POST " E2B_UPLOAD_URI " HTTP/1.1\r\nHost: t\r\n"
+                               "Transfer-Encoding: chunked\r\n\r\n";
+    struct refusals *c = arg;
+
+    for (size_t i = 0; i < ELEMENTSOF(held_refused); i++) {
+        uint64_t deadline = time_now_ms() + 3000;
+        struct buf in = BUF_INIT(4096);
+        char echo[ECHO_MAX];
+        struct resp r = {0};
+        struct sum sum;
+        struct cli k;
+
+        sum_init(&sum);
+        sum_add(&sum, held_refused[i].data, strlen(held_refused[i].data));
+        echo_format(echo, sizeof(echo), "POST", E2B_UPLOAD_URI, &sum);
+        must(buf_printf(&in, "%s%sGET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n", head,
+                        held_refused[i].body));
+        if (cli_open(&k, c->port, 0) && get_one(&k, "/warmup", 3000, c->why[i], WHY_MAX) &&
+            cli_send(&k, in.buf, in.len, deadline) && resp_read(&k, false, &r, deadline) == 0) {
+            if (r.status != 400 || strcmp(r.echo, echo) != 0 || r.held != 1) {
+                (void)snprintf(c->why[i], WHY_MAX, "'%s' '%s', want 400 '%s'", r.line, r.echo,
+                               echo);
+            } else if (!cli_silent(&k, 300)) {
+                (void)snprintf(c->why[i], WHY_MAX, "%zu bytes after the answer", k.in.len);
+            } else {
+                c->ok[i] = true;
+            }
+        } else if (c->why[i][0] == '\0') {
+            (void)snprintf(c->why[i], WHY_MAX, "no answer");
+        }
+        resp_done(&r);
+        cli_close(&k);
+        buf_done(&in);
+    }
+}
+
+TEST(held_chunked_refused)
+{
+    struct server s;
+    struct refusals *c = xcalloc(1, sizeof(*c));
+    unsigned n = ELEMENTSOF(held_refused);
+
+    server_start(&s);
+    c->port = s.port;
+    ASSERT_TRUE(run_client(&s, refused_client, c));
+    for (size_t i = 0; i < n; i++) {
+        TAP_CHECK(c->ok[i], "held chunked body with %s: 400, then nothing served%s%s",
+                  held_refused[i].name, c->why[i][0] ? ": " : "", c->why[i]);
+    }
+    TAP_CHECK(s.held == n && s.cuts == n && s.cuts_eproto == n && s.held_done == 0,
+              "every one held and failed with -EPROTO (held %u, cut %u, -EPROTO %u, done %u)",
+              s.held, s.cuts, s.cuts_eproto, s.held_done);
+    free(c);
+    server_stop(&s);
+}
+
+/* Held chunked bodies cut short: the client shuts its side down (or resets) mid-chunk, inside a
+ * size line, before the last line end. The handler's read fails; the answer, when the client can
+ * still read one, is a 400 with the data that came; then the connection ends. */
+struct chunked_cut {
+    uint16_t port;
+    unsigned sent, ended;
+    char why[WHY_MAX];
+};
+
+static void
+chunked_cut_one(struct chunked_cut *c, const char *tail, size_t data, bool reset)
+{
+    uint64_t deadline = time_now_ms() + 3000;
+    struct buf in = BUF_INIT(8192);
+    char echo[ECHO_MAX];
+    struct resp r = {0};
+    struct sum sum;
+    struct cli k;
+
+    sum_init(&sum);
+    sum_add(&sum,
+            "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+            "cccccccccccccccccccc",
+            data);
+    echo_format(echo, sizeof(echo), "POST", E2B_UPLOAD_URI, &sum);
+    must(buf_printf(&in,
+                    "POST " E2B_UPLOAD_URI " HTTP/1.1\r\nHost: t\r\n"
+                    "Transfer-Encoding: chunked\r\n\r\n%s",
+                    tail));
+    if (!cli_open(&k, c->port, 0) || !get_one(&k, "/warmup", 3000, c->why, sizeof(c->why)) ||
+        !cli_send(&k, in.buf, in.len, deadline)) {
+        buf_done(&in);
+        cli_close(&k);
+        return;
+    }
+    c->sent++;
+    if (reset) {
+        cli_reset(&k);
+        c->ended++;
+        buf_done(&in);
+        return;
+    }
+    (void)shutdown(k.fd, SHUT_WR);
+    if (resp_read(&k, false, &r, deadline) < 0) {
+        (void)snprintf(c->why, sizeof(c->why), "no answer for '%s'", echo);
+    } else if (r.status != 400 || strcmp(r.echo, echo) != 0) {
+        (void)snprintf(c->why, sizeof(c->why), "'%s' '%s', want 400 '%s'", r.line, r.echo, echo);
+    } else if (cli_ends(&k, deadline)) {
+        c->ended++;
+    }
+    resp_done(&r);
+    cli_close(&k);
+    buf_done(&in);
+}
+
+static void
+chunked_cut_client(void *arg)
+{
+    static const char hundred[] = "cccccccccccccccccccccccccccccccccccccccccccccccccc"
+                                  "cccccccccccccccccccccccccccccccccccccccccccccccccc";
+    struct chunked_cut *c = arg;
+    char mid[256];
+
+    (void)snprintf(mid, sizeof(mid), "1000\r\n%s", hundred);
+    chunked_cut_one(c, mid, 100, false);
+    chunked_cut_one(c, "3\r\nccc\r\n1", 3, false);
+    chunked_cut_one(c, "5\r\nccccc\r\n0\r\n", 5, false);
+    chunked_cut_one(c, mid, 100, true);
+}
+
+TEST(held_chunked_cut)
+{
+    struct server s;
+    struct chunked_cut c = {0};
+
+    server_start(&s);
+    c.port = s.port;
+    ASSERT_TRUE(run_client(&s, chunked_cut_client, &c));
+    TAP_CHECK(c.sent == 4 && c.ended == 4,
+              "4 cut chunked uploads sent, each connection ended (%u, %u)%s%s", c.sent, c.ended,
+              c.why[0] ? ": " : "", c.why);
+    for (uint64_t end = time_now_ms() + 3000; s.cuts < 4 && time_now_ms() < end;) {
+        loop_for(s.base, 20);
+    }
+    TAP_CHECK(s.held == 4 && s.cuts == 4 && s.held_done == 0 && s.conn_closed == 0,
+              "the handler saw each fail (held %u, cut %u, completed %u, lost %u)", s.held, s.cuts,
+              s.held_done, s.conn_closed);
+    TAP_CHECK(s.unread_false_after_cut == 0, "api_body_unread() stays true after a cut (%u)",
+              s.unread_false_after_cut);
+    for (uint64_t end = time_now_ms() + 3000;
+         api_conns_live(s.a.conns) > 0 && time_now_ms() < end;) {
+        loop_for(s.base, 20);
+    }
+    TAP_CHECK(api_conns_live(s.a.conns) == 0, "every cut connection was freed (%u left)",
+              api_conns_live(s.a.conns));
+    server_stop(&s);
+}
+
 int
 main(void)
 {
@@ -2202,6 +2577,9 @@ main(void)
     RUN(large_reply_slow_reader);
     RUN(blind_like_plain_evhttp);
     RUN(client_gone_mid_body);
+    RUN(chunked_pipelined);
+    RUN(held_chunked_refused);
+    RUN(held_chunked_cut);
     (void)printf("# %" PRIu64 " ms\n", time_now_ms() - t0);
     return tap_done();
 }

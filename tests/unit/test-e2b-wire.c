@@ -1,5 +1,7 @@
 /* Unit tests for src/e2b/wire.c: the Connect envelope and the multipart/form-data parser, fed
- * whole and one byte at a time (every split of a body must give the same parts). */
+ * whole and one byte at a time (every split of a body must give the same parts), and through
+ * e2b_multipart_feed_some() with callbacks that pause the parse (where it stops, and that the
+ * parse resumed with the rest gives the same parts). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +78,26 @@ struct seen {
     struct buf log;
     int fail_on_part; /* > 0: the Nth on_part fails with -EFBIG */
     int parts;
+    unsigned pause_on; /* the events (P_*) that answer E2B_MP_PAUSE */
+    unsigned pauses;
 };
+
+enum {
+    P_PART = 1,
+    P_DATA = 2,
+    P_END = 4,
+};
+
+/* r, or E2B_MP_PAUSE when it is 0 and the event pauses. */
+static int
+pause_if(struct seen *s, unsigned event, int r)
+{
+    if (r != 0 || (s->pause_on & event) == 0) {
+        return r;
+    }
+    s->pauses++;
+    return E2B_MP_PAUSE;
+}
 
 static int
 on_part(const char *name, const char *filename, void *userdata)
@@ -86,7 +107,7 @@ on_part(const char *name, const char *filename, void *userdata)
     if (++s->parts == s->fail_on_part) {
         return -EFBIG;
     }
-    return buf_printf(&s->log, "[%s|%s]", name, filename);
+    return pause_if(s, P_PART, buf_printf(&s->log, "[%s|%s]", name, filename));
 }
 
 static int
@@ -94,7 +115,7 @@ on_data(const char *data, size_t n, void *userdata)
 {
     struct seen *s = userdata;
 
-    return buf_append(&s->log, data, n);
+    return pause_if(s, P_DATA, buf_append(&s->log, data, n));
 }
 
 static int
@@ -102,7 +123,7 @@ on_part_end(void *userdata)
 {
     struct seen *s = userdata;
 
-    return buf_putc(&s->log, '.');
+    return pause_if(s, P_END, buf_putc(&s->log, '.'));
 }
 
 static const struct e2b_mp_events events = {on_part, on_data, on_part_end};
@@ -207,6 +228,174 @@ TEST(multipart_limits)
     buf_done(&body);
 }
 
+/* ---- pauses (e2b_multipart_feed_some()) ------------------------------------------------------ */
+
+/* Parses body in pieces of step bytes (0: whole) with feed_some(), pausing at the events of
+ * pause_on and resuming each time with the rest; the log (as parse() gives it) in *ret, and the
+ * number of pauses. */
+static unsigned
+parse_paused(const char *body, size_t len, size_t step, unsigned pause_on, char **ret)
+{
+    struct seen s = {.log = BUF_INIT(1u << 20), .pause_on = pause_on};
+    struct e2b_multipart mp;
+    struct err e = {0};
+    int r = 0;
+
+    e2b_multipart_init(&mp, "B", &events, &s);
+    for (size_t off = 0; off < len && r >= 0; off += step ? step : len) {
+        const char *p = body + off;
+        size_t left = MIN(step ? step : len, len - off);
+
+        while (left > 0 && r >= 0) {
+            size_t used = SIZE_MAX;
+
+            r = e2b_multipart_feed_some(&mp, p, left, &used, &e);
+            if (r >= 0 && used <= left) {
+                p += used;
+                left -= used;
+            } else if (r >= 0) {
+                r = -ERANGE; /* used past what was fed */
+            }
+        }
+    }
+    if (r >= 0) {
+        r = e2b_multipart_finish(&mp, &e);
+    }
+    e2b_multipart_done(&mp);
+    if (r < 0) {
+        buf_reset(&s.log);
+        must(buf_printf(&s.log, "ERR %d", -r));
+    }
+    *ret = buf_detach(&s.log, NULL);
+    return s.pauses;
+}
+
+#define ONE_PART "--B\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\n"
+
+/* One feed_some() call from where the last stopped: its answer, and where it stopped. */
+struct step {
+    struct e2b_multipart mp;
+    struct seen s;
+    const char *body;
+    size_t at;
+};
+
+static void
+step_init(struct step *t, const char *body, unsigned pause_on)
+{
+    t->s = (struct seen){.log = BUF_INIT(4096), .pause_on = pause_on};
+    t->body = body;
+    t->at = 0;
+    e2b_multipart_init(&t->mp, "B", &events, &t->s);
+}
+
+/* Feeds body[at, at + n) (n 0: to the end): the answer; t->at moves past what was used. */
+static int
+step_feed(struct step *t, size_t n)
+{
+    struct err e = {0};
+    size_t used = 0;
+    int r = e2b_multipart_feed_some(&t->mp, t->body + t->at, n ? n : strlen(t->body + t->at), &used,
+                                    &e);
+
+    t->at += used;
+    return r;
+}
+
+static void
+step_done(struct step *t)
+{
+    e2b_multipart_done(&t->mp);
+    buf_done(&t->s.log);
+}
+
+TEST(pause_events)
+{
+    static const char one[] = ONE_PART "hello\r\n--B--";
+    static const char split[] = ONE_PART "ab\r\n-xy\r\n--B--";
+    size_t head = strlen(ONE_PART);
+    struct step t;
+
+    step_init(&t, one, P_PART);
+    ASSERT_EQ_I(step_feed(&t, 0), E2B_MP_PAUSE);
+    TAP_CHECK(t.at == head && strcmp(t.s.log.buf, "[f|]") == 0 && t.mp.state == E2B_MP_BODY,
+              "on_part pauses right after the head (at %zu)", t.at);
+    ASSERT_EQ_I(step_feed(&t, 0), 0);
+    TAP_CHECK(t.at == strlen(one) && strcmp(t.s.log.buf, "[f|]hello.") == 0,
+              "resumed: the rest of the part");
+    step_done(&t);
+
+    step_init(&t, one, P_DATA);
+    ASSERT_EQ_I(step_feed(&t, 0), E2B_MP_PAUSE);
+    TAP_CHECK(t.at == head + 5 && strcmp(t.s.log.buf, "[f|]hello") == 0,
+              "on_data pauses before the delimiter's first byte (at %zu)", t.at);
+    ASSERT_EQ_I(step_feed(&t, 0), 0);
+    TAP_CHECK(strcmp(t.s.log.buf, "[f|]hello.") == 0 && t.mp.state == E2B_MP_EPILOGUE,
+              "resumed: the part ends, then the body");
+    step_done(&t);
+
+    step_init(&t, one, P_END);
+    ASSERT_EQ_I(step_feed(&t, 0), E2B_MP_PAUSE);
+    TAP_CHECK(t.at == strlen(one) - 2 && strcmp(t.s.log.buf, "[f|]hello.") == 0 &&
+                  t.mp.state == E2B_MP_AFTER,
+              "on_part_end pauses right after the delimiter (at %zu)", t.at);
+    ASSERT_EQ_I(step_feed(&t, 0), 0);
+    TAP_CHECK(t.mp.state == E2B_MP_EPILOGUE, "resumed: the closing \"--\"");
+    step_done(&t);
+
+    /* "\r\n-" begins the delimiter, the x ends the match: the withheld bytes are data. */
+    step_init(&t, split, P_DATA);
+    ASSERT_EQ_I(step_feed(&t, 0), E2B_MP_PAUSE);
+    TAP_CHECK(t.at == head + 2 && strcmp(t.s.log.buf, "[f|]ab") == 0, "paused after 'ab'");
+    ASSERT_EQ_I(step_feed(&t, 0), E2B_MP_PAUSE);
+    TAP_CHECK(t.at == head + 5 && strcmp(t.s.log.buf, "[f|]ab\r\n-") == 0,
+              "paused after the withheld prefix, at the byte that ended the match (at %zu)", t.at);
+    ASSERT_EQ_I(step_feed(&t, 0), E2B_MP_PAUSE);
+    TAP_CHECK(t.at == head + 7 && strcmp(t.s.log.buf, "[f|]ab\r\n-xy") == 0, "paused after 'xy'");
+    ASSERT_EQ_I(step_feed(&t, 0), 0);
+    TAP_CHECK(strcmp(t.s.log.buf, "[f|]ab\r\n-xy.") == 0, "resumed: the part ends");
+    step_done(&t);
+
+    /* ... the same with the feed cut inside the partial match: the pause takes nothing */
+    step_init(&t, split, P_DATA);
+    ASSERT_EQ_I(step_feed(&t, head + 5), E2B_MP_PAUSE);
+    ASSERT_EQ_I(step_feed(&t, 3), 0);
+    TAP_CHECK(t.at == head + 5 && strcmp(t.s.log.buf, "[f|]ab") == 0,
+              "a partial delimiter at the end of a feed is withheld");
+    ASSERT_EQ_I(step_feed(&t, 0), E2B_MP_PAUSE);
+    TAP_CHECK(t.at == head + 5 && strcmp(t.s.log.buf, "[f|]ab\r\n-") == 0,
+              "the next feed's first byte ends the match: paused having used 0 bytes");
+    ASSERT_EQ_I(step_feed(&t, 0), E2B_MP_PAUSE);
+    ASSERT_EQ_I(step_feed(&t, 0), 0);
+    TAP_CHECK(strcmp(t.s.log.buf, "[f|]ab\r\n-xy.") == 0, "resumed: the same part");
+    step_done(&t);
+}
+
+/* Every row, pausing at every event and at each kind alone, whole and in pieces: parse()'s log. */
+TEST(pause_rows)
+{
+    static const unsigned masks[] = {P_PART, P_DATA, P_END, P_PART | P_DATA | P_END};
+
+    for (size_t i = 0; i < ELEMENTSOF(mp_rows); i++) {
+        size_t len = strlen(mp_rows[i].body);
+        char *want = parse("B", mp_rows[i].body, len, 0, 0);
+        bool same = true;
+        unsigned pauses = 0;
+
+        for (size_t m = 0; m < ELEMENTSOF(masks); m++) {
+            for (size_t step = 0; step <= 7; step++) {
+                char *got = NULL;
+
+                pauses += parse_paused(mp_rows[i].body, len, step, masks[m], &got);
+                same = same && strcmp(got, want) == 0;
+                free(got);
+            }
+        }
+        TAP_CHECK(same, "row %zu: pausing at its events (%u pauses) changes nothing", i, pauses);
+        free(want);
+    }
+}
+
 int
 main(void)
 {
@@ -214,5 +403,7 @@ main(void)
     RUN(boundary);
     RUN(multipart);
     RUN(multipart_limits);
+    RUN(pause_events);
+    RUN(pause_rows);
     return tap_done();
 }
