@@ -141,7 +141,7 @@ sent_sha256(struct e2b_upload *u, char hex[2 * EVP_MAX_MD_SIZE + 1])
     if (EVP_DigestFinal_ex(u->sha, md, &md_len) != 1) {
         oom();
     }
-    for (unsigned i = 0; i < md_len; i++) {
+    for (size_t i = 0; i < md_len; i++) {
         (void)snprintf(hex + 2 * i, 3, "%02x", md[i]);
     }
 }
