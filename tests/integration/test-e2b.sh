@@ -183,6 +183,20 @@ code POST /execute -d '{"code": "import os\nos.symlink(\"/etc/passwd\", \"/works
 envd GET "/files?path=/home/user/link" >/dev/null
 check "envd: a symlink planted by code is not followed (GET refused, no passwd bytes)" \
     bash -c "[ \$(cat '$work/status') != 200 ] && ! grep -q root: '$work/body'"
+# Hostile code forges the files helper's answer (the helper runs as the sandbox's user: code can
+# stop it and write into its stdout): the daemon checks what it reads and answers an error.
+envd POST "/files?path=/home/user/forge.py" -F "file=@$here/../lib/e2b-forge-helper.py" >/dev/null
+forged=
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+    code POST /execute -d '{"code": "import subprocess\nsubprocess.Popen([\"python3\", \"/workspace/forge.py\"], start_new_session=True)"}' >/dev/null
+    sleep 0.3
+    envd POST /filesystem.Filesystem/Stat -H 'Content-Type: application/json' -d '{"path": "/home/user/forge.py"}' >/dev/null
+    if [ "$(status)" = 500 ] && grep -q malformed "$work/body"; then forged=1; break; fi
+done
+check_eq "envd: a helper answer forged by code in the sandbox is refused (500, malformed)" "$forged" 1
+envd GET /health >/dev/null
+check_eq "envd: ... and the daemon lives on" "$(status)" 204
+
 # Uploads stream (chunked, as the SDKs send them): past http.max_body_bytes, never held whole.
 head -c 12000000 /dev/urandom >"$work/big"
 rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$daemon_pid/status")
