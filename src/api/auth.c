@@ -69,6 +69,18 @@ api_auth_token(const struct cfg *cfg, const char *token, size_t len,
     return is_admin ? AUTH_ADMIN : is_metrics ? AUTH_METRICS : AUTH_NONE;
 }
 
+const struct cfg_tenant *
+api_auth_e2b_key(const struct cfg *cfg, const char *key, size_t len)
+{
+    uint8_t digest[CFG_SHA256_LEN];
+
+    if (len == 0 || len > MAX_TOKEN) {
+        return NULL;
+    }
+    sha256(key, len, digest);
+    return cfg_e2b_key_tenant(cfg, digest);
+}
+
 enum auth_role
 api_auth(const struct cfg *cfg, struct evhttp_request *req, const struct cfg_tenant **ret_tenant)
 {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "config/config.h"
 
@@ -24,3 +25,5 @@ enum auth_role api_auth(const struct cfg *cfg, struct evhttp_request *req,
 /* Same, for a token given directly (tests, CLI). */
 enum auth_role api_auth_token(const struct cfg *cfg, const char *token, size_t len,
                               const struct cfg_tenant **ret_tenant);
+/* The tenant an E2B API key (X-API-KEY) belongs to, or NULL; hashed and compared like a token. */
+const struct cfg_tenant *api_auth_e2b_key(const struct cfg *cfg, const char *key, size_t len);

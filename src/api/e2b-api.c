@@ -5,7 +5,6 @@
  * lease is the session's expires_at. Asynchronous handlers keep a struct wait that watches the
  * connection, as sessions.c's calls do: a reply only to a live request. */
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +19,6 @@
 #include "util/macro.h"
 #include "util/random.h"
 #include "util/time.h"
-
-#define KEY_MAX 512
 
 /* ---- waits ----------------------------------------------------------------------------------- */
 
@@ -42,10 +39,7 @@ on_wait_close(struct evhttp_connection *conn, void *arg)
 {
     struct wait *w = arg;
 
-    if (w->req != NULL && evhttp_request_get_connection(w->req) == NULL) {
-        evhttp_request_free(w->req);
-    }
-    w->req = NULL;
+    e2b_request_gone(&w->req);
 }
 
 static struct wait *
@@ -76,28 +70,13 @@ wait_end(struct wait *w)
 
 /* ---- the control plane ----------------------------------------------------------------------- */
 
-static void
-sha256(const char *data, size_t len, uint8_t out[CFG_SHA256_LEN])
-{
-    unsigned int n = 0;
-
-    if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1 || n != CFG_SHA256_LEN) {
-        oom();
-    }
-}
-
 /* The tenant of the request's X-API-KEY, or NULL after replying 401. */
 static const struct cfg_tenant *
 require_key(struct api *a, struct evhttp_request *req)
 {
     const char *key = evhttp_find_header(evhttp_request_get_input_headers(req), "X-API-KEY");
-    const struct cfg_tenant *t = NULL;
-    uint8_t digest[CFG_SHA256_LEN];
+    const struct cfg_tenant *t = key != NULL ? api_auth_e2b_key(a->cfg, key, strlen(key)) : NULL;
 
-    if (key != NULL && key[0] != '\0' && strlen(key) <= KEY_MAX) {
-        sha256(key, strlen(key), digest);
-        t = cfg_e2b_key_tenant(a->cfg, digest);
-    }
     if (t == NULL) {
         a->e2b_stats.refused_key++;
         if (key != NULL) {

@@ -101,10 +101,7 @@ on_ctx_close(struct evhttp_connection *conn, void *arg)
 {
     struct ctx_wait *w = arg;
 
-    if (evhttp_request_get_connection(w->req) == NULL) {
-        evhttp_request_free(w->req);
-    }
-    w->req = NULL;
+    e2b_request_gone(&w->req);
 }
 
 static void
@@ -298,9 +295,7 @@ on_restart_close(struct evhttp_connection *conn, void *arg)
 {
     struct restart *rs = arg;
 
-    if (evhttp_request_get_connection(rs->req) == NULL) {
-        evhttp_request_free(rs->req);
-    }
+    e2b_request_gone(&rs->req);
     session_restart_cancel(rs->w); /* the restart goes on */
     free(rs);
 }

@@ -92,10 +92,7 @@ on_close(struct evhttp_connection *conn, void *arg)
 {
     struct e2b_envd_op *o = arg;
 
-    if (o->req != NULL && evhttp_request_get_connection(o->req) == NULL) {
-        evhttp_request_free(o->req);
-    }
-    o->req = NULL;
+    e2b_request_gone(&o->req);
     if (o->out != NULL) {
         stream_out_abandon(o->out);
         o->out = NULL;

@@ -51,6 +51,9 @@ void e2b_reply_connect_error(struct evhttp_request *req, const char *code, const
     __attribute__((format(printf, 3, 4)));
 /* The Connect error code of an errno ("not_found", ...). */
 const char *e2b_connect_code(int r);
+/* In a connection's close callback: the request is gone (freed if evhttp left it to its
+ * handler), *req NULL. */
+void e2b_request_gone(struct evhttp_request **req);
 /* The request's body as JSON (an empty body is {}), or NULL after replying 400. */
 json_t *e2b_body_json(struct evhttp_request *req);
 /* An "e2b.refused" audit line (fields stolen), at most E2B_AUDIT_REFUSED_PER_S a second: the

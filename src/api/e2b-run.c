@@ -82,10 +82,7 @@ on_close(struct evhttp_connection *conn, void *arg)
     struct e2b_run *r = arg;
     struct session *s = e2b_run_session(r);
 
-    if (r->req != NULL && evhttp_request_get_connection(r->req) == NULL) {
-        evhttp_request_free(r->req);
-    }
-    r->req = NULL;
+    e2b_request_gone(&r->req);
     if (r->out != NULL) {
         stream_out_abandon(r->out);
         r->out = NULL;
@@ -549,14 +546,7 @@ command_cwd(const char *cwd, char out[FILES_PATH_MAX + 1], struct err *reterr)
 static unsigned
 random_pid(void)
 {
-    char hex[9];
-    uint64_t v = 0;
-
-    random_hex(hex, 4);
-    for (int i = 0; i < 8; i++) {
-        v = (v << 4) | (uint64_t)(hex[i] <= '9' ? hex[i] - '0' : hex[i] - 'a' + 10);
-    }
-    return 1000u + (unsigned)(v % 2000000000u);
+    return 1000u + random_u32() % 2000000000u;
 }
 
 static void

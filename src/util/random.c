@@ -7,16 +7,11 @@
 #include <stdlib.h>
 #include <sys/random.h>
 
-void
-random_hex(char *out, size_t nbytes)
+static void
+fill(uint8_t *raw, size_t nbytes)
 {
-    static const char hex[] = "0123456789abcdef";
-    uint8_t raw[64];
     size_t got = 0;
 
-    if (nbytes > sizeof(raw)) {
-        abort();
-    }
     while (got < nbytes) {
         ssize_t n = getrandom(raw + got, nbytes - got, 0);
 
@@ -28,6 +23,27 @@ random_hex(char *out, size_t nbytes)
         }
         got += (size_t)n;
     }
+}
+
+uint32_t
+random_u32(void)
+{
+    uint8_t raw[4];
+
+    fill(raw, sizeof(raw));
+    return (uint32_t)raw[0] << 24 | (uint32_t)raw[1] << 16 | (uint32_t)raw[2] << 8 | raw[3];
+}
+
+void
+random_hex(char *out, size_t nbytes)
+{
+    static const char hex[] = "0123456789abcdef";
+    uint8_t raw[64];
+
+    if (nbytes > sizeof(raw)) {
+        abort();
+    }
+    fill(raw, nbytes);
     for (size_t i = 0; i < nbytes; i++) {
         out[2 * i] = hex[raw[i] >> 4];
         out[2 * i + 1] = hex[raw[i] & 15];
