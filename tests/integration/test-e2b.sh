@@ -132,7 +132,8 @@ sbx POST /execute "$ID" 49999 E2B-Traffic-Access-Token "$AT" -d '{"code": "1"}' 
 check_eq "code: the envd token on port 49999 → 401" "$(status)" 401
 sbx POST /execute "$ID" 49999 X-Access-Token "$AT" -d '{"code": "1"}' >/dev/null
 check_eq "code: X-Access-Token alone does not open port 49999 → 401" "$(status)" 401
-sbx GET /health "$ID" 49983 X-Access-Token "${AT%?}0" >/dev/null
+off=${AT%?}0; [ "$off" != "$AT" ] || off=${AT%?}1 # the last digit changed, whatever it was
+sbx GET /health "$ID" 49983 X-Access-Token "$off" >/dev/null
 check_eq "envd: a token one digit off → 401" "$(status)" 401
 sbx GET /health "0123456789abcdef0123456789abcdef" 49983 X-Access-Token "$AT" >/dev/null
 check_eq "envd: an unknown sandbox → 502 (the SDK's not running)" "$(status)" 502
