@@ -66,6 +66,7 @@ api_handler_fn api_sessions_execute;
 api_handler_fn api_sessions_interrupt;
 api_handler_fn api_sessions_restart;
 api_handler_fn api_sessions_executions;
+api_handler_fn api_sessions_pause;
 
 /* Admin endpoints (admin.c): admin token only. */
 api_handler_fn api_admin_pools;
@@ -369,6 +370,17 @@ struct api_actor {
  * exactly as absent as an unknown one). */
 struct session *api_session_for(struct api *a, struct evhttp_request *req, const char *id,
                                 struct api_actor *ret);
+/* api_session_for() for a call that needs the session's container (a route with the session id as
+ * its one parameter): a paused session is resumed first and self(a, req, {id}) called again once
+ * it is live. NULL after replying, or while it waits. */
+struct session *api_session_live(struct api *a, struct evhttp_request *req,
+                                 const char *const *params, api_handler_fn *self,
+                                 struct api_actor *ret);
+/* The same for a session the handler found and authorized itself: 0 when it is live (go on), 1
+ * when it waits (self(a, req, params) runs again once it is live; params: two entries, either may
+ * be NULL, copied), or a negative errno (reply it). */
+int api_live_wait(struct api *a, struct evhttp_request *req, struct session *s,
+                  const char *const *params, api_handler_fn *self, struct err *reterr);
 /* The admin endpoints' version: the admin token only (401/403 otherwise, as api_require_admin()),
  * any tenant's session with this id (404 otherwise); *ret is the admin. */
 struct session *api_admin_session_for(struct api *a, struct evhttp_request *req, const char *id,
@@ -393,6 +405,7 @@ int api_request_json(const char *data, size_t len, bool allow_empty, json_t **re
 struct api_create_body {
     const char *profile;     /* borrowed from the body; NULL: the tenant's first profile */
     unsigned idle_timeout_s; /* 0: the profile's */
+    unsigned pause_after_s;  /* 0: the profile's */
     char *metadata_json;     /* owned: 'metadata' as compact text with sorted keys, or NULL */
 };
 /* Validates a create body (a JSON object): -EINVAL for an unknown field or a wrong type,

@@ -222,6 +222,7 @@ static const struct route routes[] = {
     {EVHTTP_REQ_POST, 0, "/v1/sessions/*/execute", api_sessions_execute},
     {EVHTTP_REQ_POST, 0, "/v1/sessions/*/interrupt", api_sessions_interrupt},
     {EVHTTP_REQ_POST, 0, "/v1/sessions/*/restart", api_sessions_restart},
+    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/pause", api_sessions_pause},
     {EVHTTP_REQ_GET, 0, "/v1/sessions/*/executions", api_sessions_executions},
     {EVHTTP_REQ_GET, 0, "/v1/sessions/*/files", api_files_list},
     {EVHTTP_REQ_GET, 0, "/v1/admin/pools", api_admin_pools},

@@ -74,6 +74,9 @@ e2b_envd_free(struct e2b_envd_op *o)
     if (o->req != NULL) {
         evhttp_connection_set_closecb(o->conn, NULL, NULL);
     }
+    if (o->used) {
+        session_unuse(o->a->backend->sessions, o->session);
+    }
     e2b_upload_free(o);
     free(o);
 }
@@ -172,12 +175,16 @@ e2b_envd_start(struct api *a, struct evhttp_request *req, struct e2b_target *t,
 }
 
 bool
-e2b_envd_target(const struct e2b_envd_op *o, struct files_target *ret)
+e2b_envd_target(struct e2b_envd_op *o, struct files_target *ret)
 {
     struct session *s = session_find(o->a->backend->sessions, o->tenant, o->session);
 
     if (s == NULL || session_container(s) == NULL) {
         return false;
+    }
+    if (!o->used) {
+        session_use(s);
+        o->used = true;
     }
     *ret = (struct files_target){
         .engine = o->a->backend->engine,

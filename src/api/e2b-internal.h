@@ -105,6 +105,7 @@ struct e2b_envd_op {
     char request[LOG_REQUEST_ID_MAX + 1];
     struct api_gate_waiter *gw;
     bool gate_in;
+    bool used; /* counted in its sandbox's uses (no pause meanwhile: session_use()) */
     struct files_op *fop;
     char path[FILES_PATH_MAX + 1], path2[FILES_PATH_MAX + 1]; /* in the workspace */
     bool home;                                                /* answers name /home/user */
@@ -117,7 +118,7 @@ void e2b_envd(struct api *a, struct evhttp_request *req, struct e2b_target *t);
 void e2b_envd_start(struct api *a, struct evhttp_request *req, struct e2b_target *t,
                     struct e2b_envd_op *o);
 /* Where its sandbox's workspace is; false when the sandbox ended. */
-bool e2b_envd_target(const struct e2b_envd_op *o, struct files_target *ret);
+bool e2b_envd_target(struct e2b_envd_op *o, struct files_target *ret);
 /* Answers o's failure (E2B's error body), when its client still waits. */
 void e2b_envd_failed(struct e2b_envd_op *o, int r, const struct err *e);
 /* o is done: out of the gate, freed. */

@@ -308,6 +308,17 @@ api_e2b_sandbox(struct api *a, struct evhttp_request *req, const char *const *pa
         return;
     }
     api_conn_authenticated(a->conns, req);
+    {
+        struct err e = {0};
+        int r = api_live_wait(a, req, t.s, params, api_e2b_sandbox, &e);
+
+        if (r != 0) { /* a paused sandbox: this runs again once it is resumed */
+            if (r < 0) {
+                e2b_reply_error(req, e2b_status_of(e.code), "%s", e.msg);
+            }
+            return;
+        }
+    }
     session_touch(t.s);
     a->e2b_stats.requests[t.port == E2B_ENVD_PORT ? API_E2B_ENVD : API_E2B_CODE]++;
     if (t.port == E2B_ENVD_PORT) {

@@ -34,6 +34,7 @@
 
 #define LOG_MODULE "api"
 #include "api/api-internal.h"
+#include "api/files-internal.h"
 #include "audit/audit.h"
 #include "files/files.h"
 #include "log/log.h"
@@ -44,48 +45,16 @@
 
 #define FEED_SLICE 65536u
 
-enum fop {
-    FOP_LIST,
-    FOP_DELETE,
-    FOP_GET,
-    FOP_PUT,
-};
-
-struct fcall {
-    struct api *a;
-    struct evhttp_request *req; /* NULL once the client went away */
-    struct evhttp_connection *conn;
-    struct files_op *op; /* NULL once it completed */
-    enum fop kind;
-    struct api_gate_waiter *waiting; /* in the gate's queue */
-    bool entered;                    /* through the gate: leave it at the end */
-    char tenant[65], session[65];
-    char actor[80];                       /* who asked: "tenant:<id>" or "admin" (audit) */
-    char request[LOG_REQUEST_ID_MAX + 1]; /* for the log lines of its completion */
-    char path[FILES_PATH_MAX + 1];
-    /* upload */
-    struct api_body held;      /* the body waiting in the socket (held.conn), or: ... */
-    struct evbuffer *buffered; /* ... evhttp read it (chunked or empty) */
-    EVP_MD_CTX *sha;
-    uint64_t size, received;
-    bool fed;    /* every byte went to the helper */
-    bool paused; /* the body read waits for the sandbox */
-    /* download */
-    struct stream_out *out;
-    bool head;
-    uint64_t sent;
-    bool answering;      /* a download's headers are out: it is audited however it ends */
-    bool audited;        /* its "file.downloaded" line is written */
-    bool left_in_flight; /* the client left while the engine worked on it (gate.c holds on) */
-};
-
-static void audit_file(struct fcall *fc, const char *action, uint64_t size);
-static void admit(struct fcall *fc, enum fop kind);
-
 static void
 fcall_free(struct fcall *fc)
 {
     api_gate_cancel(fc->waiting);
+    if (fc->live != NULL) {
+        session_waiter_cancel(fc->live);
+    }
+    if (fc->used) {
+        session_unuse(fc->a->backend->sessions, fc->session);
+    }
     if (fc->entered && fc->left_in_flight) {
         api_gate_leave_later(fc->a->files_gate, fc->tenant, fc->session);
     } else if (fc->entered) {
@@ -93,7 +62,7 @@ fcall_free(struct fcall *fc)
     }
     if (fc->answering && !fc->audited) {
         /* A download cut short, perhaps before its first byte: the client got these bytes. */
-        audit_file(fc, "file.downloaded", fc->sent);
+        files_audit(fc, "file.downloaded", fc->sent);
     }
     EVP_MD_CTX_free(fc->sha);
     free(fc);
@@ -137,8 +106,8 @@ fcall_new(struct api *a, struct evhttp_request *req, struct session *s, const ch
 }
 
 /* The request is answered (or about to be): stop watching the connection, free the call. */
-static void
-fcall_end(struct fcall *fc)
+void
+files_call_end(struct fcall *fc)
 {
     struct session *s = session_find(fc->a->backend->sessions, fc->tenant, fc->session);
 
@@ -158,9 +127,10 @@ fcall_end(struct fcall *fc)
 /* Authenticates, finds the session, normalizes the client's path (decoded, len bytes) and starts
  * the call that follows the request, with the path in fc->path and the sandbox in *ft. NULL after
  * replying. */
-static struct fcall *
-begin(struct api *a, struct evhttp_request *req, const char *const *params, const char *path,
-      size_t len, bool allow_root, struct files_target *ft, struct session **ret_s)
+struct fcall *
+files_call_begin(struct api *a, struct evhttp_request *req, const char *const *params,
+                 const char *path, size_t len, bool allow_root, struct files_target *ft,
+                 struct session **ret_s)
 {
     struct api_actor who;
     struct session *s = api_session_for(a, req, params[0], &who);
@@ -194,8 +164,8 @@ begin(struct api *a, struct evhttp_request *req, const char *const *params, cons
 
 /* The audit line of a file operation (the path, never the contents); a download that ended
  * before its last byte says so with "complete": false and the bytes sent. */
-static void
-audit_file(struct fcall *fc, const char *action, uint64_t size)
+void
+files_audit(struct fcall *fc, const char *action, uint64_t size)
 {
     json_t *f = OOM_CHECK(json_pack("{s:s, s:s, s:s, s:I}", "tenant", fc->tenant, "session",
                                     fc->session, "path", fc->path, "size", (json_int_t)size));
@@ -210,9 +180,9 @@ audit_file(struct fcall *fc, const char *action, uint64_t size)
 }
 
 /* begin() for the percent-encoded path of the URL (params[1]). */
-static struct fcall *
-begin_url(struct api *a, struct evhttp_request *req, const char *const *params,
-          struct files_target *ft, struct session **ret_s)
+struct fcall *
+files_call_begin_url(struct api *a, struct evhttp_request *req, const char *const *params,
+                     struct files_target *ft, struct session **ret_s)
 {
     size_t len = 0;
     char *path = NULL;
@@ -223,83 +193,16 @@ begin_url(struct api *a, struct evhttp_request *req, const char *const *params,
         api_reply_error(req, e.code, "%s", e.msg);
         return NULL;
     }
-    fc = begin(a, req, params, path, len, false, ft, ret_s); /* a NUL is refused there */
+    fc = files_call_begin(a, req, params, path, len, false, ft, ret_s); /* a NUL is refused there */
     free(path);
     return fc;
 }
 
 /* The helper's error, said the way the API says it. */
-static void
-reply_op_error(struct evhttp_request *req, int r, const struct err *e)
+void
+files_reply_op_error(struct evhttp_request *req, int r, const struct err *e)
 {
     api_reply_error(req, r, "%s", e != NULL && e->msg[0] != '\0' ? e->msg : strerror(-r));
-}
-
-/* ---- list and delete ------------------------------------------------------------------------- */
-
-static void
-on_listed(int r, json_t *result, const struct err *e, void *userdata)
-{
-    struct fcall *fc = userdata;
-
-    fc->op = NULL;
-    if (r < 0) {
-        reply_op_error(fc->req, r, e);
-    } else if (!json_is_array(json_object_get(result, "entries"))) {
-        api_reply_error(fc->req, -EPROTO, "the sandbox's file helper gave no listing");
-    } else {
-        api_reply_json_new(fc->req, 200, json_incref(result));
-    }
-    fcall_end(fc);
-}
-
-void
-api_files_list(struct api *a, struct evhttp_request *req, const char *const *params)
-{
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-    cleanup_free char *dir = NULL;
-    struct files_target ft;
-    struct err e = {0};
-    struct fcall *fc;
-
-    if (api_request_dir(uri != NULL ? evhttp_uri_get_query(uri) : NULL, &dir, &e) < 0) {
-        api_reply_error(req, e.code, "%s", e.msg);
-        return;
-    }
-    fc = begin(a, req, params, dir != NULL ? dir : "", dir != NULL ? strlen(dir) : 0, true, &ft,
-               NULL);
-    if (fc != NULL) {
-        admit(fc, FOP_LIST);
-    }
-}
-
-static void
-on_deleted(int r, json_t *result, const struct err *e, void *userdata)
-{
-    struct fcall *fc = userdata;
-
-    fc->op = NULL;
-    log_set_request(fc->request);
-    if (r < 0) {
-        reply_op_error(fc->req, r, e);
-    } else {
-        log_info("file deleted session=%s", fc->session);
-        audit_file(fc, "file.deleted", 0);
-        evhttp_send_reply(fc->req, 204, "No Content", NULL);
-    }
-    fcall_end(fc);
-    log_set_request(NULL);
-}
-
-void
-api_files_delete(struct api *a, struct evhttp_request *req, const char *const *params)
-{
-    struct files_target ft;
-    struct fcall *fc = begin_url(a, req, params, &ft, NULL);
-
-    if (fc != NULL) {
-        admit(fc, FOP_DELETE);
-    }
 }
 
 /* ---- download -------------------------------------------------------------------------------- */
@@ -350,7 +253,7 @@ on_get_header(uint64_t size, double mtime, void *userdata)
     fc->size = size;
     fc->answering = !fc->head;
     if (size == 0 && !fc->head) {
-        audit_file(fc, "file.downloaded", 0);
+        files_audit(fc, "file.downloaded", 0);
     }
     if (t > 0 && gmtime_r(&t, &tm) != NULL &&
         strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm) > 0) {
@@ -374,7 +277,7 @@ on_get_data(const char *data, size_t n, void *userdata)
     fc->a->stats.download_bytes += n;
     if (fc->sent == fc->size) {
         /* Here rather than at the helper's exit: the client may close once it has it all. */
-        audit_file(fc, "file.downloaded", fc->size);
+        files_audit(fc, "file.downloaded", fc->size);
     }
     over = stream_out_send(fc->out, b);
     evbuffer_free(b);
@@ -398,12 +301,12 @@ on_got(int r, json_t *result, const struct err *e, void *userdata)
             log_warn("download cut session=%s: %s", fc->session, e ? e->msg : strerror(-r));
         }
         fc->out = NULL;
-        fcall_end(fc); /* first: the end may free the connection at once (stream/out.h) */
+        files_call_end(fc); /* first: the end may free the connection at once (stream/out.h) */
         stream_out_end(out, broken);
         return;
     }
-    reply_op_error(fc->req, r, e);
-    fcall_end(fc);
+    files_reply_op_error(fc->req, r, e);
+    files_call_end(fc);
 }
 
 static const struct files_get_io get_io = {
@@ -415,11 +318,11 @@ void
 api_files_get(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     struct files_target ft;
-    struct fcall *fc = begin_url(a, req, params, &ft, NULL);
+    struct fcall *fc = files_call_begin_url(a, req, params, &ft, NULL);
 
     if (fc != NULL) {
         fc->head = evhttp_request_get_command(req) == EVHTTP_REQ_HEAD;
-        admit(fc, FOP_GET);
+        files_call_admit(fc, FOP_GET);
     }
 }
 
@@ -439,7 +342,7 @@ put_reply(struct fcall *fc, int r, const char *msg, json_t *result)
     } else {
         api_reply_json_new(fc->req, 201, json_incref(result));
     }
-    fcall_end(fc);
+    files_call_end(fc);
 }
 
 static void put_refuse(struct fcall *fc, int r, const char *fmt, ...)
@@ -499,7 +402,7 @@ on_body_end(int r, void *userdata)
                  (unsigned long long)fc->received, (unsigned long long)fc->size, why);
         api_reply_error(fc->req, -EINVAL, "the upload ended after %llu of %llu bytes: %s",
                         (unsigned long long)fc->received, (unsigned long long)fc->size, why);
-        fcall_end(fc);
+        files_call_end(fc);
         return;
     }
     fc->fed = true;
@@ -578,7 +481,7 @@ on_put(int r, json_t *result, const struct err *e, void *userdata)
     log_set_request(fc->request);
     log_info("file uploaded session=%s size=%llu", fc->session, (unsigned long long)fc->size);
     log_set_request(NULL);
-    audit_file(fc, "file.uploaded", fc->size);
+    files_audit(fc, "file.uploaded", fc->size);
     put_reply(fc, 0, NULL, result);
 }
 
@@ -594,7 +497,7 @@ api_files_put(struct api *a, struct evhttp_request *req, const char *const *para
     bool is_held = api_body_held(a->conns, req, &held);
     struct files_target ft;
     struct session *s = NULL;
-    struct fcall *fc = begin_url(a, req, params, &ft, &s);
+    struct fcall *fc = files_call_begin_url(a, req, params, &ft, &s);
     const struct cfg_profile *p;
     uint64_t workspace;
 
@@ -620,7 +523,7 @@ api_files_put(struct api *a, struct evhttp_request *req, const char *const *para
                    (unsigned long long)fc->size, p->workspace_mb);
         return;
     }
-    admit(fc, FOP_PUT);
+    files_call_admit(fc, FOP_PUT);
 }
 
 /* ---- the gate -------------------------------------------------------------------------------- */
@@ -634,16 +537,46 @@ refuse(struct fcall *fc, int r, const char *msg)
         return;
     }
     api_reply_error(fc->req, r, "%s", msg);
-    fcall_end(fc);
+    files_call_end(fc);
 }
 
-/* Through the gate: the operation starts in its sandbox, looked up again. */
+static void op_start(struct fcall *fc);
+
+static void
+on_live(int r, const struct err *e, void *userdata)
+{
+    struct fcall *fc = userdata;
+
+    fc->live = NULL;
+    log_set_request(fc->request);
+    if (r < 0) {
+        refuse(fc, r, e != NULL ? err_msg(e) : strerror(-r));
+    } else {
+        op_start(fc);
+    }
+    log_set_request(NULL);
+}
+
+/* Through the gate: the operation starts in its sandbox, looked up again (and resumed first when
+ * it is paused). */
 static void
 op_start(struct fcall *fc)
 {
     struct session *s = session_find(fc->a->backend->sessions, fc->tenant, fc->session);
     struct files_target ft = {.engine = fc->a->backend->engine};
+    struct err e = {0};
+    int r = s != NULL ? session_ensure_live(s, on_live, fc, &fc->live, &e) : 0;
 
+    if (r != 0) {
+        if (r < 0) {
+            refuse(fc, e.code, e.msg);
+        }
+        return;
+    }
+    if (s != NULL && !fc->used) {
+        session_use(s);
+        fc->used = true;
+    }
     ft.container = s != NULL ? session_container(s) : NULL;
     ft.user = s != NULL ? session_user(s) : NULL;
     if (ft.container == NULL || ft.user == NULL) {
@@ -652,10 +585,10 @@ op_start(struct fcall *fc)
     }
     switch (fc->kind) {
     case FOP_LIST:
-        fc->op = files_list(&ft, fc->path, on_listed, fc);
+        fc->op = files_list(&ft, fc->path, files_on_listed, fc);
         break;
     case FOP_DELETE:
-        fc->op = files_delete(&ft, fc->path, on_deleted, fc);
+        fc->op = files_delete(&ft, fc->path, files_on_deleted, fc);
         break;
     case FOP_GET:
         fc->op = files_get(&ft, fc->path, &get_io, on_got, fc);
@@ -683,8 +616,8 @@ on_gate(int r, void *arg)
     log_set_request(NULL);
 }
 
-static void
-admit(struct fcall *fc, enum fop kind)
+void
+files_call_admit(struct fcall *fc, enum fop kind)
 {
     int r;
 

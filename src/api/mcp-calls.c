@@ -176,6 +176,9 @@ reply_end(struct mcp_call *c, json_t *msg)
 static void
 call_free(struct mcp_call *c)
 {
+    if (c->live != NULL) {
+        session_waiter_cancel(c->live);
+    }
     mcp_files_release(c);
     if (c->flush != NULL) {
         event_free(c->flush);
@@ -287,10 +290,40 @@ mcp_call_sandbox(const struct mcp_call *c)
 
 /* ---- the queue ------------------------------------------------------------------------------- */
 
-/* The call's work, once its sandbox exists. */
+static void call_work(struct mcp_call *c);
+
+static void
+on_live(int r, const struct err *e, void *userdata)
+{
+    struct mcp_call *c = userdata;
+
+    c->live = NULL;
+    log_set_request(c->request);
+    if (r < 0) {
+        mcp_call_fail(c, MCP_ERR_INTERNAL, e ? e->msg : "the sandbox could not be resumed");
+    } else if (c->cancelled || c->ms->gone) {
+        mcp_call_finish(c, NULL);
+    } else {
+        call_work(c);
+    }
+    log_set_request(NULL);
+}
+
+/* The call's work, once its sandbox exists (and runs: a paused one is resumed first). */
 static void
 call_work(struct mcp_call *c)
 {
+    struct session *s = mcp_call_sandbox(c);
+    struct err e = {0};
+    int r = s != NULL ? session_ensure_live(s, on_live, c, &c->live, &e) : 0;
+
+    if (r < 0) {
+        mcp_call_fail(c, MCP_ERR_INTERNAL, e.msg);
+        return;
+    }
+    if (r == 1) {
+        return;
+    }
     if (c->kind == MCP_CALL_TOOL &&
         (c->tc.tool == MCP_TOOL_PYTHON || c->tc.tool == MCP_TOOL_COMMAND)) {
         mcp_exec_start(c);

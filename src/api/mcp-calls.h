@@ -43,7 +43,8 @@ struct mcp_call {
     struct mcp_session *ms;    /* referenced */
     enum mcp_call_state state; /* mcp_call_set() only */
     enum mcp_call_kind kind;
-    struct evhttp_request *req; /* NULL once the client left or the reply ended */
+    struct session_waiter *live; /* waiting for its paused sandbox to resume */
+    struct evhttp_request *req;  /* NULL once the client left or the reply ended */
     struct evhttp_connection *conn;
     struct stream_out *out; /* tools/call's stream; NULL once ended */
     struct mcp_msg msg;     /* owns what tc borrows */

@@ -128,13 +128,15 @@ check_metadata(json_t *meta, char **ret_text, struct err *reterr)
 int
 api_request_create(json_t *body, struct api_create_body *ret, struct err *reterr)
 {
-    static const char *const allowed[] = {"profile", "idle_timeout_s", "metadata", NULL};
+    static const char *const allowed[] = {"profile", "idle_timeout_s", "pause_after_s", "metadata",
+                                          NULL};
     json_t *profile = json_object_get(body, "profile");
     struct api_create_body cb = {0};
     int r;
 
     if ((r = reject_unknown(body, allowed, reterr)) < 0 ||
         (r = get_uint(body, "idle_timeout_s", &cb.idle_timeout_s, reterr)) < 0 ||
+        (r = get_uint(body, "pause_after_s", &cb.pause_after_s, reterr)) < 0 ||
         (r = check_metadata(json_object_get(body, "metadata"), &cb.metadata_json, reterr)) < 0) {
         return r;
     }

@@ -1,6 +1,7 @@
 /* The audit lines of sessions and executions; see session-audit.h. Their content (keys and
  * their order) is what the suites grep for: "session.created", "session.ended",
- * "execution.started" and "execution.finished". */
+ * "execution.started", "execution.finished", "session.paused" (idle; an explicit pause's is
+ * sessions.c's) and "session.resumed". */
 #include "session-audit.h"
 
 #include <jansson.h>
@@ -55,6 +56,16 @@ api_session_audit(const struct session_audit *a, void *userdata)
         break;
     case SESSION_AUDIT_EXEC_FINISHED:
         audit_execution_finished(a);
+        break;
+    case SESSION_AUDIT_PAUSED:
+        audit_log("session.paused", a->actor,
+                  OOM_CHECK(json_pack("{s:s, s:s, s:s}", "tenant", a->tenant, "session", a->session,
+                                      "why", a->why)));
+        break;
+    case SESSION_AUDIT_RESUMED:
+        audit_log("session.resumed", a->actor,
+                  OOM_CHECK(json_pack("{s:s, s:s, s:I}", "tenant", a->tenant, "session", a->session,
+                                      "duration_ms", (json_int_t)a->duration_ms)));
         break;
     }
 }

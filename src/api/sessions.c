@@ -7,9 +7,11 @@
  *   POST   /v1/sessions/{id}/execute     run code or a command: one JSON Execution, or SSE
  *   POST   /v1/sessions/{id}/interrupt   interrupt the running execution (202)
  *   POST   /v1/sessions/{id}/restart     restart the kernel: variables lost, new kernel_epoch
+ *   POST   /v1/sessions/{id}/pause       freeze its container (200 + Session, once frozen)
  *   GET    /v1/sessions/{id}/executions  the last executions, newest first (from Redis)
  *
- * Every request on a session counts as activity. Another tenant's session answers 404 exactly
+ * Every request on a session counts as activity; execute and restart resume a paused session first
+ * (live.c). Another tenant's session answers 404 exactly
  * like an unknown one.
  *
  * Asynchronous handlers keep a `struct call`: the evhttp request belongs to libevent and dies
@@ -41,6 +43,8 @@ struct call {
     char tenant[65];
     struct execution *x;
     struct session_restart *restart;
+    struct session_waiter *pause;
+    char session[65];
     struct stream_sse *sse;
     bool done;                            /* the operation completed */
     char request[LOG_REQUEST_ID_MAX + 1]; /* for the log lines of its completion */
@@ -69,6 +73,11 @@ on_conn_close(struct evhttp_connection *conn, void *arg)
     if (c->restart != NULL) {
         session_restart_cancel(c->restart); /* the restart itself goes on */
         c->restart = NULL;
+        c->done = true;
+    }
+    if (c->pause != NULL) {
+        session_waiter_cancel(c->pause); /* so does the pause */
+        c->pause = NULL;
         c->done = true;
     }
     if (c->done) {
@@ -182,6 +191,7 @@ api_sessions_create(struct api *a, struct evhttp_request *req, const char *const
     cr.tenant = t->id;
     cr.profile = cb.profile;
     cr.idle_timeout_s = cb.idle_timeout_s;
+    cr.pause_after_s = cb.pause_after_s;
     cr.metadata_json = cb.metadata_json;
     c = call_new(a, req, t->id);
     r = session_create(a->backend->sessions, &cr, on_session_created, c, &e);
@@ -356,7 +366,7 @@ void
 api_sessions_execute(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     struct api_actor who;
-    struct session *s = api_session_for(a, req, params[0], &who);
+    struct session *s = api_session_live(a, req, params, api_sessions_execute, &who);
     struct exec_req er = {0};
     struct err e = {0};
     json_t *body = NULL;
@@ -437,7 +447,7 @@ void
 api_sessions_restart(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     struct api_actor who;
-    struct session *s = api_session_for(a, req, params[0], &who);
+    struct session *s = api_session_live(a, req, params, api_sessions_restart, &who);
     struct err e = {0};
     struct call *c;
 
@@ -453,6 +463,57 @@ api_sessions_restart(struct api *a, struct evhttp_request *req, const char *cons
     c = call_new(a, req, session_tenant(s));
     if (session_restart(s, on_session_restarted, c, &c->restart, &e) < 0) {
         api_reply_error(req, e.code, "%s", e.msg);
+        call_end(c);
+    }
+}
+
+/* ---- pause ----------------------------------------------------------------------------------- */
+
+static void
+on_session_paused(int r, const struct err *e, void *userdata)
+{
+    struct call *c = userdata;
+    struct session *s;
+
+    c->pause = NULL;
+    c->done = true;
+    if (c->req != NULL) {
+        s = session_find(c->a->backend->sessions, c->tenant, c->session);
+        if (r < 0 || s == NULL) {
+            api_reply_error(c->req, s == NULL ? -ENOENT : r, "%s",
+                            s == NULL ? "no such session (it ended meanwhile)" : err_msg(e));
+        } else {
+            api_reply_json_new(c->req, 200, session_to_json(s));
+        }
+    }
+    call_end(c);
+}
+
+void
+api_sessions_pause(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    struct api_actor who;
+    struct session *s = api_session_for(a, req, params[0], &who);
+    struct err e = {0};
+    struct call *c;
+    int r;
+
+    if (s == NULL) {
+        return;
+    }
+    c = call_new(a, req, session_tenant(s));
+    (void)snprintf(c->session, sizeof(c->session), "%s", session_id(s));
+    r = session_pause(s, on_session_paused, c, &c->pause, &e);
+    if (r < 0) {
+        api_reply_error(req, e.code, "%s", e.msg);
+        call_end(c);
+        return;
+    }
+    audit_log("session.paused", who.name,
+              OOM_CHECK(json_pack("{s:s, s:s, s:s}", "tenant", session_tenant(s), "session",
+                                  session_id(s), "why", "requested")));
+    if (r == 0) {
+        api_reply_json_new(req, 200, session_to_json(s));
         call_end(c);
     }
 }

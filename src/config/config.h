@@ -37,6 +37,7 @@ struct cfg_profile {
     unsigned workspace_mb, tmp_mb, shm_mb;
     unsigned nofile, nproc;
     unsigned idle_timeout_s, max_lifetime_s, exec_timeout_s;
+    unsigned pause_after_s; /* 0: never paused for inactivity */
     uint64_t max_output_bytes;
     unsigned interrupt_grace_ms;
     uint64_t max_file_bytes;

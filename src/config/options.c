@@ -152,6 +152,8 @@ const struct cfg_option cfg_profile_options[] = {
          "each container"),
     POPT("idle_timeout_s", CFG_UINT, idle_timeout_s, "600", 1, 31536000, CFG_RELOADABLE,
          "end sessions idle this long"),
+    POPT("pause_after_s", CFG_UINT, pause_after_s, "0", 0, 31536000, CFG_RELOADABLE,
+         "freeze sessions (cgroup freezer: no CPU, memory kept) idle this long; 0: never"),
     POPT("max_lifetime_s", CFG_UINT, max_lifetime_s, "86400", 1, 31536000, CFG_RELOADABLE,
          "end sessions this old"),
     POPT("exec_timeout_s", CFG_UINT, exec_timeout_s, "30", 1, 86400, CFG_RELOADABLE,

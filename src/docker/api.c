@@ -274,6 +274,19 @@ docker_container_kill(struct docker_client *c, const char *id, const char *signa
 }
 
 struct docker_call *
+docker_container_freeze(struct docker_client *c, const char *id, bool freeze, docker_result_cb *cb,
+                        void *userdata)
+{
+    char path[256];
+    struct docker_request req = {.method = "POST", .path = path};
+
+    if (!id_path(path, sizeof(path), "/containers/", id, freeze ? "/pause" : "/unpause", NULL)) {
+        return op_invalid(c, cb, userdata);
+    }
+    return op_start(c, OP_EMPTY, &req, cb, userdata);
+}
+
+struct docker_call *
 docker_container_remove(struct docker_client *c, const char *id, docker_result_cb *cb,
                         void *userdata)
 {

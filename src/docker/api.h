@@ -40,6 +40,10 @@ struct docker_call *docker_container_start(struct docker_client *c, const char *
 /* POST /containers/{id}/kill?signal=SIG; a container that is not running gives -ESRCH. */
 struct docker_call *docker_container_kill(struct docker_client *c, const char *id,
                                           const char *signal, docker_result_cb *cb, void *userdata);
+/* POST /containers/{id}/pause (freeze) or /unpause: the cgroup freezer. A container that is not
+ * running, or already in the state asked for, gives -EBUSY (409). */
+struct docker_call *docker_container_freeze(struct docker_client *c, const char *id, bool freeze,
+                                            docker_result_cb *cb, void *userdata);
 /* DELETE /containers/{id}?force=1&v=1; "no such container" and "removal already in progress"
  * count as success, because the goal (the container goes away) is met. */
 struct docker_call *docker_container_remove(struct docker_client *c, const char *id,

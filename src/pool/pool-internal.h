@@ -42,7 +42,9 @@ struct pool_slot {
     uint32_t uid;           /* of user code (uids.c); 0: none held */
     char user[24];          /* "uid:uid" */
     struct docker_call *call;
-    bool budgeted; /* `call` holds a unit of the budget */
+    bool budgeted;             /* `call` holds a unit of the budget */
+    pool_freeze_cb *freeze_cb; /* pool_slot_freeze()'s, while its call is in flight */
+    void *freeze_userdata;
     struct kernel *kernel;
 };
 

@@ -405,6 +405,29 @@ pool_slot_user(const struct pool_slot *slot)
     return slot->user;
 }
 
+static void
+on_frozen(int r, json_t *result, const struct err *e, void *userdata)
+{
+    struct pool_slot *slot = userdata;
+
+    pool_call_done(slot);
+    slot->freeze_cb(r, e, slot->freeze_userdata);
+}
+
+int
+pool_slot_freeze(struct pool_slot *slot, bool freeze, pool_freeze_cb *cb, void *userdata)
+{
+    assert(slot->state == POOL_SLOT_BOUND);
+    if (slot->call != NULL) {
+        return -EBUSY;
+    }
+    slot->freeze_cb = cb;
+    slot->freeze_userdata = userdata;
+    slot->call =
+        docker_container_freeze(slot->pool->docker, slot->container_id, freeze, on_frozen, slot);
+    return 0;
+}
+
 int
 pool_slot_reconnect(struct pool_slot *slot, const struct kernel_handlers *h, void *userdata,
                     struct err *reterr)

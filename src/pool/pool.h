@@ -161,6 +161,11 @@ const char *pool_slot_user(const struct pool_slot *slot);
  * with the owner's handlers; its on_hello or on_closed follows. Immediate failures: -errno. */
 int pool_slot_reconnect(struct pool_slot *slot, const struct kernel_handlers *h, void *userdata,
                         struct err *reterr);
+/* Freezes (freeze true) or thaws a BOUND slot's container with the cgroup freezer (the engine's
+ * pause and unpause). cb(r) once, never from inside this call, unless the slot is released first
+ * (then never). -EBUSY: another engine call of the slot is in flight (no callback). */
+typedef void pool_freeze_cb(int r, const struct err *e, void *userdata);
+int pool_slot_freeze(struct pool_slot *slot, bool freeze, pool_freeze_cb *cb, void *userdata);
 /* Ends a BOUND slot: closes its kernel connection and removes the container in the background
  * (retried until the engine confirms). The slot must not be used afterwards. */
 void pool_slot_release(struct pool_slot *slot);

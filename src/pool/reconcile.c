@@ -200,6 +200,26 @@ on_adopt_inspect(int r, json_t *result, const struct err *e, void *userdata)
     pool_slot_connect(slot);
 }
 
+static void
+on_adopt_thawed(int r, json_t *result, const struct err *e, void *userdata)
+{
+    struct pool_slot *slot = userdata;
+    struct pool *p = slot->pool;
+
+    pool_call_done(slot);
+    /* -EBUSY: not paused any more (thawed meanwhile): look at it all the same. */
+    if (r < 0 && r != -EBUSY) {
+        pool_notify(p, "adopt", r, e ? err_msg(e) : strerror(-r));
+        if (r == -ENOENT) {
+            pool_slot_free(slot);
+        } else {
+            pool_slot_forget(slot);
+        }
+        return;
+    }
+    slot->call = docker_container_inspect(p->docker, slot->container_id, on_adopt_inspect, slot);
+}
+
 int
 pool_adopt(struct pool *p, const struct docker_container_summary *c)
 {
@@ -234,6 +254,12 @@ pool_adopt(struct pool *p, const struct docker_container_summary *c)
         return 0;
     }
     pool_slot_set_uid(slot, held != 0 ? held : (uint32_t)c->uid);
+    if (c->state == DOCKER_CONTAINER_PAUSED) {
+        /* Frozen by a daemon that died before it thawed it (a paused session): thawed first,
+         * so that its kernel can answer; the session pauses again once idle. */
+        slot->call = docker_container_freeze(p->docker, c->id, false, on_adopt_thawed, slot);
+        return 0;
+    }
     if (c->state != DOCKER_CONTAINER_RUNNING) {
         pool_slot_remove(slot);
         return 0;

@@ -125,6 +125,22 @@ metrics_sessions(struct server *s, struct buf *out, const struct session_manager
     struct metric tab[] = {
         {"sandpool_sessions", "gauge", "Sessions on this node.", {{NULL, ss->sessions}}},
         {"sandpool_sessions_busy", "gauge", "Sessions running an execution.", {{NULL, ss->busy}}},
+        {"sandpool_sessions_paused",
+         "gauge",
+         "Sessions whose container is frozen (or being frozen or thawed).",
+         {{NULL, ss->paused}}},
+        {"sandpool_sessions_paused_total",
+         "counter",
+         "Session containers frozen (the engine confirmed the pause).",
+         {{NULL, ss->paused_total}}},
+        {"sandpool_sessions_resumed_total",
+         "counter",
+         "Paused sessions thawed for a call.",
+         {{NULL, ss->resumed_total}}},
+        {"sandpool_session_pause_failures_total",
+         "counter",
+         "Pauses and resumes the engine refused, by operation.",
+         {{"op=\"pause\"", ss->pause_failures}, {"op=\"resume\"", ss->resume_failures}}},
         {"sandpool_sessions_created_total",
          "counter",
          "Sessions created.",
@@ -239,6 +255,16 @@ metrics_latencies(struct server *s, struct buf *out, struct buf *lbl)
         r = metrics_hist_write(out, "sandpool_execution_seconds",
                                metric_label(lbl, "profile", pool_name(s->pools[i])),
                                &session_manager_profile_stats(s->sessions, i)->execution);
+    }
+    if (r < 0 || metric_family(out, "sandpool_session_resume_seconds", "histogram",
+                               "A call on a paused session to its container thawed, by "
+                               "profile.") < 0) {
+        return -ENOBUFS;
+    }
+    for (size_t i = 0; r >= 0 && i < s->n_pools; i++) {
+        r = metrics_hist_write(out, "sandpool_session_resume_seconds",
+                               metric_label(lbl, "profile", pool_name(s->pools[i])),
+                               &session_manager_profile_stats(s->sessions, i)->resume);
     }
     return r < 0 ? -ENOBUFS : 0;
 }

@@ -109,6 +109,7 @@ new_record(struct session_manager *m, struct pool_slot *slot, const struct sessi
                    req->metadata_json ? req->metadata_json : "{}");
     rec->created_at = rec->last_active_at = now;
     rec->idle_timeout_s = req->idle_timeout_s ? req->idle_timeout_s : p->idle_timeout_s;
+    rec->pause_after_s = req->pause_after_s; /* 0: the profile's, as it is at the time */
     rec->expires_at =
         now + (uint64_t)(req->lifetime_s ? req->lifetime_s : p->max_lifetime_s) * 1000u;
     (void)snprintf(rec->ext, sizeof(rec->ext), "%s", req->ext ? req->ext : "");
@@ -436,6 +437,11 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     if (req->idle_timeout_s > p->idle_timeout_s) {
         return err_set(reterr, -EINVAL, "'idle_timeout_s' must be at most %u for profile '%s'",
                        p->idle_timeout_s, p->name);
+    }
+    if (req->pause_after_s > (req->idle_timeout_s ? req->idle_timeout_s : p->idle_timeout_s)) {
+        return err_set(reterr, -EINVAL,
+                       "'pause_after_s' must be at most the session's idle timeout (%u s)",
+                       req->idle_timeout_s ? req->idle_timeout_s : p->idle_timeout_s);
     }
     if (req->lifetime_s > p->max_lifetime_s) {
         return err_set(reterr, -EINVAL, "a lifetime must be at most %u s for profile '%s'",

@@ -230,6 +230,7 @@ session_manager_tick(struct session_manager *m)
         return;
     }
     recovery_load_records(m);
+    pause_tick(m);
     /* A running execution is activity: keep its session's deadline ahead. */
     TAILQ_FOREACH (s, &m->sessions, link) {
         if (s->exec != NULL && now - s->last_touch_ms >= touch_interval_ms(s)) {
@@ -282,9 +283,11 @@ session_manager_get_stats(const struct session_manager *m, struct session_manage
     *ret = m->stats;
     ret->sessions = 0;
     ret->busy = 0;
+    ret->paused = 0;
     TAILQ_FOREACH (s, &m->sessions, link) {
         ret->sessions++;
         ret->busy += s->exec != NULL;
+        ret->paused += pause_is_paused(s);
     }
 }
 

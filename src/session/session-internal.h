@@ -13,6 +13,7 @@
  *  - recovery.c: adoption, loading records, reconciling with the engine's list, reconnection,
  *    container events (gone, oom, quarantine).
  *  - history.c: the execution history in Redis.
+ *  - pause.c: pausing (the cgroup freezer), resuming, the calls that wait for it, uses.
  *  - views.c: the API's JSON views of sessions and executions. */
 #pragma once
 
@@ -42,6 +43,7 @@ struct store_sessions;
 #define OOM_DEATH_MS        2000u /* see struct session's oom_ms */
 #define OOM_WAIT_MS         2000u /* see SESSION_DYING */
 #define CODE_HEAD_CHARS     200u  /* characters of code kept in the execution history */
+#define MAX_LIVE_WAITERS    64u   /* calls waiting for one session to resume */
 
 /* ---- the session state machine ---------------------------------------------------------------
  *
@@ -50,6 +52,9 @@ struct store_sessions;
  *      v           |    `-> DYING <-'          |
  *   CREATE_LOST    |          |                |
  *                  `---> ENDING <--------------'
+ *
+ *   READY --> PAUSING --> PAUSED --> RESUMING --> READY   (pause.c; a failed freeze goes back to
+ *               `-----> READY          ^   `----> PAUSED   READY, a failed thaw to PAUSED)
  *
  * (every registered state may go to ENDING; a failed end goes back: see session_end()). Whether
  * an execution runs is s->exec, not a state: one may run in READY (the API's "busy"), and still
@@ -64,6 +69,9 @@ enum session_state {
                            * runc: it waits up to OOM_WAIT_MS for a late "oom", so that the
                            * answer can say "oom", then ends */
     SESSION_ENDING,       /* its end is under way: its record is being marked ending */
+    SESSION_PAUSING,      /* its container is being frozen (the engine's pause in flight) */
+    SESSION_PAUSED,       /* frozen: no CPU; a call that needs it resumes it first */
+    SESSION_RESUMING,     /* being thawed; the calls that need it wait (s->waiters) */
     SESSION__COUNT,
 };
 
@@ -160,6 +168,15 @@ struct execution {
     char actor[80];       /* who asked for it (audit log) */
 };
 
+/* A call waiting for its session to be paused (pause) or live again (resume). */
+struct session_waiter {
+    TAILQ_ENTRY(session_waiter) link;
+    struct session *s;
+    bool pause; /* waits for PAUSED (an explicit pause), else for READY */
+    session_live_cb *cb;
+    void *userdata;
+};
+
 /* A client waiting for the restart it asked for. */
 struct session_restart {
     TAILQ_ENTRY(session_restart) link;
@@ -187,6 +204,16 @@ struct session {
      * while this is not empty (later requests join it). */
     TAILQ_HEAD(, session_restart) restarts;
     struct event *restart_timer;
+    /* Calls waiting for a pause or a resume (pause.c), at most MAX_LIVE_WAITERS. */
+    TAILQ_HEAD(, session_waiter) waiters;
+    /* Operations on its container that are not executions (file transfers): no pause while
+     * any runs. */
+    unsigned uses;
+    /* The engine's freezer state as last confirmed, and what the call in flight asks for: the
+     * facts a failed end goes back by (end_failed()), not states. */
+    bool frozen, freezing;
+    uint64_t resume_started_us; /* monotonic: the resume's latency histogram */
+    uint64_t last_use_ms;       /* monotonic: the last call that needed its container */
     /* A runtime other than runc (gVisor): memory exhaustion kills the whole sandbox, kernel
      * included. When its connection breaks during an execution, the answer waits up to
      * SETTLE_MS for the engine's oom/die events, so that it can say what happened. */
@@ -335,6 +362,15 @@ void session_destroy(struct session *s);
 /* Releases the container and forgets the session (its record is marked ending or gone). */
 void session_drop(struct session *s);
 void session_epoch_bump(struct session *s, int64_t new_gen, const char *why);
+
+/* ---- pause.c --------------------------------------------------------------------------------- */
+
+/* The manager's tick: pauses the sessions idle for their pause_after_s. */
+void pause_tick(struct session_manager *m);
+/* The session goes: every waiting call is answered with r. */
+void pause_waiters_answer(struct session *s, int r, const char *msg);
+/* Whether the session's container is, or is being, frozen. */
+bool pause_is_paused(const struct session *s);
 /* The container or its kernel connection is gone: the session's state is lost, end it. */
 void session_lost(struct session *s, const char *why);
 /* The reaper claimed it: it ends (daemon, "idle" or "lifetime"). */

@@ -63,6 +63,9 @@ static const char *const state_names[SESSION__COUNT] = {
     [SESSION_RECONNECTING] = "reconnecting",
     [SESSION_DYING] = "dying",
     [SESSION_ENDING] = "ending",
+    [SESSION_PAUSING] = "pausing",
+    [SESSION_PAUSED] = "paused",
+    [SESSION_RESUMING] = "resuming",
 };
 
 #define BIT(st) (1u << (st))
@@ -71,12 +74,18 @@ static const char *const state_names[SESSION__COUNT] = {
 static const unsigned transitions[SESSION__COUNT] = {
     [SESSION_CREATING] = BIT(SESSION_READY) | BIT(SESSION_CREATE_LOST),
     [SESSION_CREATE_LOST] = 0,
-    [SESSION_READY] = BIT(SESSION_DETACHED) | BIT(SESSION_DYING) | BIT(SESSION_ENDING),
+    [SESSION_READY] =
+        BIT(SESSION_DETACHED) | BIT(SESSION_DYING) | BIT(SESSION_ENDING) | BIT(SESSION_PAUSING),
     [SESSION_DETACHED] = BIT(SESSION_RECONNECTING) | BIT(SESSION_DYING) | BIT(SESSION_ENDING),
     [SESSION_RECONNECTING] = BIT(SESSION_READY) | BIT(SESSION_DETACHED) | BIT(SESSION_ENDING),
     [SESSION_DYING] = BIT(SESSION_ENDING),
-    /* A failed end goes back (see on_end_marked()). */
-    [SESSION_ENDING] = BIT(SESSION_READY) | BIT(SESSION_DETACHED),
+    /* A failed end goes back (see end_failed()). */
+    [SESSION_ENDING] = BIT(SESSION_READY) | BIT(SESSION_DETACHED) | BIT(SESSION_PAUSED),
+    [SESSION_PAUSING] =
+        BIT(SESSION_PAUSED) | BIT(SESSION_READY) | BIT(SESSION_DETACHED) | BIT(SESSION_ENDING),
+    [SESSION_PAUSED] = BIT(SESSION_RESUMING) | BIT(SESSION_DETACHED) | BIT(SESSION_ENDING),
+    [SESSION_RESUMING] =
+        BIT(SESSION_READY) | BIT(SESSION_PAUSED) | BIT(SESSION_DETACHED) | BIT(SESSION_ENDING),
 };
 
 bool
@@ -132,8 +141,9 @@ session_alloc(struct session_manager *m, struct pool_slot *slot, const struct cf
     s->kernel = pool_slot_kernel(slot);
     /* s->state is SESSION_CREATING (0, from xcalloc): the initial state, no transition. */
     s->rec = *rec;
-    s->last_touch_ms = time_now_ms();
+    s->last_touch_ms = s->last_use_ms = time_now_ms();
     TAILQ_INIT(&s->restarts);
+    TAILQ_INIT(&s->waiters);
     s->restart_timer = OOM_CHECK(evtimer_new(m->base, session_on_restart_timeout, s));
     s->settle_timer = OOM_CHECK(evtimer_new(m->base, on_settle_timeout, s));
     s->oom_wait_timer = OOM_CHECK(evtimer_new(m->base, recovery_on_oom_wait_timeout, s));
@@ -163,6 +173,7 @@ session_destroy(struct session *s)
         execution_abort(s->exec, "SessionEnded", "the session ended while this was running");
     }
     restarts_answer(s, -ENOENT, "the session ended before its kernel restarted");
+    pause_waiters_answer(s, -ENOENT, "the session ended");
     event_free(s->restart_timer);
     event_free(s->settle_timer);
     event_free(s->oom_wait_timer);
@@ -351,12 +362,18 @@ session_set_ext(struct session *s, const char *ext, session_ext_cb *cb, void *us
 
 /* ---- ending ---------------------------------------------------------------------------------- */
 
-/* A failed end: a client's end goes back to where it was (a session that was not READY to
- * DETACHED: the next container list looks at it again). */
+/* A failed end: a client's end goes back to where it was (a paused one by what the engine last
+ * confirmed; a session that was neither READY nor paused to DETACHED: the next container list
+ * looks at it again). */
 static void
 end_failed(struct session *s)
 {
     enum session_state back = s->end_from == SESSION_READY ? SESSION_READY : SESSION_DETACHED;
+
+    if (s->end_from == SESSION_PAUSING || s->end_from == SESSION_PAUSED ||
+        s->end_from == SESSION_RESUMING) {
+        back = s->frozen ? SESSION_PAUSED : SESSION_READY;
+    }
 
     session_set_state(s, back);
     if (back == SESSION_DETACHED) {
@@ -566,10 +583,11 @@ on_kernel_closed(struct kernel *k, int r, const char *why, void *userdata)
         session_lost(s, msg);
         return;
     }
-    if (s->state == SESSION_READY) {
+    if (s->state == SESSION_READY || pause_is_paused(s)) {
         session_set_state(s, SESSION_DETACHED);
         s->detached_ms = time_now_ms();
         s->m->want_list = true;
+        pause_waiters_answer(s, -ENOTCONN, "the connection to the sandbox broke; retry shortly");
     }
     (void)snprintf(msg, sizeof(msg),
                    "the connection to its sandbox broke (%s); checking its container", why);

@@ -64,6 +64,9 @@ struct session_manager_stats {
     uint64_t created_total, ended_total, reaped_total, adopted_total;
     uint64_t executions_total; /* started by this daemon */
     uint64_t reconnected_total;
+    size_t paused;                        /* now (pausing and resuming included) */
+    uint64_t paused_total, resumed_total; /* freezes and thaws the engine confirmed */
+    uint64_t pause_failures, resume_failures;
     /* Executions started by this daemon that ended, by status. */
     uint64_t executions_ended[SESSION_EXEC__COUNT];
     uint64_t output_bytes[2]; /* sandbox output received: [0] stdout, [1] stderr */
@@ -76,6 +79,8 @@ struct session_profile_stats {
     struct metrics_hist acquire[2];
     /* Start to end of executions started by this daemon. */
     struct metrics_hist execution;
+    /* A resume: the first call on a paused session to its container thawed. */
+    struct metrics_hist resume;
 };
 
 /* Reports what the edge should log: event is "ended" (reaped or lost), "epoch" (the namespace
@@ -93,6 +98,9 @@ enum session_audit_kind {
     SESSION_AUDIT_EXEC_STARTED,  /* "execution.started": execution, is_cmd, code_*, timeout_s */
     SESSION_AUDIT_EXEC_FINISHED, /* "execution.finished": execution, status, epoch, and for one
                                   * this daemon started (not orphan) code_*, duration_ms */
+    SESSION_AUDIT_PAUSED,        /* "session.paused": why "idle" (an explicit pause's line is
+                                  * the edge's) */
+    SESSION_AUDIT_RESUMED,       /* "session.resumed": duration_ms (of the thaw) */
 };
 
 struct session_audit {
@@ -173,6 +181,8 @@ struct session_create_req {
     unsigned idle_timeout_s;   /* 0: the profile's */
     const char *metadata_json; /* a JSON object's text (validated by the caller), or NULL */
     unsigned lifetime_s;       /* it ends this long after its creation; 0: max_lifetime_s */
+    unsigned pause_after_s;    /* frozen after this long idle (at most idle_timeout_s); 0: the
+                                * profile's pause_after_s */
     const char *ext;           /* an edge's own data kept with the record (at most
                                 * STORE_EXT_MAX bytes), or NULL: session_ext() */
 };
@@ -219,6 +229,33 @@ const char *session_ext(const struct session *s);
 typedef void session_ext_cb(int r, void *userdata);
 int session_set_ext(struct session *s, const char *ext, session_ext_cb *cb, void *userdata,
                     struct err *reterr);
+/* ---- pause (the cgroup freezer; docs/hibernate.md) ------------------------------------------- */
+
+/* A call that needs the session's container waits for it: r == 0 when it is live (the call goes
+ * on: look the session up again), or -ENOENT (it ended meanwhile), -ENOTCONN (the engine did not
+ * thaw it; it stays paused). */
+typedef void session_live_cb(int r, const struct err *e, void *userdata);
+struct session_waiter;
+/* Makes sure the session's container runs: 0 when it does (no callback; go on at once), 1 when
+ * it is paused or being paused or resumed (resumed now; cb follows, *ret is the wait), or -ENOENT
+ * (ending), -EBUSY (too many calls wait). A resume is activity (the call touches anyway). */
+int session_ensure_live(struct session *s, session_live_cb *cb, void *userdata,
+                        struct session_waiter **ret, struct err *reterr);
+/* The waiting call went away: no callback (the resume goes on). */
+void session_waiter_cancel(struct session_waiter *w);
+/* Freezes the session's container now (an explicit pause: the caller writes its audit line). 0 when
+ * it is paused already (no callback), 1 when cb(0) follows once frozen (or cb(r < 0) when the
+ * engine refused: it stays ready), or -EBUSY (an execution, restart or file transfer runs),
+ * -ENOTCONN (its kernel connection is broken), -ENOENT (ending). */
+int session_pause(struct session *s, session_live_cb *cb, void *userdata,
+                  struct session_waiter **ret, struct err *reterr);
+/* File transfers and other uses of the container that are not executions: no pause while one
+ * runs. session_unuse() takes the id (the session may be gone by then). */
+void session_use(struct session *s);
+void session_unuse(struct session_manager *m, const char *id);
+/* "paused" (pausing and resuming included) for the API's state. */
+bool session_is_paused(const struct session *s);
+
 /* The API view of the session: a new JSON object. */
 json_t *session_to_json(const struct session *s);
 /* The admin's view: session_to_json() with tenant, node, container, detached and execution. */

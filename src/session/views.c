@@ -13,12 +13,16 @@
 #include "util/macro.h"
 #include "util/utf8.h"
 
-/* The API's state of a session: "ending", "busy" (an execution runs) or "ready". */
+/* The API's state of a session: "ending", "paused" (frozen, or being frozen or thawed), "busy"
+ * (an execution runs) or "ready". */
 static const char *
 view_state(const struct session *s)
 {
     if (s->state == SESSION_ENDING) {
         return "ending";
+    }
+    if (pause_is_paused(s)) {
+        return "paused";
     }
     return s->exec != NULL ? "busy" : "ready";
 }

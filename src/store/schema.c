@@ -65,6 +65,7 @@ struct field {
 #define FS(n, m, req) \
     {n, offsetof(struct store_session_rec, m), sizeof(((struct store_session_rec *)0)->m), F_STR, req}
 #define FN(n, k, m) {n, offsetof(struct store_session_rec, m), 0, k, true}
+#define FO(n, k, m) {n, offsetof(struct store_session_rec, m), 0, k, false}
 /* clang-format on */
 
 static const struct field fields[] = {
@@ -78,6 +79,7 @@ static const struct field fields[] = {
     FN("expires_at", F_U64, expires_at),
     FN("idle_timeout_s", F_UINT, idle_timeout_s),
     FN("epoch", F_U64, epoch),
+    FO("pause_after_s", F_UINT, pause_after_s),
     FN("gen", F_I64, gen),
     FN("state", F_STATE, state),
     FS("metadata", metadata, false),
@@ -165,8 +167,8 @@ store_session_parse(const char *const *kv, const size_t *lens, size_t n,
 }
 
 void
-store_session_fields(const struct store_session_rec *rec, char scratch[6][24], const char **argv,
-                     size_t *lens, int *argc)
+store_session_fields(const struct store_session_rec *rec, char scratch[STORE_SCRATCH][24],
+                     const char **argv, size_t *lens, int *argc)
 {
     const struct {
         const char *name, *value;
@@ -186,7 +188,7 @@ store_session_fields(const struct store_session_rec *rec, char scratch[6][24], c
     } u[] = {
         {"created_at", rec->created_at}, {"last_active_at", rec->last_active_at},
         {"expires_at", rec->expires_at}, {"idle_timeout_s", rec->idle_timeout_s},
-        {"epoch", rec->epoch},
+        {"epoch", rec->epoch},           {"pause_after_s", rec->pause_after_s},
     };
 
     for (size_t i = 0; i < ELEMENTSOF(s); i++) {
@@ -202,11 +204,12 @@ store_session_fields(const struct store_session_rec *rec, char scratch[6][24], c
         argv[*argc] = scratch[i];
         lens[(*argc)++] = strlen(scratch[i]);
     }
-    (void)snprintf(scratch[5], 24, "%lld", (long long)rec->gen);
+    _Static_assert(ELEMENTSOF(u) + 1 <= STORE_SCRATCH, "a scratch entry for each number");
+    (void)snprintf(scratch[ELEMENTSOF(u)], 24, "%lld", (long long)rec->gen);
     argv[*argc] = "gen";
     lens[(*argc)++] = 3;
-    argv[*argc] = scratch[5];
-    lens[(*argc)++] = strlen(scratch[5]);
+    argv[*argc] = scratch[ELEMENTSOF(u)];
+    lens[(*argc)++] = strlen(scratch[ELEMENTSOF(u)]);
 }
 
 uint64_t

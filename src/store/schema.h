@@ -20,6 +20,7 @@
 #define STORE_ID_MAX      64
 #define STORE_HISTORY_MAX 100  /* executions kept per session */
 #define STORE_EXT_MAX     1024 /* an edge's own data about a session (field "ext") */
+#define STORE_SCRATCH     8    /* store_session_fields()'s number buffers */
 
 enum store_session_state {
     STORE_SESSION_ACTIVE,
@@ -36,6 +37,7 @@ struct store_session_rec {
     char node[65];
     uint64_t created_at, last_active_at, expires_at; /* wall-clock ms */
     unsigned idle_timeout_s;
+    unsigned pause_after_s; /* 0: never paused for inactivity; optional in Redis */
     uint64_t epoch;
     int64_t gen; /* kernel worker generation the epoch was taken at */
     enum store_session_state state;
@@ -57,8 +59,8 @@ int store_key_session_history(char *out, size_t n, const char *prefix, const cha
 int store_session_parse(const char *const *fields, const size_t *lens, size_t n,
                         struct store_session_rec *rec);
 /* Appends the record as field/value argv entries (pointing into rec and into `scratch`, which
- * must outlive the argv) to argv/lens starting at *argc. Needs room for 28 entries. */
-void store_session_fields(const struct store_session_rec *rec, char scratch[6][24],
+ * must outlive the argv) to argv/lens starting at *argc. Needs room for 30 entries. */
+void store_session_fields(const struct store_session_rec *rec, char scratch[STORE_SCRATCH][24],
                           const char **argv, size_t *lens, int *argc);
 /* Session deadline: min(last activity + idle timeout, expiry), in ms. */
 uint64_t store_session_deadline(const struct store_session_rec *rec, uint64_t last_active_ms);

@@ -282,7 +282,7 @@ static int
 write_record(struct store_sessions *s, const char *script, const struct store_session_rec *rec,
              store_sessions_cb *cb, void *userdata)
 {
-    char key[KEY_MAX], deadline[24], scratch[6][24];
+    char key[KEY_MAX], deadline[24], scratch[STORE_SCRATCH][24];
     const char *args[40];
     size_t lens[40];
     int n = 0;

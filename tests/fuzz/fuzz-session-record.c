@@ -23,7 +23,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     if (store_session_parse(kv, lens, n, &rec) == 0) {
-        char scratch[6][24];
+        char scratch[STORE_SCRATCH][24];
         const char *argv[32];
         size_t alen[32];
         int argc = 0;

@@ -130,6 +130,24 @@ TEST(transitions)
         {SESSION_ENDING, SESSION_ENDING, false},
         {SESSION_READY, SESSION_READY, false},
         {SESSION_READY, SESSION__COUNT, false},
+        /* pause.c */
+        {SESSION_READY, SESSION_PAUSING, true},
+        {SESSION_READY, SESSION_PAUSED, false},
+        {SESSION_DETACHED, SESSION_PAUSING, false},
+        {SESSION_PAUSING, SESSION_PAUSED, true},
+        {SESSION_PAUSING, SESSION_READY, true}, /* the engine refused */
+        {SESSION_PAUSING, SESSION_RESUMING, false},
+        {SESSION_PAUSED, SESSION_RESUMING, true},
+        {SESSION_PAUSED, SESSION_READY, false}, /* only through a confirmed thaw */
+        {SESSION_RESUMING, SESSION_READY, true},
+        {SESSION_RESUMING, SESSION_PAUSED, true}, /* the thaw failed */
+        {SESSION_PAUSED, SESSION_ENDING, true},
+        {SESSION_PAUSING, SESSION_ENDING, true},
+        {SESSION_RESUMING, SESSION_ENDING, true},
+        {SESSION_ENDING, SESSION_PAUSED, true}, /* a failed end of a frozen one */
+        {SESSION_ENDING, SESSION_PAUSING, false},
+        {SESSION_PAUSED, SESSION_DETACHED, true},
+        {SESSION_PAUSED, SESSION_DYING, false},
     };
 
     for (size_t i = 0; i < ELEMENTSOF(t); i++) {
@@ -142,6 +160,7 @@ TEST(transitions)
         ASSERT_TRUE(!session_state_allowed(SESSION_CREATE_LOST, (enum session_state)to));
     }
     ASSERT_STREQ(session_state_name(SESSION_DYING), "dying");
+    ASSERT_STREQ(session_state_name(SESSION_PAUSED), "paused");
 }
 
 int

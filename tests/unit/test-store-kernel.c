@@ -46,14 +46,15 @@ TEST(keys)
 TEST(record_round_trip)
 {
     struct store_session_rec in = sample(), out;
-    char scratch[6][24];
+    char scratch[STORE_SCRATCH][24];
     const char *argv[32];
     size_t lens[32];
     int n = 0;
 
     (void)snprintf(in.ext, sizeof(in.ext), "{\"e2b\":1}");
+    in.pause_after_s = 45;
     store_session_fields(&in, scratch, argv, lens, &n);
-    ASSERT_EQ_I(n, 28);
+    ASSERT_EQ_I(n, 30);
     ASSERT_OK(store_session_parse(argv, lens, (size_t)n, &out));
     ASSERT_STREQ(out.id, in.id);
     ASSERT_STREQ(out.tenant, "acme");
@@ -61,6 +62,7 @@ TEST(record_round_trip)
     ASSERT_STREQ(out.ext, "{\"e2b\":1}");
     ASSERT_EQ_U(out.expires_at, 50000);
     ASSERT_EQ_U(out.idle_timeout_s, 30);
+    ASSERT_EQ_U(out.pause_after_s, 45);
     ASSERT_EQ_U(out.epoch, 3);
     ASSERT_EQ_I(out.gen, -1);
     ASSERT_EQ_I(out.state, STORE_SESSION_ACTIVE);
@@ -72,7 +74,7 @@ TEST(record_round_trip)
 TEST(record_rejects)
 {
     struct store_session_rec in = sample(), out = {0};
-    char scratch[6][24];
+    char scratch[STORE_SCRATCH][24];
     const char *argv[40];
     size_t lens[40];
     int n = 0;
