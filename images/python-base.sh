@@ -10,7 +10,9 @@ image_uses python-base common engine cache mirror debootstrap slim
 readonly REPO_BASE=sandpool/python-base
 # python3-munkres: satisfies python3-fonttools' "python3-scipy | python3-munkres"
 # (apt would otherwise take scipy -> pythran -> g++, boost-dev: +700 MB).
-readonly BASE_PACKAGES=(python3 python3-numpy python3-pandas python3-matplotlib tar python3-munkres)
+# python3-dill: the kernel pickles the globals with it for snapshots (kernel.py).
+readonly BASE_PACKAGES=(python3 python3-numpy python3-pandas python3-matplotlib python3-dill tar
+  python3-munkres)
 BASE_HASH=
 
 base_inputs() {
@@ -57,7 +59,7 @@ build_base() {
   step "python-base: checking python3 imports in $id"
   run_check "$log" "python-base import check" run_container "$id" --network none --read-only --tmpfs /tmp \
     -e MPLCONFIGDIR=/tmp/matplotlib -- \
-    python3 -c 'import numpy, pandas, matplotlib; print("python-base ok")'
+    python3 -c 'import numpy, pandas, matplotlib, dill; print("python-base ok")'
   tag_image "$id" "$REPO_BASE:$(short "$BASE_HASH")"
   step "python-base: tagged $REPO_BASE:$(short "$BASE_HASH")"
 }

@@ -189,7 +189,7 @@ SANDPOOL_PACKAGES+=(runsc)
 # systemd-analyze checks the unit (the package, not systemd as PID 1).
 SANDPOOL_PACKAGES+=(python3-yaml)
 # The static checks: shellcheck on every shell script, pyflakes on the images' Python.
-SANDPOOL_PACKAGES+=(shellcheck python3-pyflakes)
+SANDPOOL_PACKAGES+=(shellcheck python3-pyflakes python3-dill) # dill: the kernel's snapshots
 command -v kubectl >/dev/null || SANDPOOL_PACKAGES+=(kubernetes-client)
 command -v systemd-analyze >/dev/null || SANDPOOL_PACKAGES+=(systemd)
 ensure_packages
@@ -207,7 +207,7 @@ say "static checks"
 static_checks
 
 # The real MCP and E2B clients of tests/interop (pinned in its package-lock.json), for test-mcp.sh
-# and test-e2b.sh.
+# and test-e2b.sh, and s3rver for test-snapstore-s3.sh (the snapshot store's s3 backend).
 say "interop clients (npm ci in tests/interop)"
 if (cd "$SANDPOOL_ROOT/tests/interop" && npm ci --no-audit --no-fund) >"$tmp/npm.out" 2>&1; then
     pass "interop: npm ci"

@@ -11,11 +11,13 @@ static const char session_help[] =
     "Usage: sandpoolctl session ls [--tenant T] [--profile P]\n"
     "       sandpoolctl session show ID\n"
     "       sandpoolctl session kill ID\n"
+    "       sandpoolctl session pause ID\n"
     "\n"
     "ls    the sessions of every tenant (or of tenant T, profile P): state, age, time since\n"
     "      the last activity, when the idle timeout ends it, kernel epoch, container\n"
     "show  every field of one session, its metadata included\n"
-    "kill  ends a session at once (its container is removed in the background)\n";
+    "kill  ends a session at once (its container is removed in the background)\n"
+    "pause freezes its container (no CPU, memory kept); its next call resumes it\n";
 
 static const char *
 str(const json_t *o, const char *key)
@@ -147,6 +149,24 @@ session_kill(struct ctl *ctl, struct sp_client *c, const char *id)
     return EXIT_OK;
 }
 
+static int
+session_pause(struct ctl *ctl, struct sp_client *c, const char *id)
+{
+    struct sp_error e = {0};
+    json_t *ans = NULL;
+
+    if (sp_client_session_pause(c, id, &ans, &e) < 0) {
+        return ctl_fail(&e);
+    }
+    if (ctl->json) {
+        ctl_print_json(ans);
+    } else {
+        ctl_println(stdout, "session %s paused", id);
+    }
+    json_decref(ans);
+    return EXIT_OK;
+}
+
 /* Parses ls's options into tenant/profile; returns -1 to go on or an exit code. */
 static int
 ls_options(int argc, char **argv, const char **tenant, const char **profile)
@@ -175,7 +195,7 @@ ctl_cmd_session(struct ctl *ctl, int argc, char **argv)
     int rc;
 
     if (argc < 2) {
-        return CTL_USAGE_ERROR("session", "missing subcommand (ls, show or kill)");
+        return CTL_USAGE_ERROR("session", "missing subcommand (ls, show, kill or pause)");
     }
     for (int i = 1; i < argc; i++) {
         if (ctl_is_help(argv[i])) {
@@ -188,12 +208,14 @@ ctl_cmd_session(struct ctl *ctl, int argc, char **argv)
         if (rc >= 0) {
             return rc;
         }
-    } else if (strcmp(argv[1], "show") == 0 || strcmp(argv[1], "kill") == 0) {
+    } else if (strcmp(argv[1], "show") == 0 || strcmp(argv[1], "kill") == 0 ||
+               strcmp(argv[1], "pause") == 0) {
         if (argc != 3) {
             return CTL_USAGE_ERROR("session", "%s takes one session ID", argv[1]);
         }
     } else {
-        return CTL_USAGE_ERROR("session", "unknown subcommand '%s' (ls, show or kill)", argv[1]);
+        return CTL_USAGE_ERROR("session", "unknown subcommand '%s' (ls, show, kill or pause)",
+                               argv[1]);
     }
     c = ctl_client(ctl);
     if (c == NULL) {
@@ -203,6 +225,8 @@ ctl_cmd_session(struct ctl *ctl, int argc, char **argv)
         rc = session_ls(ctl, c, tenant, profile);
     } else if (strcmp(argv[1], "show") == 0) {
         rc = session_show(ctl, c, argv[2]);
+    } else if (strcmp(argv[1], "pause") == 0) {
+        rc = session_pause(ctl, c, argv[2]);
     } else {
         rc = session_kill(ctl, c, argv[2]);
     }

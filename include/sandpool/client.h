@@ -97,6 +97,9 @@ int sp_client_session_list(struct sp_client *c, json_t **ret, struct sp_error *r
 int sp_client_session_get(struct sp_client *c, const char *id, json_t **ret,
                           struct sp_error *reterr);
 int sp_client_session_delete(struct sp_client *c, const char *id, struct sp_error *reterr);
+/* POST /v1/sessions/{id}/pause: the session once its container is frozen. */
+int sp_client_session_pause(struct sp_client *c, const char *id, json_t **ret,
+                            struct sp_error *reterr);
 int sp_client_session_interrupt(struct sp_client *c, const char *id, json_t **ret,
                                 struct sp_error *reterr);
 int sp_client_session_restart(struct sp_client *c, const char *id, json_t **ret,

@@ -245,6 +245,12 @@ sp_client_session_delete(struct sp_client *c, const char *id, struct sp_error *r
 }
 
 int
+sp_client_session_pause(struct sp_client *c, const char *id, json_t **ret, struct sp_error *reterr)
+{
+    return client_call_on(c, "POST", "/v1/sessions/", id, "/pause", NULL, ret, reterr);
+}
+
+int
 sp_client_session_interrupt(struct sp_client *c, const char *id, json_t **ret,
                             struct sp_error *reterr)
 {

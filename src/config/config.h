@@ -97,6 +97,12 @@ struct cfg {
     char *mcp_allowed_origins; /* comma-separated Origin values; "": none */
     char *e2b_templates;       /* "template=profile,...": E2B templateIDs (docs/e2b.md) */
     unsigned e2b_default_timeout_s, e2b_max_contexts;
+    /* snapshots (docs/hibernate.md): store "" turns them off */
+    char *snapshots_store, *snapshots_dir;
+    char *snapshots_s3_endpoint, *snapshots_s3_bucket, *snapshots_s3_region, *snapshots_s3_prefix;
+    char *snapshots_s3_access_key, *snapshots_s3_secret_key;
+    uint64_t snapshots_max_bytes, snapshots_max_bytes_per_tenant;
+    unsigned snapshots_retention_s;
 
     struct cfg_profile *profiles;
     size_t n_profiles;

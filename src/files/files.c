@@ -32,6 +32,7 @@ enum files_kind {
     FILES_ANSWER, /* one JSON line: list, delete, stat, mkdir, move */
     FILES_PUT,
     FILES_GET,
+    FILES_TAR, /* {"tar":true}, then a tar stream to the end (files_tar()) */
 };
 
 struct files_op {
@@ -171,11 +172,12 @@ helper_errno(const char *code)
         const char *code;
         int r;
     } map[] = {
-        {"not_found", -ENOENT}, {"too_large", -EMSGSIZE}, {"no_space", -EMSGSIZE},
-        {"bad_path", -EINVAL},  {"symlink", -EINVAL},     {"not_dir", -EINVAL},
-        {"not_file", -EINVAL},  {"is_dir", -EINVAL},      {"exists", -EINVAL},
-        {"not_empty", -EINVAL}, {"incomplete", -EINVAL},  {"usage", -EINVAL},
-        {"gone", -ESTALE}, /* the sandbox changed the path under the operation: 409 */
+        {"not_found", -ENOENT},    {"too_large", -EMSGSIZE}, {"no_space", -EMSGSIZE},
+        {"bad_path", -EINVAL},     {"symlink", -EINVAL},     {"not_dir", -EINVAL},
+        {"not_file", -EINVAL},     {"is_dir", -EINVAL},      {"exists", -EINVAL},
+        {"not_empty", -EINVAL},    {"incomplete", -EINVAL},  {"usage", -EINVAL},
+        {"gone", -ESTALE},         /* the sandbox changed the path under the operation: 409 */
+        {"bad_archive", -EBADMSG}, /* untar: a member it refuses (a snapshot that lies) */
     };
 
     for (size_t i = 0; code != NULL && i < ELEMENTSOF(map); i++) {
@@ -215,7 +217,11 @@ on_done(int r, const struct docker_exec_result *res, const struct err *e, void *
         op_free(op);
         return;
     }
-    if (op->kind == FILES_GET) {
+    if (op->kind == FILES_TAR && res->exit_code == 0 && !op->header_seen) {
+        answer = NULL; /* no header at all: judged below as the helper's failure */
+    } else if (op->kind == FILES_TAR && res->exit_code == 0) {
+        answer = json_incref(op->header);
+    } else if (op->kind == FILES_GET || op->kind == FILES_TAR) {
         answer = op->header != NULL ? json_incref(op->header)
                                     : (op->header_seen ? parse_answer(&op->answer) : NULL);
     } else {
@@ -234,6 +240,9 @@ on_done(int r, const struct docker_exec_result *res, const struct err *e, void *
                     res->err.len ? res->err.buf : "no message");
     } else if (op->kind == FILES_GET && op->got != op->size) {
         r = err_set(&e2, -EPROTO, "the file changed while it was read");
+    }
+    if (r == 0 && op->kind == FILES_TAR) {
+        (void)json_object_set_new(answer, "bytes", json_integer((json_int_t)op->got));
     }
     op->cb(r, r == 0 ? answer : NULL, r < 0 ? &e2 : NULL, op->userdata);
     json_decref(answer);
@@ -286,6 +295,40 @@ get_stdout(struct files_op *op, const char *data, size_t n)
     return op->io->on_data(data, n, op->userdata);
 }
 
+/* TAR: the JSON line {"tar":true}, then the archive's bytes to the end of the stream. */
+static int
+tar_stdout(struct files_op *op, const char *data, size_t n)
+{
+    if (!op->header_seen) {
+        const char *nl = memchr(data, '\n', n);
+        size_t take = nl ? (size_t)(nl - data) : n;
+
+        if (buf_append(&op->answer, data, take) < 0) {
+            return -EPROTO;
+        }
+        if (nl == NULL) {
+            return 0;
+        }
+        op->header_seen = true;
+        data += take + 1;
+        n -= take + 1;
+        op->header = parse_answer(&op->answer);
+        if (op->header == NULL || !json_is_true(json_object_get(op->header, "tar"))) {
+            json_decref(op->header);
+            op->header = NULL;
+            return n == 0 ? 0 : -EPROTO; /* an error line, judged at the end */
+        }
+    }
+    if (n == 0) {
+        return 0;
+    }
+    if (op->header == NULL) {
+        return -EPROTO;
+    }
+    op->got += n;
+    return op->io->on_data(data, n, op->userdata);
+}
+
 /* PUT: {"ready":true} once the helper reads stdin, then the answer; an early error comes
  * alone. */
 static int
@@ -315,6 +358,8 @@ on_stdout(const char *data, size_t n, void *userdata)
     switch (op->kind) {
     case FILES_GET:
         return get_stdout(op, data, n);
+    case FILES_TAR:
+        return tar_stdout(op, data, n);
     case FILES_PUT:
         return put_stdout(op, data, n);
     default:
@@ -481,6 +526,32 @@ files_get(const struct files_target *t, const char *path, const struct files_get
     struct files_op *op = op_start(t, FILES_GET, argv, cb, userdata);
 
     op->io = io;
+    return op;
+}
+
+struct files_op *
+files_tar(const struct files_target *t, const struct files_get_io *io, files_done_cb *cb,
+          void *userdata)
+{
+    const char *argv[] = {"python3", "-I", "-S", HELPER, "tar", NULL};
+    struct files_op *op = op_start(t, FILES_TAR, argv, cb, userdata);
+
+    op->io = io;
+    return op;
+}
+
+struct files_op *
+files_untar(const struct files_target *t, uint64_t max, const struct files_put_io *io,
+            files_done_cb *cb, void *userdata)
+{
+    char sz[24];
+    const char *argv[] = {"python3", "-I", "-S", HELPER, "untar", sz, NULL};
+    struct files_op *op;
+
+    (void)snprintf(sz, sizeof(sz), "%llu", (unsigned long long)max);
+    op = op_start(t, FILES_PUT, argv, cb, userdata);
+    op->put_io = io;
+    op->framed = true;
     return op;
 }
 

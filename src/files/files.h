@@ -97,6 +97,19 @@ struct files_get_io {
 };
 struct files_op *files_get(const struct files_target *t, const char *path,
                            const struct files_get_io *io, files_done_cb *cb, void *userdata);
+/* Snapshots (docs/hibernate.md): the workspace and the saved interpreter globals as one tar
+ * stream (members globals/... then workspace/...; links stored as links, never followed). on_data
+ * gets the archive's bytes as they come (on_header is not called); the completion's result is
+ * {"tar": true, "bytes": N} once the helper ended well (a stream it broke off, exit 3, is
+ * -EPROTO: drop what came). */
+struct files_op *files_tar(const struct files_target *t, const struct files_get_io *io,
+                           files_done_cb *cb, void *userdata);
+/* The way back: a tar stream made by files_tar() fed like files_put_upto() (at most max bytes of
+ * file content; -EMSGSIZE past it); workspace/ goes into the workspace, globals/ where the kernel's
+ * restore reads it. -EBADMSG: a member it refuses (an absolute or ".." name, a link that leaves
+ * its root, a device...). Result: {"files", "bytes", "globals"}. */
+struct files_op *files_untar(const struct files_target *t, uint64_t max,
+                             const struct files_put_io *io, files_done_cb *cb, void *userdata);
 /* Backpressure on a download. */
 void files_pause(struct files_op *op, bool pause);
 /* No completion; the helper sees its stdin or stdout close and cleans up after itself. */

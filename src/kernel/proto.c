@@ -436,6 +436,10 @@ kernel_proto_exec(const char *id, const char *code, size_t code_len, uint64_t ma
     if (o != NULL && o->env != NULL) {
         (void)json_object_set(req, "env", o->env);
     }
+    if (o != NULL && o->snapshot != NULL) {
+        (void)json_object_del(req, "code"); /* the kernel refuses both */
+        (void)json_object_set_new(req, "snapshot", OOM_CHECK(json_string(o->snapshot)));
+    }
     return dump_line(req);
 }
 

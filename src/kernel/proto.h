@@ -140,6 +140,11 @@ struct kernel_exec_opts {
     const char *cwd; /* cmd: the working directory, relative to the workspace */
     json_t *env;     /* variables added to the environment (borrowed object of strings): the
                       * command's; exec: set in the interpreter's os.environ first */
+    /* exec: "save" (each global of the main namespace pickled on its own into the kernel's
+     * snapshot directory) or "restore" (loaded back from it) instead of running code; the done
+     * carries "snapshot": {variables, skipped, modules, more} (docs/hibernate.md); the request
+     * then has no "code". NULL: code. */
+    const char *snapshot;
 };
 
 /* Request encoders: return a malloc'd line ending in '\n'. o may be NULL. */

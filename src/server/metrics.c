@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "api/api.h"
 #include "docker/client.h"
@@ -119,28 +120,14 @@ metrics_links(struct server *s, struct buf *out)
     return metrics_write(out, tab, ELEMENTSOF(tab));
 }
 
+#define EXECUTIONS_ROW 7 /* metrics_sessions()'s "sandpool_executions_total", filled per status */
+
 static int
 metrics_sessions(struct server *s, struct buf *out, const struct session_manager_stats *ss)
 {
     struct metric tab[] = {
         {"sandpool_sessions", "gauge", "Sessions on this node.", {{NULL, ss->sessions}}},
         {"sandpool_sessions_busy", "gauge", "Sessions running an execution.", {{NULL, ss->busy}}},
-        {"sandpool_sessions_paused",
-         "gauge",
-         "Sessions whose container is frozen (or being frozen or thawed).",
-         {{NULL, ss->paused}}},
-        {"sandpool_sessions_paused_total",
-         "counter",
-         "Session containers frozen (the engine confirmed the pause).",
-         {{NULL, ss->paused_total}}},
-        {"sandpool_sessions_resumed_total",
-         "counter",
-         "Paused sessions thawed for a call.",
-         {{NULL, ss->resumed_total}}},
-        {"sandpool_session_pause_failures_total",
-         "counter",
-         "Pauses and resumes the engine refused, by operation.",
-         {{"op=\"pause\"", ss->pause_failures}, {"op=\"resume\"", ss->resume_failures}}},
         {"sandpool_sessions_created_total",
          "counter",
          "Sessions created.",
@@ -169,15 +156,32 @@ metrics_sessions(struct server *s, struct buf *out, const struct session_manager
          "counter",
          "Output bytes received from sandboxes, by stream.",
          {{"stream=\"stdout\"", ss->output_bytes[0]}, {"stream=\"stderr\"", ss->output_bytes[1]}}},
+        {"sandpool_sessions_paused",
+         "gauge",
+         "Sessions whose container is frozen (or being frozen or thawed).",
+         {{NULL, ss->paused}}},
+        {"sandpool_sessions_paused_total",
+         "counter",
+         "Session containers frozen (the engine confirmed the pause).",
+         {{NULL, ss->paused_total}}},
+        {"sandpool_sessions_resumed_total",
+         "counter",
+         "Paused sessions thawed for a call.",
+         {{NULL, ss->resumed_total}}},
+        {"sandpool_session_pause_failures_total",
+         "counter",
+         "Pauses and resumes the engine refused, by operation.",
+         {{"op=\"pause\"", ss->pause_failures}, {"op=\"resume\"", ss->resume_failures}}},
     };
     char labels[SESSION_EXEC__COUNT][48];
 
     static_assert(SESSION_EXEC__COUNT < METRIC_SERIES, "a series per status");
+    assert(strcmp(tab[EXECUTIONS_ROW].name, "sandpool_executions_total") == 0);
     for (int i = 0; i < SESSION_EXEC__COUNT; i++) {
         (void)snprintf(labels[i], sizeof(labels[i]), "status=\"%s\"",
                        session_exec_status_to_string((enum session_exec_status)i));
-        tab[7].series[i].label = labels[i];
-        tab[7].series[i].v = ss->executions_ended[i];
+        tab[EXECUTIONS_ROW].series[i].label = labels[i];
+        tab[EXECUTIONS_ROW].series[i].v = ss->executions_ended[i];
     }
     return metrics_write(out, tab, ELEMENTSOF(tab));
 }

@@ -154,6 +154,9 @@ execution_on_done(struct session *s, const struct kernel_msg *m)
         return;
     }
     execution_take_done(x, &m->done);
+    if (json_is_object(json_object_get(m->obj, "snapshot"))) {
+        x->snapshot = json_incref(json_object_get(m->obj, "snapshot"));
+    }
     execution_finish(x);
     session_touch(s);
 }
@@ -355,6 +358,7 @@ execution_free(struct execution *x)
     buf_done(&x->err);
     json_decref(x->result);
     json_decref(x->mime);
+    json_decref(x->snapshot);
     json_decref(x->error);
     json_decref(x->artifacts);
     free(x->code_head);
@@ -535,6 +539,12 @@ execution_pause(struct execution *x, bool pause)
     if (x->s->kernel != NULL && (!pause || x->phase == PH_RUNNING)) {
         kernel_pause(x->s->kernel, pause);
     }
+}
+
+json_t *
+execution_snapshot(const struct execution *x)
+{
+    return x->snapshot;
 }
 
 const char *

@@ -142,6 +142,7 @@ struct execution {
     /* result, valid in on_done */
     json_t *result, *error;
     json_t *mime;                            /* a rich execution's other representations, or NULL */
+    json_t *snapshot;                        /* a save's or restore's manifest (done), or NULL */
     struct kernel_output_count truncated[2]; /* the kernel's counts ([0] stdout, [1] stderr) */
     int64_t cpu_ms, peak_memory_bytes;       /* -1: not reported */
     uint64_t duration_ms;

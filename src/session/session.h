@@ -326,6 +326,9 @@ const char *execution_id(const struct execution *x);
 /* A rich execution's value in other representations ({"text/html": ...}), borrowed, during
  * on_done only; NULL when it has none. */
 json_t *execution_mime(const struct execution *x);
+/* A snapshot save's or restore's manifest as the kernel sent it ({variables, skipped, modules,
+ * more}; unchecked: the sandbox wrote it), borrowed, during on_done only; NULL when it had none. */
+json_t *execution_snapshot(const struct execution *x);
 
 /* The session's execution history, newest first, at most STORE_HISTORY_MAX (kept in Redis with
  * the record, deleted with it): cb(0, array of {"id", "started_at", "duration_ms", "status",

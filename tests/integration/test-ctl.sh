@@ -280,6 +280,12 @@ check "... and the terminal is restored" \
     bash -c "grep -qE '(^| )icanon( |$)' '$work/$top2.stty' && grep -qE '(^| )echo( |$)' '$work/$top2.stty'"
 tmux kill-session -t "$top2" 2>/dev/null
 
+# ---- session pause -----------------------------------------------------------------------------------
+check_eq "session pause: 0" "$(ctl session pause "$s2")" 0
+check "... says so" out_has "^session $s2 paused$"
+check_eq "the session's state is paused" "$(api GET "/v1/sessions/$s2" "$TB" | jq -r .state)" paused
+check_eq "session pause of an unknown id: 3" "$(ctl session pause 0123456789abcdef0123456789abcdef)" 3
+
 # ---- session kill ------------------------------------------------------------------------------------
 check_eq "session kill: 0" "$(ctl session kill "$s2")" 0
 check "... says so" out_has "^session $s2 ended$"

@@ -337,6 +337,245 @@ check_eq "delete a link to a directory removes the link only" \
 check_err "delete missing is not_found" not_found delete a
 check_eq "workspace root still there" "$(test -d "$WS"; echo $?)" 0
 
+# --- tar and untar (snapshots) ---------------------------------------------------------------
+# tar of a workspace and of the kernel's snapshot directory, then untar (in put's frames) into
+# an empty workspace; hostile archives made with Python's tarfile; a file swapped for a symlink
+# while tar runs. Each side has its own SANDPOOL_SNAPSHOT_DIR under its own "/tmp".
+SW=$T/snap-ws SW2=$T/snap-ws2 SD=$T/snap-tmp/.sandpool/snapshot SD2=$T/snap-tmp2/.sandpool/snapshot
+mkdir -p "$SW/a/b/c" "$SW/empty" "$SW/modes" "$SD" "$SW2" "$T/snap-tmp2"
+head -c 300000 /dev/urandom >"$SW/a/b/c/blob.bin"
+head -c 70000 /dev/urandom >"$SW/a/bin2"
+printf 'top\n' >"$SW/top.txt"
+printf '' >"$SW/a/zero"
+printf 'odd' >"$SW/a/$(printf 'n\xffme')"
+ln -s ../top.txt "$SW/a/up"
+ln -s b/c "$SW/a/down"
+ln -s /etc/passwd "$SW/abs"       # left out: untar would refuse it
+ln -s ../../x "$SW/a/out"         # likewise
+mkfifo "$SW/a/fifo"
+printf 'p' >"$SW/a/.blob.sandpool-part-0123456789abcdef"
+printf 'm' >"$SW/modes/ro"
+chmod 400 "$SW/modes/ro"
+chmod 750 "$SW/modes"
+printf '{"v":1}' >"$SD/manifest.json"
+head -c 5000 /dev/urandom >"$SD/0.pkl"
+
+# frame [--cut N] [--open]: stdin as put's upto frames on stdout (64 KiB each, then the empty
+# frame); --cut N: only the first N bytes; --open: no end frame (stdin cut short).
+cat >"$T/frame.py" <<'PY'
+import struct, sys
+args, data = sys.argv[1:], sys.stdin.buffer.read()
+if "--cut" in args:
+    data = data[:int(args[args.index("--cut") + 1])]
+out = sys.stdout.buffer
+for i in range(0, len(data), 65536):
+    out.write(struct.pack(">I", len(data[i:i + 65536])) + data[i:i + 65536])
+if "--open" not in args:
+    out.write(struct.pack(">I", 0))
+PY
+frame() { python3 "$T/frame.py" "$@"; }
+# tarp WS SNAPDIR OP ARGS...: files.py with that workspace and snapshot directory; output in
+# $T/tout, exit status in $RC, the first line in $HDR, the last line in $LAST.
+tarp() {
+    local ws=$1 sd=$2
+    shift 2
+    SANDPOOL_WORKSPACE=$ws SANDPOOL_SNAPSHOT_DIR=$sd timeout 30 python3 -I -S "$FILES_PY" "$@" \
+        <"${TAR_IN:-/dev/null}" >"$T/tout" 2>"$T/terr"
+    RC=$?
+    HDR=$(head -n1 "$T/tout")
+    LAST=
+    if [ "$1" != tar ]; then LAST=$(tail -n1 "$T/tout"); fi
+}
+# The tree under a directory: path, type, mode, size, link target; sorted.
+# (A directory's size is the file system's business: left out.)
+tree_of() {
+    (cd "$1" && { find . -mindepth 1 -type d -printf '%P d %m\n'
+        find . -mindepth 1 ! -type d -printf '%P %y %m %s %l\n'; } | LC_ALL=C sort)
+}
+sums_of() { (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum); }
+
+tarp "$SW" "$SD" tar
+check_eq "tar: exit 0, the header line first" "$RC $HDR" '0 {"tar":true}'
+tail -c +14 "$T/tout" >"$T/snap.tar"
+check_eq "tar: a tar stream GNU tar reads, nothing on stderr" \
+    "$(tar -tf "$T/snap.tar" >"$T/members" 2>&1; echo $?) $(wc -c <"$T/terr")" "0 0"
+check_eq "tar: globals/ first, then workspace/, each directory before what it holds" \
+    "$(head -n2 "$T/members" | xargs) $(grep -n '^workspace/a/$' "$T/members" | cut -d: -f1) \
+$(grep -n '^workspace/a/b/c/blob.bin$' "$T/members" | cut -d: -f1)" \
+    "globals/0.pkl globals/manifest.json 3 6"
+check_empty "tar: no fifo, part file, absolute or escaping symlink" \
+    "$(grep -E 'fifo|sandpool-part|^workspace/abs$|^workspace/a/out$' "$T/members")"
+
+frame <"$T/snap.tar" >"$T/snap.framed"
+mkdir -p "$SD2"
+printf 'stale' >"$SD2/stale.pkl"
+TAR_IN=$T/snap.framed tarp "$SW2" "$SD2" untar 100000000
+check_eq "untar: exit 0, ready first, then files, bytes, globals" "$RC $HDR $LAST" \
+    '0 {"ready":true} {"files":6,"bytes":375015,"globals":2}'
+rm -f "$SW/abs" "$SW/a/out" "$SW/a/fifo" "$SW/a/.blob.sandpool-part-0123456789abcdef"
+check_eq "untar: the same tree (types, modes, sizes, link targets)" \
+    "$(tree_of "$SW2" | sha)" "$(tree_of "$SW" | sha)"
+check_eq "untar: the same bytes" "$(sums_of "$SW2" | sha)" "$(sums_of "$SW" | sha)"
+check_eq "untar: the globals replace what was in the snapshot directory (0700)" \
+    "$(cd "$SD2" && echo *) $(cmp "$SD/0.pkl" "$SD2/0.pkl" && echo same) $(stat -c %a "$SD2")" \
+    "0.pkl manifest.json same 700"
+check_eq "untar: symlinks as links" "$(readlink "$SW2/a/up") $(readlink "$SW2/a/down")" \
+    "../top.txt b/c"
+check_eq "untar: no part file left" "$(parts "$SW2")" 0
+
+# Hostile archives, made with tarfile: each refused with its error, nothing outside.
+mkdir -p "$T/hostile/outside" "$T/hostile/tmp"
+cat >"$T/mk.py" <<'PY'
+import io, sys, tarfile
+
+kind, out = sys.argv[1], sys.stdout.buffer
+tar = tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT)
+
+
+def add(name, data=b"x", **attrs):
+    info = tarfile.TarInfo(name)
+    info.size = len(data) if attrs.get("type", tarfile.REGTYPE) == tarfile.REGTYPE else 0
+    for k, v in attrs.items():
+        setattr(info, k, v)
+    tar.addfile(info, io.BytesIO(data) if info.size else None)
+
+
+add("workspace/ok.txt", b"fine")
+if kind == "dotdot":
+    add("workspace/../x")
+elif kind == "dotdot2":
+    add("../x")
+elif kind == "absolute":
+    add("/etc/x")
+elif kind == "empty":
+    add("")
+elif kind == "other-root":
+    add("etc/passwd")
+elif kind == "escape":
+    add("workspace/esc", type=tarfile.SYMTYPE, linkname="../outside")
+    add("workspace/esc/f")
+elif kind == "abs-link":
+    add("workspace/esc", type=tarfile.SYMTYPE, linkname=sys.argv[2])
+elif kind == "climb":  # lexically inside, but through a symlink it climbs out
+    add("workspace/d", type=tarfile.DIRTYPE, mode=0o755)
+    add("workspace/d/up", type=tarfile.SYMTYPE, linkname="..")
+    add("workspace/l", type=tarfile.SYMTYPE, linkname="d/up/..")
+elif kind == "through":
+    add("workspace/sub", type=tarfile.DIRTYPE, mode=0o755)
+    add("workspace/in", type=tarfile.SYMTYPE, linkname="sub")
+    add("workspace/in/f")
+elif kind == "hardlink":
+    add("workspace/h", type=tarfile.LNKTYPE, linkname="workspace/ok.txt")
+elif kind == "device":
+    add("workspace/null", type=tarfile.CHRTYPE, devmajor=1, devminor=3)
+elif kind == "fifo":
+    add("workspace/p", type=tarfile.FIFOTYPE)
+elif kind == "globals-dir":
+    add("globals/sub/x")
+elif kind == "modes":
+    add("workspace/suid", mode=0o6755)
+    add("workspace/sticky", type=tarfile.DIRTYPE, mode=0o1777)
+    add("workspace/locked", type=tarfile.DIRTYPE, mode=0o500)
+    add("workspace/locked/in", b"inside", mode=0o644)
+elif kind == "huge":  # a header that claims 2 GiB, then a little data and no end
+    info = tarfile.TarInfo("workspace/big")
+    info.size = 2 << 30
+    out.write(info.tobuf(tarfile.PAX_FORMAT) + b"y" * 4096)
+    sys.exit(0)
+elif kind == "big-pax":
+    info = tarfile.TarInfo("././@PaxHeader")
+    info.type, info.size = tarfile.XHDTYPE, 2 << 20
+    out.write(info.tobuf(tarfile.USTAR_FORMAT) + b"9" * (2 << 20))
+    sys.exit(0)
+elif kind == "junk":
+    tar.close()
+    out.write(b"\1" * 512)
+    sys.exit(0)
+tar.close()
+PY
+mk() { python3 "$T/mk.py" "$@"; }
+# hostile DESCRIPTION CODE KIND [ARGS]: untar of that archive into a fresh workspace: exit 2
+# with CODE, one error line after the ready line, nothing outside the workspace. The workspace
+# is $HWS.
+hostile() {
+    local desc=$1 code=$2
+    shift 2
+    HWS=$(mktemp -d "$T/hostile/ws.XXXXXX")
+    mk "$@" | frame >"$T/h.framed"
+    TAR_IN=$T/h.framed tarp "$HWS" "$T/hostile/tmp/.sandpool/snapshot" untar 1048576
+    check_eq "$desc" "$RC $HDR $(jq -r .error <<<"$LAST") $(wc -l <"$T/tout") \
+$(find "$T/hostile/outside" -mindepth 1 | wc -l) $(test -e "$T/x" -o -e "$T/hostile/x"; echo $?)" \
+        "2 {\"ready\":true} $code 2 0 1"
+}
+hostile "untar: workspace/../x is bad_archive" bad_archive dotdot
+hostile "untar: ../x is bad_archive" bad_archive dotdot2
+hostile "untar: /etc/x is bad_archive" bad_archive absolute
+hostile "untar: an empty name is bad_archive" bad_archive empty
+hostile "untar: a member neither under workspace/ nor globals/ is bad_archive" bad_archive \
+    other-root
+hostile "untar: a symlink out of the workspace, then a file through it, is bad_archive" \
+    bad_archive escape
+check_empty "untar: nothing written through it" "$(ls -A "$T/hostile/outside")"
+hostile "untar: an absolute symlink is bad_archive" bad_archive abs-link "$T/hostile/outside"
+hostile "untar: a symlink whose '..' climbs through another symlink is bad_archive" \
+    bad_archive climb
+hostile "untar: a file through a symlink inside the workspace is bad_archive" bad_archive through
+check_eq "untar: nothing written into the link's target" "$(find "$HWS/sub" -mindepth 1 | wc -l)" 0
+hostile "untar: a hard link is bad_archive" bad_archive hardlink
+hostile "untar: a device is bad_archive" bad_archive device
+hostile "untar: a fifo is bad_archive" bad_archive fifo
+hostile "untar: a directory in globals/ is bad_archive" bad_archive globals-dir
+hostile "untar: junk after the end of the archive is bad_archive" bad_archive junk
+hostile "untar: a pax header of 2 MiB is bad_archive" bad_archive big-pax
+SECONDS=0
+hostile "untar: a member that claims 2 GiB, over MAX, is too_large" too_large huge
+check_eq "too_large: refused at its header, at once" "$((SECONDS < 5))" 1
+python3 "$T/mk.py" modes >"$T/modes.tar"
+ws=$(mktemp -d "$T/hostile/ws.XXXXXX")
+for cut in open closed; do
+    if [ $cut = open ]; then frame --cut 1100 --open; else frame --cut 1100; fi \
+        <"$T/modes.tar" >"$T/h.framed"
+    TAR_IN=$T/h.framed tarp "$ws" "$T/hostile/tmp/.sandpool/snapshot" untar 1048576
+    printf '%s ' "$RC:$(jq -r .error <<<"$LAST")"
+done >"$T/cuts"
+check_eq "untar: a stream cut short is incomplete; a tar cut short but framed is bad_archive" \
+    "$(cat "$T/cuts")" "2:incomplete 2:bad_archive "
+check_eq "untar: cut streams leave no part file" "$(parts "$ws")" 0
+frame <"$T/modes.tar" >"$T/h.framed"
+ws=$(mktemp -d "$T/hostile/ws.XXXXXX")
+TAR_IN=$T/h.framed tarp "$ws" "$T/hostile/tmp/.sandpool/snapshot" untar 1048576
+check_eq "untar: modes masked to 0777 (no setuid, setgid, sticky), a read-only directory filled \
+then made read-only" \
+    "$RC $(stat -c %a "$ws/suid" "$ws/sticky" "$ws/locked" | xargs) $(cat "$ws/locked/in")" \
+    "0 755 777 500 inside"
+chmod 700 "$ws/locked"
+check_err "untar: MAX not a number is usage" usage untar -1
+
+# tar while user code swaps a file for a symlink to a secret outside (and for a fifo): never
+# followed, never blocked; each run complete (0) or dropped (3).
+mkdir -p "$T/race-ws/d" "$T/race-tmp"
+printf 'SECRET' >"$OUT/secret"
+(
+    cd "$T/race-ws/d" || exit
+    end=$((SECONDS + 30))
+    while [ "$SECONDS" -lt "$end" ]; do
+        printf 'plain' >f.new && mv -Tf f.new f
+        ln -sf "$OUT/secret" f.lnk && mv -Tf f.lnk f
+        ln -sf ../../outside/secret f.lnk && mv -Tf f.lnk f
+        rm -f f.fifo && mkfifo f.fifo && mv -Tf f.fifo f
+    done
+) &
+racer=$!
+bad="" SECONDS=0
+for _ in $(seq 1 40); do
+    tarp "$T/race-ws" "$T/race-tmp/.sandpool/snapshot" tar
+    if grep -q SECRET "$T/tout" || { [ "$RC" != 0 ] && [ "$RC" != 3 ]; }; then bad+="$RC "; fi
+done
+kill "$racer" 2>/dev/null
+wait "$racer" 2>/dev/null
+check_empty "tar while a file is swapped for symlinks and a fifo: never followed (40 runs)" "$bad"
+check_eq "tar under that race never blocks" "$((SECONDS < 60))" 1
+
 # --- a full tmpfs ----------------------------------------------------------------------------
 if [ "$(id -u)" = 0 ] && mkdir -p "$SMALL" && mount -t tmpfs -o size=1m tmpfs "$SMALL" 2>/dev/null
 then

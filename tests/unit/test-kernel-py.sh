@@ -327,7 +327,302 @@ done < <(PYTHONPATH="$here/../lib" PYTHONDONTWRITEBYTECODE=1 \
     timeout 300 python3 "$T/drive.py" "$KERNEL_PY" "$T/ws" "${netns[@]}" 2>&1 |
     awk -F'\t' 'NF == 2 { print; next } { print "not ok\tthe driver said: " $0 }')
 check "the driver ran every check (24)" test "$TAP_N" -ge 24
+
+# --- snapshots: save, then restore into a fresh kernel process ---------------------------------
+# The kernel pickles with dill (python3-dill, as in the image): the interpreter is the first of
+# python3 and Debian's /usr/bin/python3 that imports it (a python3 of its own on PATH, pyenv's
+# say, has no Debian packages). numpy and pandas are checked when that interpreter has them.
+cat >"$T/snap.py" <<'PY'
+import json, os, sys, time
+
+import kernel_channel as kc
+from kernel_channel import report, send, until
+
+kernel, ws, py = sys.argv[1], sys.argv[2], sys.argv[3]
+wrap = sys.argv[4:]
+SNAP = os.environ["SANDPOOL_SNAPSHOT_DIR"]
+have_np, have_pd = os.environ.get("HAVE_NUMPY") == "1", os.environ.get("HAVE_PANDAS") == "1"
+n, gen = 0, 0
+
+
+def start():
+    """A fresh kernel process (the one before killed): a new sandbox, as at a wake."""
+    global gen
+    if kc.p is not None:
+        kc.p.kill()
+        kc.p.wait()
+    kc.buf = b""
+    gen += 1
+    kc.start(wrap + [py, kernel], ws, os.path.join(ws, "..", "stderr-snap-%d" % gen))
+    send({"t": "hello", "key": "k" * 32})
+    return until(lambda m: m.get("t") == "hello")[0] is not None
+
+
+def run(secs=30, **req):
+    """An exec (code=..., or snapshot=...); (done, every message)."""
+    global n
+    n += 1
+    xid = "s%d" % n
+    send(dict(req, t="exec", id=xid, max_output=1 << 20))
+    return until(lambda m: m.get("t") == "done" and m.get("id") == xid, secs)
+
+
+def names(entries):
+    return [e.get("name") for e in entries or []]
+
+
+def bounded(snap):
+    """The bounds of a done's report: lists, entry counts, strings of at most 200 characters."""
+    if not isinstance(snap, dict) or not isinstance(snap.get("more"), int):
+        return False
+    caps = {"variables": 512, "skipped": 128, "modules": 256}
+    return all(isinstance(snap.get(k), list) and len(snap[k]) <= cap and
+               all(isinstance(v, (str, int)) and (not isinstance(v, str) or len(v) <= 200)
+                   for e in snap[k] for v in e.values()) for k, cap in caps.items())
+
+
+STATE = """
+import json as j
+from math import sqrt
+x = 1
+s = "h\\u00e9llo"
+d = {"k": [1, 2, 3], "n": None}
+def f():
+    return x
+sq = lambda v: v * v
+class C:
+    def __init__(self, v):
+        self.v = v
+    def get(self):
+        return self.v + x
+c = C(3)
+pair = {"cls": C, "fn": f}
+fh = open(__import__("os").devnull)
+class Bad:
+    def __reduce__(self):
+        raise RuntimeError("no pickling me")
+bad = Bad()
+"""
+if have_np:
+    STATE += "import numpy as np\narr = np.arange(12).reshape(3, 4) * 1.5\n"
+if have_pd:
+    STATE += "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3], 'b': ['x', 'y', 'z']})\n"
+
+report(start(), "snapshot: a kernel starts")
+done, _ = run(code=STATE)
+report(done is not None and done["status"] == "ok", "snapshot: the state is made (%s)" %
+       (done and (done.get("error") or done["status"])))
+done, seen = run(snapshot="save")
+snap = done and done.get("snapshot")
+want = ["C", "Bad", "c", "d", "f", "pair", "s", "sq", "sqrt", "x"] + \
+    (["arr"] if have_np else []) + (["df"] if have_pd else [])
+report(done is not None and done["status"] == "ok" and sorted(names(snap["variables"])) ==
+       sorted(want) and all(v["bytes"] > 0 for v in snap["variables"]) and snap["more"] == 0,
+       "save: ok, every picklable global saved with its size (%s)" %
+       (sorted(names(snap and snap["variables"])) if snap else done))
+skipped = {e["name"]: e for e in (snap or {}).get("skipped", [])}
+report(set(skipped) == {"fh", "bad"} and "open file" in skipped["fh"]["reason"] and
+       skipped["fh"]["type"] == "_io.TextIOWrapper" and
+       skipped["bad"]["reason"] == "RuntimeError: no pickling me" and
+       skipped["bad"]["type"] == "__main__.Bad",
+       "save: an open file and a value whose __reduce__ raises are skipped, with type and "
+       "reason (%r)" % skipped)
+mods = {e["name"]: e["module"] for e in (snap or {}).get("modules", [])}
+report(mods.get("j") == "json" and (not have_np or mods.get("np") == "numpy"),
+       "save: modules by name (%r)" % mods)
+try:
+    with open(os.path.join(SNAP, "manifest.json")) as mf:
+        manifest = json.load(mf)
+except (OSError, ValueError):
+    manifest = None
+report(isinstance(manifest, dict) and manifest.get("v") == 1 and
+       sorted(e["name"] for e in manifest["variables"]) == sorted(want) and
+       all(os.path.isfile(os.path.join(SNAP, e["file"])) for e in manifest["variables"]) and
+       sorted(os.listdir(SNAP)) == sorted([e["file"] for e in manifest["variables"]] +
+                                          ["manifest.json"]),
+       "save: the manifest and one pickle per variable, nothing else (skipped ones removed)")
+report(oct(os.stat(SNAP).st_mode & 0o777) == "0o700", "save: the directory is 0700")
+
+report(start(), "restore: a fresh kernel process starts")
+done, _ = run(snapshot="restore")
+snap = done and done.get("snapshot")
+report(done is not None and done["status"] == "ok" and sorted(names(snap["variables"])) ==
+       sorted(want) and "bytes" not in snap["variables"][0] and
+       sorted(names(snap["skipped"])) == ["bad", "fh"] and
+       {e["name"]: e["module"] for e in snap["modules"]}.get("j") == "json",
+       "restore: ok, the variables, the save's skipped and the modules reported (%r)" %
+       (snap if snap else done))
+report(not os.path.exists(SNAP), "restore: the snapshot directory is removed afterwards")
+checks = [("x = 5\nf()", "5"), ("sq(7)", "49"), ("c.get(), isinstance(c, C)", "(8, True)"),
+          ("pair['cls'] is C and pair['fn'] is f", "True"), ("d", "{'k': [1, 2, 3], 'n': None}"),
+          ("s", "'h\u00e9llo'"), ("j.dumps([1])", "'[1]'"), ("sqrt(16.0)", "4.0"),
+          ("'fh' in globals() or 'bad' in globals()", "False")]
+if have_np:
+    checks += [("np.array_equal(arr, np.arange(12).reshape(3, 4) * 1.5), arr.dtype.name",
+                "(True, 'float64')")]
+if have_pd:
+    checks += [("df.equals(pd.DataFrame({'a': [1, 2, 3], 'b': ['x', 'y', 'z']}))", "True")]
+got = []
+for code, result in checks:
+    done, _ = run(code=code)
+    got.append(None if done and done.get("result") == result else
+               (code, done and (done.get("result") or done.get("error"))))
+report(got == [None] * len(checks),
+       "restore: values, a function reading the restored globals (x = 5; f() is 5), a lambda, "
+       "an instance of the restored class, modules, from-imports%s%s (%r)" %
+       (", a numpy array" if have_np else "", ", a DataFrame" if have_pd else "",
+        [g for g in got if g]))
+if not have_np:
+    print("ok\tnumpy array round trip # SKIP numpy is not importable by %s" % py)
+if not have_pd:
+    print("ok\tpandas DataFrame round trip # SKIP pandas is not importable by %s" % py)
+done, _ = run(snapshot="restore")
+err = done and done.get("error")
+report(done is not None and done["status"] == "error" and isinstance(err, dict) and
+       err.get("name") == "SnapshotError" and "snapshot" not in done,
+       "restore without a manifest: status error, SnapshotError (%r)" % err)
+
+# Requests: a snapshot takes no code, and only save or restore.
+send({"t": "exec", "id": "r1", "snapshot": "drop", "max_output": 1 << 20})
+r1, _ = until(lambda m: m.get("id") == "r1")
+send({"t": "exec", "id": "r2", "snapshot": "save", "code": "1", "max_output": 1 << 20})
+r2, _ = until(lambda m: m.get("id") == "r2")
+report(r1 is not None and r1.get("status") == "rejected" and r2 is not None and
+       r2.get("status") == "rejected",
+       "a snapshot other than save or restore, or one with code, is rejected")
+
+# A save runs user code (__reduce__): it prints, it can be interrupted, hello says busy.
+done, seen = run(code="""
+import time
+class Slow:
+    def __reduce__(self):
+        print("reducing", flush=True)
+        time.sleep(30)
+        return (int, ())
+slow = Slow()
+""")
+send({"t": "exec", "id": "slow", "snapshot": "save", "max_output": 1 << 20})
+out, _ = until(lambda m: m.get("t") == "out" and m.get("id") == "slow", 10)
+send({"t": "hello"})
+hello, _ = until(lambda m: m.get("t") == "hello", 10)
+send({"t": "interrupt", "id": "slow"})
+t0 = time.monotonic()
+done, _ = until(lambda m: m.get("t") == "done" and m.get("id") == "slow", 10)
+report(out is not None and "reducing" in out["d"] and hello is not None and
+       hello.get("busy") == "slow" and done is not None and done["status"] == "interrupted" and
+       time.monotonic() - t0 < 5,
+       "a save prints as code does, hello says busy, an interrupt ends it (%s)" %
+       (done and done["status"]))
+run(code="del slow")
+
+# A __reduce__ that forges a done with a huge, malformed snapshot while the save goes on: not
+# the end, and what is reported is built from the manifest.
+REACH = """
+import gc, json
+def forge(obj):
+    w = [o for o in gc.get_objects() if type(o).__name__ == "Worker"][0]
+    w.ctl.sendall((json.dumps(obj) + "\\n").encode())
+def fake(k):
+    return {"variables": [{"name": "forged%d-" % i + "v" * 300, "type": "t" * 300}
+                          for i in range(k)] + ["junk", {"name": 5}],
+            "skipped": "no list", "modules": [{"name": "m", "module": "os", "x": 1}],
+            "more": 10 ** 20}
+"""
+kc.longest = 0
+done, _ = run(code=REACH + """
+class Evil:
+    def __init__(self, xid):
+        self.xid = xid
+    def __reduce__(self):
+        forge({"id": self.xid, "status": "ok", "result": None, "snapshot": fake(1200)})
+        return (int, ())
+evil = Evil("s%d")
+""" % (n + 2))
+done, _ = run(snapshot="save")
+snap = done and done.get("snapshot")
+report(done is not None and done["status"] == "ok" and bounded(snap) and
+       not any(v.startswith("forged") for v in names(snap["variables"])) and
+       "evil" in names(snap["variables"]) and kc.longest < (1 << 20),
+       "a forged done with a huge snapshot during a save: the done is built from the manifest "
+       "(%d variables, longest line %d)" % (len(snap["variables"]) if snap else -1, kc.longest))
+
+# The same forged reply taken (user code waits on the channel itself) during a restore: what is
+# forwarded is rebuilt, bounded, malformed entries counted out.
+done, _ = run(code=REACH + """
+class Trap:
+    def __init__(self, xid):
+        self.xid = xid
+    def __reduce__(self):
+        return (spring, (self.xid,))
+def spring(xid):
+    forge({"id": xid, "status": "ok", "result": None, "snapshot": fake(1200)})
+    w = [o for o in gc.get_objects() if type(o).__name__ == "Worker"][0]
+    w.ctl.recv(1)
+    return 0
+trap = Trap("s%d")
+""" % (n + 4))
+run(code="del evil")
+done, _ = run(snapshot="save")
+report(done is not None and done["status"] == "ok", "the trap is saved")
+report(start(), "a fresh kernel for the trap")
+kc.longest = 0
+done, _ = run(snapshot="restore")
+snap = done and done.get("snapshot")
+report(done is not None and done["status"] == "ok" and bounded(snap) and
+       len(snap["variables"]) == 512 and snap["more"] == 1200 - 512 + 2 and
+       snap["modules"] == [{"name": "m", "module": "os"}] and snap["skipped"] == [] and
+       kc.longest < (1 << 20),
+       "a forged restore report taken is rebuilt: 512 variables, names cut to 200, malformed "
+       "entries and the rest counted in more (%r, longest line %d)" %
+       (snap and (len(snap["variables"]), snap["more"], snap["modules"], snap["skipped"]),
+        kc.longest))
+
+# A forged reply taken during a save (the manifest is not written yet): an error, never the
+# forged snapshot.
+report(start(), "a fresh kernel for the trap in a save")
+done, _ = run(code=REACH + """
+class Now:
+    def __init__(self, xid):
+        self.xid = xid
+    def __reduce__(self):
+        forge({"id": self.xid, "status": "ok", "result": None, "snapshot": fake(10)})
+        w = [o for o in gc.get_objects() if type(o).__name__ == "Worker"][0]
+        w.ctl.recv(1)
+        return (int, ())
+now = Now("s%d")
+""" % (n + 2))
+done, _ = run(snapshot="save")
+report(done is not None and done["status"] == "error" and
+       (done.get("error") or {}).get("name") == "SnapshotError" and "snapshot" not in done,
+       "a forged reply taken during a save: SnapshotError, no snapshot forwarded (%r)" %
+       (done and done.get("error")))
+report(start(), "and a fresh kernel answers")
+done, _ = run(code="1 + 1")
+report(done is not None and done.get("result") == "2", "its code runs")
+kc.p.kill()
+PY
+
+SNAP_PY=python3
+if ! python3 -c 'import dill' 2>/dev/null && /usr/bin/python3 -c 'import dill' 2>/dev/null; then
+    SNAP_PY=/usr/bin/python3
+fi
+if $SNAP_PY -c 'import dill' 2>/dev/null; then
+    echo "# snapshots with $SNAP_PY, dill $($SNAP_PY -c 'import dill; print(dill.__version__)')"
+    before=$TAP_N
+    have() { if $SNAP_PY -c "import $1" 2>/dev/null; then echo 1; else echo 0; fi; }
+    while IFS=$'\t' read -r verdict what; do
+        if [ "$verdict" = ok ]; then ok "$what"; else not_ok "$what"; fi
+    done < <(PYTHONPATH="$here/../lib" PYTHONDONTWRITEBYTECODE=1 HAVE_NUMPY=$(have numpy) \
+        HAVE_PANDAS=$(have pandas) SANDPOOL_SNAPSHOT_DIR="$T/tmp/.sandpool/snapshot" \
+        timeout 300 python3 "$T/snap.py" "$KERNEL_PY" "$T/ws" "$SNAP_PY" "${netns[@]}" 2>&1 |
+        awk -F'\t' 'NF == 2 { print; next } { print "not ok\tthe snapshot driver said: " $0 }')
+    check "the snapshot driver ran every check (22)" test "$((TAP_N - before))" -ge 22
+else
+    not_ok "snapshots: neither python3 nor /usr/bin/python3 imports dill (apt-get install python3-dill)"
+fi
 if [ "$TAP_FAILED" -gt 0 ]; then
-    echo "# kernel stderr:"; tail -20 "$T/stderr" | sed 's/^/# /'
+    for f in "$T"/stderr*; do
+        echo "# $f:"; tail -20 "$f" | sed 's/^/# /'
+    done
 fi
 tap_done

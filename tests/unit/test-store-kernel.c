@@ -327,6 +327,15 @@ TEST(encode)
     o = json_loads(line, 0, NULL);
     ASSERT_STREQ(json_string_value(json_object_get(o, "code")), "print(1)\n");
     ASSERT_EQ_I(json_integer_value(json_object_get(o, "max_output")), 4096);
+    ASSERT_TRUE(json_object_get(o, "snapshot") == NULL);
+    json_decref(o);
+    free(line);
+    /* a snapshot save: no code to run, the member names the operation */
+    line = kernel_proto_exec("e2", "", 0, 4096, &(struct kernel_exec_opts){.snapshot = "save"});
+    o = json_loads(line, 0, NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(o, "snapshot")), "save");
+    ASSERT_STREQ(json_string_value(json_object_get(o, "t")), "exec");
+    ASSERT_TRUE(json_object_get(o, "code") == NULL);
     json_decref(o);
     free(line);
 }

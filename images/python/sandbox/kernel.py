@@ -41,6 +41,12 @@ Protocol (daemon -> supervisor):
                                          run nothing; rich: the done carries "mime" (the value's
                                          _repr_html_ and kin) and artifacts carry their bytes;
                                          env: set in os.environ first
+  {"t":"exec","id":ID,"snapshot":"save"|"restore","max_output":B,"env":{S:S}?}
+                                         the main namespace to SNAPSHOT_DIR (each global
+                                         pickled on its own with dill, a module by name, one
+                                         that does not pickle skipped) or back from it (then
+                                         SNAPSHOT_DIR goes); no code, ctx or drop. Its done
+                                         carries "snapshot" (below)
   {"t":"cmd","id":ID,"argv":[...],"max_output":B,"cwd":S?,"env":{S:S}?}
         -> {"t":"out","id":ID,"s":"o"|"e","d":TEXT}*  then
            {"t":"done","id":ID,"status":"ok"|"error"|"interrupted"|"died",...}
@@ -56,6 +62,17 @@ the daemon's epoch has moved when it answers. Every line the supervisor sends st
 daemon's 1 MiB line cap (it drops longer ones): an "out" carries at most OUT_CHUNK raw bytes, and
 a done's result, error and traceback are cut (RESULT_REPR_MAX, ERROR_VALUE_MAX, TRACEBACK_MAX).
 
+A snapshot's done: status "ok" with "snapshot":{"variables":[{"name","type","bytes"}] ("bytes"
+for a save only),"skipped":[{"name","type","reason"}],"modules":[{"name","module"}],"more":K}, or
+status "error" with an error named SnapshotError when it failed as a whole (no manifest).
+"interrupted" and "died" as for code. SNAPSHOT_DIR/manifest.json ({"v":1,"variables":[{"name",
+"file","type","bytes"}],"skipped":[...],"modules":[...]}) is what the files helper's tar carries
+as globals/ with the pickles. The namespace is the __dict__ of sys.modules["__main__"], as in a
+script, so that dill refers to it rather than copying it into every function: a function restored
+reads the globals of the namespace it was restored into. A class or function of user code that
+another global refers to is pickled as a reference to its name, so that an instance's class after
+the restore is the restored class itself.
+
 The worker's channel (its socketpair) is hostile: user code runs in the worker and can reach the
 socket (walking frames finds the Worker object), so anything may come on it. The supervisor
 forwards nothing from it as it came: it takes at most one reply per execution, only for the
@@ -63,8 +80,11 @@ execution running, only while the worker's main thread is back waiting for its n
 (/proc/PID/syscall; a forged reply while user code runs on is not an end), and builds the "done"
 from checked, bounded fields (status ok, error or interrupted; never "died", which only the
 supervisor says). An artifact is announced by name only; the supervisor opens the file itself
-(no symlink, a regular file, at most ARTIFACT_MAX bytes) and hashes it. Lines on that channel are
-cut at CTL_LINE_MAX, so user code can grow no buffer of PID 1's.
+(no symlink, a regular file, at most ARTIFACT_MAX bytes) and hashes it. A snapshot's report is
+built from the manifest the supervisor reads itself (the same way; a save) or from the worker's
+reply (a restore), both checked field by field and bounded (snapshot_report): user code runs
+during both (__reduce__, __setstate__) and can reach files and channel alike. Lines on that
+channel are cut at CTL_LINE_MAX, so user code can grow no buffer of PID 1's.
 """
 
 import ast
@@ -73,6 +93,8 @@ import codecs
 import errno
 import hashlib
 import hmac
+import importlib
+import io
 import json
 import os
 import selectors
@@ -84,6 +106,7 @@ import subprocess
 import sys
 import time
 import traceback
+import types
 
 PROTOCOL_VERSION = 1
 MAX_LINE = 64 << 20          # longest request line accepted from the daemon
@@ -123,6 +146,15 @@ RELAY_SOCKET = "\0sandpool.kernel"  # abstract, in the container's network names
 RELAY_LINE_MAX = 512     # a relay's first line (relay.py)
 RELAY_PENDING_MAX = 4    # relays connected and not yet checked
 RELAY_CHECK_S = 5        # time a relay has for its first line
+# Snapshots: the globals, in the sandbox user's /tmp (a tmpfs), which the files helper tars.
+SNAPSHOT_DIR = os.environ.get("SANDPOOL_SNAPSHOT_DIR", "/tmp/.sandpool/snapshot")
+SNAPSHOT_MANIFEST_MAX = 4 << 20  # the manifest the supervisor reads, at most
+SNAPSHOT_VARIABLES_MAX = 512     # entries of a done's report, at most ("more" counts the rest)
+SNAPSHOT_SKIPPED_MAX = 128
+SNAPSHOT_MODULES_MAX = 256
+SNAPSHOT_STR_MAX = 200           # characters of each string of the report
+SNAPSHOT_REPORT_MAX = 256 << 10  # bytes of the line the whole report takes, at most
+SNAPSHOT_REF = "global:"         # a pickle's reference to another global (persistent id)
 
 
 def jdump(obj):
@@ -289,7 +321,14 @@ class Worker:
             self.cmdline = f.read()
         self.forks = 0  # os.fork() calls by user code in this execution
         self.counter = 0
-        self.ns = {"__name__": "__main__", "__builtins__": __builtins__}
+        # The namespace is the __dict__ of the __main__ module, as in a script: pickle and dill
+        # find the functions and classes of user code there by name, and dill pickles a
+        # function's globals as a reference to it rather than as a copy (snapshots).
+        self.kernel_module = sys.modules["__main__"]  # this program, which the worker leaves
+        self.main = types.ModuleType("__main__")
+        self.main.__builtins__ = __builtins__
+        sys.modules["__main__"] = self.main
+        self.ns = self.main.__dict__
         self.contexts = {}  # context id -> a namespace of its own
         os.register_at_fork(after_in_parent=self.forked, after_in_child=self.in_fork)
 
@@ -409,6 +448,24 @@ class Worker:
         self.save_artifacts(exec_id, value)
         return reply
 
+    def snapshot(self, what):
+        """Saves the main namespace to SNAPSHOT_DIR, or restores it from there; interruptible
+        like code (pickling a large value takes a while, and user code runs in it)."""
+        try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            try:
+                if what == "save":
+                    return snapshot_save(self.ns, self.main)
+                return snapshot_restore(self.ns, self.main)
+            finally:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except KeyboardInterrupt as exc:
+            return {"status": "interrupted", "result": None, "error": describe_error(exc)}
+        except SnapshotError as exc:
+            return snapshot_failed(str(exc))
+        except BaseException as exc:  # noqa: BLE001 - the namespace stays whatever went wrong
+            return snapshot_failed(failure(exc))
+
     def artifact(self, exec_id, data_or_fig):
         """Writes one PNG under ARTIFACTS and announces it on the control channel as soon as the
         file is complete (the daemon streams it as an SSE event)."""
@@ -465,7 +522,9 @@ class Worker:
             ctx = req.get("ctx")
             if isinstance(req.get("env"), dict):
                 os.environ.update(req["env"])  # the sandbox's own variables (E2B's envVars)
-            if req.get("drop"):
+            if req.get("snapshot") in ("save", "restore"):
+                reply = self.snapshot(req["snapshot"])
+            elif req.get("drop"):
                 self.contexts.pop(ctx, None)
                 reply = {"status": "ok", "result": None, "error": None}
             elif ctx is not None and ctx not in self.contexts and \
@@ -568,6 +627,350 @@ def worker_main(ctl, out_w, err_w):
 
 
 # --------------------------------------------------------------------------------------------
+# Snapshots: the worker's main namespace to SNAPSHOT_DIR and back (hibernate, wake, fork).
+# --------------------------------------------------------------------------------------------
+
+class SnapshotError(Exception):
+    """A snapshot that failed as a whole; its done's error carries this name."""
+
+
+def snapshot_failed(why):
+    return {"status": "error", "result": None,
+            "error": {"name": "SnapshotError", "value": cut(why, ERROR_VALUE_MAX) or "",
+                      "traceback": []}}
+
+
+def import_dill():
+    try:
+        import dill
+    except ImportError as exc:
+        raise SnapshotError("dill cannot be imported: %s" % exc)
+    return dill
+
+
+def is_dunder(name):
+    """__builtins__, __name__, __doc__... : the module's own, never saved."""
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def type_name(value):
+    """"module.QualName" of value's type, at most SNAPSHOT_STR_MAX characters."""
+    t = type(value)
+    try:
+        return ("%s.%s" % (t.__module__, t.__qualname__))[:SNAPSHOT_STR_MAX]
+    except Exception:  # noqa: BLE001 - a metaclass may make these anything
+        return "?"
+
+
+def failure(exc):
+    """"<ExceptionType>: <message>", at most SNAPSHOT_STR_MAX characters."""
+    try:
+        text = "%s: %s" % (type(exc).__name__, exc)
+    except Exception:  # noqa: BLE001 - a broken __str__
+        text = "%s: <unprintable>" % type(exc).__name__
+    return text[:SNAPSHOT_STR_MAX]
+
+
+def remove_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def clear_snapshot_dir(create):
+    """Removes SNAPSHOT_DIR (whatever is there: a symlink is removed, not followed); with create,
+    makes it again, empty, 0700 (and its parent)."""
+    import shutil
+    try:
+        st = os.lstat(SNAPSHOT_DIR)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(SNAPSHOT_DIR)
+    elif st is not None:
+        os.unlink(SNAPSHOT_DIR)
+    if create:
+        os.makedirs(os.path.dirname(SNAPSHOT_DIR), 0o700, exist_ok=True)
+        os.mkdir(SNAPSHOT_DIR, 0o700)
+
+
+def defined_here(value, name):
+    """A class or function of user code's top level, bound to its own name there: another global
+    that refers to it gets a reference to that name (global_ref)."""
+    if not isinstance(value, (type, types.FunctionType)):
+        return False
+    try:
+        return value.__module__ == "__main__" and value.__name__ == name
+    except Exception:  # noqa: BLE001 - a metaclass may make these anything
+        return False
+
+
+def global_ref(obj, root, root_name, shared):
+    """The pickler's persistent_id: a reference to the global that obj is (shared: id -> name),
+    unless obj is that global itself, which is pickled by value. An open file is refused: dill
+    would reopen it by name in another sandbox, where it may be missing or another file."""
+    if isinstance(obj, io.IOBase) and not isinstance(obj, (io.BytesIO, io.StringIO)):
+        raise TypeError("an open file cannot be saved (%s): open it again after the restore" %
+                        (safe_repr(obj) or "?")[:80])
+    name = shared.get(id(obj))
+    if name is None or (obj is root and name == root_name):
+        return None
+    return SNAPSHOT_REF + name
+
+
+def pickle_to(dill, path, value, name, shared, main):
+    """Pickles one global into a new file at path, streamed; its size. A failure (or ENOSPC)
+    leaves no file."""
+    import pickle
+    try:
+        with open(path, "xb") as f:
+            pickler = dill.Pickler(f, protocol=pickle.HIGHEST_PROTOCOL)  # 5: arrays uncopied
+            pickler._main = main  # the module whose __dict__ is referred to, not copied
+            pickler.persistent_id = lambda obj: global_ref(obj, value, name, shared)
+            pickler.dump(value)
+            return f.tell()
+    except BaseException:
+        remove_quietly(path)
+        raise
+
+
+def snapshot_save(ns, main):
+    """Every global of ns but the dunder names, sorted by name: a module by its name, any other
+    value pickled into SNAPSHOT_DIR/<n>.pkl; one that does not pickle is skipped with its type
+    and why. Then SNAPSHOT_DIR/manifest.json."""
+    dill = import_dill()
+    try:
+        clear_snapshot_dir(create=True)
+    except OSError as exc:
+        raise SnapshotError("cannot make %s: %s" % (SNAPSHOT_DIR, failure(exc)))
+    items, skipped, variables, modules = [], [], [], []
+    for name, value in list(ns.items()):  # a copy: user code runs while we pickle
+        if not isinstance(name, str):
+            skipped.append({"name": (safe_repr(name) or "?")[:SNAPSHOT_STR_MAX],
+                            "type": type_name(value), "reason": "TypeError: a name that is "
+                            "not a string"})
+        elif not is_dunder(name):
+            items.append((name, value))
+    items.sort(key=lambda item: item[0])
+    shared = {id(value): name for name, value in items if defined_here(value, name)}
+    for n, (name, value) in enumerate(items):
+        if isinstance(value, types.ModuleType):
+            module = value.__dict__.get("__name__")
+            if isinstance(module, str) and module:
+                modules.append({"name": name, "module": module})
+            else:
+                skipped.append({"name": name[:SNAPSHOT_STR_MAX], "type": type_name(value),
+                                "reason": "TypeError: a module without a name"})
+            continue
+        entry = {"name": name, "file": "%d.pkl" % n, "type": type_name(value)}
+        try:
+            entry["bytes"] = pickle_to(dill, os.path.join(SNAPSHOT_DIR, entry["file"]), value,
+                                       name, shared, main)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from a __reduce__ too
+            skipped.append({"name": name[:SNAPSHOT_STR_MAX], "type": entry["type"],
+                            "reason": failure(exc)})
+            continue
+        variables.append(entry)
+    path = os.path.join(SNAPSHOT_DIR, "manifest.json")
+    try:
+        with open(path, "x", encoding="ascii") as f:  # names with any character: \u escapes
+            json.dump({"v": 1, "variables": variables, "skipped": skipped, "modules": modules},
+                      f, separators=(",", ":"))
+    except OSError as exc:
+        remove_quietly(path)
+        raise SnapshotError("cannot write the manifest: %s" % failure(exc))
+    return {"status": "ok", "result": None, "error": None}
+
+
+def entry_type(entry):
+    value = entry.get("type")
+    return value if isinstance(value, str) else "?"
+
+
+def snapshot_file_ok(name):
+    return isinstance(name, str) and name.isascii() and name.endswith(".pkl") and \
+        name[:-4].isdigit() and len(name) <= 16
+
+
+def snapshot_restore(ns, main):
+    """SNAPSHOT_DIR back into ns: each module imported by name, each variable unpickled in the
+    manifest's order (one that another needs first, when it comes to it); a failure is skipped
+    with why. Then SNAPSHOT_DIR goes. The reply carries the report (bounded here already, and
+    checked again by the supervisor)."""
+    dill = import_dill()
+    try:
+        with open(os.path.join(SNAPSHOT_DIR, "manifest.json"), "rb") as f:
+            manifest = json.loads(f.read())
+    except OSError as exc:
+        raise SnapshotError("no snapshot to restore: %s" % failure(exc))
+    except (ValueError, RecursionError) as exc:
+        raise SnapshotError("the manifest is not JSON: %s" % failure(exc))
+    if not isinstance(manifest, dict) or manifest.get("v") != 1:
+        raise SnapshotError("the manifest is not a version 1 manifest")
+
+    def listed(key):
+        entries = manifest.get(key)
+        return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+    skipped, modules = listed("skipped"), []
+    for entry in listed("modules"):
+        name, module = entry.get("name"), entry.get("module")
+        if not (isinstance(name, str) and isinstance(module, str)):
+            continue
+        try:
+            ns[name] = importlib.import_module(module)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - any import may fail in any way
+            skipped.append({"name": name, "type": "builtins.module", "reason": failure(exc)})
+            continue
+        modules.append({"name": name, "module": module})
+    entries, state, values = {}, {}, {}
+    for entry in listed("variables"):
+        name = entry.get("name")
+        if isinstance(name, str) and snapshot_file_ok(entry.get("file")):
+            entries.setdefault(name, entry)
+        elif isinstance(name, str):
+            skipped.append({"name": name, "type": entry_type(entry),
+                            "reason": "ValueError: a malformed entry in the manifest"})
+
+    def resolve(pid):
+        """A reference to another global (global_ref): restored first if it was not yet."""
+        name = pid[len(SNAPSHOT_REF):] if isinstance(pid, str) and \
+            pid.startswith(SNAPSHOT_REF) else None
+        if name not in entries:
+            raise ValueError("it needs the global %r, which was not saved" % name)
+        if name not in state:
+            load(name)
+        if state[name] == "loading":
+            raise ValueError("it needs the global %r, which needs it" % name)
+        if state[name] == "failed":
+            raise ValueError("it needs the global %r, which could not be restored" % name)
+        return values[name]
+
+    def load(name):
+        entry = entries[name]
+        state[name] = "loading"
+        try:
+            with open(os.path.join(SNAPSHOT_DIR, entry["file"]), "rb") as f:
+                unpickler = dill.Unpickler(f)
+                unpickler._main = main  # functions get ns as their globals
+                unpickler.persistent_load = resolve
+                value = unpickler.load()
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a __setstate__ may raise anything
+            state[name] = "failed"
+            skipped.append({"name": name, "type": entry_type(entry), "reason": failure(exc)})
+            return
+        ns[name] = values[name] = value
+        state[name] = "done"
+
+    for name in entries:
+        if name not in state:
+            load(name)
+    try:
+        clear_snapshot_dir(create=False)
+    except OSError:
+        pass  # it served; what is left of it does no harm
+    restored = [{"name": name, "type": entry_type(entry)} for name, entry in entries.items()
+                if state[name] == "done"]
+    report = snapshot_report({"variables": restored, "skipped": skipped, "modules": modules},
+                             "restore")
+    return {"status": "ok", "result": None, "error": None, "snapshot": report}
+
+
+SNAPSHOT_LISTS = (("variables", SNAPSHOT_VARIABLES_MAX), ("skipped", SNAPSHOT_SKIPPED_MAX),
+                  ("modules", SNAPSHOT_MODULES_MAX))
+SNAPSHOT_FIELDS = {"variables": ("name", "type"), "skipped": ("name", "type", "reason"),
+                   "modules": ("name", "module")}
+
+
+def snapshot_entry(entry, fields):
+    """One entry rebuilt from its fields (strings cut to SNAPSHOT_STR_MAX; "bytes" an int), or
+    None when it lacks one."""
+    if not isinstance(entry, dict):
+        return None
+    out = {}
+    for field in fields:
+        value = entry.get(field)
+        if field == "bytes":
+            if not is_int(value, 1 << 62):
+                return None
+        elif isinstance(value, str):
+            value = str(value[:SNAPSHOT_STR_MAX])
+        else:
+            return None
+        out[field] = value
+    return out
+
+
+def snapshot_report(report, kind):
+    """The "snapshot" of a done, rebuilt from a manifest (kind "save": its variables have
+    "bytes") or a restore's report (its "more" adds to ours), both within user code's reach:
+    entries checked field by field, at most so many of each list and SNAPSHOT_REPORT_MAX bytes of
+    the line in all. "more" counts the entries left out. None when it is no report at all."""
+    if not isinstance(report, dict):
+        return None
+    given = report.get("more") if kind == "restore" else 0
+    out, more, used = {}, given if is_int(given, 1 << 31) else 0, 0
+    for key, cap in SNAPSHOT_LISTS:
+        fields = SNAPSHOT_FIELDS[key] + (("bytes",) if kind == "save" and key == "variables"
+                                         else ())
+        entries = report.get(key)
+        out[key] = []
+        for entry in entries if isinstance(entries, list) else ():
+            entry = snapshot_entry(entry, fields) if len(out[key]) < cap else None
+            cost = len(jdump(entry)) if entry is not None else 0
+            if entry is None or used + cost > SNAPSHOT_REPORT_MAX:
+                more += 1
+                continue
+            used += cost
+            out[key].append(entry)
+    out["more"] = more
+    return out
+
+
+def read_manifest():
+    """SNAPSHOT_DIR/manifest.json as the supervisor reads it itself: the two directories and the
+    file opened without following a symlink, a regular file of at most SNAPSHOT_MANIFEST_MAX
+    bytes, a version 1 JSON object. (manifest, None) or (None, why)."""
+    top, leaf = os.path.split(SNAPSHOT_DIR)
+    root, mid = os.path.split(top)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fds, data = [], bytearray()
+    try:
+        fds.append(os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        for part in (mid, leaf):
+            fds.append(os.open(part, flags | os.O_DIRECTORY, dir_fd=fds[-1]))
+        fds.append(os.open("manifest.json", flags | os.O_NONBLOCK, dir_fd=fds[-1]))
+        if not stat.S_ISREG(os.fstat(fds[-1]).st_mode):
+            return None, "the manifest is not a regular file"
+        while len(data) <= SNAPSHOT_MANIFEST_MAX:
+            chunk = os.read(fds[-1], 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    except OSError as exc:
+        return None, "no manifest in %s: %s" % (SNAPSHOT_DIR, exc.strerror)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    if len(data) > SNAPSHOT_MANIFEST_MAX:
+        return None, "the manifest is larger than %d bytes" % SNAPSHOT_MANIFEST_MAX
+    try:
+        manifest = json.loads(bytes(data))
+    except (ValueError, RecursionError):
+        return None, "the manifest is not JSON"
+    if not isinstance(manifest, dict) or manifest.get("v") != 1:
+        return None, "the manifest is not a version 1 manifest"
+    return manifest, None
+
+
+# --------------------------------------------------------------------------------------------
 # Supervisor
 # --------------------------------------------------------------------------------------------
 
@@ -618,9 +1021,10 @@ def checked_error(err):
     return out
 
 
-def checked_reply(msg):
+def checked_reply(msg, snapshot=None):
     """The worker's reply to an execution, rebuilt from checked fields; None when it is not
-    one. "died" is never taken from the worker: only the supervisor sees a worker die."""
+    one. "died" is never taken from the worker: only the supervisor sees a worker die. A
+    restore's report comes rebuilt and bounded (snapshot_report)."""
     status = msg.get("status")
     if status not in ("ok", "error", "interrupted"):
         return None
@@ -629,6 +1033,8 @@ def checked_reply(msg):
            "result": cut(result, RESULT_REPR_MAX) if isinstance(result, str) else None,
            "error": checked_error(msg.get("error")),
            "peak_rss": msg["peak_rss"] if is_int(msg.get("peak_rss"), 1 << 50) else 0}
+    if snapshot == "restore":
+        out["snapshot"] = snapshot_report(msg.get("snapshot"), "restore")
     mime, total = msg.get("mime"), 0
     if isinstance(mime, dict) and out["error"] is None:  # the worker never sends both
         out["mime"] = {}
@@ -743,6 +1149,7 @@ class Execution:
         self.reply = None         # the worker's latest reply (checked), taken once it waits
         self.artifacts = set()    # names announced
         self.rich = False         # exec: the done's "mime", artifacts' bytes inline
+        self.snapshot = None      # exec: "save" or "restore" instead of code
 
 
 class Supervisor:
@@ -1165,6 +1572,8 @@ class Supervisor:
         return {"cpu_ms": cpu_ms, "peak_memory_bytes": peak or None}
 
     def start_exec(self, req):
+        if "snapshot" in req:
+            return self.start_snapshot(req)
         code = req.get("code")
         if not isinstance(code, str):
             return self.reject(req, "'code' must be a string")
@@ -1176,11 +1585,27 @@ class Supervisor:
             return self.reject(req, "'env' must map at most %d names to strings" % ENV_MAX)
         self.current = Execution(req["id"], "exec", limit_of(req))
         self.current.rich = req.get("rich") is True
+        self.to_worker({"id": req["id"], "code": code, "ctx": ctx, "drop": req.get("drop") is True,
+                        "rich": self.current.rich, "env": req.get("env")})
+
+    def start_snapshot(self, req):
+        """A snapshot: an execution of the kernel's own code on the main namespace (interrupt,
+        restart, busy and the one reply as for code)."""
+        what = req.get("snapshot")
+        if what not in ("save", "restore"):
+            return self.reject(req, "'snapshot' must be \"save\" or \"restore\"")
+        if any(key in req for key in ("code", "ctx", "drop")):
+            return self.reject(req, "a snapshot takes no 'code', 'ctx' or 'drop'")
+        if not self.env_ok(req.get("env")):
+            return self.reject(req, "'env' must map at most %d names to strings" % ENV_MAX)
+        self.current = Execution(req["id"], "exec", limit_of(req))
+        self.current.snapshot = what
+        self.to_worker({"id": req["id"], "snapshot": what, "env": req.get("env")})
+
+    def to_worker(self, msg):
         self.ctl.setblocking(True)
         try:
-            self.ctl.sendall(jdump({"id": req["id"], "code": code, "ctx": ctx,
-                                    "drop": req.get("drop") is True,
-                                    "rich": self.current.rich, "env": req.get("env")}))
+            self.ctl.sendall(jdump(msg))
         except OSError:
             pass  # the worker is gone; on_ctl_data reports it
         self.ctl.setblocking(False)
@@ -1416,7 +1841,7 @@ class Supervisor:
         if msg.get("t") == "artifact":
             self.on_artifact(ex, msg.get("name"))
             return
-        reply = checked_reply(msg)
+        reply = checked_reply(msg, ex.snapshot)
         if reply is not None:
             ex.reply = reply  # the latest one, taken once the worker waits (try_finish)
 
@@ -1481,11 +1906,34 @@ class Supervisor:
         if self.current is not ex:
             return
         ex.peak_rss = ex.reply["peak_rss"]
+        if ex.snapshot is not None:
+            self.finish(self.snapshot_fields(ex))
+            return
         fields = {"status": ex.reply["status"], "result": ex.reply["result"],
                   "error": ex.reply["error"]}
         if ex.rich and "mime" in ex.reply:
             fields["mime"] = ex.reply["mime"]
         self.finish(fields)
+
+    @staticmethod
+    def snapshot_fields(ex):
+        """A snapshot's done: its report from the manifest, read here (a save), or from the
+        worker's reply, checked on arrival (a restore); an error named SnapshotError when the
+        worker failed or left nothing to report."""
+        reply = ex.reply
+        if reply["status"] == "interrupted":
+            return {"status": "interrupted", "result": None, "error": reply["error"]}
+        if reply["status"] != "ok":
+            why = (reply["error"] or {}).get("value") or "the %s failed" % ex.snapshot
+            return snapshot_failed(why)
+        if ex.snapshot == "save":
+            manifest, why = read_manifest()
+            report = snapshot_report(manifest, "save") if manifest is not None else None
+        else:
+            report, why = reply.get("snapshot"), "the restore's report is malformed"
+        if report is None:
+            return snapshot_failed(why)
+        return {"status": "ok", "result": None, "error": None, "snapshot": report}
 
     def dispatch(self, timeout):
         for key, _ in self.sel.select(timeout=timeout):
