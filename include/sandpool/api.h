@@ -14,11 +14,13 @@
 #define SANDPOOL_ERR_SESSION_BUSY       "session_busy"       /* 409 */
 #define SANDPOOL_ERR_NOT_RUNNING        "not_running"        /* 409: nothing to interrupt */
 #define SANDPOOL_ERR_CONFLICT           "conflict" /* 409: code in the sandbox moved the path */
+#define SANDPOOL_ERR_SNAPSHOT_LOST      "snapshot_lost"      /* 410: missing or corrupt bytes */
 #define SANDPOOL_ERR_PAYLOAD_TOO_LARGE  "payload_too_large"  /* 413 */
 #define SANDPOOL_ERR_QUOTA_EXCEEDED     "quota_exceeded"     /* 429 */
 #define SANDPOOL_ERR_INTERNAL           "internal"           /* 500 */
 #define SANDPOOL_ERR_CAPACITY_EXHAUSTED "capacity_exhausted" /* 503 + Retry-After */
 #define SANDPOOL_ERR_UNAVAILABLE        "unavailable"        /* 503 + Retry-After */
+#define SANDPOOL_ERR_NOT_IMPLEMENTED    "not_implemented"    /* 501: snapshots not configured */
 #define SANDPOOL_ERR_TIMEOUT            "timeout"            /* 504 */
 
 /* Default listen address and the file deploy/local/run.sh writes for sandpoolctl. */

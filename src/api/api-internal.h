@@ -68,6 +68,16 @@ api_handler_fn api_sessions_restart;
 api_handler_fn api_sessions_executions;
 api_handler_fn api_sessions_pause;
 
+/* Snapshot endpoints (snapshots.c). */
+api_handler_fn api_snapshots_take;
+api_handler_fn api_snapshots_list;
+api_handler_fn api_snapshots_get;
+api_handler_fn api_snapshots_delete;
+/* A session just created for a POST /v1/sessions {"snapshot": id}: the snapshot is restored into
+ * it, then req is answered (201, or the error after the session is ended). */
+void api_snapshots_restore_reply(struct api *a, struct evhttp_request *req, struct session *s,
+                                 const char *snapshot);
+
 /* Admin endpoints (admin.c): admin token only. */
 api_handler_fn api_admin_pools;
 api_handler_fn api_admin_pool_put;
@@ -406,6 +416,7 @@ struct api_create_body {
     const char *profile;     /* borrowed from the body; NULL: the tenant's first profile */
     unsigned idle_timeout_s; /* 0: the profile's */
     unsigned pause_after_s;  /* 0: the profile's */
+    const char *snapshot;    /* borrowed: the snapshot to restore it from, or NULL */
     char *metadata_json;     /* owned: 'metadata' as compact text with sorted keys, or NULL */
 };
 /* Validates a create body (a JSON object): -EINVAL for an unknown field or a wrong type,

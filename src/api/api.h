@@ -43,6 +43,7 @@ struct api_backend {
     struct pool **pools; /* borrowed array of n_pools */
     size_t n_pools;
     struct session_manager *sessions; /* borrowed */
+    struct snapshots *snapshots;      /* borrowed; NULL: snapshots are off (501) */
     struct docker_client *engine;     /* borrowed: file transfers exec in the sandboxes */
     struct store_redis *redis;        /* borrowed: the MCP sessions' records */
     /* Returns true when the engine answered recently; writes a reason otherwise. */

@@ -28,9 +28,7 @@ struct fcall {
     struct files_op *op; /* NULL once it completed */
     enum fop kind;
     struct api_gate_waiter *waiting; /* in the gate's queue */
-    bool entered;                    /* through the gate: leave it at the end */
     struct session_waiter *live;     /* waiting for its paused session to resume */
-    bool used;                       /* counted in its session's uses (session_use()) */
     char tenant[65], session[65];
     char actor[80];                       /* who asked: "tenant:<id>" or "admin" (audit) */
     char request[LOG_REQUEST_ID_MAX + 1]; /* for the log lines of its completion */
@@ -49,6 +47,8 @@ struct fcall {
     bool answering;      /* a download's headers are out: it is audited however it ends */
     bool audited;        /* its "file.downloaded" line is written */
     bool left_in_flight; /* the client left while the engine worked on it (gate.c holds on) */
+    bool entered;        /* through the gate: leave it at the end */
+    bool used;           /* counted in its session's uses (session_use()) */
 };
 
 /* Authenticates, finds the session, normalizes the client's path (decoded, len bytes) and starts

@@ -128,8 +128,9 @@ check_metadata(json_t *meta, char **ret_text, struct err *reterr)
 int
 api_request_create(json_t *body, struct api_create_body *ret, struct err *reterr)
 {
-    static const char *const allowed[] = {"profile", "idle_timeout_s", "pause_after_s", "metadata",
-                                          NULL};
+    static const char *const allowed[] = {"profile",  "idle_timeout_s", "pause_after_s",
+                                          "metadata", "snapshot",       NULL};
+    json_t *snapshot = json_object_get(body, "snapshot");
     json_t *profile = json_object_get(body, "profile");
     struct api_create_body cb = {0};
     int r;
@@ -144,7 +145,12 @@ api_request_create(json_t *body, struct api_create_body *ret, struct err *reterr
         free(cb.metadata_json);
         return err_set(reterr, -EINVAL, "'profile' must be a string");
     }
+    if (snapshot != NULL && !json_is_string(snapshot)) {
+        free(cb.metadata_json);
+        return err_set(reterr, -EINVAL, "'snapshot' must be a snapshot id (a string)");
+    }
     cb.profile = json_string_value(profile);
+    cb.snapshot = json_string_value(snapshot);
     *ret = cb;
     return 0;
 }

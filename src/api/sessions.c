@@ -45,6 +45,7 @@ struct call {
     struct session_restart *restart;
     struct session_waiter *pause;
     char session[65];
+    char snapshot[65]; /* create: restore this snapshot into the new session */
     struct stream_sse *sse;
     bool done;                            /* the operation completed */
     char request[LOG_REQUEST_ID_MAX + 1]; /* for the log lines of its completion */
@@ -130,6 +131,19 @@ on_session_created(int r, struct session *s, const struct err *e, void *userdata
 
     log_set_request(c->request);
     c->done = true;
+    if (r == 0 && c->req != NULL && c->snapshot[0] != '\0') {
+        struct evhttp_request *req = c->req;
+        struct api *a = c->a;
+        char snapshot[sizeof(c->snapshot)];
+
+        memcpy(snapshot, c->snapshot, sizeof(snapshot));
+        log_info("session created session=%s tenant='%s' profile='%s': restoring snapshot %s",
+                 session_id(s), c->tenant, session_profile(s)->name, c->snapshot);
+        call_end(c); /* snapshots.c answers */
+        api_snapshots_restore_reply(a, req, s, snapshot);
+        log_set_request(NULL);
+        return;
+    }
     if (c->req != NULL) {
         if (r < 0) {
             api_reply_error(c->req, r, "%s", e ? e->msg : strerror(-r));
@@ -193,7 +207,14 @@ api_sessions_create(struct api *a, struct evhttp_request *req, const char *const
     cr.idle_timeout_s = cb.idle_timeout_s;
     cr.pause_after_s = cb.pause_after_s;
     cr.metadata_json = cb.metadata_json;
+    if (cb.snapshot != NULL && a->backend->snapshots == NULL) {
+        api_reply_error(req, -ENOSYS, "snapshots are off on this node (snapshots.store)");
+        free(cb.metadata_json);
+        json_decref(body);
+        return;
+    }
     c = call_new(a, req, t->id);
+    (void)snprintf(c->snapshot, sizeof(c->snapshot), "%s", cb.snapshot ? cb.snapshot : "");
     r = session_create(a->backend->sessions, &cr, on_session_created, c, &e);
     if (r < 0) {
         api_reply_error(req, r == -ENOENT ? -EINVAL : r, "%s", e.msg);

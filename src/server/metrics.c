@@ -18,6 +18,7 @@
 #include "pool/pool.h"
 #include "server-internal.h"
 #include "session/session.h"
+#include "snapshot/snapshot.h"
 #include "store/redis.h"
 #include "util/buf.h"
 #include "util/macro.h"
@@ -183,6 +184,38 @@ metrics_sessions(struct server *s, struct buf *out, const struct session_manager
         tab[EXECUTIONS_ROW].series[i].label = labels[i];
         tab[EXECUTIONS_ROW].series[i].v = ss->executions_ended[i];
     }
+    return metrics_write(out, tab, ELEMENTSOF(tab));
+}
+
+/* The snapshot service's counters (none while snapshots are off). */
+static int
+metrics_snapshots(struct server *s, struct buf *out)
+{
+    struct snapshots_stats st;
+
+    if (s->snapshots == NULL) {
+        return 0;
+    }
+    snapshots_get_stats(s->snapshots, &st);
+    struct metric tab[] = {
+        {"sandpool_snapshots_total",
+         "counter",
+         "Snapshot operations that ended, by operation and outcome.",
+         {{"op=\"take\",outcome=\"ok\"", st.taken_total},
+          {"op=\"restore\",outcome=\"ok\"", st.restored_total},
+          {"op=\"any\",outcome=\"failed\"", st.failed_total},
+          {"op=\"delete\",outcome=\"ok\"", st.deleted_total},
+          {"op=\"expire\",outcome=\"ok\"", st.expired_total}}},
+        {"sandpool_snapshot_bytes_total",
+         "counter",
+         "Snapshot bytes written to and read from the store.",
+         {{"direction=\"written\"", st.bytes_written}, {"direction=\"read\"", st.bytes_read}}},
+        {"sandpool_snapshots_inflight",
+         "gauge",
+         "Takes and restores in flight.",
+         {{NULL, st.inflight}}},
+    };
+
     return metrics_write(out, tab, ELEMENTSOF(tab));
 }
 
@@ -460,6 +493,6 @@ server_metrics(void *userdata, bool tenants, struct buf *out)
     (void)(metrics_links(s, out) < 0 || metrics_sessions(s, out, &ss) < 0 ||
            metrics_pools(s, out, &lbl) < 0 || metrics_latencies(s, out, &lbl) < 0 ||
            (tenants && metrics_tenants(s, out, &lbl) < 0) || metrics_http(s, out) < 0 ||
-           metrics_mcp(s, out) < 0 || metrics_e2b(s, out) < 0);
+           metrics_mcp(s, out) < 0 || metrics_e2b(s, out) < 0 || metrics_snapshots(s, out) < 0);
     buf_done(&lbl);
 }

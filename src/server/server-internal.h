@@ -44,6 +44,7 @@ struct server {
     struct docker_client *docker;
     struct store_redis *redis;
     struct session_manager *sessions;
+    struct snapshots *snapshots; /* NULL: snapshots.store is off */
     struct pool **pools;
     size_t n_pools;
     struct pool_budget budget;

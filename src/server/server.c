@@ -31,6 +31,7 @@
 #include "log/log.h"
 #include "pool/pool.h"
 #include "session/session.h"
+#include "snapshot/snapshot.h"
 #include "store/redis.h"
 #include "util/macro.h"
 #include "util/sdnotify.h"
@@ -59,6 +60,7 @@ on_cron(evutil_socket_t fd, short what, void *arg)
     }
     server_notify_readiness(s);
     session_manager_tick(s->sessions);
+    snapshots_tick(s->snapshots);
     if (s->link != ENGINE_UP) {
         return;
     }
@@ -169,10 +171,17 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
     s->sessions = session_manager_new(s->base, cfg, s->pools, s->n_pools, s->redis);
     session_manager_set_notify(s->sessions, on_session_event, s);
     session_manager_set_audit(s->sessions, api_session_audit, NULL);
+    s->snapshots = snapshots_new(s->base, cfg, s->redis, s->docker, s->sessions, reterr);
+    if (s->snapshots == NULL && cfg->snapshots_store[0] != '\0') {
+        r = reterr->code;
+        server_free(s);
+        return r;
+    }
     s->backend = (struct api_backend){
         .pools = s->pools,
         .n_pools = s->n_pools,
         .sessions = s->sessions,
+        .snapshots = s->snapshots,
         .engine = s->docker,
         .redis = s->redis,
         .engine_ok = server_engine_ok,
@@ -227,6 +236,9 @@ server_free(struct server *s)
     server_engine_free(s);
     api_free(s->api); /* closing its connections cancels the admin requests' policy waits */
     server_policy_free(s);
+    /* Before the sessions and the engine client its jobs use; a job waiting for Redis goes when
+     * its answer comes (store_redis_free() cancels it), its record left to the sweep. */
+    snapshots_free(s->snapshots);
     session_manager_free(s->sessions);
     for (size_t i = 0; i < s->n_pools; i++) {
         pool_free(s->pools[i]);

@@ -311,7 +311,9 @@ execution_record(struct execution *x)
         if (i < m->n_pools) {
             metrics_hist_observe(&m->pstats[i].execution, time_now_us() - x->started_us);
         }
-        history_push(x);
+        if (!x->internal) {
+            history_push(x);
+        }
     }
     manager_audit(m, &a);
 }
@@ -359,6 +361,7 @@ execution_free(struct execution *x)
     json_decref(x->result);
     json_decref(x->mime);
     json_decref(x->snapshot);
+    json_decref(x->restored);
     json_decref(x->error);
     json_decref(x->artifacts);
     free(x->code_head);
@@ -481,6 +484,11 @@ session_execute(struct session *s, const struct exec_req *req, const struct exec
     x = execution_alloc(s);
     random_hex(x->id, 16);
     x->is_cmd = req->code == NULL;
+    x->internal = req->internal;
+    if (!req->internal && s->restored != NULL && !s->restored_told) {
+        x->restored = json_incref(s->restored);
+        s->restored_told = true;
+    }
     x->collect = collect;
     x->obs = *obs;
     x->userdata = userdata;

@@ -141,8 +141,9 @@ struct execution {
     json_t *artifacts;   /* array, filled as the kernel announces files */
     /* result, valid in on_done */
     json_t *result, *error;
-    json_t *mime;                            /* a rich execution's other representations, or NULL */
-    json_t *snapshot;                        /* a save's or restore's manifest (done), or NULL */
+    json_t *mime;     /* a rich execution's other representations, or NULL */
+    json_t *snapshot; /* a save's or restore's manifest (done), or NULL */
+    json_t *restored; /* the first execution after a restore: the session's restored */
     struct kernel_output_count truncated[2]; /* the kernel's counts ([0] stdout, [1] stderr) */
     int64_t cpu_ms, peak_memory_bytes;       /* -1: not reported */
     uint64_t duration_ms;
@@ -157,6 +158,7 @@ struct execution {
     enum session_exec_status status;
     int exit_code; /* -1: none */
     bool is_cmd;
+    bool internal; /* exec_req's */
     bool collect;
     bool detached;
     bool orphan;      /* left running by a previous daemon or a broken connection */
@@ -215,6 +217,10 @@ struct session {
     bool frozen, freezing;
     uint64_t resume_started_us; /* monotonic: the resume's latency histogram */
     uint64_t last_use_ms;       /* monotonic: the last call that needed its container */
+    /* What a restore brought back ({"from", "variables", "skipped"}), shown by the session and
+     * by its first execution after it (restored_told then); NULL: made fresh. */
+    json_t *restored;
+    bool restored_told;
     /* A runtime other than runc (gVisor): memory exhaustion kills the whole sandbox, kernel
      * included. When its connection breaks during an execution, the answer waits up to
      * SETTLE_MS for the engine's oom/die events, so that it can say what happened. */

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include <event2/event.h>
+#include <jansson.h>
 
 #include "kernel/kernel.h"
 #include "log/log.h"
@@ -174,6 +175,7 @@ session_destroy(struct session *s)
     }
     restarts_answer(s, -ENOENT, "the session ended before its kernel restarted");
     pause_waiters_answer(s, -ENOENT, "the session ended");
+    json_decref(s->restored);
     event_free(s->restart_timer);
     event_free(s->settle_timer);
     event_free(s->oom_wait_timer);
@@ -308,24 +310,6 @@ session_set_expiry(struct session *s, uint64_t at, session_expiry_cb *cb, void *
         return err_set(reterr, -ENOTCONN, "redis is unavailable");
     }
     return 0;
-}
-
-uint64_t
-session_expires_at(const struct session *s)
-{
-    return s->rec.expires_at;
-}
-
-uint64_t
-session_created_at(const struct session *s)
-{
-    return s->rec.created_at;
-}
-
-const char *
-session_ext(const struct session *s)
-{
-    return s->rec.ext;
 }
 
 static void

@@ -256,6 +256,10 @@ void session_unuse(struct session_manager *m, const char *id);
 /* "paused" (pausing and resuming included) for the API's state. */
 bool session_is_paused(const struct session *s);
 
+/* What a restore brought back into it ({"from", "variables", "skipped"}, referenced): shown by
+ * the session from now on and by its next execution. */
+void session_set_restored(struct session *s, json_t *restored);
+
 /* The API view of the session: a new JSON object. */
 json_t *session_to_json(const struct session *s);
 /* The admin's view: session_to_json() with tenant, node, container, detached and execution. */
@@ -279,6 +283,7 @@ struct exec_req {
     /* The kernel request's other members (context, rich output, cwd, env), or NULL. */
     const struct kernel_exec_opts *opts;
     const char *actor; /* who asked, for the audit log ("admin"); NULL: the session's tenant */
+    bool internal;     /* the daemon's own (a snapshot's save or restore): not in the history */
 };
 
 struct exec_observer {

@@ -37,13 +37,19 @@ session_to_json(const struct session *s)
         json_decref(meta);
         meta = OOM_CHECK(json_object());
     }
-    return OOM_CHECK(json_pack(
+    json_t *o;
+
+    o = OOM_CHECK(json_pack(
         "{s:s, s:s, s:s, s:o, s:o, s:I, s:o, s:o, s:I, s:o}", "id", r->id, "profile", r->profile,
         "state", view_state(s), "created_at", history_time_json(r->created_at), "last_active_at",
         history_time_json(r->last_active_at), "idle_timeout_s", (json_int_t)r->idle_timeout_s,
         "idle_expires_at", history_time_json(store_session_deadline(r, r->last_active_at)),
         "expires_at", history_time_json(r->expires_at), "kernel_epoch", (json_int_t)r->epoch,
         "metadata", meta));
+    if (s->restored != NULL) {
+        (void)json_object_set(o, "restored", s->restored);
+    }
+    return o;
 }
 
 json_t *
@@ -142,9 +148,40 @@ execution_to_json(const struct execution *x, bool with_output)
         o, "exit_code", x->is_cmd && x->exit_code >= 0 ? json_integer(x->exit_code) : json_null());
     (void)json_object_set(o, "artifacts", x->artifacts);
     (void)json_object_set_new(o, "resources", resources_json(x));
+    if (x->restored != NULL) {
+        (void)json_object_set(o, "restored", x->restored);
+    }
     if (with_output) {
         (void)json_object_set_new(o, "stdout", text_json(&x->out));
         (void)json_object_set_new(o, "stderr", text_json(&x->err));
     }
     return o;
+}
+
+/* ---- accessors ------------------------------------------------------------------------------ */
+
+void
+session_set_restored(struct session *s, json_t *restored)
+{
+    json_decref(s->restored);
+    s->restored = json_incref(restored);
+    s->restored_told = false;
+}
+
+uint64_t
+session_expires_at(const struct session *s)
+{
+    return s->rec.expires_at;
+}
+
+uint64_t
+session_created_at(const struct session *s)
+{
+    return s->rec.created_at;
+}
+
+const char *
+session_ext(const struct session *s)
+{
+    return s->rec.ext;
 }

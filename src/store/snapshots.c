@@ -203,7 +203,6 @@ enum op_kind {
     OP_FLAG, /* an integer: 1 ok, 0 and -1 mapped by the caller's table */
     OP_RECS, /* one hash (get) or an array of hashes */
     OP_RECS_ONE,
-    OP_BYTES,
 };
 
 struct op {
@@ -266,7 +265,6 @@ static void
 on_reply(int r, redisReply *reply, void *userdata)
 {
     struct op *op = userdata;
-    uint64_t bytes = 0;
 
     if (r == 0 && reply->type == REDIS_REPLY_ERROR) {
         r = -EPROTO;
@@ -283,15 +281,6 @@ on_reply(int r, redisReply *reply, void *userdata)
     case OP_RECS:
     case OP_RECS_ONE:
         finish_recs(op, r, reply);
-        break;
-    case OP_BYTES:
-        if (r == 0 && reply->type == REDIS_REPLY_STRING &&
-            parse_u64n(reply->str, reply->len, &bytes) < 0) {
-            r = -EPROTO;
-        } else if (r == 0 && reply->type != REDIS_REPLY_STRING && reply->type != REDIS_REPLY_NIL) {
-            r = -EPROTO;
-        }
-        ((store_snapshots_bytes_cb *)op->cb)(r, bytes, op->userdata);
         break;
     }
     free(op);
@@ -456,20 +445,5 @@ store_snapshots_expired(struct store_snapshots *s, uint64_t now_ms, unsigned max
     (void)snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
     (void)snprintf(n, sizeof(n), "%u", max);
     return command(s, &(struct op){.kind = OP_RECS, .cb = (void (*)(void))cb, .userdata = userdata},
-                   (int)ELEMENTSOF(argv), argv, NULL);
-}
-
-int
-store_snapshots_tenant_bytes(struct store_snapshots *s, const char *tenant,
-                             store_snapshots_bytes_cb *cb, void *userdata)
-{
-    char kb[KEY_MAX];
-    const char *argv[] = {"GET", kb};
-
-    if (key(s, kb, "tenant:", tenant, ":snapshot_bytes") < 0) {
-        return -EINVAL;
-    }
-    return command(s,
-                   &(struct op){.kind = OP_BYTES, .cb = (void (*)(void))cb, .userdata = userdata},
                    (int)ELEMENTSOF(argv), argv, NULL);
 }

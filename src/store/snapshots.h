@@ -80,7 +80,3 @@ int store_snapshots_delete(struct store_snapshots *s, const char *id, const char
 /* Up to max records whose end is at or before now_ms (not removed: delete each). */
 int store_snapshots_expired(struct store_snapshots *s, uint64_t now_ms, unsigned max,
                             store_snapshots_recs_cb *cb, void *userdata);
-/* The tenant's bytes now (for an early quota check). */
-typedef void store_snapshots_bytes_cb(int r, uint64_t bytes, void *userdata);
-int store_snapshots_tenant_bytes(struct store_snapshots *s, const char *tenant,
-                                 store_snapshots_bytes_cb *cb, void *userdata);

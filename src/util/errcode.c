@@ -24,6 +24,7 @@ static const struct errcode table[] = {
     {-EEXIST, 409, SANDPOOL_ERR_SESSION_BUSY, "Conflict", false},
     {-ESRCH, 409, SANDPOOL_ERR_NOT_RUNNING, "Conflict", false},
     {-ESTALE, 409, SANDPOOL_ERR_CONFLICT, "Conflict", false},
+    {-EBADMSG, 410, SANDPOOL_ERR_SNAPSHOT_LOST, "Gone", false},
     {-EMSGSIZE, 413, SANDPOOL_ERR_PAYLOAD_TOO_LARGE, "Payload Too Large", false},
     {-EDQUOT, 429, SANDPOOL_ERR_QUOTA_EXCEEDED, "Too Many Requests", true},
     {-EAGAIN, 503, SANDPOOL_ERR_CAPACITY_EXHAUSTED, "Service Unavailable", true},
@@ -33,6 +34,7 @@ static const struct errcode table[] = {
     {-ESHUTDOWN, 503, SANDPOOL_ERR_UNAVAILABLE, "Service Unavailable", true},
     {-ETIMEDOUT, 503, SANDPOOL_ERR_UNAVAILABLE, "Service Unavailable", true},
     {-EPIPE, 503, SANDPOOL_ERR_UNAVAILABLE, "Service Unavailable", true},
+    {-ENOSYS, 501, SANDPOOL_ERR_NOT_IMPLEMENTED, "Not Implemented", false},
     /* Never answered by the daemon (its -ETIMEDOUT is the 503 above): a gateway's. */
     {-ETIMEDOUT, 504, SANDPOOL_ERR_TIMEOUT, "Gateway Timeout", false},
     /* What the daemon answers for any other errno, last so that it matches no errno first. */

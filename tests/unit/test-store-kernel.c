@@ -7,6 +7,7 @@
 
 #include "kernel/proto.h"
 #include "store/schema.h"
+#include "store/snapshots.h"
 #include "tap.h"
 
 static struct store_session_rec
@@ -115,6 +116,39 @@ TEST(record_rejects)
         ASSERT_OK(store_session_parse(kv, kl, (size_t)n + 2, &out));
     }
     ASSERT_STREQ(out.tenant, "acme");
+}
+
+TEST(snapshot_record)
+{
+    const char *kv[] = {"id",         "0123456789abcdef0123456789abcdef",
+                        "tenant",     "acme",
+                        "state",      "ready",
+                        "created_at", "1700",
+                        "size",       "42",
+                        "sha256",     "ab",
+                        "future",     "ignored"};
+    size_t lens[ELEMENTSOF(kv)];
+    struct store_snapshot_rec rec;
+
+    for (size_t i = 0; i < ELEMENTSOF(kv); i++) {
+        lens[i] = strlen(kv[i]);
+    }
+    ASSERT_OK(store_snapshot_parse(kv, lens, ELEMENTSOF(kv), &rec));
+    ASSERT_EQ_U(rec.size, 42);
+    ASSERT_EQ_I(rec.state, STORE_SNAPSHOT_READY);
+    ASSERT_STREQ(rec.manifest, "{}"); /* none stored: an empty manifest */
+    store_snapshot_rec_done(&rec);
+    /* a required field missing (created_at), a bad id, a bad state, an odd count */
+    ASSERT_ERR(store_snapshot_parse(kv, lens, 6, &rec), EPROTO);
+    kv[1] = "0123456789ABCDEF0123456789abcdef";
+    lens[1] = strlen(kv[1]);
+    ASSERT_ERR(store_snapshot_parse(kv, lens, ELEMENTSOF(kv), &rec), EPROTO);
+    kv[1] = "0123456789abcdef0123456789abcdef";
+    kv[5] = "gone";
+    lens[5] = 4;
+    ASSERT_ERR(store_snapshot_parse(kv, lens, ELEMENTSOF(kv), &rec), EPROTO);
+    ASSERT_ERR(store_snapshot_parse(kv, lens, 3, &rec), EPROTO);
+    ASSERT_TRUE(!store_snapshot_valid_id("0123"));
 }
 
 static int seen_msgs;
@@ -346,6 +380,7 @@ main(void)
     RUN(keys);
     RUN(record_round_trip);
     RUN(record_rejects);
+    RUN(snapshot_record);
     RUN(splitter_survives_garbage);
     RUN(splitter_long_line);
     RUN(splitter_shrinks);
