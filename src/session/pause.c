@@ -152,6 +152,11 @@ on_frozen(int r, const struct err *e, void *userdata)
               (time_now_us() - s->resume_started_us) / 1000u);
         session_set_state(s, SESSION_READY);
         answer(s, false, false, 0, NULL);
+    } else if (s->state == SESSION_READY && r == 0 && asked) {
+        /* A freeze that landed after a failed end took the session back to READY (end_failed()
+         * goes by what was confirmed then): it is paused now, and the next call resumes it. */
+        session_set_state(s, SESSION_PAUSING);
+        session_set_state(s, SESSION_PAUSED);
     }
     /* Any other state (ENDING, DETACHED): only s->frozen mattered. */
 }
@@ -161,8 +166,8 @@ static void
 freeze(struct session *s, bool on)
 {
     if (s->slot == NULL || pool_slot_freeze(s->slot, on, on_frozen, s) < 0) {
-        log_warn("session=%s: its container is busy with another engine call; %s later", s->rec.id,
-                 on ? "pausing" : "resuming");
+        log_debug("session=%s: its container is busy with another engine call; %s later", s->rec.id,
+                  on ? "pausing" : "resuming");
         if (!on) {
             answer(s, false, false, -ENOTCONN, "the sandbox is paused; retry shortly");
         }

@@ -314,8 +314,10 @@ on_delete_bytes(int r, const struct err *e, void *userdata)
     q->in_store = false;
     if (r < 0) {
         if (q->done_cb != NULL) {
-            q->done_cb(r, msg(&e2, r, e != NULL ? e->msg : "the snapshot store failed"),
-                       q->userdata);
+            q->done_cb(
+                job_store_errno(r),
+                msg(&e2, job_store_errno(r), e != NULL ? e->msg : "the snapshot store failed"),
+                q->userdata);
         }
         req_free(q); /* the sweep's: the next sweep tries again */
         return;

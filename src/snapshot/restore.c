@@ -39,8 +39,9 @@ restored_json(const char *from, const json_t *report)
             (void)json_array_append(names, name);
         }
     }
-    return OOM_CHECK(json_pack("{s:s, s:o, s:O}", "from", from, "variables", names, "skipped",
-                               json_is_array(skipped) ? skipped : json_array()));
+    return OOM_CHECK(
+        json_pack("{s:s, s:o, s:o}", "from", from, "variables", names, "skipped",
+                  json_is_array(skipped) ? json_incref(skipped) : OOM_CHECK(json_array())));
 }
 
 static void
@@ -127,7 +128,8 @@ on_get_done(int r, uint64_t total, const struct err *e, void *userdata)
         return;
     }
     if (r < 0) {
-        job_end(j, r, NULL, "the snapshot store failed: %s", e ? e->msg : strerror(-r));
+        job_end(j, job_store_errno(r), NULL, "the snapshot store failed: %s",
+                e ? e->msg : strerror(-r));
         return;
     }
     job_sha_hex(j, hex);

@@ -81,6 +81,8 @@ struct files_target;
 bool job_target(const struct snapshot_job *j, struct files_target *ret);
 /* The lowercase hex SHA-256 of what the job's digest took. */
 void job_sha_hex(struct snapshot_job *j, char out[65]);
+/* A store error as the API answers it: an outage (-ENOTCONN, 503 + Retry-After). */
+int job_store_errno(int r);
 /* Whether the service's Redis answer may still come for this job (ORPHAN handling). */
 bool job_orphaned(struct snapshot_job *j);
 

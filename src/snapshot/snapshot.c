@@ -86,6 +86,14 @@ job_sha_hex(struct snapshot_job *j, char out[65])
     }
 }
 
+int
+job_store_errno(int r)
+{
+    /* The store's failures are an outage for the API (503 with Retry-After), never a lost
+     * session: what was there stays. */
+    return r == -ENOENT || r == -EMSGSIZE ? r : -ENOTCONN;
+}
+
 bool
 job_orphaned(struct snapshot_job *j)
 {
@@ -198,7 +206,8 @@ snapshot_rec_json(const struct store_snapshot_rec *rec)
     for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
         json_t *v = json_object_get(m, keys[i]);
 
-        (void)json_object_set(o, keys[i], json_is_array(v) ? v : json_array());
+        (void)json_object_set_new(o, keys[i],
+                                  json_is_array(v) ? json_incref(v) : OOM_CHECK(json_array()));
     }
     json_decref(m);
     return o;
@@ -251,7 +260,8 @@ on_put_done(int r, const struct err *e, void *userdata)
 
     j->put = NULL;
     if (r < 0) {
-        job_end(j, r, NULL, "the snapshot store failed: %s", e ? e->msg : strerror(-r));
+        job_end(j, job_store_errno(r), NULL, "the snapshot store failed: %s",
+                e ? e->msg : strerror(-r));
         return;
     }
     j->rec.size = j->bytes;
@@ -320,7 +330,8 @@ on_tarred(int r, json_t *result, const struct err *e, void *userdata)
         return;
     }
     if (r < 0 || j->data_err < 0) {
-        job_end(j, j->data_err < 0 ? -EIO : r, NULL, "the workspace could not be archived: %s",
+        job_end(j, j->data_err < 0 ? job_store_errno(j->data_err) : r, NULL,
+                "the workspace could not be archived: %s",
                 e ? e->msg : strerror(-(j->data_err < 0 ? j->data_err : r)));
         return;
     }
@@ -403,6 +414,11 @@ snapshots_take(struct snapshots *sn, struct session *s, const char *actor, snaps
 {
     struct snapshot_job *j;
 
+    TAILQ_FOREACH (j, &sn->jobs, link) {
+        if (strcmp(j->session, session_id(s)) == 0) {
+            return err_set(reterr, -EBUSY, "a snapshot of this session is being taken");
+        }
+    }
     if (!store_redis_is_up(sn->redis)) {
         return err_set(reterr, -ENOTCONN, "redis is unavailable");
     }

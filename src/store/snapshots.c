@@ -27,15 +27,15 @@ static const char begin_lua[] = "if redis.call('EXISTS', KEYS[1]) == 1 then retu
                                 "return 1\n";
 
 /* KEYS: hash, tenant zset, tenant bytes, expiry. ARGV: id, size, sha256, manifest, expires_at,
- * max, created_at. */
+ * max, created_at, charge (what the quota counts: the bytes and the manifest the record keeps). */
 static const char commit_lua[] =
     "if redis.call('HGET', KEYS[1], 'state') ~= 'writing' then return -1 end\n"
     "local used = tonumber(redis.call('GET', KEYS[3]) or '0')\n"
     "local max = tonumber(ARGV[6])\n"
-    "if max > 0 and used + tonumber(ARGV[2]) > max then return 0 end\n"
+    "if max > 0 and used + tonumber(ARGV[8]) > max then return 0 end\n"
     "redis.call('HSET', KEYS[1], 'state', 'ready', 'size', ARGV[2], 'sha256', ARGV[3],\n"
-    "           'manifest', ARGV[4], 'expires_at', ARGV[5])\n"
-    "redis.call('INCRBY', KEYS[3], ARGV[2])\n"
+    "           'manifest', ARGV[4], 'expires_at', ARGV[5], 'charge', ARGV[8])\n"
+    "redis.call('INCRBY', KEYS[3], ARGV[8])\n"
     "redis.call('ZADD', KEYS[2], ARGV[7], ARGV[1])\n"
     "if tonumber(ARGV[5]) > 0 then redis.call('ZADD', KEYS[4], ARGV[5], ARGV[1])\n"
     "else redis.call('ZREM', KEYS[4], ARGV[1]) end\n"
@@ -57,7 +57,8 @@ static const char delete_lua[] =
     "if ARGV[2] ~= '' and t ~= ARGV[2] then return 0 end\n"
     "local tk = ARGV[3] .. 'tenant:' .. t\n"
     "if redis.call('HGET', KEYS[1], 'state') == 'ready' then\n"
-    "  redis.call('DECRBY', tk .. ':snapshot_bytes', redis.call('HGET', KEYS[1], 'size'))\n"
+    "  local c = redis.call('HGET', KEYS[1], 'charge') or redis.call('HGET', KEYS[1], 'size')\n"
+    "  redis.call('DECRBY', tk .. ':snapshot_bytes', c)\n"
     "end\n"
     "redis.call('ZREM', tk .. ':snapshots', ARGV[1])\n"
     "redis.call('ZREM', KEYS[2], ARGV[1])\n"
@@ -362,9 +363,10 @@ store_snapshots_commit(struct store_snapshots *s, const struct store_snapshot_re
                        uint64_t max_tenant_bytes, store_snapshots_cb *cb, void *userdata)
 {
     char k[KEY_MAX], kz[KEY_MAX], kb[KEY_MAX], size[24], exp[24], max[24], created[24];
+    char charge[24];
     const char *manifest = rec->manifest != NULL ? rec->manifest : "{}";
-    const char *argv[] = {"EVAL",  commit_lua, "4",         k,        kz,  kb,  s->key_expiry,
-                          rec->id, size,       rec->sha256, manifest, exp, max, created};
+    const char *argv[] = {"EVAL", commit_lua,  "4",      k,   kz,  kb,      s->key_expiry, rec->id,
+                          size,   rec->sha256, manifest, exp, max, created, charge};
 
     if (!store_snapshot_valid_id(rec->id) || key(s, k, "snapshot:", rec->id, "") < 0 ||
         key(s, kz, "tenant:", rec->tenant, ":snapshots") < 0 ||
@@ -375,6 +377,8 @@ store_snapshots_commit(struct store_snapshots *s, const struct store_snapshot_re
     (void)snprintf(exp, sizeof(exp), "%llu", (unsigned long long)rec->expires_at);
     (void)snprintf(max, sizeof(max), "%llu", (unsigned long long)max_tenant_bytes);
     (void)snprintf(created, sizeof(created), "%llu", (unsigned long long)rec->created_at);
+    (void)snprintf(charge, sizeof(charge), "%llu",
+                   (unsigned long long)(rec->size + strlen(manifest)));
     return command(s,
                    &(struct op){.kind = OP_FLAG,
                                 .on_zero = -EDQUOT,

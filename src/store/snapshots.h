@@ -4,7 +4,7 @@
  *
  *   P snapshot:ID               hash: the record (fields below)
  *   P tenant:T:snapshots        zset: ID -> created_at, the tenant's snapshots (listing)
- *   P tenant:T:snapshot_bytes   string: the sum of the sizes of its ready snapshots (quota)
+ *   P tenant:T:snapshot_bytes   string: what its ready snapshots count (quota: size + manifest)
  *   P snapshots:expiry          zset: ID -> when it goes (ms), every record with an end: a
  *                               writing one's is its deadline, a ready one's its retention
  *
@@ -63,7 +63,8 @@ struct store_snapshots *store_snapshots_free(struct store_snapshots *s);
 int store_snapshots_begin(struct store_snapshots *s, const struct store_snapshot_rec *rec,
                           store_snapshots_cb *cb, void *userdata);
 /* Makes the writing record ready with size, sha256, manifest and expires_at (0: none), if the
- * tenant's ready snapshots plus this one stay within max_tenant_bytes (0: no quota). r: 0,
+ * tenant's ready snapshots plus this one stay within max_tenant_bytes (0: no quota; a snapshot
+ * counts its bytes and its manifest, which Redis keeps). r: 0,
  * -EDQUOT over the quota (the record stays writing: delete it), -ENOENT no such writing record. */
 int store_snapshots_commit(struct store_snapshots *s, const struct store_snapshot_rec *rec,
                            uint64_t max_tenant_bytes, store_snapshots_cb *cb, void *userdata);

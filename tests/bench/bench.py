@@ -222,6 +222,46 @@ def warm_acquire(api, n, profile="python", warm=8):
     return acq, dele
 
 
+HEAVY_CODE = ("import os, numpy as np, pandas as pd\n"
+              "df = pd.DataFrame({'a': np.arange(1_000_000), 'b': np.random.rand(1_000_000)})\n"
+              "open('blob.bin', 'wb').write(os.urandom(10 << 20))\nNone")
+
+
+def snapshot_fork(api, n, heavy):
+    """B14: a snapshot of a session (near-empty, or a 1 M-row DataFrame and a 10 MB file in the
+    workspace) and a fork from it, interleaved with warm acquires in the same run: a fork is a
+    warm acquire plus the restore's own transfer."""
+    settle(api, "python", 8)
+    st, d = api.call("POST", "/v1/sessions", {})
+    assert st == 201, d
+    sid = json.loads(d)["id"]
+    run_code(api, sid, HEAVY_CODE if heavy else "x = 1")
+    takes, forks, acqs, size = [], [], [], 0
+    for _ in range(n):
+        settle(api, "python", 8)
+        t = now_ms()
+        st, d = api.call("POST", "/v1/sessions", {})
+        acqs.append(now_ms() - t)
+        assert st == 201, d
+        api.call("DELETE", "/v1/sessions/" + json.loads(d)["id"])
+        t = now_ms()
+        st, d = api.call("POST", "/v1/sessions/%s/snapshots" % sid)
+        takes.append(now_ms() - t)
+        assert st == 201, d
+        snap = json.loads(d)
+        size = snap["size"]
+        settle(api, "python", 8)
+        t = now_ms()
+        st, d = api.call("POST", "/v1/sessions", {"snapshot": snap["id"]})
+        forks.append(now_ms() - t)
+        assert st == 201, d
+        api.call("DELETE", "/v1/sessions/" + json.loads(d)["id"])
+        api.call("DELETE", "/v1/snapshots/" + snap["id"])
+    api.call("DELETE", "/v1/sessions/" + sid)
+    return {"bytes": size, "take": summary(takes), "fork": summary(forks),
+            "acquire": summary(acqs)}
+
+
 def run_code(api, sid, code):
     st, d = api.call("POST", "/v1/sessions/%s/execute" % sid, {"code": code})
     assert st == 200, d
@@ -566,6 +606,10 @@ def main():
     res["metrics"]["B1"] = summary(acq)
     res["metrics"]["B7"] = summary(dele)
     log("B1 %s B7 %s" % (res["metrics"]["B1"], res["metrics"]["B7"]))
+
+    res["metrics"]["B14"] = {"light": snapshot_fork(api, 10 if q else 50, False),
+                             "heavy": snapshot_fork(api, 5 if q else 20, True)}
+    log("B14 %s" % res["metrics"]["B14"])
 
     life = lifecycle(api, 50 if q else 200)
     res["metrics"]["B11"] = summary(life)

@@ -52,6 +52,24 @@ def b13_rows(x):
                     d["create_p50_diff"], d["create_pair_p50"]))]
 
 
+def b14_rows(x):
+    """B14, a snapshot and a fork from it, interleaved with warm acquires (bench.py
+    snapshot_fork()); n/a when it did not run."""
+    if not x:
+        return [row("B14", "snapshot and fork", "not measured", "reported", None, "not run")]
+    out = []
+    for kind, what in (("light", "a near-empty session"),
+                       ("heavy", "a 1 M-row DataFrame + a 10 MB file")):
+        k = x[kind]
+        out.append(row("B14", "snapshot of %s (%.1f MB)" % (what, k["bytes"] / 1e6),
+                       lat(k["take"]), "reported", None, ""))
+        out.append(row("B14", "fork from it (`POST /v1/sessions {\"snapshot\"}`)",
+                       "%s; warm acquire %s" % (lat(k["fork"]), lat(k["acquire"])), "reported",
+                       None, "fork − acquire p50 %.1f ms: the restore's transfer and unpickling"
+                       % (k["fork"]["p50"] - k["acquire"]["p50"])))
+    return out
+
+
 def main(src, md_out, png_out):
     r = json.load(open(src))
     m, b = r["metrics"], r["baselines"]
@@ -94,7 +112,7 @@ def main(src, md_out, png_out):
             a["p50"] / m["B11"]["p50"] >= 100 and bx["p50"] / m["B11"]["p50"] >= 25,
             "%.0f× (a), %.1f× (b)" % (a["p50"] / m["B11"]["p50"], bx["p50"] / m["B11"]["p50"])),
         b12_row(m.get("B12")),
-    ] + b13_rows(m.get("B13"))
+    ] + b13_rows(m.get("B13")) + b14_rows(m.get("B14"))
     mc = r["machine"]
     out = ["Measured %s on %d cores, %s, runtime %s, kernel %s." % (
         mc["date"], mc["cores"], mc["engine"], mc["runtime"], mc["kernel"]), "",

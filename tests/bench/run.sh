@@ -65,6 +65,7 @@ cat >"$tmp/config.json" <<JSON
   "engine": {"socket": "$ENGINE_SOCKET", "max_concurrency": 8},
   "redis": {"url": "unix://$tmp/redis/redis.sock"},
   "log": {"level": "warn"},
+  "snapshots": {"store": "dir", "dir": "$tmp/snaps"},
   "tenants": [{"id": "bench", "token_sha256": "$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)",
                "e2b_keys_sha256": ["$(printf '%s' "$e2b_key" | sha256sum | cut -d' ' -f1)"]}],
   "profiles": {
