@@ -249,32 +249,44 @@ on_done(int r, const struct docker_exec_result *res, const struct err *e, void *
     op_free(op);
 }
 
+/* The JSON line that starts a GET's or a TAR's stdout, taken from the data given (which moves
+ * past it): 1 once it ended (op->header: its object, or NULL for an error line, judged at the
+ * end, after which nothing may follow), 0 while it is incomplete, -EPROTO past HEADER_MAX. */
+static int
+header_line(struct files_op *op, const char **data, size_t *n)
+{
+    const char *nl = memchr(*data, '\n', *n);
+    size_t take = nl ? (size_t)(nl - *data) : *n;
+
+    if (buf_append(&op->answer, *data, take) < 0) {
+        return -EPROTO; /* no newline within HEADER_MAX */
+    }
+    if (nl == NULL) {
+        return 0;
+    }
+    op->header_seen = true;
+    *data += take + 1;
+    *n -= take + 1;
+    op->header = parse_answer(&op->answer);
+    if (op->header != NULL && json_object_get(op->header, "error") != NULL) {
+        json_decref(op->header);
+        op->header = NULL;
+    }
+    return op->header == NULL && *n > 0 ? -EPROTO : 1;
+}
+
 /* GET: the JSON line, then the file's bytes. */
 static int
 get_stdout(struct files_op *op, const char *data, size_t n)
 {
     if (!op->header_seen) {
-        const char *nl = memchr(data, '\n', n);
-        size_t take = nl ? (size_t)(nl - data) : n;
         json_t *size;
-        int r;
+        int r = header_line(op, &data, &n);
 
-        if (buf_append(&op->answer, data, take) < 0) {
-            return -EPROTO; /* no newline within HEADER_MAX */
+        if (r <= 0 || op->header == NULL) {
+            return r < 0 ? r : 0;
         }
-        if (nl == NULL) {
-            return 0;
-        }
-        op->header_seen = true;
-        data += take + 1;
-        n -= take + 1;
-        op->header = parse_answer(&op->answer);
         size = json_object_get(op->header, "size");
-        if (op->header == NULL || json_object_get(op->header, "error") != NULL) {
-            json_decref(op->header);
-            op->header = NULL;
-            return n == 0 ? 0 : -EPROTO; /* an error line, judged at the end */
-        }
         if (!json_is_integer(size) || json_integer_value(size) < 0) {
             return -EPROTO;
         }
@@ -300,23 +312,13 @@ static int
 tar_stdout(struct files_op *op, const char *data, size_t n)
 {
     if (!op->header_seen) {
-        const char *nl = memchr(data, '\n', n);
-        size_t take = nl ? (size_t)(nl - data) : n;
+        int r = header_line(op, &data, &n);
 
-        if (buf_append(&op->answer, data, take) < 0) {
+        if (r <= 0 || op->header == NULL) {
+            return r < 0 ? r : 0;
+        }
+        if (!json_is_true(json_object_get(op->header, "tar"))) {
             return -EPROTO;
-        }
-        if (nl == NULL) {
-            return 0;
-        }
-        op->header_seen = true;
-        data += take + 1;
-        n -= take + 1;
-        op->header = parse_answer(&op->answer);
-        if (op->header == NULL || !json_is_true(json_object_get(op->header, "tar"))) {
-            json_decref(op->header);
-            op->header = NULL;
-            return n == 0 ? 0 : -EPROTO; /* an error line, judged at the end */
         }
     }
     if (n == 0) {

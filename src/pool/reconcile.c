@@ -161,6 +161,20 @@ pool_reconcile(struct pool *p, const struct docker_container_list *list, uint64_
 
 /* ---- adoption -------------------------------------------------------------------------------- */
 
+/* An engine call about an adopted container failed: gone (-ENOENT) or a transient failure
+ * (deadline, engine busy). A container is never removed on a failure to look at it: forget it;
+ * the next reconcile offers it again. */
+static void
+adopt_unseen(struct pool_slot *slot, int r, const struct err *e)
+{
+    if (r == -ENOENT) {
+        pool_slot_free(slot);
+        return;
+    }
+    pool_notify(slot->pool, "adopt", r, e ? err_msg(e) : strerror(-r));
+    pool_slot_forget(slot);
+}
+
 static void
 on_adopt_inspect(int r, json_t *result, const struct err *e, void *userdata)
 {
@@ -185,16 +199,7 @@ on_adopt_inspect(int r, json_t *result, const struct err *e, void *userdata)
         return;
     }
     if (r < 0) {
-        /* Gone (-ENOENT) or a transient failure (deadline, engine busy): never remove a
-         * container on a failure to look at it. Forget it; the next reconcile offers it again. */
-        if (r != -ENOENT) {
-            pool_notify(p, "adopt", r, e ? err_msg(e) : strerror(-r));
-        }
-        if (r == -ENOENT) {
-            pool_slot_free(slot);
-        } else {
-            pool_slot_forget(slot);
-        }
+        adopt_unseen(slot, r, e);
         return;
     }
     pool_slot_connect(slot);
@@ -209,12 +214,7 @@ on_adopt_thawed(int r, json_t *result, const struct err *e, void *userdata)
     pool_call_done(slot);
     /* -EBUSY: not paused any more (thawed meanwhile): look at it all the same. */
     if (r < 0 && r != -EBUSY) {
-        pool_notify(p, "adopt", r, e ? err_msg(e) : strerror(-r));
-        if (r == -ENOENT) {
-            pool_slot_free(slot);
-        } else {
-            pool_slot_forget(slot);
-        }
+        adopt_unseen(slot, r, e);
         return;
     }
     slot->call = docker_container_inspect(p->docker, slot->container_id, on_adopt_inspect, slot);
