@@ -378,7 +378,7 @@ store_snapshots_commit(struct store_snapshots *s, const struct store_snapshot_re
     (void)snprintf(max, sizeof(max), "%llu", (unsigned long long)max_tenant_bytes);
     (void)snprintf(created, sizeof(created), "%llu", (unsigned long long)rec->created_at);
     (void)snprintf(charge, sizeof(charge), "%llu",
-                   (unsigned long long)(rec->size + strlen(manifest)));
+                   (unsigned long long)rec->size + (unsigned long long)strlen(manifest));
     return command(s,
                    &(struct op){.kind = OP_FLAG,
                                 .on_zero = -EDQUOT,
