@@ -1,5 +1,6 @@
 /* sandpoolctl session ls | show ID | kill ID: every tenant's sessions, through the admin API
  * (GET /v1/admin/sessions[/{id}], DELETE /v1/admin/sessions/{id}). */
+#include <stdbool.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -12,12 +13,17 @@ static const char session_help[] =
     "       sandpoolctl session show ID\n"
     "       sandpoolctl session kill ID\n"
     "       sandpoolctl session pause ID\n"
+    "       sandpoolctl session hibernate ID\n"
+    "       sandpoolctl session wake ID\n"
     "\n"
     "ls    the sessions of every tenant (or of tenant T, profile P): state, age, time since\n"
     "      the last activity, when the idle timeout ends it, kernel epoch, container\n"
     "show  every field of one session, its metadata included\n"
     "kill  ends a session at once (its container is removed in the background)\n"
-    "pause freezes its container (no CPU, memory kept); its next call resumes it\n";
+    "pause freezes its container (no CPU, memory kept); its next call resumes it\n"
+    "hibernate  snapshots it (workspace and variables) and releases its container; its next\n"
+    "      call, or wake, restores it into a new one (same id, kernel epoch + 1)\n"
+    "wake  restores a hibernated session now\n";
 
 static const char *
 str(const json_t *o, const char *key)
@@ -149,19 +155,32 @@ session_kill(struct ctl *ctl, struct sp_client *c, const char *id)
     return EXIT_OK;
 }
 
+/* pause, hibernate and wake: the session's new state. */
 static int
-session_pause(struct ctl *ctl, struct sp_client *c, const char *id)
+session_state_call(struct ctl *ctl, struct sp_client *c, const char *verb, const char *id)
 {
+    static const struct {
+        const char *verb, *done;
+        int (*call)(struct sp_client *c, const char *id, json_t **ret, struct sp_error *reterr);
+    } calls[] = {
+        {"pause", "paused", sp_client_session_pause},
+        {"hibernate", "hibernated", sp_client_session_hibernate},
+        {"wake", "woken", sp_client_session_wake},
+    };
     struct sp_error e = {0};
     json_t *ans = NULL;
+    size_t i = 0;
 
-    if (sp_client_session_pause(c, id, &ans, &e) < 0) {
+    while (strcmp(calls[i].verb, verb) != 0) {
+        i++; /* the caller checked verb */
+    }
+    if (calls[i].call(c, id, &ans, &e) < 0) {
         return ctl_fail(&e);
     }
     if (ctl->json) {
         ctl_print_json(ans);
     } else {
-        ctl_println(stdout, "session %s paused", id);
+        ctl_println(stdout, "session %s %s", id, calls[i].done);
     }
     json_decref(ans);
     return EXIT_OK;
@@ -187,6 +206,13 @@ ls_options(int argc, char **argv, const char **tenant, const char **profile)
     return -1;
 }
 
+static bool
+is_state_call(const char *verb)
+{
+    return strcmp(verb, "pause") == 0 || strcmp(verb, "hibernate") == 0 ||
+           strcmp(verb, "wake") == 0;
+}
+
 int
 ctl_cmd_session(struct ctl *ctl, int argc, char **argv)
 {
@@ -195,7 +221,8 @@ ctl_cmd_session(struct ctl *ctl, int argc, char **argv)
     int rc;
 
     if (argc < 2) {
-        return CTL_USAGE_ERROR("session", "missing subcommand (ls, show, kill or pause)");
+        return CTL_USAGE_ERROR("session",
+                               "missing subcommand (ls, show, kill, pause, hibernate or wake)");
     }
     for (int i = 1; i < argc; i++) {
         if (ctl_is_help(argv[i])) {
@@ -209,12 +236,13 @@ ctl_cmd_session(struct ctl *ctl, int argc, char **argv)
             return rc;
         }
     } else if (strcmp(argv[1], "show") == 0 || strcmp(argv[1], "kill") == 0 ||
-               strcmp(argv[1], "pause") == 0) {
+               is_state_call(argv[1])) {
         if (argc != 3) {
             return CTL_USAGE_ERROR("session", "%s takes one session ID", argv[1]);
         }
     } else {
-        return CTL_USAGE_ERROR("session", "unknown subcommand '%s' (ls, show, kill or pause)",
+        return CTL_USAGE_ERROR("session",
+                               "unknown subcommand '%s' (ls, show, kill, pause, hibernate or wake)",
                                argv[1]);
     }
     c = ctl_client(ctl);
@@ -225,8 +253,8 @@ ctl_cmd_session(struct ctl *ctl, int argc, char **argv)
         rc = session_ls(ctl, c, tenant, profile);
     } else if (strcmp(argv[1], "show") == 0) {
         rc = session_show(ctl, c, argv[2]);
-    } else if (strcmp(argv[1], "pause") == 0) {
-        rc = session_pause(ctl, c, argv[2]);
+    } else if (is_state_call(argv[1])) {
+        rc = session_state_call(ctl, c, argv[1], argv[2]);
     } else {
         rc = session_kill(ctl, c, argv[2]);
     }

@@ -100,6 +100,12 @@ int sp_client_session_delete(struct sp_client *c, const char *id, struct sp_erro
 /* POST /v1/sessions/{id}/pause: the session once its container is frozen. */
 int sp_client_session_pause(struct sp_client *c, const char *id, json_t **ret,
                             struct sp_error *reterr);
+/* POST /v1/sessions/{id}/hibernate: the session once hibernated (its snapshot taken, its
+ * container released); /wake: the session once live again. */
+int sp_client_session_hibernate(struct sp_client *c, const char *id, json_t **ret,
+                                struct sp_error *reterr);
+int sp_client_session_wake(struct sp_client *c, const char *id, json_t **ret,
+                           struct sp_error *reterr);
 int sp_client_session_interrupt(struct sp_client *c, const char *id, json_t **ret,
                                 struct sp_error *reterr);
 int sp_client_session_restart(struct sp_client *c, const char *id, json_t **ret,

@@ -67,6 +67,8 @@ api_handler_fn api_sessions_interrupt;
 api_handler_fn api_sessions_restart;
 api_handler_fn api_sessions_executions;
 api_handler_fn api_sessions_pause;
+api_handler_fn api_sessions_hibernate;
+api_handler_fn api_sessions_wake;
 
 /* Snapshot endpoints (snapshots.c). */
 api_handler_fn api_snapshots_take;
@@ -417,6 +419,7 @@ struct api_create_body {
     unsigned idle_timeout_s; /* 0: the profile's */
     unsigned pause_after_s;  /* 0: the profile's */
     const char *snapshot;    /* borrowed: the snapshot to restore it from, or NULL */
+    const char *idle_action; /* borrowed: "end", "hibernate" (checked by the session), or NULL */
     char *metadata_json;     /* owned: 'metadata' as compact text with sorted keys, or NULL */
 };
 /* Validates a create body (a JSON object): -EINVAL for an unknown field or a wrong type,

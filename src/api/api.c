@@ -223,6 +223,8 @@ static const struct route routes[] = {
     {EVHTTP_REQ_POST, 0, "/v1/sessions/*/interrupt", api_sessions_interrupt},
     {EVHTTP_REQ_POST, 0, "/v1/sessions/*/restart", api_sessions_restart},
     {EVHTTP_REQ_POST, 0, "/v1/sessions/*/pause", api_sessions_pause},
+    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/hibernate", api_sessions_hibernate},
+    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/wake", api_sessions_wake},
     {EVHTTP_REQ_POST, 0, "/v1/sessions/*/snapshots", api_snapshots_take},
     {EVHTTP_REQ_GET, 0, "/v1/snapshots", api_snapshots_list},
     {EVHTTP_REQ_GET, 0, "/v1/snapshots/*", api_snapshots_get},

@@ -118,7 +118,7 @@ enum api_e2b_plane {
 };
 struct api_e2b_stats {
     uint64_t requests[API_E2B__COUNT];
-    uint64_t created, killed, leases_set;
+    uint64_t created, killed, leases_set, paused;
     uint64_t refused_key;   /* control-plane requests without a valid key (401) */
     uint64_t refused_token; /* sandbox requests without their port's credential (401) */
     uint64_t runs_process, runs_code;

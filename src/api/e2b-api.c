@@ -1,6 +1,7 @@
 /* The E2B control plane (E2B_API_URL, docs/e2b.md): sandboxes created (POST /v2/sandboxes,
  * /sandboxes), listed (GET, with paging and a metadata filter), read, given a timeout, connected
- * to and killed, with a tenant's E2B key in X-API-KEY (its SHA-256 in the tenant's
+ * to, paused (a hibernation: docs/hibernate.md; a connect or any envd call resumes it) and killed,
+ * with a tenant's E2B key in X-API-KEY (its SHA-256 in the tenant's
  * e2b_keys_sha256). A sandbox is a session of the key's tenant whose ext is an E2B record; its
  * lease is the session's expires_at. Asynchronous handlers keep a struct wait that watches the
  * connection, as sessions.c's calls do: a reply only to a live request. */
@@ -123,19 +124,27 @@ time_json(uint64_t wall_ms)
     return OOM_CHECK(json_string(time_rfc3339(wall_ms, t, sizeof(t))));
 }
 
+/* E2B's "paused": hibernated here (or frozen, or on the way to or from either). */
+static bool
+is_paused(const struct session *s)
+{
+    return session_is_hibernated(s) || session_is_paused(s);
+}
+
 /* SandboxDetail (getInfo) and ListedSandbox (list): the same members here. */
 static json_t *
 detail_json(struct api *a, struct session *s, const struct e2b_ext *x)
 {
     const struct cfg_profile *p = session_profile(s);
     json_t *view = session_to_json(s);
-    json_t *o = OOM_CHECK(json_pack(
-        "{s:s, s:s, s:s, s:s, s:o, s:o, s:i, s:i, s:i, s:s, s:s, s:O}", "templateID",
-        x->template_id, "alias", x->template_id, "sandboxID", session_id(s), "clientID",
-        a->cfg->node_id, "startedAt", time_json(session_created_at(s)), "endAt",
-        time_json(session_expires_at(s)), "cpuCount", (int)MAX(1.0, p->cpus + 0.5), "memoryMB",
-        (int)p->memory_mb, "diskSizeMB", (int)p->workspace_mb, "state", "running", "envdVersion",
-        E2B_ENVD_VERSION, "metadata", json_object_get(view, "metadata")));
+    json_t *o = OOM_CHECK(
+        json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:i, s:i, s:i, s:s, s:s, s:O}", "templateID",
+                  x->template_id, "alias", x->template_id, "sandboxID", session_id(s), "clientID",
+                  a->cfg->node_id, "startedAt", time_json(session_created_at(s)), "endAt",
+                  time_json(session_expires_at(s)), "cpuCount", (int)MAX(1.0, p->cpus + 0.5),
+                  "memoryMB", (int)p->memory_mb, "diskSizeMB", (int)p->workspace_mb, "state",
+                  is_paused(s) ? "paused" : "running", "envdVersion", E2B_ENVD_VERSION, "metadata",
+                  json_object_get(view, "metadata")));
 
     json_decref(view);
     return o;
@@ -289,7 +298,8 @@ collect(struct session *s, void *userdata)
     struct listing *ls = userdata;
     struct e2b_ext x;
 
-    if (e2b_ext_decode(session_ext(s), &x) < 0 || strcmp(session_id(s), ls->l->after) <= 0) {
+    if (e2b_ext_decode(session_ext(s), &x) < 0 || strcmp(session_id(s), ls->l->after) <= 0 ||
+        !(is_paused(s) ? ls->l->paused : ls->l->running)) {
         return;
     }
     if (ls->n == ls->cap) {
@@ -322,9 +332,7 @@ sandbox_list(struct api *a, struct evhttp_request *req, const struct cfg_tenant 
         return;
     }
     ls.l = &l;
-    if (l.running) {
-        session_foreach(a->backend->sessions, t->id, collect, &ls);
-    }
+    session_foreach(a->backend->sessions, t->id, collect, &ls);
     if (ls.n > 1) {
         qsort(ls.found, ls.n, sizeof(*ls.found), by_id);
     }
@@ -419,6 +427,53 @@ on_lease_set(int r, uint64_t expires_at, void *userdata)
     log_set_request(NULL);
 }
 
+static void
+on_paused(int r, const struct err *e, void *userdata)
+{
+    struct wait *w = userdata;
+
+    log_set_request(w->request);
+    if (r == 0) {
+        w->a->e2b_stats.paused++;
+        audit_log("e2b.sandbox.paused", w->actor,
+                  OOM_CHECK(json_pack("{s:s, s:s}", "tenant", w->tenant, "session", w->id)));
+    }
+    if (w->req != NULL && r < 0) {
+        e2b_reply_error(w->req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
+    } else if (w->req != NULL) {
+        evhttp_send_reply(w->req, 204, "No Content", NULL);
+    }
+    wait_end(w);
+    log_set_request(NULL);
+}
+
+/* POST .../pause: the sandbox hibernates (its workspace and variables kept in a snapshot, its
+ * container released); 409 when it is paused already (the SDK's false). */
+static void
+sandbox_pause(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t,
+              struct session *s)
+{
+    struct session_waiter *waiter = NULL;
+    struct wait *w;
+    struct err e = {0};
+    int r;
+
+    if (is_paused(s) && !session_is_paused(s)) {
+        e2b_reply_error(req, 409, "sandbox %s is already paused", session_id(s));
+        return;
+    }
+    w = wait_new(a, req, t, session_id(s));
+    r = session_hibernate(s, w->actor, on_paused, w, &waiter, &e);
+    if (r <= 0) {
+        if (r == 0) {
+            e2b_reply_error(req, 409, "sandbox %s is already paused", session_id(s));
+        } else {
+            e2b_reply_error(req, e2b_status_of(r), "%s", e.msg);
+        }
+        wait_end(w);
+    }
+}
+
 /* POST .../timeout (the lease becomes now + timeout) and .../connect (extended, never
  * shortened: a connect that would shorten it changes nothing). */
 static void
@@ -498,6 +553,24 @@ api_e2b_control(struct api *a, struct evhttp_request *req, const char *const *pa
         return;
     }
     session_touch(s);
+    /* A connect resumes a paused sandbox first (then extends its lease as for a running one),
+     * as a pause of a frozen one thaws it first: the handler runs again once it is live. */
+    if ((route == E2B_ROUTE_CONNECT && is_paused(s)) ||
+        (route == E2B_ROUTE_PAUSE && session_is_paused(s))) {
+        struct err e = {0};
+        int r = api_live_wait(a, req, s, params, api_e2b_control, &e);
+
+        if (r < 0) {
+            e2b_reply_error(req, e2b_status_of(e.code), "%s", e.msg);
+        }
+        if (r != 0) {
+            return;
+        }
+    }
+    if (route == E2B_ROUTE_PAUSE) {
+        sandbox_pause(a, req, t, s);
+        return;
+    }
     if (route == E2B_ROUTE_SANDBOX && m == EVHTTP_REQ_GET) {
         api_reply_json_new(req, 200, detail_json(a, s, &x));
     } else if (route == E2B_ROUTE_SANDBOX) {

@@ -89,6 +89,10 @@ e2b_status_of(int r)
         return 404;
     case -EBUSY:
         return 409;
+    case -EBADMSG: /* its snapshot was lost at its resume: it ended */
+        return 410;
+    case -ENOSYS:
+        return 501;
     case -EDQUOT:
     case -EUSERS:
     case -ETIMEDOUT:
@@ -127,8 +131,12 @@ e2b_connect_code(int r)
         return "not_found";
     case 409:
         return r == -EBUSY ? "failed_precondition" : "already_exists";
+    case 410:
+        return "not_found";
     case 429:
         return "resource_exhausted";
+    case 501:
+        return "unimplemented";
     case 503:
         return "unavailable";
     default:

@@ -144,7 +144,7 @@ files_call_begin(struct api *a, struct evhttp_request *req, const char *const *p
     ft->engine = a->backend->engine;
     ft->container = session_container(s);
     ft->user = session_user(s);
-    if (ft->container == NULL) {
+    if (ft->container == NULL && !session_is_hibernated(s)) { /* a hibernated one wakes first */
         api_reply_error(req, -ENOENT, "no such session (it is ending)");
         return NULL;
     }

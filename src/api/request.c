@@ -128,9 +128,10 @@ check_metadata(json_t *meta, char **ret_text, struct err *reterr)
 int
 api_request_create(json_t *body, struct api_create_body *ret, struct err *reterr)
 {
-    static const char *const allowed[] = {"profile",  "idle_timeout_s", "pause_after_s",
-                                          "metadata", "snapshot",       NULL};
+    static const char *const allowed[] = {
+        "profile", "idle_timeout_s", "pause_after_s", "metadata", "snapshot", "idle_action", NULL};
     json_t *snapshot = json_object_get(body, "snapshot");
+    json_t *idle_action = json_object_get(body, "idle_action");
     json_t *profile = json_object_get(body, "profile");
     struct api_create_body cb = {0};
     int r;
@@ -149,8 +150,13 @@ api_request_create(json_t *body, struct api_create_body *ret, struct err *reterr
         free(cb.metadata_json);
         return err_set(reterr, -EINVAL, "'snapshot' must be a snapshot id (a string)");
     }
+    if (idle_action != NULL && !json_is_string(idle_action)) {
+        free(cb.metadata_json);
+        return err_set(reterr, -EINVAL, "'idle_action' must be \"end\" or \"hibernate\"");
+    }
     cb.profile = json_string_value(profile);
     cb.snapshot = json_string_value(snapshot);
+    cb.idle_action = json_string_value(idle_action);
     *ret = cb;
     return 0;
 }

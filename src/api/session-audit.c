@@ -1,7 +1,7 @@
 /* The audit lines of sessions and executions; see session-audit.h. Their content (keys and
  * their order) is what the suites grep for: "session.created", "session.ended",
  * "execution.started", "execution.finished", "session.paused" (idle; an explicit pause's is
- * sessions.c's) and "session.resumed". */
+ * sessions.c's), "session.resumed", "session.hibernated" and "session.woken". */
 #include "session-audit.h"
 
 #include <jansson.h>
@@ -66,6 +66,21 @@ api_session_audit(const struct session_audit *a, void *userdata)
         audit_log("session.resumed", a->actor,
                   OOM_CHECK(json_pack("{s:s, s:s, s:I}", "tenant", a->tenant, "session", a->session,
                                       "duration_ms", (json_int_t)a->duration_ms)));
+        break;
+    case SESSION_AUDIT_HIBERNATED:
+        audit_log(
+            "session.hibernated", a->actor,
+            OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "tenant", a->tenant, "session",
+                                a->session, "why", a->why, "snapshot", a->snapshot, "bytes",
+                                (json_int_t)a->bytes, "duration_ms", (json_int_t)a->duration_ms)));
+        break;
+    case SESSION_AUDIT_WOKEN:
+        audit_log(
+            "session.woken", a->actor,
+            OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "tenant", a->tenant,
+                                "session", a->session, "snapshot", a->snapshot, "container",
+                                a->container, "source", a->cold ? "cold" : "warm", "epoch",
+                                (json_int_t)a->epoch, "duration_ms", (json_int_t)a->duration_ms)));
         break;
     }
 }

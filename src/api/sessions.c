@@ -8,10 +8,12 @@
  *   POST   /v1/sessions/{id}/interrupt   interrupt the running execution (202)
  *   POST   /v1/sessions/{id}/restart     restart the kernel: variables lost, new kernel_epoch
  *   POST   /v1/sessions/{id}/pause       freeze its container (200 + Session, once frozen)
+ *   POST   /v1/sessions/{id}/hibernate   snapshot it and release its container (200 + Session)
+ *   POST   /v1/sessions/{id}/wake        wake a hibernated session (200 + Session, once live)
  *   GET    /v1/sessions/{id}/executions  the last executions, newest first (from Redis)
  *
- * Every request on a session counts as activity; execute and restart resume a paused session first
- * (live.c). Another tenant's session answers 404 exactly
+ * Every request on a session counts as activity; execute and restart resume a paused session, or
+ * wake a hibernated one, first (live.c). Another tenant's session answers 404 exactly
  * like an unknown one.
  *
  * Asynchronous handlers keep a `struct call`: the evhttp request belongs to libevent and dies
@@ -207,6 +209,7 @@ api_sessions_create(struct api *a, struct evhttp_request *req, const char *const
     cr.idle_timeout_s = cb.idle_timeout_s;
     cr.pause_after_s = cb.pause_after_s;
     cr.metadata_json = cb.metadata_json;
+    cr.idle_action = cb.idle_action;
     if (cb.snapshot != NULL && a->backend->snapshots == NULL) {
         api_reply_error(req, -ENOSYS, "snapshots are off on this node (snapshots.store)");
         free(cb.metadata_json);
@@ -536,6 +539,56 @@ api_sessions_pause(struct api *a, struct evhttp_request *req, const char *const 
     if (r == 0) {
         api_reply_json_new(req, 200, session_to_json(s));
         call_end(c);
+    }
+}
+
+/* ---- hibernate and wake ---------------------------------------------------------------------- */
+
+void
+api_sessions_hibernate(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    struct api_actor who;
+    struct session *s = api_session_for(a, req, params[0], &who);
+    const char *p[2] = {params[0], NULL};
+    struct err e = {0};
+    struct call *c;
+    int r;
+
+    if (s == NULL) {
+        return;
+    }
+    if (session_is_paused(s)) { /* its kernel saves the globals: it runs again first */
+        r = api_live_wait(a, req, s, p, api_sessions_hibernate, &e);
+        if (r < 0) {
+            api_reply_error(req, e.code, "%s", e.msg);
+        }
+        return;
+    }
+    c = call_new(a, req, session_tenant(s));
+    (void)snprintf(c->session, sizeof(c->session), "%s", session_id(s));
+    r = session_hibernate(s, who.name, on_session_paused, c, &c->pause, &e);
+    if (r < 0) {
+        api_reply_error(req, e.code, "%s", e.msg);
+        call_end(c);
+        return;
+    }
+    if (r == 1) {
+        log_info("session=%s hibernating, as %s asked", session_id(s), who.name);
+    }
+    if (r == 0) {
+        api_reply_json_new(req, 200, session_to_json(s));
+        call_end(c);
+    }
+}
+
+void
+api_sessions_wake(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    struct api_actor who;
+    struct session *s = api_session_live(a, req, params, api_sessions_wake, &who);
+
+    if (s != NULL) {
+        api_reply_json_new(req, 200, session_to_json(s));
     }
 }
 

@@ -251,6 +251,19 @@ sp_client_session_pause(struct sp_client *c, const char *id, json_t **ret, struc
 }
 
 int
+sp_client_session_hibernate(struct sp_client *c, const char *id, json_t **ret,
+                            struct sp_error *reterr)
+{
+    return client_call_on(c, "POST", "/v1/sessions/", id, "/hibernate", NULL, ret, reterr);
+}
+
+int
+sp_client_session_wake(struct sp_client *c, const char *id, json_t **ret, struct sp_error *reterr)
+{
+    return client_call_on(c, "POST", "/v1/sessions/", id, "/wake", NULL, ret, reterr);
+}
+
+int
 sp_client_session_interrupt(struct sp_client *c, const char *id, json_t **ret,
                             struct sp_error *reterr)
 {

@@ -38,6 +38,8 @@ struct cfg_profile {
     unsigned nofile, nproc;
     unsigned idle_timeout_s, max_lifetime_s, exec_timeout_s;
     unsigned pause_after_s; /* 0: never paused for inactivity */
+    char *idle_action;      /* "end" or "hibernate" (cfg_validate()) */
+    char *hibernate;        /* "allowed" or "never" */
     uint64_t max_output_bytes;
     unsigned interrupt_grace_ms;
     uint64_t max_file_bytes;
@@ -158,6 +160,8 @@ int cfg_parse_seccomp(const char *data, size_t len, char **ret_compact, struct e
 /* The sessions of profile p one tenant may hold: its max_per_tenant, or else half its max when
  * c has several tenants; 0: no bound (a single tenant). */
 unsigned cfg_profile_tenant_share(const struct cfg *c, const struct cfg_profile *p);
+/* Whether sessions of p may hibernate: a snapshot store and p's "hibernate" "allowed". */
+bool cfg_profile_may_hibernate(const struct cfg *c, const struct cfg_profile *p);
 /* True when profile p leaves the process cap to its runtime ("pids_enforced_by": "runtime"). */
 bool cfg_pids_by_runtime(const struct cfg_profile *p);
 /* True when profile p runs under the engine's default runtime (runtime "runc": no HostConfig

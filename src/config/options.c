@@ -177,6 +177,13 @@ const struct cfg_option cfg_profile_options[] = {
          "end sessions idle this long"),
     POPT("pause_after_s", CFG_UINT, pause_after_s, "0", 0, 31536000, CFG_RELOADABLE,
          "freeze sessions (cgroup freezer: no CPU, memory kept) idle this long; 0: never"),
+    POPT("idle_action", CFG_STRING, idle_action, "end", 0, 0, CFG_NONEMPTY,
+         "what a session idle for idle_timeout_s does: \"end\", or \"hibernate\" (its snapshot "
+         "is taken and its container released; the next call wakes it; needs snapshots.store); "
+         "a session may choose its own at create"),
+    POPT("hibernate", CFG_STRING, hibernate, "allowed", 0, 0, CFG_NONEMPTY,
+         "\"allowed\" (with a snapshot store, sessions may hibernate: on request or as their idle "
+         "action) or \"never\""),
     POPT("max_lifetime_s", CFG_UINT, max_lifetime_s, "86400", 1, 31536000, CFG_RELOADABLE,
          "end sessions this old"),
     POPT("exec_timeout_s", CFG_UINT, exec_timeout_s, "30", 1, 86400, CFG_RELOADABLE,

@@ -79,6 +79,32 @@ validate_profile(const struct cfg_profile *p, struct err *reterr)
     return 0;
 }
 
+bool
+cfg_profile_may_hibernate(const struct cfg *c, const struct cfg_profile *p)
+{
+    return c->snapshots_store[0] != '\0' && strcmp(p->hibernate, "allowed") == 0;
+}
+
+static int
+validate_idle_action(const struct cfg *c, const struct cfg_profile *p, struct err *reterr)
+{
+    if (strcmp(p->hibernate, "allowed") != 0 && strcmp(p->hibernate, "never") != 0) {
+        return err_set(reterr, -EINVAL,
+                       "profile '%s': 'hibernate' must be \"allowed\" or \"never\"", p->name);
+    }
+    if (strcmp(p->idle_action, "end") != 0 && strcmp(p->idle_action, "hibernate") != 0) {
+        return err_set(reterr, -EINVAL,
+                       "profile '%s': 'idle_action' must be \"end\" or \"hibernate\"", p->name);
+    }
+    if (strcmp(p->idle_action, "hibernate") == 0 && !cfg_profile_may_hibernate(c, p)) {
+        return err_set(reterr, -EINVAL,
+                       "profile '%s': 'idle_action' \"hibernate\" needs snapshots.store and "
+                       "'hibernate' \"allowed\"",
+                       p->name);
+    }
+    return 0;
+}
+
 int
 cfg_parse_redis_url(const char *url, struct cfg_redis_addr *ret)
 {
@@ -271,6 +297,10 @@ cfg_validate(struct cfg *c, struct err *reterr)
     }
     for (size_t i = 0; i < c->n_profiles; i++) {
         r = validate_profile(&c->profiles[i], reterr);
+        if (r < 0) {
+            return r;
+        }
+        r = validate_idle_action(c, &c->profiles[i], reterr);
         if (r < 0) {
             return r;
         }

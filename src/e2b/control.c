@@ -176,6 +176,9 @@ e2b_control_route(const char *path, char id[E2B_ID_MAX + 1])
     if (strcmp(path, "/timeout") == 0) {
         return E2B_ROUTE_TIMEOUT;
     }
+    if (strcmp(path, "/pause") == 0) {
+        return E2B_ROUTE_PAUSE;
+    }
     return strcmp(path, "/connect") == 0 ? E2B_ROUTE_CONNECT : E2B_ROUTE__INVALID;
 }
 
@@ -212,8 +215,8 @@ e2b_create_parse(json_t *body, struct e2b_create *ret, struct err *reterr)
     static const struct {
         const char *name, *why;
     } refused[] = {
-        {"autoPause", "sandboxes are not paused, they end at their timeout"},
-        {"autoResume", "sandboxes are not paused, they end at their timeout"},
+        {"autoPause", "a sandbox is not paused at its timeout here, it ends (pause() it before)"},
+        {"autoResume", "a paused sandbox here resumes on any call: nothing to enable"},
         {"network", "sandboxes have no network"},
         {"mcp", "MCP is served by the daemon itself at /mcp"},
         {"volumeMounts", "volumes are not mounted into sandboxes"},
@@ -350,6 +353,7 @@ list_param(struct e2b_list *l, const char *key, const char *value, struct err *r
     } else if (strcmp(key, "state") == 0) {
         /* "running", "paused" or both, as repeated parameters or a comma-separated list */
         l->running = l->running || strstr(value, "running") != NULL;
+        l->paused = l->paused || strstr(value, "paused") != NULL;
     }
     return 0;
 }
@@ -381,6 +385,7 @@ e2b_list_parse(const char *query, struct e2b_list *ret, struct err *reterr)
         return r;
     }
     l.running = l.running || !any_state;
+    l.paused = l.paused || !any_state;
     *ret = l;
     return 0;
 }

@@ -63,6 +63,7 @@ enum e2b_route {
     E2B_ROUTE_SANDBOX,   /* sandboxes/ID: getInfo (GET), kill (DELETE) */
     E2B_ROUTE_TIMEOUT,   /* sandboxes/ID/timeout (POST) */
     E2B_ROUTE_CONNECT,   /* sandboxes/ID/connect (POST) */
+    E2B_ROUTE_PAUSE,     /* sandboxes/ID/pause (POST): a hibernation */
     E2B_ROUTE__COUNT,
     E2B_ROUTE__INVALID = -22, /* anything else */
 };
@@ -90,6 +91,7 @@ struct e2b_list {
     size_t n_filters;
     char *keys[E2B_FILTER_MAX], *values[E2B_FILTER_MAX]; /* owned: e2b_list_done() */
     bool running;                                        /* running sandboxes are asked for */
+    bool paused;                                         /* paused (hibernated) ones are */
 };
 int e2b_list_parse(const char *query, struct e2b_list *ret, struct err *reterr);
 void e2b_list_done(struct e2b_list *l);

@@ -9,6 +9,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +174,17 @@ metrics_sessions(struct server *s, struct buf *out, const struct session_manager
          "counter",
          "Pauses and resumes the engine refused, by operation.",
          {{"op=\"pause\"", ss->pause_failures}, {"op=\"resume\"", ss->resume_failures}}},
+        {"sandpool_sessions_hibernated",
+         "gauge",
+         "Sessions without a container, their state in a snapshot (or being hibernated or woken).",
+         {{NULL, ss->hibernated}}},
+        {"sandpool_sessions_hibernations_total",
+         "counter",
+         "Sessions hibernated (hibernated) and woken (woken), and those that failed for now.",
+         {{"outcome=\"hibernated\"", ss->hibernated_total},
+          {"outcome=\"woken\"", ss->woken_total},
+          {"outcome=\"hibernate_failed\"", ss->hibernate_failures},
+          {"outcome=\"wake_failed\"", ss->wake_failures}}},
     };
     char labels[SESSION_EXEC__COUNT][48];
 
@@ -217,6 +229,39 @@ metrics_snapshots(struct server *s, struct buf *out)
     };
 
     return metrics_write(out, tab, ELEMENTSOF(tab));
+}
+
+/* The latencies of pause and hibernation, one histogram per profile each. */
+static int
+metrics_state_hists(struct server *s, struct buf *out, struct buf *lbl)
+{
+    static const struct {
+        const char *name, *help;
+        size_t offset;
+    } rows[] = {
+        {"sandpool_session_resume_seconds",
+         "A call on a paused session to its container thawed, by profile.",
+         offsetof(struct session_profile_stats, resume)},
+        {"sandpool_session_hibernate_seconds",
+         "A hibernation's start to its container released, by profile.",
+         offsetof(struct session_profile_stats, hibernate)},
+        {"sandpool_session_wake_seconds",
+         "A call on a hibernated session to its snapshot restored, by profile.",
+         offsetof(struct session_profile_stats, wake)},
+    };
+    int r = 0;
+
+    for (size_t k = 0; r >= 0 && k < ELEMENTSOF(rows); k++) {
+        r = metric_family(out, rows[k].name, "histogram", rows[k].help);
+        for (size_t i = 0; r >= 0 && i < s->n_pools; i++) {
+            const char *ps = (const char *)session_manager_profile_stats(s->sessions, i);
+
+            r = metrics_hist_write(
+                out, rows[k].name, metric_label(lbl, "profile", pool_name(s->pools[i])),
+                (const struct metrics_hist *)(const void *)(ps + rows[k].offset));
+        }
+    }
+    return r < 0 ? -ENOBUFS : 0;
 }
 
 /* One family per pool statistic, each with a series per profile. */
@@ -293,17 +338,7 @@ metrics_latencies(struct server *s, struct buf *out, struct buf *lbl)
                                metric_label(lbl, "profile", pool_name(s->pools[i])),
                                &session_manager_profile_stats(s->sessions, i)->execution);
     }
-    if (r < 0 || metric_family(out, "sandpool_session_resume_seconds", "histogram",
-                               "A call on a paused session to its container thawed, by "
-                               "profile.") < 0) {
-        return -ENOBUFS;
-    }
-    for (size_t i = 0; r >= 0 && i < s->n_pools; i++) {
-        r = metrics_hist_write(out, "sandpool_session_resume_seconds",
-                               metric_label(lbl, "profile", pool_name(s->pools[i])),
-                               &session_manager_profile_stats(s->sessions, i)->resume);
-    }
-    return r < 0 ? -ENOBUFS : 0;
+    return r < 0 ? -ENOBUFS : metrics_state_hists(s, out, lbl);
 }
 
 /* Per tenant of the configuration: its sessions and running executions. */
@@ -459,10 +494,11 @@ metrics_e2b(struct server *s, struct buf *out)
           {"plane=\"code\"", es.requests[API_E2B_CODE]}}},
         {"sandpool_e2b_sandboxes_total",
          "counter",
-         "E2B sandboxes created and killed by their clients, and leases set (timeout, connect).",
+         "E2B sandboxes created, killed and paused by their clients, and leases set (timeout, connect).",
          {{"event=\"created\"", es.created},
           {"event=\"killed\"", es.killed},
-          {"event=\"lease\"", es.leases_set}}},
+          {"event=\"lease\"", es.leases_set},
+          {"event=\"paused\"", es.paused}}},
         {"sandpool_e2b_refused_total",
          "counter",
          "E2B requests refused with 401: no valid API key (control plane), or not the "

@@ -134,6 +134,33 @@ on_redis_state(bool up, const char *why, void *userdata)
     }
 }
 
+/* Hibernation's use of the snapshot service (session.h's struct session_snapshot_ops). */
+static int
+hibernation_take(void *ops, struct session *sess, session_snap_cb *cb, void *userdata,
+                 struct err *reterr)
+{
+    return snapshots_hibernate(ops, sess, cb, userdata, reterr);
+}
+
+static int
+hibernation_restore(void *ops, struct session *sess, const char *snapshot, session_snap_cb *cb,
+                    void *userdata, struct err *reterr)
+{
+    return snapshots_wake(ops, sess, snapshot, cb, userdata, reterr);
+}
+
+static void
+hibernation_forget(void *ops, const char *session_id)
+{
+    snapshots_forget(ops, session_id);
+}
+
+static const struct session_snapshot_ops hibernation_ops = {
+    .take = hibernation_take,
+    .restore = hibernation_restore,
+    .forget = hibernation_forget,
+};
+
 int
 server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
 {
@@ -176,6 +203,9 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
         r = reterr->code;
         server_free(s);
         return r;
+    }
+    if (s->snapshots != NULL) {
+        session_manager_set_snapshots(s->sessions, &hibernation_ops, s->snapshots);
     }
     s->backend = (struct api_backend){
         .pools = s->pools,
@@ -238,6 +268,9 @@ server_free(struct server *s)
     server_policy_free(s);
     /* Before the sessions and the engine client its jobs use; a job waiting for Redis goes when
      * its answer comes (store_redis_free() cancels it), its record left to the sweep. */
+    if (s->sessions != NULL) {
+        session_manager_set_snapshots(s->sessions, NULL, NULL);
+    }
     snapshots_free(s->snapshots);
     session_manager_free(s->sessions);
     for (size_t i = 0; i < s->n_pools; i++) {

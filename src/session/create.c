@@ -62,6 +62,7 @@ on_created(int r, void *userdata)
     if (m == NULL) {
         /* The manager is gone; the record (if written) and the container are found again at
          * the next start. */
+        store_session_rec_done(&s->rec);
         free(s);
         sop_free(op);
         return;
@@ -105,14 +106,16 @@ new_record(struct session_manager *m, struct pool_slot *slot, const struct sessi
     (void)snprintf(rec->profile, sizeof(rec->profile), "%s", p->name);
     (void)snprintf(rec->container, sizeof(rec->container), "%s", pool_slot_container(slot));
     (void)snprintf(rec->node, sizeof(rec->node), "%s", m->cfg->node_id);
-    (void)snprintf(rec->metadata, sizeof(rec->metadata), "%s",
-                   req->metadata_json ? req->metadata_json : "{}");
+    rec->metadata = xstrdup(req->metadata_json ? req->metadata_json : "{}");
     rec->created_at = rec->last_active_at = now;
     rec->idle_timeout_s = req->idle_timeout_s ? req->idle_timeout_s : p->idle_timeout_s;
     rec->pause_after_s = req->pause_after_s; /* 0: the profile's, as it is at the time */
+    if (req->idle_action != NULL) {
+        (void)store_idle_action_parse(req->idle_action, &rec->idle_action); /* checked */
+    }
     rec->expires_at =
         now + (uint64_t)(req->lifetime_s ? req->lifetime_s : p->max_lifetime_s) * 1000u;
-    (void)snprintf(rec->ext, sizeof(rec->ext), "%s", req->ext ? req->ext : "");
+    rec->ext = xstrdup(req->ext ? req->ext : "");
     rec->epoch = 1;
     rec->gen = kernel_gen(pool_slot_kernel(slot));
     rec->state = STORE_SESSION_ACTIVE;
@@ -131,6 +134,7 @@ bind_slot(struct session_manager *m, struct pool_slot *slot, const struct sessio
 
     new_record(m, slot, req, p, rec);
     s = session_alloc(m, slot, p, rec);
+    store_session_rec_done(rec);
     free(rec);
     s->create_started_us = started_us;
     s->cold = cold;
@@ -201,8 +205,10 @@ create_tenant_sessions(const struct session_manager *m, const char *tenant, cons
     const struct sop *op;
     unsigned n = 0;
 
+    /* Of a profile: what holds (or will hold) its containers, so not the hibernated. */
     TAILQ_FOREACH (s, &m->sessions, link) {
-        n += s->state != SESSION_ENDING && is_of(s->rec.tenant, s->rec.profile, tenant, profile);
+        n += s->state != SESSION_ENDING && (profile == NULL || s->state != SESSION_HIBERNATED) &&
+             is_of(s->rec.tenant, s->rec.profile, tenant, profile);
     }
     TAILQ_FOREACH (c, &m->colds, link) {
         n += is_of(c->tenant, c->profile, tenant, profile);
@@ -377,6 +383,9 @@ create_cold(struct session_manager *m, struct pool *pool, const struct session_c
     c->req.tenant = c->tenant;
     c->req.profile = c->profile;
     c->req.metadata_json = c->metadata;
+    (void)snprintf(c->idle_action, sizeof(c->idle_action), "%s",
+                   req->idle_action ? req->idle_action : "");
+    c->req.idle_action = req->idle_action ? c->idle_action : NULL;
     c->req.ext = c->ext;
     TAILQ_INSERT_TAIL(&m->colds, c, link);
     r = pool_wait(pool, COLD_WAIT_FACTOR * m->cfg->engine_timeout_ms, on_cold_slot, c, &c->waiter);
@@ -446,6 +455,21 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     if (req->lifetime_s > p->max_lifetime_s) {
         return err_set(reterr, -EINVAL, "a lifetime must be at most %u s for profile '%s'",
                        p->max_lifetime_s, p->name);
+    }
+    if (req->idle_action != NULL && strcmp(req->idle_action, "end") != 0 &&
+        strcmp(req->idle_action, "hibernate") != 0) {
+        return err_set(reterr, -EINVAL, "'idle_action' must be \"end\" or \"hibernate\"");
+    }
+    if (req->idle_action != NULL && strcmp(req->idle_action, "hibernate") == 0 &&
+        (m->snap == NULL || !cfg_profile_may_hibernate(m->cfg, p))) {
+        return err_set(reterr, -EINVAL,
+                       "'idle_action' \"hibernate\" needs a snapshot store and a profile that "
+                       "may hibernate ('%s' %s)",
+                       p->name, m->snap == NULL ? "has no store" : "never hibernates");
+    }
+    if (req->metadata_json != NULL && strlen(req->metadata_json) > STORE_METADATA_MAX) {
+        return err_set(reterr, -EMSGSIZE, "the session's metadata is larger than %u bytes",
+                       STORE_METADATA_MAX);
     }
     if (req->ext != NULL && strlen(req->ext) > STORE_EXT_MAX) {
         return err_set(reterr, -EINVAL, "the session's extension record is too long");

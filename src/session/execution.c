@@ -450,7 +450,9 @@ execute_check(struct session *s, const struct exec_req *req, struct err *reterr)
     if (s->exec != NULL) {
         return err_set(reterr, -EBUSY, "an execution is already running in this session");
     }
-    if (s->state != SESSION_READY) {
+    /* A hibernation's save and a wake's restore run in those states (no client's call does). */
+    if (s->state != SESSION_READY &&
+        !(req->internal && (s->state == SESSION_HIBERNATING || s->state == SESSION_WAKING))) {
         return err_set(reterr, -ENOTCONN,
                        "the connection to the sandbox broke (engine restart?); retry shortly");
     }
@@ -593,7 +595,9 @@ restarts_answer(struct session *s, int r, const char *why)
     struct session_restart *w;
     struct err e = {0};
 
-    (void)event_del(s->restart_timer);
+    if (s->restart_timer != NULL) {
+        (void)event_del(s->restart_timer);
+    }
     if (r < 0) {
         (void)err_set(&e, r, "%s", why);
     }

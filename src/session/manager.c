@@ -284,10 +284,12 @@ session_manager_get_stats(const struct session_manager *m, struct session_manage
     ret->sessions = 0;
     ret->busy = 0;
     ret->paused = 0;
+    ret->hibernated = 0;
     TAILQ_FOREACH (s, &m->sessions, link) {
         ret->sessions++;
         ret->busy += s->exec != NULL;
         ret->paused += pause_is_paused(s);
+        ret->hibernated += session_is_hibernated(s);
     }
 }
 
@@ -401,7 +403,7 @@ session_manager_free(struct session_manager *m)
     hashmap_free_with(m->takes, free);
     hashmap_free_with(m->askers, free);
     store_sessions_free(m->store);
-    free(m->unmatched);
+    recovery_unmatched_free(m);
     free(m->pstats);
     free(m);
     return NULL;

@@ -41,10 +41,8 @@ session_is_paused(const struct session *s)
     return pause_is_paused(s);
 }
 
-/* Answers the waiters of one kind (pause true: explicit pauses; false: calls waiting for the
- * container), or of both (all). */
-static void
-answer(struct session *s, bool all, bool pause, int r, const char *msg)
+void
+waiters_answer(struct session *s, enum waiter_kind kind, int r, const char *msg)
 {
     struct session_waiter *w, *next;
     struct err e = {0};
@@ -54,7 +52,7 @@ answer(struct session *s, bool all, bool pause, int r, const char *msg)
     }
     for (w = TAILQ_FIRST(&s->waiters); w != NULL; w = next) {
         next = TAILQ_NEXT(w, link);
-        if (all || w->pause == pause) {
+        if (w->kind == kind) {
             TAILQ_REMOVE(&s->waiters, w, link);
             w->cb(r, r < 0 ? &e : NULL, w->userdata);
             free(w);
@@ -65,20 +63,9 @@ answer(struct session *s, bool all, bool pause, int r, const char *msg)
 void
 pause_waiters_answer(struct session *s, int r, const char *msg)
 {
-    answer(s, true, false, r, msg);
-}
-
-static bool
-any_waiter(const struct session *s, bool pause)
-{
-    const struct session_waiter *w;
-
-    TAILQ_FOREACH (w, &s->waiters, link) {
-        if (w->pause == pause) {
-            return true;
-        }
-    }
-    return false;
+    waiters_answer(s, WAIT_LIVE, r, msg);
+    waiters_answer(s, WAIT_PAUSE, r, msg);
+    waiters_answer(s, WAIT_HIBERNATE, r, msg);
 }
 
 static void
@@ -121,17 +108,17 @@ on_frozen(int r, const struct err *e, void *userdata)
             log_warn("session=%s could not be paused: %s", s->rec.id, e ? err_msg(e) : "");
             s->m->stats.pause_failures++;
             session_set_state(s, SESSION_READY);
-            answer(s, false, true, -ENOTCONN, "the engine did not freeze the sandbox");
-            answer(s, false, false, 0, NULL);
+            waiters_answer(s, WAIT_PAUSE, -ENOTCONN, "the engine did not freeze the sandbox");
+            waiters_answer(s, WAIT_LIVE, 0, NULL);
             return;
         }
         s->m->stats.paused_total++;
-        if (!any_waiter(s, true)) { /* an explicit pause is audited by the edge that asked */
+        if (waiters_count(s, WAIT_PAUSE) == 0) { /* an explicit pause is the edge's to audit */
             audit(s, SESSION_AUDIT_PAUSED, "daemon", "idle", 0);
         }
         session_set_state(s, SESSION_PAUSED);
-        answer(s, false, true, 0, NULL);
-        if (any_waiter(s, false)) {
+        waiters_answer(s, WAIT_PAUSE, 0, NULL);
+        if (waiters_count(s, WAIT_LIVE) > 0) {
             freeze(s, false); /* a call came meanwhile */
         }
     } else if (s->state == SESSION_RESUMING) {
@@ -139,8 +126,8 @@ on_frozen(int r, const struct err *e, void *userdata)
             log_warn("session=%s could not be resumed: %s", s->rec.id, e ? err_msg(e) : "");
             s->m->stats.resume_failures++;
             session_set_state(s, SESSION_PAUSED);
-            answer(s, false, false, -ENOTCONN,
-                   "the sandbox is paused and the engine did not resume it; retry shortly");
+            waiters_answer(s, WAIT_LIVE, -ENOTCONN,
+                           "the sandbox is paused and the engine did not resume it; retry shortly");
             return;
         }
         s->m->stats.resumed_total++;
@@ -151,7 +138,7 @@ on_frozen(int r, const struct err *e, void *userdata)
         audit(s, SESSION_AUDIT_RESUMED, "daemon", "call",
               (time_now_us() - s->resume_started_us) / 1000u);
         session_set_state(s, SESSION_READY);
-        answer(s, false, false, 0, NULL);
+        waiters_answer(s, WAIT_LIVE, 0, NULL);
     } else if (s->state == SESSION_READY && r == 0 && asked) {
         /* A freeze that landed after a failed end took the session back to READY (end_failed()
          * goes by what was confirmed then): it is paused now, and the next call resumes it. */
@@ -169,7 +156,7 @@ freeze(struct session *s, bool on)
         log_debug("session=%s: its container is busy with another engine call; %s later", s->rec.id,
                   on ? "pausing" : "resuming");
         if (!on) {
-            answer(s, false, false, -ENOTCONN, "the sandbox is paused; retry shortly");
+            waiters_answer(s, WAIT_LIVE, -ENOTCONN, "the sandbox is paused; retry shortly");
         }
         return;
     }
@@ -189,29 +176,36 @@ pausable(const struct session *s)
            s->uses == 0 && s->slot != NULL;
 }
 
-static struct session_waiter *
-waiter_add(struct session *s, bool pause, session_live_cb *cb, void *userdata)
+struct session_waiter *
+waiter_add(struct session *s, enum waiter_kind kind, session_live_cb *cb, void *userdata)
 {
     struct session_waiter *w = xcalloc(1, sizeof(*w));
 
     w->s = s;
-    w->pause = pause;
+    w->kind = kind;
     w->cb = cb;
     w->userdata = userdata;
     TAILQ_INSERT_TAIL(&s->waiters, w, link);
     return w;
 }
 
-static unsigned
-waiters_count(const struct session *s)
+unsigned
+waiters_count(const struct session *s, enum waiter_kind kind)
 {
     const struct session_waiter *w;
     unsigned n = 0;
 
     TAILQ_FOREACH (w, &s->waiters, link) {
-        n++;
+        n += w->kind == kind;
     }
     return n;
+}
+
+static unsigned
+waiters_total(const struct session *s)
+{
+    return waiters_count(s, WAIT_LIVE) + waiters_count(s, WAIT_PAUSE) +
+           waiters_count(s, WAIT_HIBERNATE);
 }
 
 int
@@ -222,15 +216,18 @@ session_ensure_live(struct session *s, session_live_cb *cb, void *userdata,
         return err_set(reterr, -ENOENT, "the session is ending");
     }
     s->last_use_ms = time_now_ms();
-    if (!pause_is_paused(s)) {
+    if (!pause_is_paused(s) && s->state != SESSION_HIBERNATING && s->state != SESSION_HIBERNATED &&
+        s->state != SESSION_WAKING) {
         return 0; /* the call goes on and meets whatever state it is in */
     }
-    if (waiters_count(s) >= MAX_LIVE_WAITERS) {
+    if (waiters_total(s) >= MAX_LIVE_WAITERS) {
         return err_set(reterr, -EBUSY, "too many calls wait for this session to resume");
     }
-    *ret = waiter_add(s, false, cb, userdata);
+    *ret = waiter_add(s, WAIT_LIVE, cb, userdata);
     if (s->state == SESSION_PAUSED) {
         freeze(s, false);
+    } else if (s->state == SESSION_HIBERNATED) {
+        hibernate_wake(s); /* a hibernation under way is cancelled when it ends (hibernate.c) */
     }
     return 1;
 }
@@ -253,11 +250,15 @@ session_pause(struct session *s, session_live_cb *cb, void *userdata, struct ses
         return 0;
     }
     if (s->state == SESSION_PAUSING) {
-        *ret = waiter_add(s, true, cb, userdata);
+        *ret = waiter_add(s, WAIT_PAUSE, cb, userdata);
         return 1;
     }
     if (s->state == SESSION_RESUMING) {
         return err_set(reterr, -EBUSY, "the session is being resumed for a call");
+    }
+    if (s->state == SESSION_HIBERNATING || s->state == SESSION_HIBERNATED ||
+        s->state == SESSION_WAKING) {
+        return err_set(reterr, -EBUSY, "the session is %s", session_state_name(s->state));
     }
     if (s->state != SESSION_READY || s->slot == NULL) {
         return err_set(reterr, -ENOTCONN,
@@ -267,7 +268,7 @@ session_pause(struct session *s, session_live_cb *cb, void *userdata, struct ses
         return err_set(reterr, -EBUSY,
                        "an execution, a restart or a file transfer runs in this session");
     }
-    *ret = waiter_add(s, true, cb, userdata);
+    *ret = waiter_add(s, WAIT_PAUSE, cb, userdata);
     freeze(s, true);
     if (s->state != SESSION_PAUSING) { /* the slot was busy */
         session_waiter_cancel(*ret);

@@ -68,19 +68,34 @@ unmatched_find(struct session_manager *m, const char *id)
     return -1;
 }
 
+/* Moves record i out of the unmatched ones into *ret (its texts then ret's). */
 static void
-unmatched_take(struct session_manager *m, size_t i)
+unmatched_take(struct session_manager *m, size_t i, struct store_session_rec *ret)
 {
+    *ret = m->unmatched[i];
     m->unmatched[i] = m->unmatched[--m->n_unmatched];
+}
+
+void
+recovery_unmatched_free(struct session_manager *m)
+{
+    for (size_t i = 0; i < m->n_unmatched; i++) {
+        store_session_rec_done(&m->unmatched[i]);
+    }
+    free(m->unmatched);
+    m->unmatched = NULL;
+    m->n_unmatched = 0;
 }
 
 void
 recovery_forget(struct session_manager *m, const char *id)
 {
     ssize_t i = unmatched_find(m, id);
+    struct store_session_rec rec;
 
     if (i >= 0) {
-        unmatched_take(m, (size_t)i);
+        unmatched_take(m, (size_t)i, &rec);
+        store_session_rec_done(&rec);
     }
 }
 
@@ -115,13 +130,13 @@ adopt_or_release(struct session_manager *m, struct pool_slot *slot, const char *
         pool_slot_release(slot); /* no record (ended, lost) or not this container */
         return;
     }
-    rec = m->unmatched[i];
-    unmatched_take(m, (size_t)i);
+    unmatched_take(m, (size_t)i, &rec);
     if (rec.state == STORE_SESSION_ENDING) {
         finish_ending(m, &rec, slot); /* it was being ended when the daemon stopped */
-        return;
+    } else {
+        adopt(m, slot, &rec, gen, busy);
     }
-    adopt(m, slot, &rec, gen, busy);
+    store_session_rec_done(&rec);
 }
 
 void
@@ -159,11 +174,18 @@ on_loaded(int r, const struct store_session_rec *recs, size_t n, size_t malforme
     if (r < 0) {
         return; /* the next tick tries again */
     }
-    free(m->unmatched);
+    recovery_unmatched_free(m);
     m->unmatched = xcalloc(n ? n : 1, sizeof(*m->unmatched));
     for (size_t i = 0; i < n; i++) {
-        if (hashmap_get(m->by_id, recs[i].id) == NULL) {
-            m->unmatched[m->n_unmatched++] = recs[i];
+        if (hashmap_get(m->by_id, recs[i].id) != NULL) {
+            continue;
+        }
+        /* A hibernated one has no container to wait for: it is registered now, so that a
+         * container still claiming it (a crash during its hibernation or wake) is released. */
+        if (recs[i].state == STORE_SESSION_HIBERNATED) {
+            hibernate_adopt_record(m, &recs[i]);
+        } else {
+            store_session_rec_copy(&m->unmatched[m->n_unmatched++], &recs[i]);
         }
     }
     m->loaded = true;
@@ -298,10 +320,11 @@ session_manager_reconcile(struct session_manager *m, const struct docker_contain
      * not adopted yet waits for its kernel's hello. */
     for (size_t i = 0; m->loaded && i < m->n_unmatched;) {
         if (docker_container_list_find(list, m->unmatched[i].container) == NULL) {
-            struct store_session_rec rec = m->unmatched[i];
+            struct store_session_rec rec;
 
-            unmatched_take(m, i);
+            unmatched_take(m, i, &rec);
             unmatched_gone(m, &rec);
+            store_session_rec_done(&rec);
             continue;
         }
         i++;
@@ -365,10 +388,11 @@ session_manager_container_gone(struct session_manager *m, const char *container_
      * at the next list. */
     for (size_t i = 0; s == NULL && m->loaded && i < m->n_unmatched; i++) {
         if (strcmp(m->unmatched[i].container, container_id) == 0) {
-            struct store_session_rec rec = m->unmatched[i];
+            struct store_session_rec rec;
 
-            unmatched_take(m, i);
+            unmatched_take(m, i, &rec);
             unmatched_gone(m, &rec);
+            store_session_rec_done(&rec);
             return;
         }
     }

@@ -6,7 +6,8 @@
  *  - manager.c: the registry (by_id, by_container, the list), Redis operations in flight (sop),
  *    the cron tick and the reaper, stats and tenant counts.
  *  - session.c: one session's state machine (session_set_state() is the only writer of
- *    s->state), touch, epoch, ending, kernel events, lookups and accessors.
+ *    s->state), ending, kernel events, lookups and accessors.
+ *  - record.c: the record's fields that change while it lives: epoch, touch, expiry, ext.
  *  - create.c: create, quotas, fair shares of the warm pools, binding a slot, cold waits.
  *  - execution.c: executions, deadline, grace, interrupt, restart.
  *  - result.c: pure: the kernel's done and the execution's phase to the API status.
@@ -14,6 +15,8 @@
  *    container events (gone, oom, quarantine).
  *  - history.c: the execution history in Redis.
  *  - pause.c: pausing (the cgroup freezer), resuming, the calls that wait for it, uses.
+ *  - hibernate.c: hibernating (a snapshot, then no container) and waking (a container, the
+ *    snapshot restored into it), idle actions.
  *  - views.c: the API's JSON views of sessions and executions. */
 #pragma once
 
@@ -39,11 +42,12 @@ struct store_sessions;
 #define TOUCH_MIN_MS        250u
 #define COLD_WAIT_FACTOR    4u /* a cold create may take this many engine deadlines */
 #define RECONNECT_TRIES     3u
-#define SETTLE_MS           1000u /* see struct session's settle_timer */
-#define OOM_DEATH_MS        2000u /* see struct session's oom_ms */
-#define OOM_WAIT_MS         2000u /* see SESSION_DYING */
-#define CODE_HEAD_CHARS     200u  /* characters of code kept in the execution history */
-#define MAX_LIVE_WAITERS    64u   /* calls waiting for one session to resume */
+#define SETTLE_MS           1000u  /* see struct session's settle_timer */
+#define OOM_DEATH_MS        2000u  /* see struct session's oom_ms */
+#define OOM_WAIT_MS         2000u  /* see SESSION_DYING */
+#define CODE_HEAD_CHARS     200u   /* characters of code kept in the execution history */
+#define MAX_LIVE_WAITERS    64u    /* calls waiting for one session to resume or wake */
+#define HIBERNATE_RETRY_MS  60000u /* an idle hibernation that failed for now is tried again */
 
 /* ---- the session state machine ---------------------------------------------------------------
  *
@@ -55,6 +59,11 @@ struct store_sessions;
  *
  *   READY --> PAUSING --> PAUSED --> RESUMING --> READY   (pause.c; a failed freeze goes back to
  *               `-----> READY          ^   `----> PAUSED   READY, a failed thaw to PAUSED)
+ *
+ *   READY --> HIBERNATING --> HIBERNATED --> WAKING --> READY   (hibernate.c; a failed or
+ *                 `-----> READY    ^            `-----> HIBERNATED   cancelled hibernation goes
+ *   CREATING ---------------------'  (a hibernated record loaded)    back to READY, a failed
+ *                                                                     wake to HIBERNATED)
  *
  * (every registered state may go to ENDING; a failed end goes back: see session_end()). Whether
  * an execution runs is s->exec, not a state: one may run in READY (the API's "busy"), and still
@@ -72,6 +81,10 @@ enum session_state {
     SESSION_PAUSING,      /* its container is being frozen (the engine's pause in flight) */
     SESSION_PAUSED,       /* frozen: no CPU; a call that needs it resumes it first */
     SESSION_RESUMING,     /* being thawed; the calls that need it wait (s->waiters) */
+    SESSION_HIBERNATING,  /* its snapshot is being taken; then its container goes */
+    SESSION_HIBERNATED,   /* no container (s->slot NULL): its state is in rec.snapshot */
+    SESSION_WAKING,       /* a container was or is being claimed for it and its snapshot is being
+                           * restored into it; the calls that need it wait (s->waiters) */
     SESSION__COUNT,
 };
 
@@ -171,11 +184,18 @@ struct execution {
     char actor[80];       /* who asked for it (audit log) */
 };
 
-/* A call waiting for its session to be paused (pause) or live again (resume). */
+/* What a waiting call waits for. */
+enum waiter_kind {
+    WAIT_LIVE,      /* READY: a call that needs the container (a resume, a wake) */
+    WAIT_PAUSE,     /* PAUSED: an explicit pause */
+    WAIT_HIBERNATE, /* HIBERNATED: an explicit hibernation */
+};
+
+/* A call waiting for its session to be paused, hibernated, or live again. */
 struct session_waiter {
     TAILQ_ENTRY(session_waiter) link;
     struct session *s;
-    bool pause; /* waits for PAUSED (an explicit pause), else for READY */
+    enum waiter_kind kind;
     session_live_cb *cb;
     void *userdata;
 };
@@ -206,7 +226,7 @@ struct session {
     /* Restarts asked for and not yet confirmed by the kernel; one restart request is in flight
      * while this is not empty (later requests join it). */
     TAILQ_HEAD(, session_restart) restarts;
-    struct event *restart_timer;
+    struct event *restart_timer; /* this and the other timers: NULL without a container */
     /* Calls waiting for a pause or a resume (pause.c), at most MAX_LIVE_WAITERS. */
     TAILQ_HEAD(, session_waiter) waiters;
     /* Operations on its container that are not executions (file transfers): no pause while
@@ -215,12 +235,20 @@ struct session {
     /* The engine's freezer state as last confirmed, and what the call in flight asks for: the
      * facts a failed end goes back by (end_failed()), not states. */
     bool frozen, freezing;
+    /* Hibernation (hibernate.c): a snapshot job (take or restore) of the session is in flight,
+     * which session_destroy() forgets; a hibernation the reaper asked for (idle: a failure ends
+     * it or retries, never answers). */
+    bool snap_job;
+    bool idle_hibernation;
     uint64_t resume_started_us; /* monotonic: the resume's latency histogram */
     uint64_t last_use_ms;       /* monotonic: the last call that needed its container */
+    /* The container made on demand a wake waits for (hibernate.c). */
+    struct pool_waiter *wake_wait;
+    uint64_t hibernate_started_us; /* monotonic: of the hibernation or wake under way */
+    uint64_t hibernate_bytes;      /* its snapshot's size (the audit line) */
     /* What a restore brought back ({"from", "variables", "skipped"}), shown by the session and
      * by its first execution after it (restored_told then); NULL: made fresh. */
     json_t *restored;
-    bool restored_told;
     /* A runtime other than runc (gVisor): memory exhaustion kills the whole sandbox, kernel
      * included. When its connection breaks during an execution, the answer waits up to
      * SETTLE_MS for the engine's oom/die events, so that it can say what happened. */
@@ -235,6 +263,7 @@ struct session {
     bool oom_wait_die;
     /* What kind of container it got (the acquire histogram, the audit line): not a state. */
     bool cold;
+    bool restored_told;     /* see restored */
     uint64_t last_touch_ms; /* monotonic */
     unsigned reconnect_failures;
     uint64_t detached_ms;       /* monotonic */
@@ -256,6 +285,7 @@ enum sop_kind {
     SOP_HISTORY,
     SOP_EXPIRY,
     SOP_EXT,
+    SOP_HIBERNATE,
 };
 
 /* A Redis operation in flight. */
@@ -283,6 +313,7 @@ struct cold {
     struct pool_waiter *waiter;
     struct session_create_req req;
     char tenant[65], profile[49];
+    char idle_action[16];
     char *metadata;
     char *ext;
     session_create_cb *cb;
@@ -326,6 +357,8 @@ struct session_manager {
     void *notify_userdata;
     session_audit_cb *audit;
     void *audit_userdata;
+    const struct session_snapshot_ops *snap; /* NULL: no snapshot store, no hibernation */
+    void *snap_userdata;
 };
 
 /* ---- manager.c ------------------------------------------------------------------------------- */
@@ -352,7 +385,8 @@ struct session *manager_by_container(const struct session_manager *m, const char
 /* "tenant:<id>", the audit log's actor for what a tenant asked for. */
 const char *tenant_actor(const char *tenant, char *out, size_t n);
 
-/* ---- session.c ------------------------------------------------------------------------------- */
+/* ---- session.c, record.c
+ * ------------------------------------------------------------------------------- */
 
 extern const struct kernel_handlers session_kernel_handlers;
 
@@ -361,8 +395,13 @@ void session_set_state(struct session *s, enum session_state to);
 bool session_is_registered(const struct session *s);
 struct session *session_alloc(struct session_manager *m, struct pool_slot *slot,
                               const struct cfg_profile *p, const struct store_session_rec *rec);
-/* Puts a CREATING (or adopted) session in the registry as READY. */
+/* The timers of a session with a container exist (on) or not (off: a hibernated session's, so
+ * that it costs little more than its record). */
+void session_timers(struct session *s, bool on);
+/* Puts a CREATING (or adopted) session in the registry as READY (session_register()), or as st
+ * (a loaded hibernated record: HIBERNATED). slot may be NULL in session_alloc() (no container). */
 void session_register(struct session *s);
+void session_register_as(struct session *s, enum session_state st);
 /* Frees the session object; the caller has dealt with its record and container. A running
  * execution is answered first. */
 void session_destroy(struct session *s);
@@ -383,6 +422,31 @@ void session_lost(struct session *s, const char *why);
 /* The reaper claimed it: it ends (daemon, "idle" or "lifetime"). */
 void session_reaped(struct session *s);
 bool session_died_of_oom(const struct session *s);
+
+/* ---- hibernate.c ----------------------------------------------------------------------------- */
+
+/* Whether the session hibernates at its idle deadline (its own idle_action, else its profile's,
+ * and a snapshot store). */
+bool hibernate_on_idle(const struct session *s);
+/* Whether its idle action is to hibernate (whatever its state now). */
+bool hibernate_on_idle_action(const struct session *s);
+/* The reaper claimed it and it hibernates rather than end (hibernate_on_idle()). */
+void hibernate_idle(struct session *s);
+/* A call needs the hibernated session: its wake starts (the caller added its waiter). */
+void hibernate_wake(struct session *s);
+/* The session goes: its snapshot job is forgotten, its container wait cancelled. */
+void hibernate_forget(struct session *s);
+/* A wake whose new container or kernel went: back to HIBERNATED, the waiters answered r. */
+void hibernate_wake_failed(struct session *s, int r, const char *why);
+/* Releases the container a wake claimed (if any): the session has none again. */
+void hibernate_drop_container(struct session *s);
+/* A loaded hibernated record: the session, registered as HIBERNATED. */
+void hibernate_adopt_record(struct session_manager *m, const struct store_session_rec *rec);
+/* pause.c's waiters, for hibernate.c. */
+struct session_waiter *waiter_add(struct session *s, enum waiter_kind kind, session_live_cb *cb,
+                                  void *userdata);
+unsigned waiters_count(const struct session *s, enum waiter_kind kind);
+void waiters_answer(struct session *s, enum waiter_kind kind, int r, const char *msg);
 
 /* ---- execution.c ----------------------------------------------------------------------------- */
 
@@ -411,6 +475,8 @@ void create_cold_free(struct cold *c);
 /* ---- recovery.c ------------------------------------------------------------------------------ */
 
 void recovery_load_records(struct session_manager *m);
+/* Frees the records still unmatched. */
+void recovery_unmatched_free(struct session_manager *m);
 /* The record id is gone (the reaper claimed it before its container said hello): a container
  * that says it serves it later is released, not adopted. */
 void recovery_forget(struct session_manager *m, const char *id);

@@ -67,26 +67,34 @@ static const char *const state_names[SESSION__COUNT] = {
     [SESSION_PAUSING] = "pausing",
     [SESSION_PAUSED] = "paused",
     [SESSION_RESUMING] = "resuming",
+    [SESSION_HIBERNATING] = "hibernating",
+    [SESSION_HIBERNATED] = "hibernated",
+    [SESSION_WAKING] = "waking",
 };
 
 #define BIT(st) (1u << (st))
 
 /* transitions[from]: the states it may go to. */
 static const unsigned transitions[SESSION__COUNT] = {
-    [SESSION_CREATING] = BIT(SESSION_READY) | BIT(SESSION_CREATE_LOST),
+    [SESSION_CREATING] = BIT(SESSION_READY) | BIT(SESSION_CREATE_LOST) | BIT(SESSION_HIBERNATED),
     [SESSION_CREATE_LOST] = 0,
-    [SESSION_READY] =
-        BIT(SESSION_DETACHED) | BIT(SESSION_DYING) | BIT(SESSION_ENDING) | BIT(SESSION_PAUSING),
+    [SESSION_READY] = BIT(SESSION_DETACHED) | BIT(SESSION_DYING) | BIT(SESSION_ENDING) |
+                      BIT(SESSION_PAUSING) | BIT(SESSION_HIBERNATING),
     [SESSION_DETACHED] = BIT(SESSION_RECONNECTING) | BIT(SESSION_DYING) | BIT(SESSION_ENDING),
     [SESSION_RECONNECTING] = BIT(SESSION_READY) | BIT(SESSION_DETACHED) | BIT(SESSION_ENDING),
     [SESSION_DYING] = BIT(SESSION_ENDING),
     /* A failed end goes back (see end_failed()). */
-    [SESSION_ENDING] = BIT(SESSION_READY) | BIT(SESSION_DETACHED) | BIT(SESSION_PAUSED),
+    [SESSION_ENDING] =
+        BIT(SESSION_READY) | BIT(SESSION_DETACHED) | BIT(SESSION_PAUSED) | BIT(SESSION_HIBERNATED),
     [SESSION_PAUSING] =
         BIT(SESSION_PAUSED) | BIT(SESSION_READY) | BIT(SESSION_DETACHED) | BIT(SESSION_ENDING),
     [SESSION_PAUSED] = BIT(SESSION_RESUMING) | BIT(SESSION_DETACHED) | BIT(SESSION_ENDING),
     [SESSION_RESUMING] =
         BIT(SESSION_READY) | BIT(SESSION_PAUSED) | BIT(SESSION_DETACHED) | BIT(SESSION_ENDING),
+    [SESSION_HIBERNATING] =
+        BIT(SESSION_HIBERNATED) | BIT(SESSION_READY) | BIT(SESSION_DETACHED) | BIT(SESSION_ENDING),
+    [SESSION_HIBERNATED] = BIT(SESSION_WAKING) | BIT(SESSION_ENDING),
+    [SESSION_WAKING] = BIT(SESSION_READY) | BIT(SESSION_HIBERNATED) | BIT(SESSION_ENDING),
 };
 
 bool
@@ -130,6 +138,23 @@ on_settle_timeout(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+void
+session_timers(struct session *s, bool on)
+{
+    struct event **timers[] = {&s->restart_timer, &s->settle_timer, &s->oom_wait_timer};
+    event_callback_fn fns[] = {session_on_restart_timeout, on_settle_timeout,
+                               recovery_on_oom_wait_timeout};
+
+    for (size_t i = 0; i < ELEMENTSOF(timers); i++) {
+        if (on && *timers[i] == NULL) {
+            *timers[i] = OOM_CHECK(evtimer_new(s->m->base, fns[i], s));
+        } else if (!on && *timers[i] != NULL) {
+            event_free(*timers[i]);
+            *timers[i] = NULL;
+        }
+    }
+}
+
 struct session *
 session_alloc(struct session_manager *m, struct pool_slot *slot, const struct cfg_profile *p,
               const struct store_session_rec *rec)
@@ -139,26 +164,32 @@ session_alloc(struct session_manager *m, struct pool_slot *slot, const struct cf
     s->m = m;
     s->profile = p;
     s->slot = slot;
-    s->kernel = pool_slot_kernel(slot);
+    s->kernel = slot != NULL ? pool_slot_kernel(slot) : NULL;
     /* s->state is SESSION_CREATING (0, from xcalloc): the initial state, no transition. */
-    s->rec = *rec;
+    store_session_rec_copy(&s->rec, rec);
     s->last_touch_ms = s->last_use_ms = time_now_ms();
     TAILQ_INIT(&s->restarts);
     TAILQ_INIT(&s->waiters);
-    s->restart_timer = OOM_CHECK(evtimer_new(m->base, session_on_restart_timeout, s));
-    s->settle_timer = OOM_CHECK(evtimer_new(m->base, on_settle_timeout, s));
-    s->oom_wait_timer = OOM_CHECK(evtimer_new(m->base, recovery_on_oom_wait_timeout, s));
-    kernel_set_handlers(s->kernel, &session_kernel_handlers, s);
-    hashmap_put(m->by_container, s->rec.container, s);
+    session_timers(s, slot != NULL);
+    if (slot != NULL) {
+        kernel_set_handlers(s->kernel, &session_kernel_handlers, s);
+        hashmap_put(m->by_container, s->rec.container, s);
+    }
     return s;
+}
+
+void
+session_register_as(struct session *s, enum session_state st)
+{
+    hashmap_put(s->m->by_id, s->rec.id, s);
+    TAILQ_INSERT_TAIL(&s->m->sessions, s, link);
+    session_set_state(s, st);
 }
 
 void
 session_register(struct session *s)
 {
-    hashmap_put(s->m->by_id, s->rec.id, s);
-    TAILQ_INSERT_TAIL(&s->m->sessions, s, link);
-    session_set_state(s, SESSION_READY);
+    session_register_as(s, SESSION_READY);
 }
 
 bool
@@ -174,11 +205,12 @@ session_destroy(struct session *s)
         execution_abort(s->exec, "SessionEnded", "the session ended while this was running");
     }
     restarts_answer(s, -ENOENT, "the session ended before its kernel restarted");
-    pause_waiters_answer(s, -ENOENT, "the session ended");
+    hibernate_forget(s);
+    pause_waiters_answer(
+        s, s->end_why[0] != '\0' && strcmp(s->end_why, "snapshot_lost") == 0 ? -EBADMSG : -ENOENT,
+        s->end_detail[0] != '\0' ? s->end_detail : "the session ended");
     json_decref(s->restored);
-    event_free(s->restart_timer);
-    event_free(s->settle_timer);
-    event_free(s->oom_wait_timer);
+    session_timers(s, false);
     if (hashmap_get(s->m->by_container, s->rec.container) == s) {
         (void)hashmap_remove(s->m->by_container, s->rec.container);
     }
@@ -186,6 +218,7 @@ session_destroy(struct session *s)
         (void)hashmap_remove(s->m->by_id, s->rec.id);
         TAILQ_REMOVE(&s->m->sessions, s, link);
     }
+    store_session_rec_done(&s->rec);
     free(s);
 }
 
@@ -220,130 +253,6 @@ session_drop(struct session *s)
     }
 }
 
-/* ---- epoch ----------------------------------------------------------------------------------- */
-
-static void
-on_epoch_saved(int r, void *userdata)
-{
-    sop_free(userdata); /* best effort: the next change or a re-adoption writes it again */
-}
-
-void
-session_epoch_bump(struct session *s, int64_t new_gen, const char *why)
-{
-    struct sop *op;
-    char detail[160];
-
-    s->rec.epoch++;
-    (void)snprintf(detail, sizeof(detail), "kernel_epoch is now %llu: %s",
-                   (unsigned long long)s->rec.epoch, why);
-    manager_notify(s->m, "epoch", &s->rec, detail);
-    s->rec.gen = new_gen;
-    op = sop_new(s->m, SOP_EPOCH, s->rec.id);
-    if (store_sessions_set_epoch(s->m->store, s->rec.id, s->rec.epoch, s->rec.gen, on_epoch_saved,
-                                 op) < 0) {
-        sop_free(op);
-    }
-}
-
-/* ---- touch ----------------------------------------------------------------------------------- */
-
-static void
-on_touched(int r, void *userdata)
-{
-    /* -ENOENT: the reaper claimed it in the meantime; its ending is on the way. */
-    sop_free(userdata);
-}
-
-void
-session_touch(struct session *s)
-{
-    struct sop *op;
-    uint64_t now = time_wall_ms(), mono = time_now_ms();
-
-    s->rec.last_active_at = now;
-    /* A deadline is pushed at most every TOUCH_MIN_MS (or a tenth of the idle timeout, when
-     * shorter): a busy session then costs Redis a few scripts a second, not one per call, and
-     * its deadline is never more than that early. */
-    if (mono - s->last_touch_ms < MIN((uint64_t)TOUCH_MIN_MS, s->rec.idle_timeout_s * 100ull)) {
-        return;
-    }
-    s->last_touch_ms = mono;
-    op = sop_new(s->m, SOP_TOUCH, s->rec.id);
-    if (store_sessions_touch(s->m->store, s->rec.id, now, on_touched, op) < 0) {
-        sop_free(op);
-    }
-}
-
-static void
-on_expiry_set(int r, void *userdata)
-{
-    struct sop *op = userdata;
-    struct session *s = op->m != NULL ? hashmap_get(op->m->by_id, op->id) : NULL;
-
-    if (op->m == NULL && r == 0) {
-        r = -ECANCELED;
-    }
-    if (r == 0 && s != NULL) {
-        s->rec.expires_at = op->expires_at;
-    }
-    op->expiry_cb(r, op->expires_at, op->userdata);
-    sop_free(op);
-}
-
-int
-session_set_expiry(struct session *s, uint64_t at, session_expiry_cb *cb, void *userdata,
-                   struct err *reterr)
-{
-    uint64_t cap = s->rec.created_at + (uint64_t)s->profile->max_lifetime_s * 1000u;
-    struct sop *op;
-
-    if (s->state == SESSION_ENDING || s->state == SESSION_DYING) {
-        return err_set(reterr, -ENOENT, "the session is ending");
-    }
-    op = sop_new(s->m, SOP_EXPIRY, s->rec.id);
-    op->expiry_cb = cb;
-    op->userdata = userdata;
-    op->expires_at = MIN(at, cap);
-    if (store_sessions_set_expiry(s->m->store, s->rec.id, op->expires_at, on_expiry_set, op) < 0) {
-        sop_free(op);
-        return err_set(reterr, -ENOTCONN, "redis is unavailable");
-    }
-    return 0;
-}
-
-static void
-on_ext_set(int r, void *userdata)
-{
-    struct sop *op = userdata;
-
-    op->ext_cb(op->m == NULL && r == 0 ? -ECANCELED : r, op->userdata);
-    sop_free(op);
-}
-
-int
-session_set_ext(struct session *s, const char *ext, session_ext_cb *cb, void *userdata,
-                struct err *reterr)
-{
-    struct sop *op;
-
-    if (strlen(ext) > STORE_EXT_MAX) {
-        return err_set(reterr, -EINVAL, "the session's extension record is too long");
-    }
-    if (s->state == SESSION_ENDING || s->state == SESSION_DYING) {
-        return err_set(reterr, -ENOENT, "the session is ending");
-    }
-    op = sop_new(s->m, SOP_EXT, s->rec.id);
-    op->ext_cb = cb;
-    op->userdata = userdata;
-    if (store_sessions_set_ext(s->m->store, s->rec.id, ext, on_ext_set, op) < 0) {
-        sop_free(op);
-        return err_set(reterr, -ENOTCONN, "redis is unavailable");
-    }
-    (void)snprintf(s->rec.ext, sizeof(s->rec.ext), "%s", ext);
-    return 0;
-}
-
 /* ---- ending ---------------------------------------------------------------------------------- */
 
 /* A failed end: a client's end goes back to where it was (a paused one by what the engine last
@@ -357,6 +266,17 @@ end_failed(struct session *s)
     if (s->end_from == SESSION_PAUSING || s->end_from == SESSION_PAUSED ||
         s->end_from == SESSION_RESUMING) {
         back = s->frozen ? SESSION_PAUSED : SESSION_READY;
+    }
+    /* A hibernation under way was forgotten when the end began: it stays live. A wake under
+     * way was too: its new container goes, and the session is hibernated as before. */
+    if (s->end_from == SESSION_HIBERNATING) {
+        back = SESSION_READY;
+    }
+    if (s->end_from == SESSION_HIBERNATED || s->end_from == SESSION_WAKING) {
+        hibernate_drop_container(s);
+        session_set_state(s, SESSION_HIBERNATED);
+        waiters_answer(s, WAIT_LIVE, -ENOTCONN, "redis is unavailable; retry shortly");
+        return;
     }
 
     session_set_state(s, back);
@@ -427,6 +347,9 @@ end_begin(struct session *s, session_end_cb *cb, void *userdata)
         return -ENOTCONN;
     }
     s->end_from = s->state;
+    if (s->snap_job || s->wake_wait != NULL) {
+        hibernate_forget(s); /* a hibernation or a wake under way stops here */
+    }
     session_set_state(s, SESSION_ENDING);
     if (s->exec != NULL && s->kernel != NULL) {
         (void)kernel_interrupt(s->kernel, s->exec->id);
@@ -463,6 +386,10 @@ session_set_end_cause(struct session *s, const char *actor, const char *why)
 void
 session_lost(struct session *s, const char *why)
 {
+    if (s->state == SESSION_WAKING) {
+        hibernate_wake_failed(s, -ENOTCONN, why); /* its snapshot is still there */
+        return;
+    }
     if (s->state == SESSION_CREATING) {
         session_set_state(s, SESSION_CREATE_LOST); /* on_created fails the create */
         return;
@@ -475,8 +402,10 @@ session_lost(struct session *s, const char *why)
         (void)snprintf(s->end_detail, sizeof(s->end_detail), "%s", why);
     }
     manager_notify(s->m, "ended", &s->rec, why);
-    (void)evtimer_del(s->settle_timer);
-    (void)evtimer_del(s->oom_wait_timer);
+    if (s->slot != NULL) {
+        (void)evtimer_del(s->settle_timer);
+        (void)evtimer_del(s->oom_wait_timer);
+    }
     if (s->exec != NULL) {
         execution_end(s->exec, result_lost_status(session_died_of_oom(s)), "SandboxLost", why);
     }
@@ -492,6 +421,16 @@ session_lost(struct session *s, const char *why)
 void
 session_reaped(struct session *s)
 {
+    if (s->rec.expires_at > time_wall_ms()) {
+        if (hibernate_on_idle(s)) {
+            hibernate_idle(s);
+            return;
+        }
+        if (s->state == SESSION_HIBERNATING) {
+            s->idle_hibernation = true; /* its deadline comes back with it (or on a failure) */
+            return;
+        }
+    }
     manager_notify(s->m, "ended", &s->rec, "idle or past its lifetime");
     session_set_end_cause(s, "daemon", s->rec.expires_at <= time_wall_ms() ? "lifetime" : "idle");
     if (end_begin(s, NULL, NULL) < 0) {
@@ -567,7 +506,11 @@ on_kernel_closed(struct kernel *k, int r, const char *why, void *userdata)
         session_lost(s, msg);
         return;
     }
-    if (s->state == SESSION_READY || pause_is_paused(s)) {
+    if (s->state == SESSION_WAKING) {
+        hibernate_wake_failed(s, -ENOTCONN, why);
+        return;
+    }
+    if (s->state == SESSION_READY || pause_is_paused(s) || s->state == SESSION_HIBERNATING) {
         session_set_state(s, SESSION_DETACHED);
         s->detached_ms = time_now_ms();
         s->m->want_list = true;

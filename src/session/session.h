@@ -61,6 +61,8 @@ const char *session_exec_status_to_string(enum session_exec_status s);
 
 struct session_manager_stats {
     size_t sessions, busy;
+    size_t hibernated; /* now (hibernating and waking included) */
+    uint64_t hibernated_total, woken_total, hibernate_failures, wake_failures;
     uint64_t created_total, ended_total, reaped_total, adopted_total;
     uint64_t executions_total; /* started by this daemon */
     uint64_t reconnected_total;
@@ -81,6 +83,9 @@ struct session_profile_stats {
     struct metrics_hist execution;
     /* A resume: the first call on a paused session to its container thawed. */
     struct metrics_hist resume;
+    /* A hibernation (its start to its container's release) and a wake (the first call on a
+     * hibernated session to its snapshot restored). */
+    struct metrics_hist hibernate, wake;
 };
 
 /* Reports what the edge should log: event is "ended" (reaped or lost), "epoch" (the namespace
@@ -101,6 +106,10 @@ enum session_audit_kind {
     SESSION_AUDIT_PAUSED,        /* "session.paused": why "idle" (an explicit pause's line is
                                   * the edge's) */
     SESSION_AUDIT_RESUMED,       /* "session.resumed": duration_ms (of the thaw) */
+    SESSION_AUDIT_HIBERNATED,    /* "session.hibernated": why ("idle" or "requested"), snapshot,
+                                  * bytes, duration_ms */
+    SESSION_AUDIT_WOKEN,         /* "session.woken": snapshot, container, cold, epoch,
+                                  * duration_ms */
 };
 
 struct session_audit {
@@ -117,6 +126,8 @@ struct session_audit {
     unsigned timeout_s;
     enum session_exec_status status;
     uint64_t duration_ms, epoch;
+    const char *snapshot;
+    uint64_t bytes;
     bool orphan; /* started by a previous daemon or before a reconnection: its code unknown */
 };
 
@@ -185,6 +196,7 @@ struct session_create_req {
                                 * profile's pause_after_s */
     const char *ext;           /* an edge's own data kept with the record (at most
                                 * STORE_EXT_MAX bytes), or NULL: session_ext() */
+    const char *idle_action;   /* "end", "hibernate", or NULL: the profile's */
 };
 
 /* r == 0 with the new session, or: -ENOENT unknown profile, -EINVAL idle timeout or lifetime
@@ -255,6 +267,36 @@ void session_use(struct session *s);
 void session_unuse(struct session_manager *m, const char *id);
 /* "paused" (pausing and resuming included) for the API's state. */
 bool session_is_paused(const struct session *s);
+
+/* ---- hibernation (a snapshot, then no container; docs/hibernate.md) ------------------------- */
+
+/* The snapshot service, as the session module uses it (the server wires snapshot.h in): take a
+ * hibernation snapshot of s (cb(0, {"id", "size", ...})), restore one into s (cb(0, the restored
+ * object)), forget a session's jobs (no callback after it). Contracts as snapshots_hibernate(),
+ * snapshots_wake() and snapshots_forget(). */
+typedef void session_snap_cb(int r, json_t *result, const struct err *e, void *userdata);
+struct session_snapshot_ops {
+    int (*take)(void *ops, struct session *s, session_snap_cb *cb, void *userdata,
+                struct err *reterr);
+    int (*restore)(void *ops, struct session *s, const char *snapshot, session_snap_cb *cb,
+                   void *userdata, struct err *reterr);
+    void (*forget)(void *ops, const char *session_id);
+};
+/* NULL: no hibernation (sessions hibernated in Redis still load, and wait for a store). ops and
+ * userdata are borrowed; set NULL before the snapshot service goes. */
+void session_manager_set_snapshots(struct session_manager *m,
+                                   const struct session_snapshot_ops *ops, void *userdata);
+/* Hibernates the session: its snapshot is taken, then its record names it and its container goes
+ * (the session keeps its id and record). 0 when it is hibernated already (no callback), 1 when
+ * cb(0) follows once it is (or cb(r < 0): it stays live; -ECANCELED when a call needed it
+ * meanwhile), or -EBUSY (an execution, restart or file transfer runs, or it is paused: resume it
+ * first), -EPERM (its profile never hibernates), -ENOSYS (no snapshot store), -ENOTCONN (its
+ * kernel connection is broken, or Redis is down), -ENOENT (ending). actor: the audit line's. A
+ * call that needs it later wakes it (session_ensure_live()). */
+int session_hibernate(struct session *s, const char *actor, session_live_cb *cb, void *userdata,
+                      struct session_waiter **ret, struct err *reterr);
+/* The session is hibernated (its state: "hibernated"), or being hibernated or woken. */
+bool session_is_hibernated(const struct session *s);
 
 /* What a restore brought back into it ({"from", "variables", "skipped"}, referenced): shown by
  * the session from now on and by its next execution. */

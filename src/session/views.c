@@ -13,13 +13,13 @@
 #include "util/macro.h"
 #include "util/utf8.h"
 
-/* The API's state of a session: "ending", "paused" (frozen, or being frozen or thawed), "busy"
- * (an execution runs) or "ready". */
+/* The API's state of a session: "ending", "hibernating", "hibernated", "waking", "paused"
+ * (frozen, or being frozen or thawed), "busy" (an execution runs) or "ready". */
 static const char *
 view_state(const struct session *s)
 {
-    if (s->state == SESSION_ENDING) {
-        return "ending";
+    if (s->state == SESSION_ENDING || session_is_hibernated(s)) {
+        return session_state_name(s->state);
     }
     if (pause_is_paused(s)) {
         return "paused";
@@ -46,6 +46,9 @@ session_to_json(const struct session *s)
         "idle_expires_at", history_time_json(store_session_deadline(r, r->last_active_at)),
         "expires_at", history_time_json(r->expires_at), "kernel_epoch", (json_int_t)r->epoch,
         "metadata", meta));
+    (void)json_object_set_new(
+        o, "idle_action",
+        OOM_CHECK(json_string(hibernate_on_idle_action(s) ? "hibernate" : "end")));
     if (s->restored != NULL) {
         (void)json_object_set(o, "restored", s->restored);
     }

@@ -211,7 +211,7 @@ on_got(int r, const struct store_snapshot_rec *recs, size_t n, void *userdata)
     if (r < 0) {
         q->cb(r, NULL, msg(&e, r, "redis is unavailable"), q->userdata);
     } else if (n == 0 || strcmp(recs[0].tenant, q->tenant) != 0 ||
-               recs[0].state != STORE_SNAPSHOT_READY) {
+               recs[0].state != STORE_SNAPSHOT_READY || recs[0].hibernation) {
         q->cb(-ENOENT, NULL, msg(&e, -ENOENT, "no such snapshot"), q->userdata);
     } else {
         json_t *o = snapshot_rec_json(&recs[0]);
@@ -341,7 +341,7 @@ on_delete_lookup(int r, const struct store_snapshot_rec *recs, size_t n, void *u
     if (req_orphaned(q)) {
         return;
     }
-    if (r < 0 || n == 0 || strcmp(recs[0].tenant, q->tenant) != 0) {
+    if (r < 0 || n == 0 || strcmp(recs[0].tenant, q->tenant) != 0 || recs[0].hibernation) {
         r = r < 0 ? r : -ENOENT;
         q->done_cb(r, msg(&e, r, r == -ENOENT ? "no such snapshot" : "redis is unavailable"),
                    q->userdata);
@@ -371,6 +371,15 @@ snapshots_delete(struct snapshots *sn, const char *tenant, const char *id, const
     return 0;
 }
 
+void
+records_remove(struct snapshots *sn, const char *id)
+{
+    struct req *q = req_new(sn, NULL, id, NULL);
+
+    q->in_store = true;
+    snapstore_delete(sn->store, q->id, on_delete_bytes, q); /* then the record (the sweep's way) */
+}
+
 /* ---- retention ------------------------------------------------------------------------------- */
 
 static void
@@ -384,18 +393,18 @@ on_expired(int r, const struct store_snapshot_rec *recs, size_t n, void *userdat
     }
     req_free(sweep);
     for (size_t i = 0; r == 0 && i < n; i++) {
-        struct req *q = req_new(sn, NULL, recs[i].id, NULL);
-
         sn->stats.expired_total++;
         log_info("snapshot %s of tenant '%s' goes: %s", recs[i].id, recs[i].tenant,
-                 recs[i].state == STORE_SNAPSHOT_READY ? "its retention ended"
-                                                       : "its write never completed");
+                 recs[i].state != STORE_SNAPSHOT_READY ? "its write never completed"
+                 : recs[i].hibernation                 ? "its session woke or ended"
+                                                       : "its retention ended");
         audit_log("snapshot.deleted", "daemon",
-                  OOM_CHECK(json_pack(
-                      "{s:s, s:s, s:s}", "tenant", recs[i].tenant, "snapshot", recs[i].id, "why",
-                      recs[i].state == STORE_SNAPSHOT_READY ? "retention" : "incomplete")));
-        q->in_store = true;
-        snapstore_delete(sn->store, q->id, on_delete_bytes, q);
+                  OOM_CHECK(json_pack("{s:s, s:s, s:s}", "tenant", recs[i].tenant, "snapshot",
+                                      recs[i].id, "why",
+                                      recs[i].state != STORE_SNAPSHOT_READY ? "incomplete"
+                                      : recs[i].hibernation                 ? "hibernation_over"
+                                                                            : "retention")));
+        records_remove(sn, recs[i].id);
     }
 }
 

@@ -180,7 +180,10 @@ on_looked_up(int r, const struct store_snapshot_rec *recs, size_t n, void *userd
         job_end(j, r, NULL, "redis is unavailable");
         return;
     }
-    if (n == 0 || strcmp(recs[0].tenant, j->tenant) != 0 || recs[0].state != STORE_SNAPSHOT_READY) {
+    /* A hibernation's snapshot is its session's alone, and only ever restored into it. */
+    if (n == 0 || strcmp(recs[0].tenant, j->tenant) != 0 || recs[0].state != STORE_SNAPSHOT_READY ||
+        recs[0].hibernation != j->rec.hibernation ||
+        (j->rec.hibernation && strcmp(recs[0].session, j->session) != 0)) {
         job_end(j, -ENOENT, NULL, "no such snapshot");
         return;
     }
@@ -195,9 +198,9 @@ on_looked_up(int r, const struct store_snapshot_rec *recs, size_t n, void *userd
     j->files = files_untar(&ft, j->sn->cfg->snapshots_max_bytes, &untar_io, on_untarred, j);
 }
 
-int
-snapshots_restore(struct snapshots *sn, struct session *s, const char *id, snapshots_json_cb *cb,
-                  void *userdata, struct err *reterr)
+static int
+restore_start(struct snapshots *sn, struct session *s, const char *id, bool hibernation,
+              snapshots_json_cb *cb, void *userdata, struct err *reterr)
 {
     struct snapshot_job *j;
 
@@ -209,10 +212,25 @@ snapshots_restore(struct snapshots *sn, struct session *s, const char *id, snaps
     }
     j = job_new(sn, s, JOB_LOOKUP, cb, userdata);
     (void)snprintf(j->rec.id, sizeof(j->rec.id), "%s", id);
+    j->rec.hibernation = hibernation;
     if (store_snapshots_get(sn->records, id, on_looked_up, j) < 0) {
         j->cb = NULL;
         job_end(j, -ENOTCONN, NULL, "redis is unavailable");
         return err_set(reterr, -ENOTCONN, "redis is unavailable");
     }
     return 0;
+}
+
+int
+snapshots_restore(struct snapshots *sn, struct session *s, const char *id, snapshots_json_cb *cb,
+                  void *userdata, struct err *reterr)
+{
+    return restore_start(sn, s, id, false, cb, userdata, reterr);
+}
+
+int
+snapshots_wake(struct snapshots *sn, struct session *s, const char *id, snapshots_json_cb *cb,
+               void *userdata, struct err *reterr)
+{
+    return restore_start(sn, s, id, true, cb, userdata, reterr);
 }

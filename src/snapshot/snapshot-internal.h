@@ -86,5 +86,9 @@ int job_store_errno(int r);
 /* Whether the service's Redis answer may still come for this job (ORPHAN handling). */
 bool job_orphaned(struct snapshot_job *j);
 
+/* Removes a snapshot as the sweep does: its bytes, then (once they are gone) its record; a crash
+ * in between leaves the record for the sweep (records.c). */
+void records_remove(struct snapshots *sn, const char *id);
+
 /* The API object of a record (snapshot.h). */
 json_t *snapshot_rec_json(const struct store_snapshot_rec *rec);

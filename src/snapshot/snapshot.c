@@ -143,16 +143,6 @@ job_free(struct snapshot_job *j)
     free(j);
 }
 
-static void
-on_cleanup_done(int r, const struct err *e, void *userdata)
-{
-    /* best effort: the sweep removes what stays (the record's deadline) */
-}
-
-static void
-on_record_cleaned(int r, void *userdata)
-{}
-
 void
 job_end(struct snapshot_job *j, int r, json_t *ok, const char *fmt, ...)
 {
@@ -173,8 +163,7 @@ job_end(struct snapshot_job *j, int r, json_t *ok, const char *fmt, ...)
             snapstore_put_abort(j->put);
             j->put = NULL;
         }
-        snapstore_delete(j->sn->store, j->rec.id, on_cleanup_done, NULL);
-        (void)store_snapshots_delete(j->sn->records, j->rec.id, NULL, on_record_cleaned, NULL);
+        records_remove(j->sn, j->rec.id); /* bytes, then the record: never bytes without one */
     }
     if (j->cb != NULL) {
         j->cb(r, ok, r < 0 ? &e : NULL, j->userdata);
@@ -239,10 +228,20 @@ on_committed(int r, void *userdata)
         job_end(j, r == -ENOENT ? -EIO : r, NULL, "the snapshot's record could not be completed");
         return;
     }
+    if (j->rec.hibernation && j->cb == NULL) {
+        job_end(j, -ECANCELED, NULL, "its session went before it hibernated");
+        return; /* begun still: its bytes and record go */
+    }
     j->begun = false; /* it is the tenant's now */
     j->rec.state = STORE_SNAPSHOT_READY;
     j->sn->stats.taken_total++;
     j->sn->stats.bytes_written += j->rec.size;
+    if (j->rec.hibernation) { /* its session's audit line says it */
+        log_info("snapshot %s of session=%s taken for its hibernation: %llu bytes", j->rec.id,
+                 j->session, (unsigned long long)j->rec.size);
+        job_end(j, 0, snapshot_rec_json(&j->rec), "ok");
+        return;
+    }
     audit_log("snapshot.created", j->actor,
               OOM_CHECK(json_pack("{s:s, s:s, s:s, s:I, s:s}", "tenant", j->tenant, "session",
                                   j->session, "snapshot", j->rec.id, "size",
@@ -264,9 +263,17 @@ on_put_done(int r, const struct err *e, void *userdata)
                 e ? e->msg : strerror(-r));
         return;
     }
+    if (j->rec.hibernation && j->cb == NULL) {
+        job_end(j, -ECANCELED, NULL, "its session went before it hibernated");
+        return;
+    }
     j->rec.size = j->bytes;
     job_sha_hex(j, j->rec.sha256);
-    j->rec.expires_at = time_wall_ms() + (uint64_t)j->sn->cfg->snapshots_retention_s * 1000u;
+    /* A hibernation's keeps the write deadline until its session names it (then it has none: it
+     * goes with the session), so that a crash in between leaves nothing for long. */
+    j->rec.expires_at =
+        time_wall_ms() + (j->rec.hibernation ? SNAPSHOT_WRITE_DEADLINE_MS
+                                             : (uint64_t)j->sn->cfg->snapshots_retention_s * 1000u);
     text = json_dumps(j->manifest, JSON_COMPACT);
     free(j->rec.manifest);
     j->rec.manifest =
@@ -275,7 +282,8 @@ on_put_done(int r, const struct err *e, void *userdata)
         free(text);
     }
     job_set(j, JOB_COMMIT);
-    if (store_snapshots_commit(j->sn->records, &j->rec, j->sn->cfg->snapshots_max_bytes_per_tenant,
+    if (store_snapshots_commit(j->sn->records, &j->rec,
+                               j->rec.hibernation ? 0 : j->sn->cfg->snapshots_max_bytes_per_tenant,
                                on_committed, j) < 0) {
         job_end(j, -ENOTCONN, NULL, "redis is unavailable");
     }
@@ -408,9 +416,9 @@ on_begun(int r, void *userdata)
     }
 }
 
-int
-snapshots_take(struct snapshots *sn, struct session *s, const char *actor, snapshots_json_cb *cb,
-               void *userdata, struct err *reterr)
+static int
+take_start(struct snapshots *sn, struct session *s, const char *actor, bool hibernation,
+           snapshots_json_cb *cb, void *userdata, struct err *reterr)
 {
     struct snapshot_job *j;
 
@@ -429,9 +437,36 @@ snapshots_take(struct snapshots *sn, struct session *s, const char *actor, snaps
     (void)snprintf(j->rec.session, sizeof(j->rec.session), "%s", j->session);
     j->rec.created_at = time_wall_ms();
     j->rec.expires_at = j->rec.created_at + SNAPSHOT_WRITE_DEADLINE_MS;
+    j->rec.hibernation = hibernation;
     if (store_snapshots_begin(sn->records, &j->rec, on_begun, j) < 0) {
         job_free(j);
         return err_set(reterr, -ENOTCONN, "redis is unavailable");
     }
     return 0;
+}
+
+int
+snapshots_take(struct snapshots *sn, struct session *s, const char *actor, snapshots_json_cb *cb,
+               void *userdata, struct err *reterr)
+{
+    return take_start(sn, s, actor, false, cb, userdata, reterr);
+}
+
+int
+snapshots_hibernate(struct snapshots *sn, struct session *s, snapshots_json_cb *cb, void *userdata,
+                    struct err *reterr)
+{
+    return take_start(sn, s, "daemon", true, cb, userdata, reterr);
+}
+
+void
+snapshots_forget(struct snapshots *sn, const char *session)
+{
+    struct snapshot_job *j;
+
+    TAILQ_FOREACH (j, &sn->jobs, link) {
+        if (strcmp(j->session, session) == 0) {
+            j->cb = NULL;
+        }
+    }
 }

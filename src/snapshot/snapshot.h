@@ -61,6 +61,18 @@ int snapshots_take(struct snapshots *sn, struct session *s, const char *actor,
 int snapshots_restore(struct snapshots *sn, struct session *s, const char *id,
                       snapshots_json_cb *cb, void *userdata, struct err *reterr);
 
+/* Hibernation (docs/hibernate.md): a take whose snapshot is the session's own (never listed,
+ * never refused by the tenant's quota, kept with the write deadline until the session's record
+ * names it), and its restore into the woken session (only the session it was taken of; a fork's
+ * restore never reads one). Contracts as snapshots_take() and snapshots_restore(). */
+int snapshots_hibernate(struct snapshots *sn, struct session *s, snapshots_json_cb *cb,
+                        void *userdata, struct err *reterr);
+int snapshots_wake(struct snapshots *sn, struct session *s, const char *id, snapshots_json_cb *cb,
+                   void *userdata, struct err *reterr);
+/* No more callbacks for the jobs of this session (it went); a hibernation's take in flight is
+ * abandoned: its bytes and record go. */
+void snapshots_forget(struct snapshots *sn, const char *session);
+
 /* The tenant's snapshot id (-ENOENT for another tenant's). */
 int snapshots_get(struct snapshots *sn, const char *tenant, const char *id, snapshots_json_cb *cb,
                   void *userdata, struct err *reterr);

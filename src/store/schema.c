@@ -12,7 +12,32 @@
 static const char *const state_names[STORE_SESSION__COUNT] = {
     [STORE_SESSION_ACTIVE] = "active",
     [STORE_SESSION_ENDING] = "ending",
+    [STORE_SESSION_HIBERNATED] = "hibernated",
 };
+
+static const char *const idle_names[STORE_IDLE__COUNT] = {
+    [STORE_IDLE_PROFILE] = "",
+    [STORE_IDLE_END] = "end",
+    [STORE_IDLE_HIBERNATE] = "hibernate",
+};
+
+const char *
+store_idle_action_name(enum store_idle_action a)
+{
+    return a >= 0 && a < STORE_IDLE__COUNT ? idle_names[a] : NULL;
+}
+
+int
+store_idle_action_parse(const char *s, enum store_idle_action *ret)
+{
+    for (int i = 0; i < STORE_IDLE__COUNT; i++) {
+        if (strcmp(idle_names[i], s) == 0) {
+            *ret = (enum store_idle_action)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
 
 static int
 key(char *out, size_t n, const char *prefix, const char *a, const char *b, const char *c)
@@ -35,6 +60,18 @@ store_key_session_history(char *out, size_t n, const char *prefix, const char *i
 }
 
 int
+store_key_snapshot(char *out, size_t n, const char *prefix, const char *id)
+{
+    return key(out, n, prefix, "snapshot:", id, "");
+}
+
+int
+store_key_snapshots_expiry(char *out, size_t n, const char *prefix)
+{
+    return key(out, n, prefix, "snapshots:expiry", "", "");
+}
+
+int
 store_key_node_sessions(char *out, size_t n, const char *prefix, const char *node)
 {
     return key(out, n, prefix, "node:", node, ":sessions");
@@ -52,6 +89,8 @@ enum field_kind {
     F_I64,
     F_UINT,
     F_STATE,
+    F_IDLE,
+    F_TEXT, /* a malloc'd text of at most size bytes */
 };
 
 struct field {
@@ -82,8 +121,10 @@ static const struct field fields[] = {
     FO("pause_after_s", F_UINT, pause_after_s),
     FN("gen", F_I64, gen),
     FN("state", F_STATE, state),
-    FS("metadata", metadata, false),
-    FS("ext", ext, false),
+    {"idle_action", offsetof(struct store_session_rec, idle_action), 0, F_IDLE, false},
+    FS("snapshot", snapshot, false),
+    {"metadata", offsetof(struct store_session_rec, metadata), STORE_METADATA_MAX, F_TEXT, false},
+    {"ext", offsetof(struct store_session_rec, ext), STORE_EXT_MAX, F_TEXT, false},
 };
 
 static int
@@ -129,6 +170,21 @@ set_field(struct store_session_rec *r, const struct field *f, const char *v, siz
             }
         }
         return -EPROTO;
+    case F_TEXT:
+        if (n > f->size || memchr(v, '\0', n) != NULL || !utf8_valid(v, n)) {
+            return -EPROTO;
+        }
+        free(*(char **)(void *)base);
+        *(char **)(void *)base = xstrndup(v, n);
+        return 0;
+    case F_IDLE:
+        for (int i = 0; i < STORE_IDLE__COUNT; i++) {
+            if (strlen(idle_names[i]) == n && memcmp(idle_names[i], v, n) == 0) {
+                *(enum store_idle_action *)(void *)base = (enum store_idle_action)i;
+                return 0;
+            }
+        }
+        return -EPROTO;
     }
     return -EPROTO;
 }
@@ -139,28 +195,28 @@ store_session_parse(const char *const *kv, const size_t *lens, size_t n,
 {
     struct store_session_rec r = {0};
     bool seen[ELEMENTSOF(fields)] = {0};
+    bool ok = n % 2 == 0;
 
-    (void)snprintf(r.metadata, sizeof(r.metadata), "{}");
-    if (n % 2 != 0) {
-        return -EPROTO;
-    }
-    for (size_t i = 0; i < n; i += 2) {
-        for (size_t f = 0; f < ELEMENTSOF(fields); f++) {
+    for (size_t i = 0; ok && i < n; i += 2) {
+        for (size_t f = 0; ok && f < ELEMENTSOF(fields); f++) {
             if (strlen(fields[f].name) == lens[i] && memcmp(fields[f].name, kv[i], lens[i]) == 0) {
-                if (set_field(&r, &fields[f], kv[i + 1], lens[i + 1]) < 0) {
-                    return -EPROTO;
-                }
+                ok = set_field(&r, &fields[f], kv[i + 1], lens[i + 1]) == 0;
                 seen[f] = true;
             }
         }
     }
-    for (size_t f = 0; f < ELEMENTSOF(fields); f++) {
-        if (fields[f].required && !seen[f]) {
-            return -EPROTO;
-        }
+    for (size_t f = 0; ok && f < ELEMENTSOF(fields); f++) {
+        ok = !fields[f].required || seen[f];
     }
-    if (r.id[0] == '\0' || !str_is_name(r.id, STORE_ID_MAX)) {
+    if (!ok || r.id[0] == '\0' || !str_is_name(r.id, STORE_ID_MAX)) {
+        store_session_rec_done(&r);
         return -EPROTO;
+    }
+    if (r.metadata == NULL) {
+        r.metadata = xstrdup("{}");
+    }
+    if (r.ext == NULL) {
+        r.ext = xstrdup("");
     }
     *rec = r;
     return 0;
@@ -179,8 +235,10 @@ store_session_fields(const struct store_session_rec *rec, char scratch[STORE_SCR
         {"container", rec->container},
         {"node", rec->node},
         {"state", state_names[rec->state]},
-        {"metadata", rec->metadata},
-        {"ext", rec->ext},
+        {"metadata", rec->metadata != NULL ? rec->metadata : "{}"},
+        {"ext", rec->ext != NULL ? rec->ext : ""},
+        {"snapshot", rec->snapshot},
+        {"idle_action", idle_names[rec->idle_action]},
     };
     const struct {
         const char *name;
@@ -205,11 +263,36 @@ store_session_fields(const struct store_session_rec *rec, char scratch[STORE_SCR
         lens[(*argc)++] = strlen(scratch[i]);
     }
     _Static_assert(ELEMENTSOF(u) + 1 <= STORE_SCRATCH, "a scratch entry for each number");
+    _Static_assert(2 * (ELEMENTSOF(s) + ELEMENTSOF(u) + 1) == STORE_FIELDS_ARGV,
+                   "STORE_FIELDS_ARGV counts every field");
     (void)snprintf(scratch[ELEMENTSOF(u)], 24, "%lld", (long long)rec->gen);
     argv[*argc] = "gen";
     lens[(*argc)++] = 3;
     argv[*argc] = scratch[ELEMENTSOF(u)];
     lens[(*argc)++] = strlen(scratch[ELEMENTSOF(u)]);
+}
+
+void
+store_session_rec_done(struct store_session_rec *rec)
+{
+    free(rec->metadata);
+    free(rec->ext);
+    rec->metadata = rec->ext = NULL;
+}
+
+void
+store_session_rec_copy(struct store_session_rec *dst, const struct store_session_rec *src)
+{
+    *dst = *src;
+    dst->metadata = xstrdup(src->metadata != NULL ? src->metadata : "{}");
+    dst->ext = xstrdup(src->ext != NULL ? src->ext : "");
+}
+
+void
+store_session_rec_set(char **field, const char *value)
+{
+    free(*field);
+    *field = xstrdup(value);
 }
 
 uint64_t

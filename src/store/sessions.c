@@ -22,6 +22,7 @@ struct store_sessions {
     char *node;
     char key_set[KEY_MAX];
     char key_deadlines[KEY_MAX];
+    char key_snapshot_expiry[KEY_MAX];
 };
 
 /* KEYS: hash, node set, deadlines. ARGV: id, deadline, field/value pairs. */
@@ -50,18 +51,59 @@ static const char touch_lua[] =
     "redis.call('ZADD', KEYS[2], d, ARGV[1])\n"
     "return 1\n";
 
-/* KEYS: hash, deadlines. ARGV: id. */
+/* A hibernated session's snapshot goes to the snapshot sweep when its record ends or goes
+ * (KEYS[n]: the sweep's zset). */
+#define DROP_SNAPSHOT_LUA(n)                               \
+    "local sn = redis.call('HGET', KEYS[1], 'snapshot')\n" \
+    "if sn and sn ~= '' then redis.call('ZADD', KEYS[" n "], 0, sn) end\n"
+
+/* KEYS: hash, deadlines, snapshot expiry. ARGV: id. */
 static const char ending_lua[] = "redis.call('ZREM', KEYS[2], ARGV[1])\n"
                                  "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
                                  "  redis.call('HSET', KEYS[1], 'state', 'ending')\n"
-                                 "end\n"
-                                 "return 1\n";
+                                 "end\n" DROP_SNAPSHOT_LUA("3") "return 1\n";
 
-/* KEYS: hash, node set, deadlines, history. ARGV: id. */
-static const char delete_lua[] = "redis.call('ZREM', KEYS[3], ARGV[1])\n"
-                                 "redis.call('SREM', KEYS[2], ARGV[1])\n"
-                                 "redis.call('DEL', KEYS[1], KEYS[4])\n"
-                                 "return 1\n";
+/* KEYS: hash, node set, deadlines, history, snapshot expiry. ARGV: id. */
+static const char delete_lua[] = DROP_SNAPSHOT_LUA("5") "redis.call('ZREM', KEYS[3], ARGV[1])\n"
+                                                        "redis.call('SREM', KEYS[2], ARGV[1])\n"
+                                                        "redis.call('DEL', KEYS[1], KEYS[4])\n"
+                                                        "return 1\n";
+
+/* KEYS: hash, deadlines, snapshot hash, snapshot expiry. ARGV: id, container, snapshot id. The
+ * live session (still active on that container) becomes hibernated on its ready snapshot, which
+ * loses its own expiry (the session's end hands it to the sweep); its deadline is its end of
+ * life. 0: the session is no longer that live one; -1: the snapshot is not ready. */
+static const char hibernate_lua[] =
+    "if redis.call('HGET', KEYS[1], 'state') ~= 'active' or\n"
+    "   redis.call('HGET', KEYS[1], 'container') ~= ARGV[2] then return 0 end\n"
+    "if redis.call('HGET', KEYS[3], 'state') ~= 'ready' then return -1 end\n"
+    "redis.call('HSET', KEYS[1], 'state', 'hibernated', 'snapshot', ARGV[3], 'container', '')\n"
+    "redis.call('ZADD', KEYS[2], redis.call('HGET', KEYS[1], 'expires_at'), ARGV[1])\n"
+    "redis.call('HSET', KEYS[3], 'expires_at', '0')\n"
+    "redis.call('ZREM', KEYS[4], ARGV[3])\n"
+    "return 1\n";
+
+/* KEYS: hash, deadlines, snapshot expiry. ARGV: id, container, epoch, gen, now, snapshot id. The
+ * hibernated session is live again on container; its snapshot goes to the sweep. 0: it is no
+ * longer hibernated on that snapshot (ended meanwhile). */
+static const char wake_lua[] =
+    "if redis.call('HGET', KEYS[1], 'state') ~= 'hibernated' or\n"
+    "   redis.call('HGET', KEYS[1], 'snapshot') ~= ARGV[6] then return 0 end\n"
+    "redis.call('HSET', KEYS[1], 'state', 'active', 'container', ARGV[2], 'epoch', ARGV[3],\n"
+    "           'gen', ARGV[4], 'last_active_at', ARGV[5], 'snapshot', '')\n"
+    "local d = tonumber(ARGV[5]) + tonumber(redis.call('HGET', KEYS[1], 'idle_timeout_s')) * 1000\n"
+    "local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))\n"
+    "if exp < d then d = exp end\n"
+    "redis.call('ZADD', KEYS[2], d, ARGV[1])\n"
+    "redis.call('ZADD', KEYS[3], 0, ARGV[6])\n"
+    "return 1\n";
+
+/* KEYS: hash, deadlines. ARGV: id, at. An active session the reaper claimed gets a deadline
+ * again (its idle hibernation failed for now: it is tried again at). */
+static const char requeue_lua[] =
+    "if redis.call('HGET', KEYS[1], 'state') ~= 'active' then return 0 end\n"
+    "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])\n"
+    "return 1\n";
 
 /* KEYS: hash, history. ARGV: entry, max. Only while the record exists: an execution that ends
  * with its session (answered after the delete went out) must not leave a list behind. */
@@ -76,18 +118,22 @@ static const char claim_lua[] =
     "for _, id in ipairs(ids) do redis.call('ZREM', KEYS[1], id) end\n"
     "return ids\n";
 
-/* KEYS: node set, deadlines. ARGV: session key prefix. An active record that lost its deadline
- * (a daemon died between claiming it and ending the session) gets it back, so it is reaped. */
+/* KEYS: node set, deadlines. ARGV: session key prefix. An active or hibernated record that lost
+ * its deadline (a daemon died between claiming it and ending or hibernating the session) gets it
+ * back, so it is reaped (a hibernated one at its end of life). */
 static const char load_lua[] =
     "local out = {}\n"
     "for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do\n"
     "  local k = ARGV[1] .. id\n"
-    "  if redis.call('HGET', k, 'state') == 'active' and\n"
-    "     not redis.call('ZSCORE', KEYS[2], id) then\n"
-    "    local d = tonumber(redis.call('HGET', k, 'last_active_at')) +\n"
-    "              tonumber(redis.call('HGET', k, 'idle_timeout_s')) * 1000\n"
+    "  local st = redis.call('HGET', k, 'state')\n"
+    "  if (st == 'active' or st == 'hibernated') and not redis.call('ZSCORE', KEYS[2], id) then\n"
     "    local exp = tonumber(redis.call('HGET', k, 'expires_at'))\n"
-    "    if exp < d then d = exp end\n"
+    "    local d = exp\n"
+    "    if st == 'active' then\n"
+    "      d = tonumber(redis.call('HGET', k, 'last_active_at')) +\n"
+    "          tonumber(redis.call('HGET', k, 'idle_timeout_s')) * 1000\n"
+    "      if exp < d then d = exp end\n"
+    "    end\n"
     "    redis.call('ZADD', KEYS[2], d, id)\n"
     "  end\n"
     "  out[#out + 1] = redis.call('HGETALL', k)\n"
@@ -97,6 +143,7 @@ static const char load_lua[] =
 enum op_kind {
     OP_OK,
     OP_TOUCH,
+    OP_FLAG, /* 1: 0; 0: -ENOENT; -1: -ESTALE */
     OP_CLAIM,
     OP_LOAD,
     OP_LIST,
@@ -154,6 +201,9 @@ finish_load(struct op *op, int r, redisReply *reply)
         }
     }
     cb(r, recs, n, malformed, op->userdata);
+    for (size_t i = 0; i < n; i++) {
+        store_session_rec_done(&recs[i]);
+    }
     free(recs);
 }
 
@@ -223,6 +273,14 @@ on_reply(int r, redisReply *reply, void *userdata)
         }
         ((store_sessions_cb *)op->cb)(r, op->userdata);
         break;
+    case OP_FLAG:
+        if (r == 0 && reply->type != REDIS_REPLY_INTEGER) {
+            r = -EPROTO;
+        } else if (r == 0 && reply->integer != 1) {
+            r = reply->integer == 0 ? -ENOENT : -ESTALE;
+        }
+        ((store_sessions_cb *)op->cb)(r, op->userdata);
+        break;
     case OP_CLAIM:
         finish_claim(op, r, reply);
         break;
@@ -283,8 +341,8 @@ write_record(struct store_sessions *s, const char *script, const struct store_se
              store_sessions_cb *cb, void *userdata)
 {
     char key[KEY_MAX], deadline[24], scratch[STORE_SCRATCH][24];
-    const char *args[40];
-    size_t lens[40];
+    const char *args[5 + STORE_FIELDS_ARGV];
+    size_t lens[5 + STORE_FIELDS_ARGV];
     int n = 0;
 
     if (session_key(s, rec->id, key) < 0) {
@@ -401,12 +459,12 @@ store_sessions_mark_ending(struct store_sessions *s, const char *id, store_sessi
                            void *userdata)
 {
     char key[KEY_MAX];
-    const char *args[3] = {key, s->key_deadlines, id};
+    const char *args[4] = {key, s->key_deadlines, s->key_snapshot_expiry, id};
 
     if (session_key(s, id, key) < 0) {
         return -ENAMETOOLONG;
     }
-    return eval(s, OP_OK, (void (*)(void))cb, userdata, ending_lua, 2, args, NULL, 3);
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, ending_lua, 3, args, NULL, 4);
 }
 
 int
@@ -414,13 +472,76 @@ store_sessions_delete(struct store_sessions *s, const char *id, store_sessions_c
                       void *userdata)
 {
     char key[KEY_MAX], hkey[KEY_MAX];
-    const char *args[5] = {key, s->key_set, s->key_deadlines, hkey, id};
+    const char *args[6] = {key, s->key_set, s->key_deadlines, hkey, s->key_snapshot_expiry, id};
 
     if (session_key(s, id, key) < 0 ||
         store_key_session_history(hkey, KEY_MAX, s->prefix, id) < 0) {
         return -ENAMETOOLONG;
     }
-    return eval(s, OP_OK, (void (*)(void))cb, userdata, delete_lua, 4, args, NULL, 5);
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, delete_lua, 5, args, NULL, 6);
+}
+
+int
+store_sessions_hibernate(struct store_sessions *s, const char *id, const char *container,
+                         const char *snapshot, store_sessions_cb *cb, void *userdata)
+{
+    char key[KEY_MAX], skey[KEY_MAX];
+    const char *args[7] = {key, s->key_deadlines, skey,    s->key_snapshot_expiry,
+                           id,  container,        snapshot};
+
+    if (session_key(s, id, key) < 0 || store_key_snapshot(skey, KEY_MAX, s->prefix, snapshot) < 0) {
+        return -ENAMETOOLONG;
+    }
+    return eval(s, OP_FLAG, (void (*)(void))cb, userdata, hibernate_lua, 4, args, NULL, 7);
+}
+
+int
+store_sessions_wake(struct store_sessions *s, const char *id, const char *container, uint64_t epoch,
+                    int64_t gen, uint64_t now_ms, const char *snapshot, store_sessions_cb *cb,
+                    void *userdata)
+{
+    char key[KEY_MAX], e[24], g[24], now[24];
+    const char *args[9] = {key, s->key_deadlines, s->key_snapshot_expiry, id, container, e, g,
+                           now, snapshot};
+
+    if (session_key(s, id, key) < 0) {
+        return -ENAMETOOLONG;
+    }
+    (void)snprintf(e, sizeof(e), "%llu", (unsigned long long)epoch);
+    (void)snprintf(g, sizeof(g), "%lld", (long long)gen);
+    (void)snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
+    return eval(s, OP_FLAG, (void (*)(void))cb, userdata, wake_lua, 3, args, NULL, 9);
+}
+
+int
+store_sessions_drop_snapshot(struct store_sessions *s, const char *snapshot, store_sessions_cb *cb,
+                             void *userdata)
+{
+    static const char lua[] = "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
+                              "  redis.call('ZADD', KEYS[2], 0, ARGV[1])\n"
+                              "end\n"
+                              "return 1\n";
+    char skey[KEY_MAX];
+    const char *args[3] = {skey, s->key_snapshot_expiry, snapshot};
+
+    if (store_key_snapshot(skey, KEY_MAX, s->prefix, snapshot) < 0) {
+        return -ENAMETOOLONG;
+    }
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, lua, 2, args, NULL, 3);
+}
+
+int
+store_sessions_requeue(struct store_sessions *s, const char *id, uint64_t at_ms,
+                       store_sessions_cb *cb, void *userdata)
+{
+    char key[KEY_MAX], at[24];
+    const char *args[4] = {key, s->key_deadlines, id, at};
+
+    if (session_key(s, id, key) < 0) {
+        return -ENAMETOOLONG;
+    }
+    (void)snprintf(at, sizeof(at), "%llu", (unsigned long long)at_ms);
+    return eval(s, OP_TOUCH, (void (*)(void))cb, userdata, requeue_lua, 2, args, NULL, 4);
 }
 
 int
@@ -493,6 +614,8 @@ store_sessions_new(struct store_redis *redis, const char *prefix, const char *no
     /* prefix <= 64 and node <= 64 bytes (cfg_validate): these always fit. */
     (void)store_key_node_sessions(s->key_set, sizeof(s->key_set), prefix, node);
     (void)store_key_node_deadlines(s->key_deadlines, sizeof(s->key_deadlines), prefix, node);
+    (void)store_key_snapshots_expiry(s->key_snapshot_expiry, sizeof(s->key_snapshot_expiry),
+                                     prefix);
     return s;
 }
 

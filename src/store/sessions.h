@@ -51,10 +51,29 @@ int store_sessions_set_ext(struct store_sessions *s, const char *id, const char 
 /* Records a new kernel epoch and the worker generation it was observed at. */
 int store_sessions_set_epoch(struct store_sessions *s, const char *id, uint64_t epoch, int64_t gen,
                              store_sessions_cb *cb, void *userdata);
-/* Takes the session out of the deadline set and marks it ending (its container goes next). */
+/* Takes the session out of the deadline set and marks it ending (its container goes next; a
+ * hibernated one's snapshot goes to the snapshot sweep). */
 int store_sessions_mark_ending(struct store_sessions *s, const char *id, store_sessions_cb *cb,
                                void *userdata);
-/* Removes every trace of the session. */
+/* Hibernation (docs/hibernate.md). The live session on container becomes hibernated on its
+ * ready snapshot (which then has no expiry of its own; ending or deleting the session hands it to
+ * the snapshot sweep): -ENOENT when the session is no longer live on that container, -ESTALE when
+ * the snapshot is not ready. */
+int store_sessions_hibernate(struct store_sessions *s, const char *id, const char *container,
+                             const char *snapshot, store_sessions_cb *cb, void *userdata);
+/* The hibernated session is live again on container, with epoch and gen, active at now_ms; its
+ * snapshot goes to the sweep. -ENOENT when it is no longer hibernated on that snapshot. */
+int store_sessions_wake(struct store_sessions *s, const char *id, const char *container,
+                        uint64_t epoch, int64_t gen, uint64_t now_ms, const char *snapshot,
+                        store_sessions_cb *cb, void *userdata);
+/* Hands a snapshot no session names to the snapshot sweep (a hibernation that did not happen). */
+int store_sessions_drop_snapshot(struct store_sessions *s, const char *snapshot,
+                                 store_sessions_cb *cb, void *userdata);
+/* Gives an active session the reaper claimed a deadline again, at at_ms. -ENOENT when not
+ * active. */
+int store_sessions_requeue(struct store_sessions *s, const char *id, uint64_t at_ms,
+                           store_sessions_cb *cb, void *userdata);
+/* Removes every trace of the session (a hibernated one's snapshot goes to the sweep). */
 int store_sessions_delete(struct store_sessions *s, const char *id, store_sessions_cb *cb,
                           void *userdata);
 /* Atomically takes up to max ids whose deadline is <= now_ms out of the deadline set: a daemon

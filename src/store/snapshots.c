@@ -36,7 +36,9 @@ static const char commit_lua[] =
     "redis.call('HSET', KEYS[1], 'state', 'ready', 'size', ARGV[2], 'sha256', ARGV[3],\n"
     "           'manifest', ARGV[4], 'expires_at', ARGV[5], 'charge', ARGV[8])\n"
     "redis.call('INCRBY', KEYS[3], ARGV[8])\n"
-    "redis.call('ZADD', KEYS[2], ARGV[7], ARGV[1])\n"
+    "if redis.call('HGET', KEYS[1], 'hibernation') ~= '1' then\n"
+    "  redis.call('ZADD', KEYS[2], ARGV[7], ARGV[1])\n"
+    "end\n"
     "if tonumber(ARGV[5]) > 0 then redis.call('ZADD', KEYS[4], ARGV[5], ARGV[1])\n"
     "else redis.call('ZREM', KEYS[4], ARGV[1]) end\n"
     "return 1\n";
@@ -160,6 +162,10 @@ parse_pair(struct store_snapshot_rec *r, const char *k, size_t kn, const char *v
     }
     if (is(k, kn, "expires_at")) {
         return parse_u64n(v, vn, &r->expires_at) < 0 ? -EPROTO : 0;
+    }
+    if (is(k, kn, "hibernation")) {
+        r->hibernation = is(v, vn, "1");
+        return 0;
     }
     if (is(k, kn, "manifest")) {
         if (vn > STORE_SNAPSHOT_MANIFEST_MAX || memchr(v, '\0', vn) != NULL) {
@@ -341,10 +347,27 @@ store_snapshots_begin(struct store_snapshots *s, const struct store_snapshot_rec
                       store_snapshots_cb *cb, void *userdata)
 {
     char k[KEY_MAX], created[24], deadline[24];
-    const char *argv[] = {"EVAL",       begin_lua, "2",          k,       s->key_expiry,
-                          rec->id,      deadline,  "id",         rec->id, "tenant",
-                          rec->tenant,  "session", rec->session, "state", "writing",
-                          "created_at", created,   "expires_at", deadline};
+    const char *argv[] = {"EVAL",
+                          begin_lua,
+                          "2",
+                          k,
+                          s->key_expiry,
+                          rec->id,
+                          deadline,
+                          "id",
+                          rec->id,
+                          "tenant",
+                          rec->tenant,
+                          "session",
+                          rec->session,
+                          "state",
+                          "writing",
+                          "created_at",
+                          created,
+                          "expires_at",
+                          deadline,
+                          "hibernation",
+                          rec->hibernation ? "1" : "0"};
 
     if (!store_snapshot_valid_id(rec->id) || key(s, k, "snapshot:", rec->id, "") < 0) {
         return -EINVAL;

@@ -3,7 +3,8 @@
  * its quota. Keys (P = redis.prefix):
  *
  *   P snapshot:ID               hash: the record (fields below)
- *   P tenant:T:snapshots        zset: ID -> created_at, the tenant's snapshots (listing)
+ *   P tenant:T:snapshots        zset: ID -> created_at, the tenant's snapshots (listing; not
+ *                               the hibernations')
  *   P tenant:T:snapshot_bytes   string: what its ready snapshots count (quota: size + manifest)
  *   P snapshots:expiry          zset: ID -> when it goes (ms), every record with an end: a
  *                               writing one's is its deadline, a ready one's its retention
@@ -39,6 +40,9 @@ struct store_snapshot_rec {
     char sha256[65];                 /* lowercase hex; "" while writing */
     uint64_t created_at, expires_at; /* wall-clock ms; expires_at 0: kept until deleted */
     char *manifest;                  /* JSON object text (malloc'd; "{}" while writing) */
+    /* A hibernated session's (docs/hibernate.md): not listed, not the tenant's to get, delete or
+     * fork; counted in its bytes, never refused by its quota. Optional in Redis ("1"). */
+    bool hibernation;
 };
 
 void store_snapshot_rec_done(struct store_snapshot_rec *rec);

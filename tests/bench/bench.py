@@ -262,6 +262,84 @@ def snapshot_fork(api, n, heavy):
             "acquire": summary(acqs)}
 
 
+def hibernate_wake(api, n, heavy):
+    """B15: hibernate and wake of one session (near-empty, or the 1 M-row DataFrame and 10 MB
+    file of B14), interleaved with warm acquires in the same run: a wake is a warm acquire plus
+    the restore's own transfer (the goal: wake p50 within 1.5x of those two, measured here)."""
+    settle(api, "python", 8)
+    st, d = api.call("POST", "/v1/sessions", {})
+    assert st == 201, d
+    sid = json.loads(d)["id"]
+    run_code(api, sid, HEAVY_CODE if heavy else "x = 1")
+    hibs, wakes, acqs, restores, size = [], [], [], [], 0
+    for _ in range(n):
+        settle(api, "python", 8)
+        t = now_ms()
+        st, d = api.call("POST", "/v1/sessions", {})
+        acqs.append(now_ms() - t)
+        assert st == 201, d
+        api.call("DELETE", "/v1/sessions/" + json.loads(d)["id"])
+        settle(api, "python", 8)
+        t = now_ms()
+        st, d = api.call("POST", "/v1/sessions/%s/hibernate" % sid)
+        hibs.append(now_ms() - t)
+        assert st == 200 and json.loads(d)["state"] == "hibernated", d
+        # the restore's own transfer: a fork of a snapshot of the same content
+        st, d = api.call("POST", "/v1/sessions/%s/wake" % sid)
+        assert st == 200, d
+        st, d = api.call("POST", "/v1/sessions/%s/snapshots" % sid)
+        assert st == 201, d
+        snap = json.loads(d)
+        size = snap["size"]
+        api.call("POST", "/v1/sessions/%s/hibernate" % sid)
+        settle(api, "python", 8)
+        t = now_ms()
+        st, d = api.call("POST", "/v1/sessions/%s/wake" % sid)
+        wakes.append(now_ms() - t)
+        assert st == 200 and json.loads(d)["state"] == "ready", d
+        settle(api, "python", 8)
+        t = now_ms()
+        st, d = api.call("POST", "/v1/sessions", {"snapshot": snap["id"]})
+        restores.append(now_ms() - t)
+        assert st == 201, d
+        api.call("DELETE", "/v1/sessions/" + json.loads(d)["id"])
+        api.call("DELETE", "/v1/snapshots/" + snap["id"])
+    api.call("DELETE", "/v1/sessions/" + sid)
+    return {"bytes": size, "hibernate": summary(hibs), "wake": summary(wakes),
+            "acquire": summary(acqs), "fork": summary(restores)}
+
+
+def hibernated_density(port, token, daemon_pid, total):
+    """B16: `total` sessions made and hibernated by 8 clients at once (profile "dense"), then the
+    daemon's RSS per hibernated session and the engine's containers of the profile (none: they
+    cost no container)."""
+    import concurrent.futures
+    rss0 = rss_kb(daemon_pid)
+
+    def make(_):
+        a = Api(port, token)
+        st, d = a.call("POST", "/v1/sessions", {"profile": "dense"})
+        assert st == 201, d
+        sid = json.loads(d)["id"]
+        run_code(a, sid, "x = 1")
+        st, d = a.call("POST", "/v1/sessions/%s/hibernate" % sid)
+        assert st == 200, d
+        return sid
+
+    t = time.time()
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        sids = list(ex.map(make, range(total)))
+    made_s = time.time() - t
+    time.sleep(5)  # the released containers go
+    rss1 = rss_kb(daemon_pid)
+    m = Api(port, token).metrics()
+    bound = m.get('sandpool_pool_containers{profile="dense",state="bound"}', -1)
+    hib = m.get("sandpool_sessions_hibernated", -1)
+    return sids, {"sessions": total, "hibernated": hib, "bound_containers": bound,
+                  "rss_kb_before": rss0, "rss_kb_after": rss1, "seconds": made_s,
+                  "per_session_bytes": (rss1 - rss0) * 1024.0 / total}
+
+
 def run_code(api, sid, code):
     st, d = api.call("POST", "/v1/sessions/%s/execute" % sid, {"code": code})
     assert st == 200, d
@@ -610,6 +688,14 @@ def main():
     res["metrics"]["B14"] = {"light": snapshot_fork(api, 10 if q else 50, False),
                              "heavy": snapshot_fork(api, 5 if q else 20, True)}
     log("B14 %s" % res["metrics"]["B14"])
+    res["metrics"]["B15"] = {"light": hibernate_wake(api, 10 if q else 40, False),
+                             "heavy": hibernate_wake(api, 5 if q else 15, True)}
+    log("B15 %s" % res["metrics"]["B15"])
+    hsids, res["metrics"]["B16"] = hibernated_density(args.port, args.token, args.daemon_pid,
+                                                      200 if q else 2000)
+    log("B16 %s" % res["metrics"]["B16"])
+    for s_ in hsids:
+        api.call("DELETE", "/v1/sessions/" + s_)
 
     life = lifecycle(api, 50 if q else 200)
     res["metrics"]["B11"] = summary(life)

@@ -70,6 +70,34 @@ def b14_rows(x):
     return out
 
 
+def b15_rows(x, dens):
+    """B15, hibernate and wake, interleaved with warm acquires and forks of the same content
+    (bench.py hibernate_wake()); B16, the daemon's memory per hibernated session."""
+    out = []
+    if not x:
+        out.append(row("B15", "hibernate and wake", "not measured", "reported", None, "not run"))
+    for kind, what in (("light", "a near-empty session"),
+                       ("heavy", "a 1 M-row DataFrame + a 10 MB file")) if x else ():
+        k = x[kind]
+        ratio = k["wake"]["p50"] / k["fork"]["p50"]
+        out.append(row("B15", "hibernate %s (%.1f MB)" % (what, k["bytes"] / 1e6),
+                       lat(k["hibernate"]), "reported", None, ""))
+        out.append(row("B15", "wake it (`POST .../wake`)",
+                       "%s; warm acquire + restore (a fork) %s" % (lat(k["wake"]), lat(k["fork"])),
+                       "p50 ≤ 1.5× acquire + restore", ratio <= 1.5,
+                       "wake / (acquire + restore) p50: %.2f×" % ratio))
+    if dens:
+        out.append(row("B16", "%d hibernated sessions" % dens["sessions"],
+                       "%.0f bytes of daemon RSS each; %d containers bound" % (
+                           dens["per_session_bytes"], dens["bound_containers"]),
+                       "≤ 2048 bytes, no container", dens["per_session_bytes"] <= 2048 and
+                       dens["bound_containers"] == 0,
+                       "made and hibernated in %.0f s" % dens["seconds"]))
+    else:
+        out.append(row("B16", "hibernated density", "not measured", "reported", None, "not run"))
+    return out
+
+
 def main(src, md_out, png_out):
     r = json.load(open(src))
     m, b = r["metrics"], r["baselines"]
@@ -112,7 +140,7 @@ def main(src, md_out, png_out):
             a["p50"] / m["B11"]["p50"] >= 100 and bx["p50"] / m["B11"]["p50"] >= 25,
             "%.0f× (a), %.1f× (b)" % (a["p50"] / m["B11"]["p50"], bx["p50"] / m["B11"]["p50"])),
         b12_row(m.get("B12")),
-    ] + b13_rows(m.get("B13")) + b14_rows(m.get("B14"))
+    ] + b13_rows(m.get("B13")) + b14_rows(m.get("B14")) + b15_rows(m.get("B15"), m.get("B16"))
     mc = r["machine"]
     out = ["Measured %s on %d cores, %s, runtime %s, kernel %s." % (
         mc["date"], mc["cores"], mc["engine"], mc["runtime"], mc["kernel"]), "",

@@ -24,15 +24,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (store_session_parse(kv, lens, n, &rec) == 0) {
         char scratch[STORE_SCRATCH][24];
-        const char *argv[32];
-        size_t alen[32];
+        const char *argv[STORE_FIELDS_ARGV];
+        size_t alen[STORE_FIELDS_ARGV];
         int argc = 0;
 
         store_session_fields(&rec, scratch, argv, alen, &argc);
         if (store_session_parse(argv, alen, (size_t)argc, &again) != 0 ||
-            strcmp(again.id, rec.id) != 0 || again.epoch != rec.epoch) {
+            strcmp(again.id, rec.id) != 0 || again.epoch != rec.epoch ||
+            strcmp(again.metadata, rec.metadata) != 0 || strcmp(again.ext, rec.ext) != 0) {
             abort();
         }
+        store_session_rec_done(&again);
+        store_session_rec_done(&rec);
     }
     return 0;
 }

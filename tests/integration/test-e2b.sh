@@ -26,6 +26,7 @@ cat >"$work/config.json" <<JSON
 {
 $(config_base)
   "audit": {"file": "$work/audit.log"},
+  "snapshots": {"store": "dir", "dir": "$work/snaps"},
   "profiles": {
     "python": {"image": "sandpool/python:latest", "warm": 3, "max": 20, "exec_timeout_s": 60,
                "max_lifetime_s": 3600, "max_file_bytes": 16777216}

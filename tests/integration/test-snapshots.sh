@@ -15,6 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
 NODE=sandpool-test-snapshots
 . "$here/../lib/api.sh"
+. "$here/../lib/variables.sh"
 
 SNAPS=$work/snaps
 write_config() { # QUOTA_BYTES
@@ -37,19 +38,7 @@ result() { run "$1" "$2" "$(jq -cn --arg c "$3" '{code: $c}')" | jq -r '.result 
 
 s=$(new_session "$TA")
 check "a session is created" test -n "$s" -a "$s" != null
-CODE='import numpy as np, pandas as pd, os
-n = 41
-df = pd.DataFrame({"a": range(1000), "b": [i * 0.5 for i in range(1000)]})
-arr = np.arange(10)
-def f(): return n + 1
-class C:
-    def __init__(self): self.v = "kept"
-c = C()
-fh = open("/tmp/open.txt", "w")
-os.makedirs("deep/er/est", exist_ok=True)
-open("deep/er/est/bin.dat", "wb").write(bytes(range(256)) * 40)
-"ok"'
-check_eq "it makes variables of several kinds and nested binary files" "$(result "$TA" "$s" "$CODE")" "'ok'"
+check_eq "it makes variables of several kinds and nested binary files" "$(result "$TA" "$s" "$VARS_CODE")" "'ok'"
 head -c 300000 /dev/urandom >"$work/up.bin"
 curl -s -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $TA" --data-binary @"$work/up.bin" \
     "$U/v1/sessions/$s/files/data/up.bin" >"$work/status"
@@ -95,8 +84,8 @@ check_eq "three sessions start from it (201 each)" "$(cat "$work"/fork?.status |
 check "each says what it was restored from" \
     jq_true --arg id "$id" '.restored.from == $id and (.restored.variables | index("df") != null)' "$work/fork1.json"
 f1=${forks[0]} f2=${forks[1]} f3=${forks[2]}
-run "$TA" "$f1" '{"code": "(n, f(), int(df[\"b\"].sum()), int(arr.sum()), c.v, isinstance(c, C))"}' >"$work/first.json"
-check_eq "fork 1 has the variables, the function reads them" "$(jq -r .result "$work/first.json")" "(41, 42, 249750, 45, 'kept', True)"
+run "$TA" "$f1" "$VARS_PROBE" >"$work/first.json"
+check_eq "fork 1 has the variables, the function reads them" "$(jq -r .result "$work/first.json")" "$VARS_WANT"
 check "its first execution carries restored" jq_true --arg id "$id" '.restored.from == $id' "$work/first.json"
 run "$TA" "$f1" '{"code": "1"}' >"$work/second.json"
 check "its second does not" jq_true '.restored == null' "$work/second.json"
@@ -104,8 +93,7 @@ check_eq "fork 1's function sees a global changed after the restore" "$(result "
 f()')" 6
 check_eq "the open file is not there" "$(result "$TA" "$f1" "'fh' in globals()")" False
 check_eq "the nested binary file is back, byte for byte" \
-    "$(curl -s -H "Authorization: Bearer $TA" "$U/v1/sessions/$f2/files/deep/er/est/bin.dat" | sha256sum | cut -d' ' -f1)" \
-    "$( (for _ in $(seq 40); do printf "$(printf '\\%03o' $(seq 0 255))"; done) | sha256sum | cut -d' ' -f1)"
+    "$(fetched_sha "$TA" "$f2" deep/er/est/bin.dat)" "$(bin_sha)"
 check_eq "the uploaded file is back, byte for byte" \
     "$(curl -s -H "Authorization: Bearer $TA" "$U/v1/sessions/$f3/files/data/up.bin" | sha256sum | cut -d' ' -f1)" \
     "$(sha256sum "$work/up.bin" | cut -d' ' -f1)"

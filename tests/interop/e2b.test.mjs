@@ -166,6 +166,32 @@ test('setTimeout ends the sandbox at its lease; connect from a second client', a
     assert.equal(await sbx.isRunning(), false);
 });
 
+test('pause hibernates the sandbox; connect resumes it with its variables and files', async (t) => {
+    const sbx = await create(t);
+    await sbx.runCode('import pandas as pd\ndf = pd.DataFrame({"a": range(100)})\nkept = 41');
+    await sbx.files.write('notes/a.txt', 'hello');
+    assert.equal(await sbx.pause(), true);
+    assert.equal((await sbx.getInfo()).state, 'paused');
+    const paused = await Sandbox.list({ query: { state: ['paused'] } }).nextItems();
+    assert.ok(paused.some((s) => s.sandboxId === sbx.sandboxId), 'listed as paused');
+    const running = await Sandbox.list({ query: { state: ['running'] } }).nextItems();
+    assert.ok(!running.some((s) => s.sandboxId === sbx.sandboxId), 'not listed as running');
+    assert.equal(await sbx.pause(), false, 'a second pause: false (409)');
+    const back = await Sandbox.connect(sbx.sandboxId);
+    assert.equal((await back.getInfo()).state, 'running');
+    assert.equal((await back.runCode('kept + int(df["a"].sum())')).text, '4991');
+    assert.equal(await back.files.read('notes/a.txt'), 'hello');
+});
+
+test('any envd or code call resumes a paused sandbox', async (t) => {
+    const sbx = await create(t);
+    await sbx.runCode('v = 7');
+    assert.equal(await sbx.pause(), true);
+    assert.equal((await sbx.runCode('v * 6')).text, '42');
+    assert.equal(await sbx.pause(), true);
+    assert.equal((await sbx.commands.run('echo up')).stdout, 'up\n');
+});
+
 test('kill twice: true, then false', async (t) => {
     const sbx = await create(t);
     assert.equal(await sbx.kill(), true);

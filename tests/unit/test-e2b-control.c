@@ -268,6 +268,7 @@ static const struct route_row route_rows[] = {
     {"sandboxes/abc/timeout", E2B_ROUTE_TIMEOUT, "abc"},
     {"v2/sandboxes/abc/timeout", E2B_ROUTE_TIMEOUT, "abc"},
     {"sandboxes/abc/connect", E2B_ROUTE_CONNECT, "abc"},
+    {"sandboxes/abc/pause", E2B_ROUTE_PAUSE, "abc"},
     {"v2/sandboxes/" ID_64 "/connect", E2B_ROUTE_CONNECT, ID_64},
     /* refused */
     {"", E2B_ROUTE__INVALID, NULL},
@@ -297,7 +298,7 @@ static const struct route_row route_rows[] = {
     {"sandboxes/abc/connect/x", E2B_ROUTE__INVALID, NULL},
     {"sandboxes/abc/kill", E2B_ROUTE__INVALID, NULL},
     {"sandboxes/abc/metrics", E2B_ROUTE__INVALID, NULL},
-    {"sandboxes/abc/pause", E2B_ROUTE__INVALID, NULL},
+    {"sandboxes/abc/pause/x", E2B_ROUTE__INVALID, NULL},
     {"sandboxes/abc/xyz/timeout", E2B_ROUTE__INVALID, NULL},
     {"templates", E2B_ROUTE__INVALID, NULL},
 };
@@ -591,27 +592,27 @@ TEST(list)
     static const struct {
         const char *query, *after;
         unsigned limit;
-        bool running;
+        bool running, paused;
     } ok[] = {
-        {NULL, "", 100, true},
-        {"", "", 100, true},
-        {"limit=1", "", 1, true},
-        {"limit=1000", "", 1000, true},
-        {"limit=0001", "", 1, true},
-        {"limit=5&limit=7", "", 7, true},
-        {"nextToken=", "", 100, true},
-        {"nextToken=" TOK_A, TOK_A, 100, true},
-        {"limit=2&nextToken=" TOK_B, TOK_B, 2, true},
-        {"state=running", "", 100, true},
-        {"state=paused", "", 100, false},
-        {"state=running,paused", "", 100, true},
-        {"state=paused&state=running", "", 100, true},
-        {"state=running&state=paused", "", 100, true},
-        {"state=", "", 100, false},
-        {"state=paused&limit=3", "", 3, false},
-        {"template=base&order=asc&startedAfter=2024-01-01T00%3A00%3A00Z", "", 100, true},
-        {"metadata=", "", 100, true},
-        {"a=1&", "", 100, true},
+        {NULL, "", 100, true, true},
+        {"", "", 100, true, true},
+        {"limit=1", "", 1, true, true},
+        {"limit=1000", "", 1000, true, true},
+        {"limit=0001", "", 1, true, true},
+        {"limit=5&limit=7", "", 7, true, true},
+        {"nextToken=", "", 100, true, true},
+        {"nextToken=" TOK_A, TOK_A, 100, true, true},
+        {"limit=2&nextToken=" TOK_B, TOK_B, 2, true, true},
+        {"state=running", "", 100, true, false},
+        {"state=paused", "", 100, false, true},
+        {"state=running,paused", "", 100, true, true},
+        {"state=paused&state=running", "", 100, true, true},
+        {"state=running&state=paused", "", 100, true, true},
+        {"state=", "", 100, false, false},
+        {"state=paused&limit=3", "", 3, false, true},
+        {"template=base&order=asc&startedAfter=2024-01-01T00%3A00%3A00Z", "", 100, true, true},
+        {"metadata=", "", 100, true, true},
+        {"a=1&", "", 100, true, true},
     };
     static const struct {
         const char *query, *msg;
@@ -645,10 +646,10 @@ TEST(list)
         memset(&l, 0x5a, sizeof(l));
         r = e2b_list_parse(ok[i].query, &l, &e);
         TAP_CHECK(r == 0 && l.limit == ok[i].limit && strcmp(l.after, ok[i].after) == 0 &&
-                      l.running == ok[i].running && l.n_filters == 0,
-                  "'%s' => %d: limit %u, after '%s', running %d",
+                      l.running == ok[i].running && l.paused == ok[i].paused && l.n_filters == 0,
+                  "'%s' => %d: limit %u, after '%s', running %d, paused %d",
                   ok[i].query ? ok[i].query : "(null)", r, l.limit, r == 0 ? l.after : "",
-                  l.running);
+                  l.running, l.paused);
         if (r == 0) {
             e2b_list_done(&l);
         }

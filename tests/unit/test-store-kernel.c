@@ -20,7 +20,7 @@ sample(void)
     (void)snprintf(r.profile, sizeof(r.profile), "python");
     (void)snprintf(r.container, sizeof(r.container), "c0ffee");
     (void)snprintf(r.node, sizeof(r.node), "node-1");
-    (void)snprintf(r.metadata, sizeof(r.metadata), "{\"k\":\"v\"}");
+    r.metadata = xstrdup("{\"k\":\"v\"}");
     r.created_at = 1000;
     r.last_active_at = 2000;
     r.expires_at = 50000;
@@ -48,14 +48,14 @@ TEST(record_round_trip)
 {
     struct store_session_rec in = sample(), out;
     char scratch[STORE_SCRATCH][24];
-    const char *argv[32];
-    size_t lens[32];
+    const char *argv[STORE_FIELDS_ARGV];
+    size_t lens[STORE_FIELDS_ARGV];
     int n = 0;
 
-    (void)snprintf(in.ext, sizeof(in.ext), "{\"e2b\":1}");
+    store_session_rec_set(&in.ext, "{\"e2b\":1}");
     in.pause_after_s = 45;
     store_session_fields(&in, scratch, argv, lens, &n);
-    ASSERT_EQ_I(n, 30);
+    ASSERT_EQ_I(n, STORE_FIELDS_ARGV);
     ASSERT_OK(store_session_parse(argv, lens, (size_t)n, &out));
     ASSERT_STREQ(out.id, in.id);
     ASSERT_STREQ(out.tenant, "acme");
@@ -67,9 +67,27 @@ TEST(record_round_trip)
     ASSERT_EQ_U(out.epoch, 3);
     ASSERT_EQ_I(out.gen, -1);
     ASSERT_EQ_I(out.state, STORE_SESSION_ACTIVE);
+    ASSERT_EQ_I(out.idle_action, STORE_IDLE_PROFILE);
+    ASSERT_STREQ(out.snapshot, "");
+    store_session_rec_done(&out);
+    /* a hibernated record: its snapshot and its own idle action */
+    in.state = STORE_SESSION_HIBERNATED;
+    in.idle_action = STORE_IDLE_HIBERNATE;
+    (void)snprintf(in.snapshot, sizeof(in.snapshot), "0123456789abcdef0123456789abcdef");
+    in.container[0] = '\0';
+    n = 0;
+    store_session_fields(&in, scratch, argv, lens, &n);
+    ASSERT_OK(store_session_parse(argv, lens, (size_t)n, &out));
+    ASSERT_EQ_I(out.state, STORE_SESSION_HIBERNATED);
+    ASSERT_EQ_I(out.idle_action, STORE_IDLE_HIBERNATE);
+    ASSERT_STREQ(out.snapshot, "0123456789abcdef0123456789abcdef");
+    ASSERT_STREQ(out.container, "");
+    in.state = STORE_SESSION_ACTIVE;
     /* deadline: idle bound, then the lifetime bound */
     ASSERT_EQ_U(store_session_deadline(&in, 2000), 32000);
     ASSERT_EQ_U(store_session_deadline(&in, 40000), 50000);
+    store_session_rec_done(&out);
+    store_session_rec_done(&in);
 }
 
 TEST(record_rejects)
@@ -116,6 +134,8 @@ TEST(record_rejects)
         ASSERT_OK(store_session_parse(kv, kl, (size_t)n + 2, &out));
     }
     ASSERT_STREQ(out.tenant, "acme");
+    store_session_rec_done(&out);
+    store_session_rec_done(&in);
 }
 
 TEST(snapshot_record)
