@@ -207,7 +207,8 @@ say "static checks"
 static_checks
 
 # The real MCP and E2B clients of tests/interop (pinned in its package-lock.json), for test-mcp.sh
-# and test-e2b.sh, and s3rver for test-snapstore-s3.sh (the snapshot store's s3 backend).
+# and test-e2b.sh, and s3rver for test-snapstore-s3.sh and test-hibernate-s3.sh (the snapshot
+# store's s3 backend).
 say "interop clients (npm ci in tests/interop)"
 if (cd "$SANDPOOL_ROOT/tests/interop" && npm ci --no-audit --no-fund) >"$tmp/npm.out" 2>&1; then
     pass "interop: npm ci"

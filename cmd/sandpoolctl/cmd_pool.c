@@ -11,21 +11,22 @@ static const char pool_help[] =
     "Usage: sandpoolctl pool ls\n"
     "       sandpoolctl pool resize PROFILE N\n"
     "\n"
-    "ls      one line per profile: warm target, ready, starting, bound (in sessions),\n"
-    "        removing, max, waiters, containers created and failed, refill rate, last failure\n"
+    "ls      one line per profile: warm target, ready, starting, bound (in sessions), its\n"
+    "        paused sessions (frozen) and hibernated ones (no container), removing, max,\n"
+    "        waiters, containers created and failed, refill rate, last failure\n"
     "resize  sets the warm target of PROFILE to N (0..max); the pool fills or shrinks\n"
     "        in the background: watch it with 'pool ls' or 'top'\n";
 
 struct ctl_table *
 ctl_pools_table(const json_t *pools)
 {
-    static const char *const headers[] = {"PROFILE", "WARM",     "READY",      "STARTING",
-                                          "BOUND",   "REMOVING", "MAX",        "WAITERS",
-                                          "CREATED", "FAILED",   "REFILL/MIN", "LAST FAILURE"};
+    static const char *const headers[] = {
+        "PROFILE",  "WARM", "READY",   "STARTING", "BOUND",  "PAUSED",     "HIBERNATED",
+        "REMOVING", "MAX",  "WAITERS", "CREATED",  "FAILED", "REFILL/MIN", "LAST FAILURE"};
     static const char *const keys[] = {
-        "profile",        "warm_target", "ready",   "starting",      "bound",
-        "removing",       "max",         "waiters", "created_total", "failures_total",
-        "refill_per_min", "last_failure"};
+        "profile",       "warm_target",    "ready",          "starting",    "bound",
+        "paused",        "hibernated",     "removing",       "max",         "waiters",
+        "created_total", "failures_total", "refill_per_min", "last_failure"};
     struct ctl_table *t = ctl_table_new(ELEMENTSOF(headers), headers);
     const json_t *p;
     size_t i;

@@ -21,7 +21,9 @@
 
 static const struct ctl_command commands[] = {
     {"pool", "ls | resize PROFILE N", "list the warm pools, change a warm target", ctl_cmd_pool},
-    {"session", "ls | show ID | kill ID", "list, show and end sessions", ctl_cmd_session},
+    {"session", "ls | show ID | kill ID | ...", "list, show, end, pause, hibernate, wake",
+     ctl_cmd_session},
+    {"snapshot", "ls [--tenant T] | rm ID...", "list and delete snapshots", ctl_cmd_snapshot},
     {"exec", "ID [--command] -- CODE|ARGV...", "run code or a command, output streamed",
      ctl_cmd_exec},
     {"cp", "LOCAL ID:PATH | ID:PATH LOCAL", "copy a file into or out of a session", ctl_cmd_cp},

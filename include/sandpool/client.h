@@ -170,6 +170,11 @@ int sp_client_admin_sessions(struct sp_client *c, const char *tenant, const char
 int sp_client_admin_session_get(struct sp_client *c, const char *id, json_t **ret,
                                 struct sp_error *reterr);
 int sp_client_admin_session_kill(struct sp_client *c, const char *id, struct sp_error *reterr);
+/* GET /v1/admin/snapshots[?tenant=]: {"snapshots": [...], "tenants": [...], "truncated"}. */
+int sp_client_admin_snapshots(struct sp_client *c, const char *tenant, json_t **ret,
+                              struct sp_error *reterr);
+/* DELETE /v1/admin/snapshots/{id}: any tenant's (-EBUSY: a hibernated session's). */
+int sp_client_admin_snapshot_delete(struct sp_client *c, const char *id, struct sp_error *reterr);
 /* POST /v1/admin/drain (drain true) or /v1/admin/undrain: {"draining", "sessions"}. */
 int sp_client_drain(struct sp_client *c, bool drain, json_t **ret, struct sp_error *reterr);
 /* GET /v1/admin/policy: {"checked", "drifted": [...]} */

@@ -8,6 +8,7 @@
  *   POST   /v1/admin/drain               no new sessions on this node (readyz 503)
  *   POST   /v1/admin/undrain             take new sessions again
  *   GET    /v1/admin/policy              re-inspect every container; drifted ones are ended
+ *   GET    /v1/admin/snapshots, DELETE /v1/admin/snapshots/{id}: in snapshots.c
  *
  * Every action that changes something is written to the audit log with actor "admin". */
 #include <errno.h>
@@ -27,13 +28,33 @@
 #include "util/macro.h"
 #include "util/parse.h"
 
-static json_t *
-pool_to_json(struct pool *p)
+/* A profile's sessions without CPU (paused) or without a container (hibernated). */
+struct idle_counts {
+    const char *profile;
+    json_int_t paused, hibernated;
+};
+
+static void
+count_idle(struct session *s, void *userdata)
 {
+    struct idle_counts *c = userdata;
+
+    if (strcmp(session_profile(s)->name, c->profile) == 0) {
+        c->paused += session_is_paused(s);
+        c->hibernated += session_is_hibernated(s);
+    }
+}
+
+static json_t *
+pool_to_json(struct api *a, struct pool *p)
+{
+    struct idle_counts idle = {.profile = pool_name(p)};
     struct pool_stats st;
+    json_t *o;
 
     pool_get_stats(p, &st);
-    return OOM_CHECK(json_pack(
+    session_foreach(a->backend->sessions, NULL, count_idle, &idle);
+    o = OOM_CHECK(json_pack(
         "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:f}", "profile", pool_name(p),
         "warm_target", (json_int_t)st.warm_target, "ready", (json_int_t)st.ready, "starting",
         (json_int_t)(st.creating + st.starting), "bound", (json_int_t)st.bound, "removing",
@@ -42,6 +63,9 @@ pool_to_json(struct pool *p)
         (json_int_t)st.failures_total, "last_failure",
         st.last_failure[0] ? OOM_CHECK(json_string(st.last_failure)) : json_null(),
         "refill_per_min", (double)st.refilled_last_window * 60.0 / POOL_REFILL_WINDOW_S));
+    (void)json_object_set_new(o, "paused", OOM_CHECK(json_integer(idle.paused)));
+    (void)json_object_set_new(o, "hibernated", OOM_CHECK(json_integer(idle.hibernated)));
+    return o;
 }
 
 static struct pool *
@@ -65,7 +89,7 @@ api_admin_pools(struct api *a, struct evhttp_request *req, const char *const *pa
     }
     list = OOM_CHECK(json_array());
     for (size_t i = 0; i < a->backend->n_pools; i++) {
-        (void)json_array_append_new(list, pool_to_json(a->backend->pools[i]));
+        (void)json_array_append_new(list, pool_to_json(a, a->backend->pools[i]));
     }
     api_reply_json_new(req, 200, OOM_CHECK(json_pack("{s:o}", "pools", list)));
 }
@@ -122,7 +146,7 @@ api_admin_pool_put(struct api *a, struct evhttp_request *req, const char *const 
                                   (json_int_t)st.warm_target, "to", json_integer_value(warm))));
     pool_set_warm(p, (unsigned)json_integer_value(warm));
     json_decref(body);
-    api_reply_json_new(req, 200, pool_to_json(p));
+    api_reply_json_new(req, 200, pool_to_json(a, p));
 }
 
 struct admin_list {

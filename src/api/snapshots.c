@@ -6,6 +6,8 @@
  *   DELETE /v1/snapshots/{id}            delete it (204)
  *   POST   /v1/sessions {"snapshot": id} a new session restored from one (sessions.c hands the
  *                                        created session over: api_snapshots_restore_reply())
+ *   GET    /v1/admin/snapshots           every tenant's (?tenant= one's), with their byte counts
+ *   DELETE /v1/admin/snapshots/{id}      any tenant's snapshot (204; 409 a hibernated session's)
  *
  * Another tenant's snapshot is a 404 exactly like an unknown one. Without snapshots.store they
  * answer 501. The calls follow sessions.c's rule: the request belongs to libevent, so a call
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 #include <jansson.h>
 
 #define LOG_MODULE "api"
@@ -24,6 +27,7 @@
 #include "session/session.h"
 #include "snapshot/snapshot.h"
 #include "util/macro.h"
+#include "util/parse.h"
 
 struct scall {
     struct api *a;
@@ -31,8 +35,7 @@ struct scall {
     struct evhttp_connection *conn;
     char tenant[65], session[65], actor[80];
     char request[LOG_REQUEST_ID_MAX + 1];
-    int status; /* of the answer: 201 a take, 200 a get or the list */
-    bool list;  /* the answer is {"snapshots": [...]} */
+    int status; /* of the answer: 201 a take, 200 a get or a list */
 };
 
 static void
@@ -111,8 +114,6 @@ on_json(int r, json_t *doc, const struct err *e, void *userdata)
     }
     if (r < 0) {
         reply_failure(c->req, r, e);
-    } else if (c->list) {
-        api_reply_json_new(c->req, c->status, OOM_CHECK(json_pack("{s:O}", "snapshots", doc)));
     } else {
         api_reply_json_new(c->req, c->status, json_incref(doc));
     }
@@ -175,7 +176,6 @@ records_call(struct api *a, struct evhttp_request *req, const char *id, enum evh
     (void)snprintf(actor, sizeof(actor), "tenant:%s", t->id);
     c = scall_new(a, req, t->id, actor);
     if (id == NULL) {
-        c->list = true;
         r = snapshots_list(a->backend->snapshots, t->id, on_json, c, &e);
     } else if (method == EVHTTP_REQ_DELETE) {
         r = snapshots_delete(a->backend->snapshots, t->id, id, actor, on_deleted, c, &e);
@@ -205,6 +205,73 @@ void
 api_snapshots_delete(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     records_call(a, req, params[0], EVHTTP_REQ_DELETE);
+}
+
+/* ---- the admin's ---------------------------------------------------------------------------- */
+
+void
+api_admin_snapshots(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    struct evkeyvalq q = {0};
+    const char **names;
+    const char *tenant;
+    struct err e = {0};
+    struct scall *c;
+    size_t n = 0;
+
+    if (!api_require_admin(a, req) || !enabled(a, req)) {
+        return;
+    }
+    if (query != NULL && evhttp_parse_query_str(query, &q) < 0) {
+        api_reply_error(req, -EINVAL, "malformed query string");
+        return;
+    }
+    tenant = evhttp_find_header(&q, "tenant");
+    if (tenant != NULL && !str_is_name(tenant, 64)) {
+        api_reply_error(req, -EINVAL, "'tenant' must be a name ([A-Za-z0-9._-], 1-64 bytes)");
+        evhttp_clear_headers(&q);
+        return;
+    }
+    names = xcalloc(a->cfg->n_tenants + 1, sizeof(*names));
+    if (tenant != NULL) { /* also one no longer in the configuration: its snapshots stay */
+        names[n++] = tenant;
+    } else {
+        for (size_t i = 0; i < a->cfg->n_tenants; i++) {
+            names[n++] = a->cfg->tenants[i].id;
+        }
+    }
+    if (n == 0) {
+        api_reply_json_new(
+            req, 200,
+            OOM_CHECK(json_pack("{s:[], s:[], s:b}", "snapshots", "tenants", "truncated", false)));
+    } else {
+        c = scall_new(a, req, "", "admin");
+        if (snapshots_admin_list(a->backend->snapshots, names, n, on_json, c, &e) < 0) {
+            evhttp_connection_set_closecb(c->conn, NULL, NULL);
+            reply_failure(req, e.code, &e);
+            free(c);
+        }
+    }
+    free(names);
+    evhttp_clear_headers(&q);
+}
+
+void
+api_admin_snapshot_delete(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    struct err e = {0};
+    struct scall *c;
+
+    if (!api_require_admin(a, req) || !enabled(a, req)) {
+        return;
+    }
+    c = scall_new(a, req, "", "admin");
+    if (snapshots_delete(a->backend->snapshots, NULL, params[0], "admin", on_deleted, c, &e) < 0) {
+        evhttp_connection_set_closecb(c->conn, NULL, NULL);
+        reply_failure(req, e.code, &e);
+        free(c);
+    }
 }
 
 /* ---- a session from a snapshot --------------------------------------------------------------- */

@@ -520,6 +520,32 @@ sp_client_admin_session_kill(struct sp_client *c, const char *id, struct sp_erro
 }
 
 int
+sp_client_admin_snapshots(struct sp_client *c, const char *tenant, json_t **ret,
+                          struct sp_error *reterr)
+{
+    struct buf p = BUF_INIT(PATH_MAX_BYTES);
+    int r = 0;
+
+    if (buf_puts(&p, "/v1/admin/snapshots") < 0) {
+        oom(); /* a literal far below the cap */
+    }
+    if (tenant != NULL) {
+        r = client_make_path(&p, "?tenant=", tenant, false, "", reterr);
+    }
+    if (r >= 0) {
+        r = client_call_json(c, "GET", p.buf, NULL, ret, reterr);
+    }
+    buf_done(&p);
+    return r;
+}
+
+int
+sp_client_admin_snapshot_delete(struct sp_client *c, const char *id, struct sp_error *reterr)
+{
+    return client_call_on(c, "DELETE", "/v1/admin/snapshots/", id, "", NULL, NULL, reterr);
+}
+
+int
 sp_client_drain(struct sp_client *c, bool drain, json_t **ret, struct sp_error *reterr)
 {
     return client_call_json(c, "POST", drain ? "/v1/admin/drain" : "/v1/admin/undrain", NULL, ret,

@@ -87,6 +87,20 @@ on_sop_done(int r, void *userdata)
     sop_free(userdata); /* best effort */
 }
 
+/* The snapshot the session hibernates on (id NULL: none), and what its record says of its bytes
+ * (snapshot: the take's answer), which the session keeps for a Redis that loses the record. */
+static void
+set_snapshot(struct session *s, const char *id, const json_t *snapshot)
+{
+    const char *sha = json_string_value(json_object_get(snapshot, "sha256"));
+
+    (void)snprintf(s->rec.snapshot, sizeof(s->rec.snapshot), "%s", id != NULL ? id : "");
+    (void)snprintf(s->rec.snapshot_sha256, sizeof(s->rec.snapshot_sha256), "%s",
+                   id != NULL && sha != NULL ? sha : "");
+    s->rec.snapshot_size =
+        id != NULL ? (uint64_t)json_integer_value(json_object_get(snapshot, "size")) : 0;
+}
+
 /* The snapshot no record names (a hibernation that did not happen) goes to the sweep. */
 static void
 drop_snapshot(struct session *s, const char *snapshot)
@@ -165,7 +179,7 @@ on_hibernated(int r, void *userdata)
     }
     if (r < 0) {
         drop_snapshot(s, s->rec.snapshot);
-        s->rec.snapshot[0] = '\0';
+        set_snapshot(s, NULL, NULL);
         hibernate_failed(s, r == -ENOENT ? -EPIPE : -ENOTCONN,
                          r == -ENOENT ? "its record changed meanwhile" : "redis is unavailable");
         return;
@@ -186,21 +200,23 @@ on_hibernated(int r, void *userdata)
     }
     manager_audit(m, &(struct session_audit){
                          .kind = SESSION_AUDIT_HIBERNATED,
-                         .actor = s->idle_hibernation
-                                      ? "daemon"
+                         .actor = s->idle_hibernation ? "daemon"
+                                  : s->hibernate_by_admin
+                                      ? "admin"
                                       : tenant_actor(s->rec.tenant, actor, sizeof(actor)),
                          .tenant = s->rec.tenant,
                          .session = s->rec.id,
                          .why = s->idle_hibernation ? "idle" : "requested",
                          .snapshot = s->rec.snapshot,
-                         .bytes = s->hibernate_bytes,
+                         .bytes = s->rec.snapshot_size,
                          .duration_ms = (time_now_us() - s->hibernate_started_us) / 1000u,
                      });
     log_info("session=%s hibernated on snapshot %s (%llu bytes)", s->rec.id, s->rec.snapshot,
-             (unsigned long long)s->hibernate_bytes);
+             (unsigned long long)s->rec.snapshot_size);
     s->idle_hibernation = false;
     json_decref(s->restored); /* its wake says what comes back */
     s->restored = NULL;
+    s->rec.state = STORE_SESSION_HIBERNATED; /* as Redis has it now */
     session_set_state(s, SESSION_HIBERNATED);
     waiters_answer(s, WAIT_HIBERNATE, 0, NULL);
     if (waiters_count(s, WAIT_LIVE) > 0) {
@@ -226,14 +242,13 @@ on_taken(int r, json_t *result, const struct err *e, void *userdata)
         hibernate_failed(s, -ECANCELED, "a call needed the session while it hibernated");
         return;
     }
-    (void)snprintf(s->rec.snapshot, sizeof(s->rec.snapshot), "%s", id);
-    s->hibernate_bytes = (uint64_t)json_integer_value(json_object_get(result, "size"));
+    set_snapshot(s, id, result);
     op = sop_new(s->m, SOP_HIBERNATE, s->rec.id);
     if (store_sessions_hibernate(s->m->store, s->rec.id, s->rec.container, id, on_hibernated, op) <
         0) {
         sop_free(op);
         drop_snapshot(s, id);
-        s->rec.snapshot[0] = '\0';
+        set_snapshot(s, NULL, NULL);
         hibernate_failed(s, -ENOTCONN, "redis is unavailable");
     }
 }
@@ -297,7 +312,7 @@ session_hibernate(struct session *s, const char *actor, session_live_cb *cb, voi
     if (r < 0) {
         return r;
     }
-    (void)actor; /* the edge writes who asked; the session.hibernated line says "requested" */
+    s->hibernate_by_admin = actor != NULL && strcmp(actor, "admin") == 0; /* else its tenant */
     *ret = waiter_add(s, WAIT_HIBERNATE, cb, userdata);
     return 1;
 }
@@ -437,7 +452,8 @@ on_wake_recorded(int r, void *userdata)
                    "kernel_epoch is now %llu: woken from its snapshot (variables restored)",
                    (unsigned long long)s->rec.epoch);
     manager_notify(m, "epoch", &s->rec, detail);
-    s->rec.snapshot[0] = '\0';
+    set_snapshot(s, NULL, NULL);
+    s->rec.state = STORE_SESSION_ACTIVE;
     session_set_state(s, SESSION_READY);
     waiters_answer(s, WAIT_LIVE, 0, NULL);
 }

@@ -240,12 +240,12 @@ struct session {
      * it or retries, never answers). */
     bool snap_job;
     bool idle_hibernation;
+    bool hibernate_by_admin; /* the explicit hibernation under way is the admin's (audit actor) */
     uint64_t resume_started_us; /* monotonic: the resume's latency histogram */
     uint64_t last_use_ms;       /* monotonic: the last call that needed its container */
     /* The container made on demand a wake waits for (hibernate.c). */
     struct pool_waiter *wake_wait;
     uint64_t hibernate_started_us; /* monotonic: of the hibernation or wake under way */
-    uint64_t hibernate_bytes;      /* its snapshot's size (the audit line) */
     /* What a restore brought back ({"from", "variables", "skipped"}), shown by the session and
      * by its first execution after it (restored_told then); NULL: made fresh. */
     json_t *restored;

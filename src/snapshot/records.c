@@ -3,6 +3,7 @@
 #define LOG_MODULE "snapshot"
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -240,12 +241,35 @@ snapshots_get(struct snapshots *sn, const char *tenant, const char *id, snapshot
     return 0;
 }
 
+/* The list's answer for one tenant: {"tenant"?, "snapshots", "bytes", "quota_bytes"}. */
+static json_t *
+tenant_listing(const struct snapshots *sn, const char *tenant,
+               const struct store_snapshot_rec *recs, size_t n, uint64_t bytes, bool admin)
+{
+    uint64_t quota = sn->cfg->snapshots_max_bytes_per_tenant;
+    json_t *a = OOM_CHECK(json_array());
+
+    for (size_t i = 0; i < n; i++) {
+        if (recs[i].state == STORE_SNAPSHOT_READY && strcmp(recs[i].tenant, tenant) == 0) {
+            json_t *o = snapshot_rec_json(&recs[i]);
+
+            if (admin) {
+                (void)json_object_set_new(o, "tenant", OOM_CHECK(json_string(tenant)));
+            }
+            (void)json_array_append_new(a, o);
+        }
+    }
+    return OOM_CHECK(
+        json_pack("{s:o, s:I, s:o}", "snapshots", a, "bytes", (json_int_t)bytes, "quota_bytes",
+                  quota > 0 ? OOM_CHECK(json_integer((json_int_t)quota)) : json_null()));
+}
+
 static void
-on_listed(int r, const struct store_snapshot_rec *recs, size_t n, void *userdata)
+on_listed(int r, const struct store_snapshot_rec *recs, size_t n, uint64_t bytes, void *userdata)
 {
     struct req *q = userdata;
     struct err e = {0};
-    json_t *a;
+    json_t *o;
 
     if (req_orphaned(q)) {
         return;
@@ -255,14 +279,9 @@ on_listed(int r, const struct store_snapshot_rec *recs, size_t n, void *userdata
         req_free(q);
         return;
     }
-    a = OOM_CHECK(json_array());
-    for (size_t i = 0; i < n; i++) {
-        if (recs[i].state == STORE_SNAPSHOT_READY && strcmp(recs[i].tenant, q->tenant) == 0) {
-            (void)json_array_append_new(a, snapshot_rec_json(&recs[i]));
-        }
-    }
-    q->list_cb(0, a, NULL, q->userdata);
-    json_decref(a);
+    o = tenant_listing(q->sn, q->tenant, recs, n, bytes, false);
+    q->list_cb(0, o, NULL, q->userdata);
+    json_decref(o);
     req_free(q);
 }
 
@@ -275,6 +294,142 @@ snapshots_list(struct snapshots *sn, const char *tenant, snapshots_list_cb *cb, 
     q->list_cb = cb;
     if (store_snapshots_list(sn->records, tenant, SNAPSHOT_LIST_MAX, on_listed, q) < 0) {
         req_free(q);
+        return err_set(reterr, -ENOTCONN, "redis is unavailable");
+    }
+    return 0;
+}
+
+/* ---- the admin's list: tenant after tenant --------------------------------------------------- */
+
+struct admin_walk {
+    struct req *q;
+    char **tenants;
+    size_t n, next;
+    json_t *snapshots, *totals;
+};
+
+static void walk_next(struct admin_walk *w);
+
+static void
+walk_free(struct admin_walk *w)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        free(w->tenants[i]);
+    }
+    free(w->tenants);
+    json_decref(w->snapshots);
+    json_decref(w->totals);
+    free(w);
+}
+
+struct listed {
+    json_t *snapshot; /* borrowed from the walk's array */
+};
+
+static int
+newest_first(const void *a, const void *b)
+{
+    const char *x =
+        json_string_value(json_object_get(((const struct listed *)a)->snapshot, "created_at"));
+    const char *y =
+        json_string_value(json_object_get(((const struct listed *)b)->snapshot, "created_at"));
+
+    return strcmp(y != NULL ? y : "", x != NULL ? x : ""); /* RFC 3339 UTC: text order is time */
+}
+
+/* Every tenant listed: the snapshots newest first, at most SNAPSHOT_LIST_MAX of them. */
+static void
+walk_done(struct admin_walk *w)
+{
+    size_t n = json_array_size(w->snapshots), keep = n < SNAPSHOT_LIST_MAX ? n : SNAPSHOT_LIST_MAX;
+    struct listed *v = xcalloc(n ? n : 1, sizeof(*v));
+    json_t *sorted = OOM_CHECK(json_array()), *o;
+
+    for (size_t i = 0; i < n; i++) {
+        v[i].snapshot = json_array_get(w->snapshots, i);
+    }
+    qsort(v, n, sizeof(*v), newest_first);
+    for (size_t i = 0; i < keep; i++) {
+        (void)json_array_append(sorted, v[i].snapshot);
+    }
+    free(v);
+    o = OOM_CHECK(json_pack("{s:o, s:O, s:b}", "snapshots", sorted, "tenants", w->totals,
+                            "truncated", n > keep));
+    w->q->list_cb(0, o, NULL, w->q->userdata);
+    json_decref(o);
+    req_free(w->q);
+    walk_free(w);
+}
+
+static void
+on_walked(int r, const struct store_snapshot_rec *recs, size_t n, uint64_t bytes, void *userdata)
+{
+    struct admin_walk *w = userdata;
+    struct err e = {0};
+    json_t *one, *list, *v;
+    size_t i;
+
+    if (req_orphaned(w->q)) {
+        walk_free(w);
+        return;
+    }
+    if (r < 0) {
+        w->q->list_cb(r, NULL, msg(&e, r, "redis is unavailable"), w->q->userdata);
+        req_free(w->q);
+        walk_free(w);
+        return;
+    }
+    one = tenant_listing(w->q->sn, w->tenants[w->next], recs, n, bytes, true);
+    list = json_object_get(one, "snapshots");
+    json_array_foreach (list, i, v) {
+        (void)json_array_append(w->snapshots, v);
+    }
+    (void)json_object_set_new(one, "snapshots", OOM_CHECK(json_integer((json_int_t)i)));
+    (void)json_object_set_new(one, "tenant", OOM_CHECK(json_string(w->tenants[w->next])));
+    (void)json_array_append_new(w->totals, one);
+    w->next++;
+    walk_next(w);
+}
+
+static void
+walk_next(struct admin_walk *w)
+{
+    struct err e = {0};
+
+    if (w->next == w->n) {
+        walk_done(w);
+        return;
+    }
+    if (store_snapshots_list(w->q->sn->records, w->tenants[w->next], SNAPSHOT_LIST_MAX, on_walked,
+                             w) < 0) {
+        w->q->list_cb(-ENOTCONN, NULL, msg(&e, -ENOTCONN, "redis is unavailable"), w->q->userdata);
+        req_free(w->q);
+        walk_free(w);
+    }
+}
+
+int
+snapshots_admin_list(struct snapshots *sn, const char *const *tenants, size_t n,
+                     snapshots_list_cb *cb, void *userdata, struct err *reterr)
+{
+    struct admin_walk *w;
+
+    if (n == 0) {
+        return err_set(reterr, -EINVAL, "no tenant to list");
+    }
+    w = xcalloc(1, sizeof(*w));
+    w->tenants = xcalloc(n, sizeof(*w->tenants));
+    for (size_t i = 0; i < n; i++) {
+        w->tenants[i] = xstrdup(tenants[i]);
+    }
+    w->n = n;
+    w->snapshots = OOM_CHECK(json_array());
+    w->totals = OOM_CHECK(json_array());
+    w->q = req_new(sn, NULL, NULL, userdata);
+    w->q->list_cb = cb;
+    if (store_snapshots_list(sn->records, w->tenants[0], SNAPSHOT_LIST_MAX, on_walked, w) < 0) {
+        req_free(w->q);
+        walk_free(w);
         return err_set(reterr, -ENOTCONN, "redis is unavailable");
     }
     return 0;
@@ -337,17 +492,28 @@ on_delete_lookup(int r, const struct store_snapshot_rec *recs, size_t n, void *u
 {
     struct req *q = userdata;
     struct err e = {0};
+    bool admin = q->tenant[0] == '\0';
 
     if (req_orphaned(q)) {
         return;
     }
-    if (r < 0 || n == 0 || strcmp(recs[0].tenant, q->tenant) != 0 || recs[0].hibernation) {
+    if (r == 0 && n == 1 && admin && recs[0].hibernation) {
+        (void)err_set(&e, -EBUSY,
+                      "snapshot %s holds hibernated session %s: end the session to remove it",
+                      q->id, recs[0].session);
+        q->done_cb(-EBUSY, &e, q->userdata);
+        req_free(q);
+        return;
+    }
+    if (r < 0 || n == 0 || (!admin && strcmp(recs[0].tenant, q->tenant) != 0) ||
+        recs[0].hibernation) {
         r = r < 0 ? r : -ENOENT;
         q->done_cb(r, msg(&e, r, r == -ENOENT ? "no such snapshot" : "redis is unavailable"),
                    q->userdata);
         req_free(q);
         return;
     }
+    (void)snprintf(q->tenant, sizeof(q->tenant), "%s", recs[0].tenant); /* the admin's: whose */
     q->in_store = true;
     snapstore_delete(q->sn->store, q->id, on_delete_bytes, q);
 }

@@ -76,10 +76,18 @@ void snapshots_forget(struct snapshots *sn, const char *session);
 /* The tenant's snapshot id (-ENOENT for another tenant's). */
 int snapshots_get(struct snapshots *sn, const char *tenant, const char *id, snapshots_json_cb *cb,
                   void *userdata, struct err *reterr);
-/* The tenant's snapshots, newest first (at most 1000). */
+/* The tenant's snapshots, newest first (at most 1000), and what they count towards its quota:
+ * {"snapshots": [...], "bytes": n (its hibernations' included), "quota_bytes": n or null}. */
 int snapshots_list(struct snapshots *sn, const char *tenant, snapshots_list_cb *cb, void *userdata,
                    struct err *reterr);
-/* Deletes the tenant's snapshot (its bytes, then its record). actor: the audit line's. */
+/* The admin's view of tenants[0..n) (n >= 1), one Redis call a tenant: {"snapshots": [the newest
+ * 1000 of them all, each with its "tenant"], "tenants": [{"tenant", "snapshots" (how many),
+ * "bytes", "quota_bytes"}], "truncated": bool}. */
+int snapshots_admin_list(struct snapshots *sn, const char *const *tenants, size_t n,
+                         snapshots_list_cb *cb, void *userdata, struct err *reterr);
+/* Deletes the tenant's snapshot (its bytes, then its record); tenant NULL: the admin's, any
+ * tenant's (-EBUSY for a hibernated session's, which only ends with its session). actor: the
+ * audit line's. */
 int snapshots_delete(struct snapshots *sn, const char *tenant, const char *id, const char *actor,
                      snapshots_done_cb *cb, void *userdata, struct err *reterr);
 

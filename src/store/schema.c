@@ -72,6 +72,12 @@ store_key_snapshots_expiry(char *out, size_t n, const char *prefix)
 }
 
 int
+store_key_tenant_snapshot_bytes(char *out, size_t n, const char *prefix, const char *tenant)
+{
+    return key(out, n, prefix, "tenant:", tenant, ":snapshot_bytes");
+}
+
+int
 store_key_node_sessions(char *out, size_t n, const char *prefix, const char *node)
 {
     return key(out, n, prefix, "node:", node, ":sessions");
@@ -123,6 +129,8 @@ static const struct field fields[] = {
     FN("state", F_STATE, state),
     {"idle_action", offsetof(struct store_session_rec, idle_action), 0, F_IDLE, false},
     FS("snapshot", snapshot, false),
+    FO("snapshot_size", F_U64, snapshot_size),
+    FS("snapshot_sha256", snapshot_sha256, false),
     {"metadata", offsetof(struct store_session_rec, metadata), STORE_METADATA_MAX, F_TEXT, false},
     {"ext", offsetof(struct store_session_rec, ext), STORE_EXT_MAX, F_TEXT, false},
 };
@@ -238,15 +246,20 @@ store_session_fields(const struct store_session_rec *rec, char scratch[STORE_SCR
         {"metadata", rec->metadata != NULL ? rec->metadata : "{}"},
         {"ext", rec->ext != NULL ? rec->ext : ""},
         {"snapshot", rec->snapshot},
+        {"snapshot_sha256", rec->snapshot_sha256},
         {"idle_action", idle_names[rec->idle_action]},
     };
     const struct {
         const char *name;
         uint64_t value;
     } u[] = {
-        {"created_at", rec->created_at}, {"last_active_at", rec->last_active_at},
-        {"expires_at", rec->expires_at}, {"idle_timeout_s", rec->idle_timeout_s},
-        {"epoch", rec->epoch},           {"pause_after_s", rec->pause_after_s},
+        {"created_at", rec->created_at},
+        {"last_active_at", rec->last_active_at},
+        {"expires_at", rec->expires_at},
+        {"idle_timeout_s", rec->idle_timeout_s},
+        {"epoch", rec->epoch},
+        {"pause_after_s", rec->pause_after_s},
+        {"snapshot_size", rec->snapshot_size},
     };
 
     for (size_t i = 0; i < ELEMENTSOF(s); i++) {
@@ -300,5 +313,8 @@ store_session_deadline(const struct store_session_rec *rec, uint64_t last_active
 {
     uint64_t idle = last_active_ms + (uint64_t)rec->idle_timeout_s * 1000u;
 
+    if (rec->state == STORE_SESSION_HIBERNATED) {
+        return rec->expires_at; /* it idles at no cost: only its end of life ends it */
+    }
     return MIN(idle, rec->expires_at);
 }

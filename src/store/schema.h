@@ -26,7 +26,7 @@
 #define STORE_METADATA_MAX 4096 /* a session's metadata text */
 #define STORE_SCRATCH      8    /* store_session_fields()'s number buffers */
 #define STORE_SNAPSHOT_ID  32   /* a snapshot id's characters (store/snapshots.h) */
-#define STORE_FIELDS_ARGV  34   /* argv entries store_session_fields() appends */
+#define STORE_FIELDS_ARGV  38   /* argv entries store_session_fields() appends */
 
 /* What a session does at its idle deadline; stored as "end", "hibernate" or "" (the profile's). */
 enum store_idle_action {
@@ -58,6 +58,10 @@ struct store_session_rec {
     enum store_session_state state;
     enum store_idle_action idle_action;   /* optional in Redis */
     char snapshot[STORE_SNAPSHOT_ID + 1]; /* hibernated: its snapshot's id; optional */
+    /* Hibernated: what its snapshot's record says of its bytes, kept with the session so that a
+     * Redis that lost the snapshot record gets it back (store_sessions_restore()); optional. */
+    uint64_t snapshot_size;
+    char snapshot_sha256[65];
     /* Out of line (malloc'd, owned: store_session_rec_done()), so that a session costs what its
      * texts are, not their maxima (a hibernated one is little more than this record). */
     char *metadata; /* JSON object text, at most STORE_METADATA_MAX bytes; "{}" when none */
@@ -82,6 +86,7 @@ int store_key_session_history(char *out, size_t n, const char *prefix, const cha
 /* The snapshot record's key and the snapshot sweep's zset (store/snapshots.h). */
 int store_key_snapshot(char *out, size_t n, const char *prefix, const char *id);
 int store_key_snapshots_expiry(char *out, size_t n, const char *prefix);
+int store_key_tenant_snapshot_bytes(char *out, size_t n, const char *prefix, const char *tenant);
 /* "end", "hibernate", "" (the profile's); NULL out of range. Parsing: -EINVAL for another name. */
 const char *store_idle_action_name(enum store_idle_action a);
 int store_idle_action_parse(const char *s, enum store_idle_action *ret);
@@ -96,5 +101,6 @@ int store_session_parse(const char *const *fields, const size_t *lens, size_t n,
  * entries. */
 void store_session_fields(const struct store_session_rec *rec, char scratch[STORE_SCRATCH][24],
                           const char **argv, size_t *lens, int *argc);
-/* Session deadline: min(last activity + idle timeout, expiry), in ms. */
+/* Session deadline: min(last activity + idle timeout, expiry), in ms; a hibernated one's is its
+ * expiry. */
 uint64_t store_session_deadline(const struct store_session_rec *rec, uint64_t last_active_ms);

@@ -31,12 +31,27 @@ static const char create_lua[] = "redis.call('HSET', KEYS[1], unpack(ARGV, 3))\n
                                  "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])\n"
                                  "return 1\n";
 
-/* KEYS: hash, node set, deadlines. ARGV: id, deadline, field/value pairs. */
-static const char restore_lua[] = "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
-                                  "redis.call('HSET', KEYS[1], unpack(ARGV, 3))\n"
-                                  "redis.call('SADD', KEYS[2], ARGV[1])\n"
-                                  "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])\n"
-                                  "return 1\n";
+/* KEYS: hash, node set, deadlines, its snapshot's hash, its tenant's snapshot bytes. ARGV: id,
+ * deadline, field/value pairs. A hibernated record whose snapshot record Redis lost too gets that
+ * back from what the session keeps of it (the bytes are in the store; the sweep removes them with
+ * the session). */
+static const char restore_lua[] =
+    "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
+    "redis.call('HSET', KEYS[1], unpack(ARGV, 3))\n"
+    "redis.call('SADD', KEYS[2], ARGV[1])\n"
+    "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])\n"
+    "local f = {}\n"
+    "for i = 3, #ARGV - 1, 2 do f[ARGV[i]] = ARGV[i + 1] end\n"
+    "if f.state == 'hibernated' and f.snapshot ~= '' and f.snapshot_sha256 ~= '' and\n"
+    "   redis.call('EXISTS', KEYS[4]) == 0 then\n"
+    "  redis.call('HSET', KEYS[4], 'id', f.snapshot, 'tenant', f.tenant, 'session', ARGV[1],\n"
+    "             'state', 'ready', 'size', f.snapshot_size, 'sha256', f.snapshot_sha256,\n"
+    "             'created_at', f.last_active_at, 'expires_at', '0', 'manifest', '{}',\n"
+    "             'hibernation', '1', 'charge', f.snapshot_size)\n"
+    "  redis.call('INCRBY', KEYS[5], f.snapshot_size)\n"
+    "  return 2\n"
+    "end\n"
+    "return 1\n";
 
 /* KEYS: hash, deadlines. ARGV: id, now. A session the reaper has claimed (no longer in the
  * deadline set) is never brought back. */
@@ -77,7 +92,9 @@ static const char hibernate_lua[] =
     "if redis.call('HGET', KEYS[1], 'state') ~= 'active' or\n"
     "   redis.call('HGET', KEYS[1], 'container') ~= ARGV[2] then return 0 end\n"
     "if redis.call('HGET', KEYS[3], 'state') ~= 'ready' then return -1 end\n"
-    "redis.call('HSET', KEYS[1], 'state', 'hibernated', 'snapshot', ARGV[3], 'container', '')\n"
+    "redis.call('HSET', KEYS[1], 'state', 'hibernated', 'snapshot', ARGV[3], 'container', '',\n"
+    "           'snapshot_size', redis.call('HGET', KEYS[3], 'size'),\n"
+    "           'snapshot_sha256', redis.call('HGET', KEYS[3], 'sha256'))\n"
     "redis.call('ZADD', KEYS[2], redis.call('HGET', KEYS[1], 'expires_at'), ARGV[1])\n"
     "redis.call('HSET', KEYS[3], 'expires_at', '0')\n"
     "redis.call('ZREM', KEYS[4], ARGV[3])\n"
@@ -90,7 +107,8 @@ static const char wake_lua[] =
     "if redis.call('HGET', KEYS[1], 'state') ~= 'hibernated' or\n"
     "   redis.call('HGET', KEYS[1], 'snapshot') ~= ARGV[6] then return 0 end\n"
     "redis.call('HSET', KEYS[1], 'state', 'active', 'container', ARGV[2], 'epoch', ARGV[3],\n"
-    "           'gen', ARGV[4], 'last_active_at', ARGV[5], 'snapshot', '')\n"
+    "           'gen', ARGV[4], 'last_active_at', ARGV[5], 'snapshot', '', 'snapshot_size', '0',\n"
+    "           'snapshot_sha256', '')\n"
     "local d = tonumber(ARGV[5]) + tonumber(redis.call('HGET', KEYS[1], 'idle_timeout_s')) * 1000\n"
     "local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))\n"
     "if exp < d then d = exp end\n"
@@ -336,16 +354,20 @@ session_key(struct store_sessions *s, const char *id, char *out)
     return store_key_session(out, KEY_MAX, s->prefix, id);
 }
 
+/* KEYS: hash, node set, deadlines (and restore_lua's two: the snapshot's hash and its tenant's
+ * bytes). */
 static int
 write_record(struct store_sessions *s, const char *script, const struct store_session_rec *rec,
              store_sessions_cb *cb, void *userdata)
 {
-    char key[KEY_MAX], deadline[24], scratch[STORE_SCRATCH][24];
-    const char *args[5 + STORE_FIELDS_ARGV];
-    size_t lens[5 + STORE_FIELDS_ARGV];
-    int n = 0;
+    char key[KEY_MAX], skey[KEY_MAX], bkey[KEY_MAX], deadline[24], scratch[STORE_SCRATCH][24];
+    const char *args[7 + STORE_FIELDS_ARGV];
+    size_t lens[7 + STORE_FIELDS_ARGV];
+    int n = 0, nkeys = script == restore_lua ? 5 : 3;
 
-    if (session_key(s, rec->id, key) < 0) {
+    if (session_key(s, rec->id, key) < 0 ||
+        store_key_snapshot(skey, KEY_MAX, s->prefix, rec->snapshot) < 0 ||
+        store_key_tenant_snapshot_bytes(bkey, KEY_MAX, s->prefix, rec->tenant) < 0) {
         return -ENAMETOOLONG;
     }
     (void)snprintf(deadline, sizeof(deadline), "%llu",
@@ -356,12 +378,18 @@ write_record(struct store_sessions *s, const char *script, const struct store_se
     lens[n++] = strlen(s->key_set);
     args[n] = s->key_deadlines;
     lens[n++] = strlen(s->key_deadlines);
+    if (nkeys == 5) {
+        args[n] = skey;
+        lens[n++] = strlen(skey);
+        args[n] = bkey;
+        lens[n++] = strlen(bkey);
+    }
     args[n] = rec->id;
     lens[n++] = strlen(rec->id);
     args[n] = deadline;
     lens[n++] = strlen(deadline);
     store_session_fields(rec, scratch, args, lens, &n);
-    return eval(s, OP_OK, (void (*)(void))cb, userdata, script, 3, args, lens, n);
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, script, nkeys, args, lens, n);
 }
 
 int

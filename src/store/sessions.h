@@ -34,7 +34,9 @@ struct store_sessions *store_sessions_free(struct store_sessions *s);
 int store_sessions_create(struct store_sessions *s, const struct store_session_rec *rec,
                           store_sessions_cb *cb, void *userdata);
 /* Writes the record back only if Redis lost it (restarted without persistence); an existing
- * record is left alone. Used to resynchronise after a reconnect. */
+ * record is left alone. Used to resynchronise after a reconnect. A hibernated record's snapshot
+ * record, lost with it, comes back from the session's snapshot_size and snapshot_sha256 (and
+ * counts in its tenant's bytes again). */
 int store_sessions_restore(struct store_sessions *s, const struct store_session_rec *rec,
                            store_sessions_cb *cb, void *userdata);
 /* Records activity at now_ms and pushes the deadline to min(now + idle, expiry). -ENOENT when

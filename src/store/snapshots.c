@@ -43,9 +43,10 @@ static const char commit_lua[] =
     "else redis.call('ZREM', KEYS[4], ARGV[1]) end\n"
     "return 1\n";
 
-/* KEYS: tenant zset. ARGV: snapshot key prefix, max. */
+/* KEYS: tenant zset, its byte count. ARGV: snapshot key prefix, max. The count first, then the
+ * hashes. */
 static const char list_lua[] =
-    "local out = {}\n"
+    "local out = {tonumber(redis.call('GET', KEYS[2]) or '0')}\n"
     "for _, id in ipairs(redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)) do\n"
     "  local h = redis.call('HGETALL', ARGV[1] .. id)\n"
     "  if #h > 0 then out[#out + 1] = h else redis.call('ZREM', KEYS[1], id) end\n"
@@ -210,6 +211,7 @@ enum op_kind {
     OP_FLAG, /* an integer: 1 ok, 0 and -1 mapped by the caller's table */
     OP_RECS, /* one hash (get) or an array of hashes */
     OP_RECS_ONE,
+    OP_LIST, /* an integer (the tenant's bytes), then hashes */
 };
 
 struct op {
@@ -245,12 +247,19 @@ take_hash(const redisReply *h, struct store_snapshot_rec *recs, size_t *n)
 static void
 finish_recs(struct op *op, int r, redisReply *reply)
 {
-    store_snapshots_recs_cb *cb = (store_snapshots_recs_cb *)op->cb;
     struct store_snapshot_rec *recs = NULL;
+    uint64_t bytes = 0;
     size_t n = 0;
 
     if (r == 0 && reply->type != REDIS_REPLY_ARRAY) {
         r = -EPROTO;
+    }
+    if (r == 0 && op->kind == OP_LIST) { /* a count below 0 is one a crash left: none */
+        if (reply->elements == 0 || reply->element[0]->type != REDIS_REPLY_INTEGER) {
+            r = -EPROTO;
+        } else if (reply->element[0]->integer > 0) {
+            bytes = (uint64_t)reply->element[0]->integer;
+        }
     }
     if (r == 0 && op->kind == OP_RECS_ONE) {
         recs = xcalloc(1, sizeof(*recs));
@@ -261,7 +270,11 @@ finish_recs(struct op *op, int r, redisReply *reply)
             take_hash(reply->element[i], recs, &n);
         }
     }
-    cb(r, recs, n, op->userdata);
+    if (op->kind == OP_LIST) {
+        ((store_snapshots_list_cb *)op->cb)(r, recs, n, bytes, op->userdata);
+    } else {
+        ((store_snapshots_recs_cb *)op->cb)(r, recs, n, op->userdata);
+    }
     for (size_t i = 0; i < n; i++) {
         store_snapshot_rec_done(&recs[i]);
     }
@@ -287,6 +300,7 @@ on_reply(int r, redisReply *reply, void *userdata)
         break;
     case OP_RECS:
     case OP_RECS_ONE:
+    case OP_LIST:
         finish_recs(op, r, reply);
         break;
     }
@@ -428,16 +442,18 @@ store_snapshots_get(struct store_snapshots *s, const char *id, store_snapshots_r
 
 int
 store_snapshots_list(struct store_snapshots *s, const char *tenant, unsigned max,
-                     store_snapshots_recs_cb *cb, void *userdata)
+                     store_snapshots_list_cb *cb, void *userdata)
 {
-    char kz[KEY_MAX], kp[KEY_MAX], n[16];
-    const char *argv[] = {"EVAL", list_lua, "1", kz, kp, n};
+    char kz[KEY_MAX], kb[KEY_MAX], kp[KEY_MAX], n[16];
+    const char *argv[] = {"EVAL", list_lua, "2", kz, kb, kp, n};
 
-    if (key(s, kz, "tenant:", tenant, ":snapshots") < 0 || key(s, kp, "snapshot:", "", "") < 0) {
+    if (key(s, kz, "tenant:", tenant, ":snapshots") < 0 ||
+        key(s, kb, "tenant:", tenant, ":snapshot_bytes") < 0 ||
+        key(s, kp, "snapshot:", "", "") < 0) {
         return -EINVAL;
     }
     (void)snprintf(n, sizeof(n), "%u", max);
-    return command(s, &(struct op){.kind = OP_RECS, .cb = (void (*)(void))cb, .userdata = userdata},
+    return command(s, &(struct op){.kind = OP_LIST, .cb = (void (*)(void))cb, .userdata = userdata},
                    (int)ELEMENTSOF(argv), argv, NULL);
 }
 

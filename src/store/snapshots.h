@@ -75,9 +75,12 @@ int store_snapshots_commit(struct store_snapshots *s, const struct store_snapsho
 /* The record of id (n == 1), or n == 0 when there is none. */
 int store_snapshots_get(struct store_snapshots *s, const char *id, store_snapshots_recs_cb *cb,
                         void *userdata);
-/* The tenant's newest max records. */
+/* The tenant's newest max records, and what its snapshots count towards its quota (bytes and
+ * manifests, the hibernations' included). */
+typedef void store_snapshots_list_cb(int r, const struct store_snapshot_rec *recs, size_t n,
+                                     uint64_t tenant_bytes, void *userdata);
 int store_snapshots_list(struct store_snapshots *s, const char *tenant, unsigned max,
-                         store_snapshots_recs_cb *cb, void *userdata);
+                         store_snapshots_list_cb *cb, void *userdata);
 /* Removes the record (and its bytes from the tenant's count); tenant NULL: whoever's. r: 0, or
  * -ENOENT (none, or another tenant's). Its bytes in the store go first (the caller's). */
 int store_snapshots_delete(struct store_snapshots *s, const char *id, const char *tenant,

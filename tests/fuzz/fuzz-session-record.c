@@ -31,7 +31,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         store_session_fields(&rec, scratch, argv, alen, &argc);
         if (store_session_parse(argv, alen, (size_t)argc, &again) != 0 ||
             strcmp(again.id, rec.id) != 0 || again.epoch != rec.epoch ||
-            strcmp(again.metadata, rec.metadata) != 0 || strcmp(again.ext, rec.ext) != 0) {
+            strcmp(again.metadata, rec.metadata) != 0 || strcmp(again.ext, rec.ext) != 0 ||
+            again.snapshot_size != rec.snapshot_size ||
+            strcmp(again.snapshot_sha256, rec.snapshot_sha256) != 0) {
             abort();
         }
         store_session_rec_done(&again);

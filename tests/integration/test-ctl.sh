@@ -97,7 +97,7 @@ json"
 # ---- pools -----------------------------------------------------------------------------------------
 check_eq "pool ls: 0" "$(ctl pool ls)" 0
 check "pool ls: a table with a header and the python pool" \
-    bash -c "head -1 '$work/out' | grep -qE '^PROFILE +WARM +READY +STARTING +BOUND +REMOVING +MAX' &&
+    bash -c "head -1 '$work/out' | grep -qE '^PROFILE +WARM +READY +STARTING +BOUND +PAUSED +HIBERNATED +REMOVING +MAX' &&
              grep -qE '^python +1 +' '$work/out'"
 check_eq "pool ls -o json (the option after the command works too)" \
     "$(ctl pool ls -o json; out_json '.pools[0].profile == "python"' && echo json)" "0

@@ -92,6 +92,13 @@ api POST /v1/sessions "$TA" "{\"snapshot\": \"$hid\"}" >/dev/null
 check_eq "nor to fork (404)" "$(status)" 404
 api DELETE "/v1/snapshots/$hid" "$TA" >/dev/null
 check_eq "nor to delete (404)" "$(status)" 404
+api DELETE "/v1/admin/snapshots/$hid" "$TADM" >/dev/null
+check_eq "the admin's delete of it is 409: it goes only with its session" "$(status)" 409
+check "... its message names the session" jq_true --arg s "$s" '.error.message | contains($s)' "$work/body"
+api GET /v1/snapshots "$TA" >/dev/null
+check "the tenant's list counts its bytes towards the quota" jq_true '.bytes > 10000 and .quota_bytes > .bytes' "$work/body"
+api GET /v1/admin/pools "$TADM" >/dev/null
+check "the admin's pool view counts it hibernated" jq_true 'any(.pools[]; .profile == "python" and .hibernated == 1 and .paused == 0)' "$work/body"
 
 # ---- wake ---------------------------------------------------------------------------------------
 run "$TA" "$s" "$VARS_PROBE" >"$work/first.json"
@@ -187,9 +194,29 @@ cs=$(new_session "$TA")
 result "$TA" "$cs" 'q = 5' >/dev/null
 check_eq "sandpoolctl session hibernate says so" "$(ctl session hibernate "$cs")" "session $cs hibernated"
 check_eq "and its state is hibernated" "$(admin_state "$cs")" hibernated
+check "the audit line's actor is the admin" \
+    audit_has "any(.action == \"session.hibernated\" and .session == \"$cs\" and .actor == \"admin\")"
 check_eq "sandpoolctl session wake says so" "$(ctl session wake "$cs")" "session $cs woken"
 check_eq "and it answers with its variables" "$(result "$TA" "$cs" 'q')" 5
 api DELETE "/v1/sessions/$cs" "$TA" >/dev/null
+
+# ---- Redis restarted empty ----------------------------------------------------------------------
+rs=$(new_session "$TA")
+result "$TA" "$rs" 'kept = "through redis"' >/dev/null
+api POST "/v1/sessions/$rs/hibernate" "$TA" >/dev/null
+rsid=$(jq -r "select(.action == \"session.hibernated\" and .session == \"$rs\") | .snapshot" "$work/audit.jsonl" | tail -1)
+check "the session record keeps its snapshot's size and SHA-256" \
+    test "$(redis-cli -s "$REDIS_SOCK" hget "${PREFIX}session:$rs" snapshot_sha256)" = "$(sha256sum "$SNAPS/$rsid.tar" | cut -d' ' -f1)"
+kill -KILL "$redis_pid"; wait "$redis_pid" 2>/dev/null; redis_pid=
+start_redis
+check "readyz recovers when Redis is back, empty" wait_for 15 ready
+snap_back() { [ "$(redis-cli -s "$REDIS_SOCK" hget "${PREFIX}snapshot:$rsid" hibernation)" = 1 ]; }
+check "the hibernated session's snapshot record is written back with it" wait_for 10 snap_back
+check_eq "... with the session's state" "$(admin_state "$rs")" hibernated
+check "... and its bytes count for the tenant again" jq_true '.bytes > 0' <(api GET /v1/snapshots "$TA")
+check_eq "the session wakes with its variables" "$(result "$TA" "$rs" 'kept')" "'through redis'"
+check "and its snapshot goes once it woke" wait_for 30 test ! -e "$SNAPS/$rsid.tar"
+api DELETE "/v1/sessions/$rs" "$TA" >/dev/null
 
 # ---- kill -9 through a hibernation and through a wake -----------------------------------------------
 # live_or_hibernated ID VALUE: after the restart the session answers its variable (woken if it

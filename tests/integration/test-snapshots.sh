@@ -18,10 +18,14 @@ NODE=sandpool-test-snapshots
 . "$here/../lib/variables.sh"
 
 SNAPS=$work/snaps
+TADM=token-adm-$$-$RANDOM
+SANDPOOLCTL=${SANDPOOLCTL:-$(dirname "$SANDPOOLD")/sandpoolctl}
+ctl() { SANDPOOL_URL=$U SANDPOOL_TOKEN=${TOKEN:-$TADM} "$SANDPOOLCTL" "$@" >"$work/out" 2>"$work/err" </dev/null; echo $?; }
 write_config() { # QUOTA_BYTES
     cat >"$work/config.json" <<JSON
 {
 $(config_base)
+  "admin_token_sha256": "$(sha "$TADM")",
   "audit": {"file": "$work/audit.jsonl"},
   "snapshots": {"store": "dir", "dir": "$SNAPS", "max_bytes_per_tenant": $1},
   "profiles": {"python": {"image": "sandpool/python:latest", "warm": 3, "max": 12}}
@@ -72,6 +76,33 @@ api POST /v1/sessions "$TB" "{\"snapshot\": \"$id\"}" >/dev/null
 check_eq "another tenant cannot start a session from it (404)" "$(status)" 404
 api DELETE "/v1/snapshots/$id" "$TB" >/dev/null
 check_eq "nor delete it (404)" "$(status)" 404
+check "the tenant's list says what its snapshots count, and no quota" \
+    jq_true --argjson n "$(jq .size "$work/snap.json")" '.bytes >= $n and .quota_bytes == null' \
+    <(api GET /v1/snapshots "$TA")
+
+# ---- the admin's view ---------------------------------------------------------------------------
+api GET /v1/admin/snapshots "$TADM" >"$work/admin.json"
+check "GET /v1/admin/snapshots lists it with its tenant" \
+    jq_true --arg id "$id" 'any(.snapshots[]; .id == $id and .tenant == "a")' "$work/admin.json"
+check "... and every tenant's count and bytes" \
+    jq_true '(.tenants | map(.tenant)) == ["a", "b"] and (.tenants[0].snapshots == 1) and (.tenants[0].bytes > 300000) and (.tenants[1].bytes == 0) and .truncated == false' "$work/admin.json"
+api GET "/v1/admin/snapshots?tenant=b" "$TADM" >/dev/null
+check "?tenant=b lists none of a's" jq_true '(.snapshots | length) == 0 and (.tenants | length) == 1' "$work/body"
+api GET "/v1/admin/snapshots?tenant=a%20b" "$TADM" >/dev/null
+check_eq "?tenant= that is no name: 400" "$(status)" 400
+api GET /v1/admin/snapshots "$TA" >/dev/null
+check_eq "a tenant's token on the admin view: 403" "$(status)" 403
+api DELETE "/v1/admin/snapshots/$id" "$TB" >/dev/null
+check_eq "and on the admin's delete: 403" "$(status)" 403
+check_eq "sandpoolctl snapshot ls: 0" "$(ctl snapshot ls)" 0
+check "... a table with the snapshot, its tenant and its session" \
+    grep -qE "^$id +a +$s +[0-9.]+[KM] " "$work/out"
+check "... and the tenants' totals" grep -qE '^a +1 +[0-9.]+[KM] +- +-' "$work/out"
+check_eq "sandpoolctl snapshot ls --tenant b -o json: 0" "$(ctl snapshot ls --tenant b -o json)" 0
+check "... the server's JSON" jq_true '.snapshots == [] and .tenants[0].tenant == "b"' "$work/out"
+check_eq "sandpoolctl snapshot rm of an unknown id: 3" "$(ctl snapshot rm 00000000000000000000000000000000)" 3
+check "... not_found" grep -q not_found "$work/err"
+check_eq "sandpoolctl snapshot with a tenant token: 3" "$(TOKEN=$TA ctl snapshot ls)" 3
 
 # ---- fork x3 ------------------------------------------------------------------------------------
 forks=()
@@ -134,6 +165,13 @@ check "its bytes are gone" test ! -e "$SNAPS/$id2.tar"
 api GET "/v1/snapshots/$id2" "$TA" >/dev/null
 check_eq "and it answers 404" "$(status)" 404
 check "the audit log has snapshot.deleted" audit_has "any(.action == \"snapshot.deleted\" and .snapshot == \"$id2\")"
+check_eq "sandpoolctl snapshot rm deletes the first one, the tenant's: 0" "$(ctl snapshot rm "$id")" 0
+check "... it says so" grep -qx "snapshot $id deleted" "$work/out"
+check "... its bytes are gone" test ! -e "$SNAPS/$id.tar"
+api GET "/v1/snapshots/$id" "$TA" >/dev/null
+check_eq "... the tenant's GET is 404" "$(status)" 404
+check "... the audit line's actor is the admin" audit_has "any(.action == \"snapshot.deleted\" and .snapshot == \"$id\" and .actor == \"admin\")"
+check "... and the tenant's bytes are back to 0" jq_true '.bytes == 0' <(api GET /v1/snapshots "$TA")
 
 check "metrics count the takes and the restores" \
     test "$(metric 'sandpool_snapshots_total{op="take",outcome="ok"}')" -ge 2 -a "$(metric 'sandpool_snapshots_total{op="restore",outcome="ok"}')" -ge 3
@@ -149,6 +187,6 @@ api POST "/v1/sessions/$s4/snapshots" "$TA" >/dev/null
 check_eq "a snapshot over the tenant's quota: 429 quota_exceeded" "$(status) $(jq -r .error.code "$work/body")" "429 quota_exceeded"
 check "its message names snapshots.max_bytes_per_tenant" jq_true '.error.message | test("snapshots.max_bytes_per_tenant")' "$work/body"
 n_tars=$(find "$SNAPS" -name '*.tar' | wc -l)
-check_eq "nothing of it is kept (only the first snapshot's bytes)" "$n_tars" 1
+check_eq "nothing of it is kept (the others' bytes went with them)" "$n_tars" 0
 
 tap_done

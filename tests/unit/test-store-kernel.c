@@ -74,6 +74,8 @@ TEST(record_round_trip)
     in.state = STORE_SESSION_HIBERNATED;
     in.idle_action = STORE_IDLE_HIBERNATE;
     (void)snprintf(in.snapshot, sizeof(in.snapshot), "0123456789abcdef0123456789abcdef");
+    in.snapshot_size = 123456789012ull;
+    (void)snprintf(in.snapshot_sha256, sizeof(in.snapshot_sha256), "%064d", 7);
     in.container[0] = '\0';
     n = 0;
     store_session_fields(&in, scratch, argv, lens, &n);
@@ -81,7 +83,11 @@ TEST(record_round_trip)
     ASSERT_EQ_I(out.state, STORE_SESSION_HIBERNATED);
     ASSERT_EQ_I(out.idle_action, STORE_IDLE_HIBERNATE);
     ASSERT_STREQ(out.snapshot, "0123456789abcdef0123456789abcdef");
+    ASSERT_EQ_U(out.snapshot_size, 123456789012ull);
+    ASSERT_STREQ(out.snapshot_sha256, in.snapshot_sha256);
     ASSERT_STREQ(out.container, "");
+    /* a hibernated session idles at no cost: its deadline is its end of life */
+    ASSERT_EQ_U(store_session_deadline(&in, 2000), 50000);
     in.state = STORE_SESSION_ACTIVE;
     /* deadline: idle bound, then the lifetime bound */
     ASSERT_EQ_U(store_session_deadline(&in, 2000), 32000);
