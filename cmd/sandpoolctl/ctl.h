@@ -106,6 +106,7 @@ int ctl_cmd_policy(struct ctl *ctl, int argc, char **argv);
 int ctl_cmd_pool(struct ctl *ctl, int argc, char **argv);
 int ctl_cmd_session(struct ctl *ctl, int argc, char **argv);
 int ctl_cmd_snapshot(struct ctl *ctl, int argc, char **argv);
+int ctl_cmd_node(struct ctl *ctl, int argc, char **argv);
 int ctl_cmd_exec(struct ctl *ctl, int argc, char **argv);
 int ctl_cmd_cp(struct ctl *ctl, int argc, char **argv);
 int ctl_cmd_top(struct ctl *ctl, int argc, char **argv);

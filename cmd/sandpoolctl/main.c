@@ -24,6 +24,7 @@ static const struct ctl_command commands[] = {
     {"session", "ls | show ID | kill ID | ...", "list, show, end, pause, hibernate, wake",
      ctl_cmd_session},
     {"snapshot", "ls [--tenant T] | rm ID...", "list and delete snapshots", ctl_cmd_snapshot},
+    {"node", "ls", "the nodes sharing this daemon's Redis", ctl_cmd_node},
     {"exec", "ID [--command] -- CODE|ARGV...", "run code or a command, output streamed",
      ctl_cmd_exec},
     {"cp", "LOCAL ID:PATH | ID:PATH LOCAL", "copy a file into or out of a session", ctl_cmd_cp},

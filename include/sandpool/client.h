@@ -170,6 +170,8 @@ int sp_client_admin_sessions(struct sp_client *c, const char *tenant, const char
 int sp_client_admin_session_get(struct sp_client *c, const char *id, json_t **ret,
                                 struct sp_error *reterr);
 int sp_client_admin_session_kill(struct sp_client *c, const char *id, struct sp_error *reterr);
+/* GET /v1/admin/nodes: {"self", "heartbeat_ms", "listed_at", "nodes": [...]}. */
+int sp_client_admin_nodes(struct sp_client *c, json_t **ret, struct sp_error *reterr);
 /* GET /v1/admin/snapshots[?tenant=]: {"snapshots": [...], "tenants": [...], "truncated"}. */
 int sp_client_admin_snapshots(struct sp_client *c, const char *tenant, json_t **ret,
                               struct sp_error *reterr);

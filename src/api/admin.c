@@ -8,6 +8,7 @@
  *   POST   /v1/admin/drain               no new sessions on this node (readyz 503)
  *   POST   /v1/admin/undrain             take new sessions again
  *   GET    /v1/admin/policy              re-inspect every container; drifted ones are ended
+ *   GET    /v1/admin/nodes               the node registry as this node last read it
  *   GET    /v1/admin/snapshots, DELETE /v1/admin/snapshots/{id}: in snapshots.c
  *
  * Every action that changes something is written to the audit log with actor "admin". */
@@ -22,6 +23,7 @@
 #define LOG_MODULE "api"
 #include "api/api-internal.h"
 #include "audit/audit.h"
+#include "cluster/registry.h"
 #include "log/log.h"
 #include "pool/pool.h"
 #include "session/session.h"
@@ -253,6 +255,16 @@ void
 api_admin_undrain(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     set_drained(a, req, false);
+}
+
+/* ---- nodes ----------------------------------------------------------------------------------- */
+
+void
+api_admin_nodes(struct api *a, struct evhttp_request *req, const char *const *params)
+{
+    if (api_require_admin(a, req)) {
+        api_reply_json_new(req, 200, registry_to_json(a->backend->registry));
+    }
 }
 
 /* ---- policy ---------------------------------------------------------------------------------- */

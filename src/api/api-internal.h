@@ -76,6 +76,7 @@ api_handler_fn api_snapshots_list;
 api_handler_fn api_snapshots_get;
 api_handler_fn api_snapshots_delete;
 api_handler_fn api_admin_snapshots;
+api_handler_fn api_admin_nodes;
 api_handler_fn api_admin_snapshot_delete;
 /* A session just created for a POST /v1/sessions {"snapshot": id}: the snapshot is restored into
  * it, then req is answered (201, or the error after the session is ended). */

@@ -236,6 +236,7 @@ static const struct route routes[] = {
     {EVHTTP_REQ_GET, 0, "/v1/admin/sessions", api_admin_sessions},
     {EVHTTP_REQ_GET, 0, "/v1/admin/sessions/*", api_admin_session_get},
     {EVHTTP_REQ_DELETE, 0, "/v1/admin/sessions/*", api_admin_session_delete},
+    {EVHTTP_REQ_GET, 0, "/v1/admin/nodes", api_admin_nodes},
     {EVHTTP_REQ_GET, 0, "/v1/admin/snapshots", api_admin_snapshots},
     {EVHTTP_REQ_DELETE, 0, "/v1/admin/snapshots/*", api_admin_snapshot_delete},
     {EVHTTP_REQ_POST, 0, "/v1/admin/drain", api_admin_drain},

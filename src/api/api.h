@@ -46,6 +46,7 @@ struct api_backend {
     struct snapshots *snapshots;      /* borrowed; NULL: snapshots are off (501) */
     struct docker_client *engine;     /* borrowed: file transfers exec in the sandboxes */
     struct store_redis *redis;        /* borrowed: the MCP sessions' records */
+    struct registry *registry;        /* borrowed: the node registry's view (admin) */
     /* Returns true when the engine answered recently; writes a reason otherwise. */
     bool (*engine_ok)(void *userdata, char *why, size_t n);
     bool (*redis_ok)(void *userdata, char *why, size_t n);

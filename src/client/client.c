@@ -520,6 +520,12 @@ sp_client_admin_session_kill(struct sp_client *c, const char *id, struct sp_erro
 }
 
 int
+sp_client_admin_nodes(struct sp_client *c, json_t **ret, struct sp_error *reterr)
+{
+    return client_call_json(c, "GET", "/v1/admin/nodes", NULL, ret, reterr);
+}
+
+int
 sp_client_admin_snapshots(struct sp_client *c, const char *tenant, json_t **ret,
                           struct sp_error *reterr)
 {

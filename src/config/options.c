@@ -119,6 +119,10 @@ const struct cfg_option cfg_options[] = {
     OPT("snapshots.retention_s", CFG_UINT, snapshots_retention_s, "604800", 60, 315360000, 0,
         "a snapshot goes this long after it was taken (one a hibernated session holds lives as "
         "long as the session)"),
+    OPT("cluster.advertise_url", CFG_STRING, cluster_advertise_url, "", 0, 0, 0,
+        "where the other nodes reach this one (http://HOST:PORT); empty: http://<listen>"),
+    OPT("cluster.heartbeat_ms", CFG_UINT, cluster_heartbeat_ms, "1000", 100, 60000, 0,
+        "the node registry's heartbeat; a node that misses 3 is not live"),
     OPT("mcp.max_sessions", CFG_UINT, mcp_max_sessions, "4096", 0, 1000000, 0,
         "MCP sessions (/mcp and /v1/sessions/{id}/mcp) kept at once; 0 turns MCP off (404)"),
     OPT("mcp.max_sessions_per_tenant", CFG_UINT, mcp_max_sessions_per_tenant, "256", 1, 1000000, 0,

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -270,6 +271,41 @@ validate_e2b(const struct cfg *c, struct err *reterr)
     return cfg_e2b_templates_check(c, reterr);
 }
 
+/* The advertised URL: http://HOST:PORT (or unix:/path, for nodes of one host), printable ASCII;
+ * "" becomes the listen address's. */
+static int
+validate_cluster(struct cfg *c, struct err *reterr)
+{
+    const char *u = c->cluster_advertise_url;
+
+    if (u[0] == '\0') {
+        size_t n = strlen(c->listen) + sizeof("http://");
+        char *d = xcalloc(1, n);
+
+        (void)snprintf(d, n, "%s%s", strncmp(c->listen, "unix:", 5) == 0 ? "" : "http://",
+                       c->listen);
+        free(c->cluster_advertise_url);
+        c->cluster_advertise_url = d;
+        u = d;
+    } else if (!(strncmp(u, "http://", 7) == 0 && u[7] != '\0') &&
+               !(strncmp(u, "unix:/", 6) == 0)) {
+        return err_set(reterr, -EINVAL,
+                       "'cluster.advertise_url' must be http://HOST:PORT (or unix:/path), not "
+                       "'%.80s'",
+                       u);
+    }
+    if (strlen(u) > 255) {
+        return err_set(reterr, -EINVAL, "'cluster.advertise_url' is longer than 255 bytes");
+    }
+    for (const char *p = u; *p != '\0'; p++) {
+        if (*p <= ' ' || *p > '~') {
+            return err_set(reterr, -EINVAL,
+                           "'cluster.advertise_url' holds a space or a character outside ASCII");
+        }
+    }
+    return 0;
+}
+
 int
 cfg_validate(struct cfg *c, struct err *reterr)
 {
@@ -291,6 +327,10 @@ cfg_validate(struct cfg *c, struct err *reterr)
     }
     if (!str_is_name(c->node_id, 64)) {
         return err_set(reterr, -EINVAL, "'node_id' must be 1-64 characters of [A-Za-z0-9._-]");
+    }
+    r = validate_cluster(c, reterr);
+    if (r < 0) {
+        return r;
     }
     if (c->n_profiles == 0) {
         return err_set(reterr, -EINVAL, "at least one profile is needed");

@@ -28,6 +28,7 @@
 #define LOG_MODULE "server"
 #include "api/api.h"
 #include "audit/audit.h"
+#include "cluster/registry.h"
 #include "docker/client.h"
 #include "log/log.h"
 #include "pool/pool.h"
@@ -107,7 +108,9 @@ server_drain_step(struct server *s)
         removing = removing || pool_removing(s->pools[i]);
     }
     if (!session_manager_busy(s->sessions) && !removing) {
-        (void)event_base_loopexit(s->base, NULL);
+        if (registry_stop(s->registry)) { /* else its last heartbeat is on its way */
+            (void)event_base_loopexit(s->base, NULL);
+        }
         return;
     }
     if (now >= s->drain_deadline_ms && !s->drain_cut) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "cluster/registry.h"
 #include "docker/client.h"
 #include "pool/pool.h"
 #include "server-internal.h"
@@ -226,6 +227,28 @@ metrics_snapshots(struct server *s, struct buf *out)
          "gauge",
          "Takes and restores in flight.",
          {{NULL, st.inflight}}},
+    };
+
+    return metrics_write(out, tab, ELEMENTSOF(tab));
+}
+
+/* The node registry, as this node last read it (cluster/registry.h). */
+static int
+metrics_cluster(struct server *s, struct buf *out)
+{
+    struct registry_stats st;
+
+    registry_get_stats(s->registry, &st);
+    struct metric tab[] = {
+        {"sandpool_cluster_nodes",
+         "gauge",
+         "Nodes of the registry at its last read: live, and known but not live (lost or stopped).",
+         {{"state=\"live\"", st.live}, {"state=\"down\"", st.down}}},
+        {"sandpool_cluster_heartbeats_total",
+         "counter",
+         "This node's heartbeats to the registry, by outcome.",
+         {{"outcome=\"ok\"", st.heartbeats_total},
+          {"outcome=\"failed\"", st.heartbeat_failures_total}}},
     };
 
     return metrics_write(out, tab, ELEMENTSOF(tab));
@@ -529,6 +552,7 @@ server_metrics(void *userdata, bool tenants, struct buf *out)
     (void)(metrics_links(s, out) < 0 || metrics_sessions(s, out, &ss) < 0 ||
            metrics_pools(s, out, &lbl) < 0 || metrics_latencies(s, out, &lbl) < 0 ||
            (tenants && metrics_tenants(s, out, &lbl) < 0) || metrics_http(s, out) < 0 ||
-           metrics_mcp(s, out) < 0 || metrics_e2b(s, out) < 0 || metrics_snapshots(s, out) < 0);
+           metrics_mcp(s, out) < 0 || metrics_e2b(s, out) < 0 || metrics_snapshots(s, out) < 0 ||
+           metrics_cluster(s, out) < 0);
     buf_done(&lbl);
 }

@@ -45,6 +45,7 @@ struct server {
     struct store_redis *redis;
     struct session_manager *sessions;
     struct snapshots *snapshots; /* NULL: snapshots.store is off */
+    struct registry *registry;   /* this node in the node registry */
     struct pool **pools;
     size_t n_pools;
     struct pool_budget budget;

@@ -19,11 +19,13 @@
 #include <string.h>
 
 #include <event2/event.h>
+#include <jansson.h>
 
 #include "server-internal.h"
 
 #define LOG_MODULE "server"
 #include "api/session-audit.h"
+#include "cluster/registry.h"
 #include "docker/api.h"
 #include "docker/client.h"
 #include "docker/policy.h"
@@ -134,6 +136,43 @@ on_redis_state(bool up, const char *why, void *userdata)
     }
 }
 
+/* What this node says of itself in the node registry (cluster/registry.h). */
+static bool
+self_draining(void *userdata)
+{
+    struct server *s = userdata;
+
+    return s->drained || s->leaving || s->stopping;
+}
+
+static unsigned
+self_sessions(void *userdata)
+{
+    struct server *s = userdata;
+    struct session_manager_stats st;
+
+    session_manager_get_stats(s->sessions, &st);
+    return (unsigned)st.sessions;
+}
+
+static json_t *
+self_capacity(void *userdata)
+{
+    struct server *s = userdata;
+    json_t *o = OOM_CHECK(json_object());
+
+    for (size_t i = 0; i < s->n_pools; i++) {
+        struct pool_stats st;
+
+        pool_get_stats(s->pools[i], &st);
+        (void)json_object_set_new(
+            o, pool_name(s->pools[i]),
+            OOM_CHECK(json_pack("{s:I, s:I, s:I}", "ready", (json_int_t)st.ready, "bound",
+                                (json_int_t)st.bound, "max", (json_int_t)st.max)));
+    }
+    return o;
+}
+
 /* Hibernation's use of the snapshot service (session.h's struct session_snapshot_ops). */
 static int
 hibernation_take(void *ops, struct session *sess, session_snap_cb *cb, void *userdata,
@@ -207,6 +246,11 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
     if (s->snapshots != NULL) {
         session_manager_set_snapshots(s->sessions, &hibernation_ops, s->snapshots);
     }
+    s->registry = registry_new(s->base, cfg, s->redis,
+                               &(struct registry_self){.draining = self_draining,
+                                                       .sessions = self_sessions,
+                                                       .capacity = self_capacity,
+                                                       .userdata = s});
     s->backend = (struct api_backend){
         .pools = s->pools,
         .n_pools = s->n_pools,
@@ -214,6 +258,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
         .snapshots = s->snapshots,
         .engine = s->docker,
         .redis = s->redis,
+        .registry = s->registry,
         .engine_ok = server_engine_ok,
         .redis_ok = server_redis_ok,
         .drain_state = server_drain_state,
@@ -278,6 +323,7 @@ server_free(struct server *s)
     }
     free(s->pools);
     store_redis_free(s->redis);
+    registry_free(s->registry); /* after Redis: its operations in flight were answered */
     docker_client_free(s->docker);
     if (s->cron != NULL) {
         event_free(s->cron);

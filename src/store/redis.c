@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <event2/dns.h>
@@ -478,4 +479,29 @@ store_redis_get_stats(const struct store_redis *s, struct store_redis_stats *ret
     ret->reconnects = s->reconnects;
     ret->errors = s->errors;
     ret->pending = s->pending;
+}
+
+int
+store_redis_hash(const redisReply *h, store_redis_hash_parse *parse, void *rec)
+{
+    const char **kv;
+    size_t *lens;
+    int r;
+
+    if (h->type != REDIS_REPLY_ARRAY) {
+        return -EPROTO;
+    }
+    if (h->elements == 0) {
+        return -ENOENT;
+    }
+    kv = xcalloc(h->elements, sizeof(*kv));
+    lens = xcalloc(h->elements, sizeof(*lens));
+    for (size_t k = 0; k < h->elements; k++) {
+        kv[k] = h->element[k]->str ? h->element[k]->str : "";
+        lens[k] = h->element[k]->str ? h->element[k]->len : 0;
+    }
+    r = parse(kv, lens, h->elements, rec);
+    free(kv);
+    free(lens);
+    return r;
 }

@@ -54,3 +54,9 @@ int store_redis_command(struct store_redis *s, store_redis_reply_cb *cb, void *u
 /* Convenience for commands whose arguments are C strings (NULL-terminated list). */
 int store_redis_commandv(struct store_redis *s, store_redis_reply_cb *cb, void *userdata, ...)
     __attribute__((sentinel));
+
+/* An HGETALL reply's field/value pairs handed to parse (as a store's record parser takes them:
+ * store_session_parse() and the like), or -ENOENT for an empty hash (no such key) and -EPROTO
+ * for a reply that is no array; otherwise parse's result. Pure. */
+typedef int store_redis_hash_parse(const char *const *kv, const size_t *lens, size_t n, void *rec);
+int store_redis_hash(const struct redisReply *h, store_redis_hash_parse *parse, void *rec);

@@ -182,6 +182,12 @@ reply_error(int r, redisReply *reply)
     return reply->type == REDIS_REPLY_ERROR ? -EPROTO : 0;
 }
 
+static int
+parse_session(const char *const *kv, const size_t *lens, size_t n, void *rec)
+{
+    return store_session_parse(kv, lens, n, rec);
+}
+
 static void
 finish_load(struct op *op, int r, redisReply *reply)
 {
@@ -195,27 +201,13 @@ finish_load(struct op *op, int r, redisReply *reply)
     if (r == 0) {
         recs = xcalloc(reply->elements ? reply->elements : 1, sizeof(*recs));
         for (size_t i = 0; i < reply->elements; i++) {
-            redisReply *h = reply->element[i];
-            const char **kv;
-            size_t *lens;
+            int pr = store_redis_hash(reply->element[i], parse_session, &recs[n]);
 
-            if (h->type != REDIS_REPLY_ARRAY || h->elements == 0) {
-                malformed += h->type != REDIS_REPLY_ARRAY || h->elements != 0;
-                continue; /* an empty hash: the set outlived the record */
-            }
-            kv = xcalloc(h->elements, sizeof(*kv));
-            lens = xcalloc(h->elements, sizeof(*lens));
-            for (size_t k = 0; k < h->elements; k++) {
-                kv[k] = h->element[k]->str ? h->element[k]->str : "";
-                lens[k] = h->element[k]->str ? h->element[k]->len : 0;
-            }
-            if (store_session_parse(kv, lens, h->elements, &recs[n]) == 0) {
+            if (pr == 0) {
                 n++;
-            } else {
+            } else if (pr != -ENOENT) { /* an empty hash: the set outlived the record */
                 malformed++;
             }
-            free(kv);
-            free(lens);
         }
     }
     cb(r, recs, n, malformed, op->userdata);

@@ -221,27 +221,19 @@ struct op {
     void *userdata;
 };
 
+static int
+parse_rec(const char *const *kv, const size_t *lens, size_t n, void *rec)
+{
+    return store_snapshot_parse(kv, lens, n, rec);
+}
+
 /* One HGETALL reply into recs[*n] when it parses. */
 static void
 take_hash(const redisReply *h, struct store_snapshot_rec *recs, size_t *n)
 {
-    const char **kv;
-    size_t *lens;
-
-    if (h->type != REDIS_REPLY_ARRAY || h->elements == 0) {
-        return;
-    }
-    kv = xcalloc(h->elements, sizeof(*kv));
-    lens = xcalloc(h->elements, sizeof(*lens));
-    for (size_t k = 0; k < h->elements; k++) {
-        kv[k] = h->element[k]->str ? h->element[k]->str : "";
-        lens[k] = h->element[k]->str ? h->element[k]->len : 0;
-    }
-    if (store_snapshot_parse(kv, lens, h->elements, &recs[*n]) == 0) {
+    if (store_redis_hash(h, parse_rec, &recs[*n]) == 0) {
         (*n)++;
     }
-    free(kv);
-    free(lens);
 }
 
 static void

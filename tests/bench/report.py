@@ -87,12 +87,14 @@ def b15_rows(x, dens):
                        "p50 ≤ 1.5× acquire + restore", ratio <= 1.5,
                        "wake / (acquire + restore) p50: %.2f×" % ratio))
     if dens:
-        out.append(row("B16", "%d hibernated sessions" % dens["sessions"],
-                       "%.0f bytes of daemon RSS each; %d containers bound" % (
-                           dens["per_session_bytes"], dens["bound_containers"]),
+        out.append(row("B16", "%d hibernated sessions (a daemon of its own)" % dens["sessions"],
+                       "%.0f bytes of daemon RSS each (the second half's); %d containers bound"
+                       % (dens["per_session_bytes"], dens["bound_containers"]),
                        "≤ 2048 bytes, no container", dens["per_session_bytes"] <= 2048 and
                        dens["bound_containers"] == 0,
-                       "made and hibernated in %.0f s" % dens["seconds"]))
+                       "%.0f bytes each over all of them, from a fresh start; made and hibernated"
+                       " in %.0f s" % (dens.get("all_per_session_bytes", dens["per_session_bytes"]),
+                                       dens["seconds"])))
     else:
         out.append(row("B16", "hibernated density", "not measured", "reported", None, "not run"))
     return out

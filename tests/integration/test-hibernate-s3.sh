@@ -25,7 +25,8 @@ if [ ! -d "$interop/node_modules/s3rver" ]; then
         { not_ok "npm ci in tests/interop"; sed 's/^/# /' "$work/npm.log" | tail -20; tap_done; }
 fi
 BUCKET=snapshots S3_ACCESS=S3RVER S3_SECRET=S3RVER-secret-$$
-s3_pid= s3_port=0
+s3_pid=''
+s3_port=0
 mkdir -p "$work/s3"
 # start_s3: s3rver.mjs on $s3_port (0: a free one, kept for the restarts), over the same data.
 start_s3() {

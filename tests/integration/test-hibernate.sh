@@ -33,7 +33,8 @@ $(config_base)
                "idle": {"image": "sandpool/python:latest", "warm": 1, "max": 4,
                         "idle_timeout_s": 3, "idle_action": "hibernate"},
                "never": {"image": "sandpool/python:latest", "warm": 0, "max": 2,
-                         "hibernate": "never"}}
+                         "hibernate": "never"},
+               "cold": {"image": "sandpool/python:latest", "warm": 0, "max": 2}}
 }
 JSON
 start_redis
@@ -199,6 +200,16 @@ check "the audit line's actor is the admin" \
 check_eq "sandpoolctl session wake says so" "$(ctl session wake "$cs")" "session $cs woken"
 check_eq "and it answers with its variables" "$(result "$TA" "$cs" 'q')" 5
 api DELETE "/v1/sessions/$cs" "$TA" >/dev/null
+
+# ---- a wake while the pool is empty -------------------------------------------------------------
+cold=$(new_session "$TA" '{"profile": "cold"}')
+result "$TA" "$cold" 'w = "woken cold"' >/dev/null
+api POST "/v1/sessions/$cold/hibernate" "$TA" >/dev/null
+check_eq "a session of a profile with no warm container hibernates" "$(status) $(admin_state "$cold")" "200 hibernated"
+check_eq "its wake makes a container on demand and answers with its variables" "$(result "$TA" "$cold" 'w')" "'woken cold'"
+check "the audit line of the wake says cold" \
+    audit_has "any(.action == \"session.woken\" and .session == \"$cold\" and .source == \"cold\")"
+api DELETE "/v1/sessions/$cold" "$TA" >/dev/null
 
 # ---- Redis restarted empty ----------------------------------------------------------------------
 rs=$(new_session "$TA")

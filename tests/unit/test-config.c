@@ -49,7 +49,30 @@ TEST(defaults)
     ASSERT_EQ_U(p->memory_mb, 512);
     ASSERT_EQ_U(p->max_output_bytes, 1048576);
     ASSERT_TRUE(p->cpus > 0.99 && p->cpus < 1.01);
+    ASSERT_STREQ(c->cluster_advertise_url, "http://127.0.0.1:8080"); /* the listen address's */
+    ASSERT_EQ_U(c->cluster_heartbeat_ms, 1000);
     cfg_free(c);
+}
+
+TEST(cluster)
+{
+    struct cfg *c = NULL;
+    struct err e = {0};
+
+    ASSERT_OK(load(&c, "{\"listen\": \"unix:/run/sp.sock\"}", &e));
+    ASSERT_STREQ(c->cluster_advertise_url, "unix:/run/sp.sock");
+    cfg_free(c);
+    ASSERT_OK(load(&c, "{\"cluster\": {\"advertise_url\": \"unix:/run/other.sock\"}}", &e));
+    cfg_free(c);
+    ASSERT_OK(load(&c, "{\"cluster\": {\"advertise_url\": \"http://10.0.0.5:9000\"}}", &e));
+    ASSERT_STREQ(c->cluster_advertise_url, "http://10.0.0.5:9000");
+    cfg_free(c);
+    ASSERT_ERR(load(&c, "{\"cluster\": {\"advertise_url\": \"ftp://x\"}}", &e), EINVAL);
+    ASSERT_TRUE(strstr(e.msg, "http://HOST:PORT") != NULL);
+    ASSERT_ERR(load(&c, "{\"cluster\": {\"advertise_url\": \"http://\"}}", &e), EINVAL);
+    ASSERT_ERR(load(&c, "{\"cluster\": {\"advertise_url\": \"http://a b\"}}", &e), EINVAL);
+    ASSERT_TRUE(strstr(e.msg, "space") != NULL);
+    ASSERT_ERR(load(&c, "{\"cluster\": {\"heartbeat_ms\": 10}}", &e), EINVAL);
 }
 
 TEST(full_file)
@@ -802,6 +825,7 @@ main(void)
     RUN(seccomp_parse);
     RUN(seccomp_load);
     RUN(seccomp_shipped);
+    RUN(cluster);
     RUN(reload_diff);
     RUN(reload_keep_commit);
     RUN(help_reloadable);

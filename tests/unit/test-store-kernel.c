@@ -1,11 +1,12 @@
 /* Unit tests for the pure parts of the session store (key names, record round trip, parsing of
- * what Redis returns) and of the kernel protocol (message decoding, a line splitter that must
- * survive garbage written by user code). */
+ * what Redis returns), of the snapshot and node records, and of the kernel protocol (message
+ * decoding, a line splitter that must survive garbage written by user code). */
 #include <errno.h>
 
 #include <jansson.h>
 
 #include "kernel/proto.h"
+#include "store/nodes.h"
 #include "store/schema.h"
 #include "store/snapshots.h"
 #include "tap.h"
@@ -175,6 +176,54 @@ TEST(snapshot_record)
     ASSERT_ERR(store_snapshot_parse(kv, lens, ELEMENTSOF(kv), &rec), EPROTO);
     ASSERT_ERR(store_snapshot_parse(kv, lens, 3, &rec), EPROTO);
     ASSERT_TRUE(!store_snapshot_valid_id("0123"));
+}
+
+TEST(node_record)
+{
+    const char *kv[] = {"id",           "node-a",
+                        "url",          "http://10.0.0.5:8080",
+                        "version",      "0.1.0",
+                        "draining",     "1",
+                        "started_at",   "1000",
+                        "heartbeat_at", "5000",
+                        "ttl_ms",       "3000",
+                        "sessions",     "12",
+                        "capacity",     "{\"python\":{\"ready\":3}}",
+                        "future",       "ignored"};
+    size_t lens[ELEMENTSOF(kv)];
+    struct store_node_rec rec;
+
+    for (size_t i = 0; i < ELEMENTSOF(kv); i++) {
+        lens[i] = strlen(kv[i]);
+    }
+    ASSERT_OK(store_node_parse(kv, lens, ELEMENTSOF(kv), &rec));
+    ASSERT_STREQ(rec.id, "node-a");
+    ASSERT_STREQ(rec.url, "http://10.0.0.5:8080");
+    ASSERT_TRUE(rec.draining && !rec.stopped);
+    ASSERT_EQ_U(rec.sessions, 12);
+    ASSERT_STREQ(rec.capacity, "{\"python\":{\"ready\":3}}");
+    /* live while its last heartbeat is younger than its ttl (and a clock behind it is no loss) */
+    ASSERT_TRUE(store_node_live(&rec, 5000) && store_node_live(&rec, 7999));
+    ASSERT_TRUE(!store_node_live(&rec, 8000) && store_node_live(&rec, 10));
+    rec.stopped = true;
+    ASSERT_TRUE(!store_node_live(&rec, 5000)); /* a clean stop is not live at once */
+    store_node_rec_done(&rec);
+    /* the required fields (id, url, started_at, heartbeat_at, ttl_ms), a bad id, a bad flag */
+    ASSERT_ERR(store_node_parse(kv + 2, lens + 2, ELEMENTSOF(kv) - 2, &rec), EPROTO);
+    ASSERT_ERR(store_node_parse(kv, lens, 12, &rec), EPROTO);
+    kv[1] = "node a";
+    lens[1] = 6;
+    ASSERT_ERR(store_node_parse(kv, lens, ELEMENTSOF(kv), &rec), EPROTO);
+    kv[1] = "node-a";
+    kv[7] = "yes";
+    lens[7] = 3;
+    ASSERT_ERR(store_node_parse(kv, lens, ELEMENTSOF(kv), &rec), EPROTO);
+    kv[7] = "0";
+    lens[7] = 1;
+    ASSERT_OK(store_node_parse(kv, lens, 14, &rec)); /* no capacity: "{}" */
+    ASSERT_STREQ(rec.capacity, "{}");
+    store_node_rec_done(&rec);
+    ASSERT_ERR(store_node_parse(kv, lens, 3, &rec), EPROTO);
 }
 
 static int seen_msgs;
@@ -407,6 +456,7 @@ main(void)
     RUN(record_round_trip);
     RUN(record_rejects);
     RUN(snapshot_record);
+    RUN(node_record);
     RUN(splitter_survives_garbage);
     RUN(splitter_long_line);
     RUN(splitter_shrinks);

@@ -1,0 +1,279 @@
+/* This node in the node registry; see registry.h. */
+#define LOG_MODULE "cluster"
+#include "cluster/registry.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "config/config.h"
+#include "log/log.h"
+#include "sandpool/api.h"
+#include "util/macro.h"
+#include "util/time.h"
+
+#define HEARTBEATS_TO_LIVE 3u /* a node is lost after this many missed heartbeats */
+
+enum registry_state {
+    REG_IDLE,
+    REG_BEATING,
+    REG_LISTING,
+    REG_STOPPING,
+    REG_STOPPED,
+    REG__COUNT,
+};
+
+struct registry {
+    struct event_base *base;   /* borrowed */
+    const struct cfg *cfg;     /* borrowed */
+    struct store_redis *redis; /* borrowed */
+    struct store_nodes *nodes;
+    struct registry_self self;
+    struct event *timer;
+    enum registry_state state;
+    bool stop_wanted;
+    uint64_t started_at, listed_at; /* wall-clock ms */
+    struct store_node_rec *cache;   /* the last list */
+    size_t n_cache;
+    struct registry_stats stats;
+};
+
+static const char *const state_names[REG__COUNT] = {
+    [REG_IDLE] = "idle",         [REG_BEATING] = "beating", [REG_LISTING] = "listing",
+    [REG_STOPPING] = "stopping", [REG_STOPPED] = "stopped",
+};
+
+static void
+registry_set(struct registry *r, enum registry_state state)
+{
+    log_debug("registry: %s -> %s", state_names[r->state], state_names[state]);
+    r->state = state;
+}
+
+static void cache_free(struct registry *r);
+
+/* ---- heartbeat, then list -------------------------------------------------------------------- */
+
+static void
+fill_self(struct registry *r, struct store_node_rec *rec, bool stopped)
+{
+    json_t *cap = r->self.capacity(r->self.userdata);
+    char *text = json_dumps(cap, JSON_COMPACT);
+
+    *rec = (struct store_node_rec){
+        .draining = stopped || r->self.draining(r->self.userdata),
+        .stopped = stopped,
+        .started_at = r->started_at,
+        .heartbeat_at = time_wall_ms(),
+        .ttl_ms = HEARTBEATS_TO_LIVE * r->cfg->cluster_heartbeat_ms,
+        .sessions = r->self.sessions(r->self.userdata),
+    };
+    (void)snprintf(rec->id, sizeof(rec->id), "%s", r->cfg->node_id);
+    (void)snprintf(rec->url, sizeof(rec->url), "%s", r->cfg->cluster_advertise_url);
+    (void)snprintf(rec->version, sizeof(rec->version), "%s", SANDPOOL_VERSION);
+    if (text == NULL || strlen(text) > STORE_NODE_CAPACITY_MAX) {
+        free(text);
+        text = xstrdup("{}"); /* too many profiles to say: the node still says it lives */
+    }
+    rec->capacity = text;
+    json_decref(cap);
+}
+
+static void
+on_listed(int rc, const struct store_node_rec *recs, size_t n, void *userdata)
+{
+    struct registry *r = userdata;
+    uint64_t now = time_wall_ms();
+
+    registry_set(r, REG_IDLE);
+    if (rc < 0) {
+        return; /* the cache stays: the next beat lists again */
+    }
+    cache_free(r);
+    r->cache = xcalloc(n ? n : 1, sizeof(*r->cache));
+    r->n_cache = n;
+    r->stats.live = r->stats.down = 0;
+    for (size_t i = 0; i < n; i++) {
+        r->cache[i] = recs[i];
+        r->cache[i].capacity = xstrdup(recs[i].capacity);
+        if (store_node_live(&recs[i], now)) {
+            r->stats.live++;
+        } else {
+            r->stats.down++;
+        }
+    }
+    r->listed_at = now;
+}
+
+static void
+on_beaten(int rc, void *userdata)
+{
+    struct registry *r = userdata;
+
+    if (rc < 0) {
+        r->stats.heartbeat_failures_total++;
+        log_warn("registry: the heartbeat failed: %s", strerror(-rc));
+        registry_set(r, REG_IDLE);
+        return;
+    }
+    r->stats.heartbeats_total++;
+    if (r->stop_wanted || store_nodes_list(r->nodes, time_wall_ms(), on_listed, r) < 0) {
+        registry_set(r, REG_IDLE);
+        return;
+    }
+    registry_set(r, REG_LISTING);
+}
+
+static void
+on_beat(evutil_socket_t fd, short what, void *arg)
+{
+    struct registry *r = arg;
+    struct store_node_rec rec;
+    int rc;
+
+    if (r->state != REG_IDLE || r->stop_wanted || !store_redis_is_up(r->redis)) {
+        return; /* one at a time; Redis down: the others see the heartbeat age */
+    }
+    fill_self(r, &rec, false);
+    rc = store_nodes_heartbeat(r->nodes, &rec, on_beaten, r);
+    store_node_rec_done(&rec);
+    if (rc < 0) {
+        r->stats.heartbeat_failures_total++;
+        return;
+    }
+    registry_set(r, REG_BEATING);
+}
+
+/* ---- stop ------------------------------------------------------------------------------------ */
+
+static void
+on_stopped(int rc, void *userdata)
+{
+    struct registry *r = userdata;
+
+    if (rc < 0) {
+        log_warn("registry: the last heartbeat failed: %s", strerror(-rc));
+    }
+    registry_set(r, REG_STOPPED);
+}
+
+bool
+registry_stop(struct registry *r)
+{
+    struct store_node_rec rec;
+    int rc;
+
+    r->stop_wanted = true;
+    if (r->state == REG_STOPPED) {
+        return true;
+    }
+    if (r->state != REG_IDLE) {
+        return false; /* a heartbeat or list in flight: the next call goes on */
+    }
+    if (!store_redis_is_up(r->redis)) {
+        registry_set(r, REG_STOPPED);
+        return true;
+    }
+    fill_self(r, &rec, true);
+    rc = store_nodes_heartbeat(r->nodes, &rec, on_stopped, r);
+    store_node_rec_done(&rec);
+    registry_set(r, rc < 0 ? REG_STOPPED : REG_STOPPING);
+    return rc < 0;
+}
+
+/* ---- the view -------------------------------------------------------------------------------- */
+
+static json_t *
+time_or_null(uint64_t ms)
+{
+    char t[40];
+
+    return ms == 0 ? json_null() : OOM_CHECK(json_string(time_rfc3339(ms, t, sizeof(t))));
+}
+
+static json_t *
+node_json(const struct store_node_rec *n, uint64_t now)
+{
+    json_t *cap = json_loads(n->capacity, 0, NULL);
+
+    return OOM_CHECK(
+        json_pack("{s:s, s:s, s:s, s:b, s:b, s:b, s:o, s:o, s:I, s:I, s:o}", "id", n->id, "url",
+                  n->url, "version", n->version, "live", store_node_live(n, now), "draining",
+                  n->draining, "stopped", n->stopped, "started_at", time_or_null(n->started_at),
+                  "heartbeat_at", time_or_null(n->heartbeat_at), "heartbeat_age_ms",
+                  (json_int_t)(now > n->heartbeat_at ? now - n->heartbeat_at : 0), "sessions",
+                  (json_int_t)n->sessions, "capacity",
+                  json_is_object(cap) ? cap : (json_decref(cap), OOM_CHECK(json_object()))));
+}
+
+json_t *
+registry_to_json(const struct registry *r)
+{
+    json_t *list = OOM_CHECK(json_array());
+    uint64_t now = time_wall_ms();
+
+    for (size_t i = 0; i < r->n_cache; i++) {
+        (void)json_array_append_new(list, node_json(&r->cache[i], now));
+    }
+    return OOM_CHECK(json_pack("{s:s, s:I, s:o, s:o}", "self", r->cfg->node_id, "heartbeat_ms",
+                               (json_int_t)r->cfg->cluster_heartbeat_ms, "listed_at",
+                               time_or_null(r->listed_at), "nodes", list));
+}
+
+void
+registry_get_stats(const struct registry *r, struct registry_stats *ret)
+{
+    *ret = r->stats;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------- */
+
+static void
+cache_free(struct registry *r)
+{
+    for (size_t i = 0; i < r->n_cache; i++) {
+        store_node_rec_done(&r->cache[i]);
+    }
+    free(r->cache);
+    r->cache = NULL;
+    r->n_cache = 0;
+}
+
+struct registry *
+registry_new(struct event_base *base, const struct cfg *cfg, struct store_redis *redis,
+             const struct registry_self *self)
+{
+    struct registry *r = xcalloc(1, sizeof(*r));
+    struct timeval tv;
+
+    r->base = base;
+    r->cfg = cfg;
+    r->redis = redis;
+    r->self = *self;
+    r->nodes = store_nodes_new(redis, cfg->redis_prefix);
+    r->started_at = time_wall_ms();
+    r->timer = OOM_CHECK(event_new(base, -1, EV_PERSIST, on_beat, r));
+    time_tv_from_ms(&tv, cfg->cluster_heartbeat_ms);
+    (void)event_add(r->timer, &tv);
+    event_active(r->timer, EV_TIMEOUT, 0); /* the first beat at once */
+    return r;
+}
+
+struct registry *
+registry_free(struct registry *r)
+{
+    if (r == NULL) {
+        return NULL;
+    }
+    if (r->timer != NULL) {
+        event_free(r->timer);
+    }
+    cache_free(r);
+    store_nodes_free(r->nodes);
+    free(r);
+    return NULL;
+}

@@ -1,0 +1,54 @@
+/* This node in the node registry (store/nodes.h, docs/cluster.md): a heartbeat every
+ * cluster.heartbeat_ms publishes who it is (node_id, cluster.advertise_url, version), whether it
+ * takes new sessions and what it can take (per profile: warm ready, bound, max), and after each
+ * heartbeat the registry is read back into a cache: the admin's view (GET /v1/admin/nodes) and
+ * the routing's answer come from it, never from a Redis call on the request's path. A node is
+ * live while its last heartbeat is younger than 3 heartbeats; at a clean stop a last heartbeat
+ * says "stopped".
+ *
+ * States (one writer, registry_set()): IDLE (waiting for the next beat) -> BEATING (the heartbeat
+ * is in Redis's hands) -> LISTING (the list is) -> IDLE; STOPPING (the last heartbeat is) ->
+ * STOPPED. Loop context only. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/nodes.h"
+
+struct cfg;
+struct event_base;
+struct registry;
+
+typedef struct json_t json_t;
+
+/* What the node says of itself at each heartbeat: draining, the number of its sessions, and its
+ * capacity (a JSON object {"PROFILE": {"ready", "bound", "max"}}, returned owned). */
+struct registry_self {
+    bool (*draining)(void *userdata);
+    unsigned (*sessions)(void *userdata);
+    json_t *(*capacity)(void *userdata);
+    void *userdata;
+};
+
+/* Starts heartbeating at once (when Redis is up; else at the next beat). Everything borrowed. */
+struct registry *registry_new(struct event_base *base, const struct cfg *cfg,
+                              struct store_redis *redis, const struct registry_self *self);
+/* Callbacks of operations still in Redis's hands must have come (store_redis_free() first). */
+struct registry *registry_free(struct registry *r);
+
+/* The last heartbeat, "stopped": true once it is answered, failed or Redis is down (then the
+ * others see the heartbeat age). Called again until true by the drain. */
+bool registry_stop(struct registry *r);
+
+/* The cached view: {"self", "heartbeat_ms", "listed_at", "nodes": [{"id", "url", "version",
+ * "live", "draining", "stopped", "started_at", "heartbeat_at", "heartbeat_age_ms", "sessions",
+ * "capacity"}]} (newest heartbeat first; listed_at null before the first list). */
+json_t *registry_to_json(const struct registry *r);
+
+struct registry_stats {
+    uint64_t heartbeats_total, heartbeat_failures_total;
+    unsigned live, down; /* of the last list: nodes live, and known but not live */
+};
+void registry_get_stats(const struct registry *r, struct registry_stats *ret);

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Several nodes behind one Redis (docs/cluster.md): three daemons on loopback ports share one
+# redis-server and one prefix, and each sees the others in the node registry (GET
+# /v1/admin/nodes, sandpoolctl node ls): their advertised URLs, versions and capacity; a drain,
+# a session, a kill -9 (lost after 3 missed heartbeats), a clean stop (stopped) and a restart
+# (live again) show on the other nodes. Loopback only. TAP output. About 40 s.
+#
+# Needs: SANDPOOL_TEST_ENGINE_SOCKET, SANDPOOLD (SANDPOOLCTL defaults to the sandpoolctl next to
+# it), image sandpool/python, redis-server, jq.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/tap.sh"
+NODE=sandpool-test-cluster
+. "$here/../lib/api.sh"
+SANDPOOLCTL=${SANDPOOLCTL:-$(dirname "$SANDPOOLD")/sandpoolctl}
+
+TADM=token-adm-$$-$RANDOM
+BEAT_MS=200
+declare -A nport npid
+# Free loopback ports below the ephemeral range for b and c (a has api.sh's $port).
+next_port() {
+    local p=$(( $1 + 1 ))
+    while [ -n "$(ss -tanH "sport = :$p")" ]; do p=$(( p + 1 )); done
+    echo "$p"
+}
+nport[a]=$port
+nport[b]=$(next_port "${nport[a]}")
+nport[c]=$(next_port "${nport[b]}")
+node_id() { echo "$NODE-$1"; }
+cleanup_nodes() {
+    local n ids
+    for n in a b c; do
+        [ -n "${npid[$n]:-}" ] && kill -KILL "${npid[$n]}" 2>/dev/null
+        ids=$(docker ps -aq --filter "label=sandpool.owner=$(node_id "$n")")
+        [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1
+    done
+}
+trap 'cleanup_nodes; cleanup' EXIT
+cleanup_nodes
+
+# write_node N [ADVERTISE]: node N's config (its own port, node id and label; one Redis).
+write_node() {
+    local advertise=${2:+"\"advertise_url\": \"$2\", "}
+    port=${nport[$1]} NODE=$(node_id "$1") config_base >"$work/base-$1.json"
+    cat >"$work/config-$1.json" <<JSON
+{
+$(cat "$work/base-$1.json")
+  "admin_token_sha256": "$(sha "$TADM")",
+  "cluster": {${advertise}"heartbeat_ms": $BEAT_MS},
+  "profiles": {"python": {"image": "sandpool/python:latest", "warm": 1, "max": 3}}
+}
+JSON
+}
+start_node() {
+    engine_adapt_config "$work/config-$1.json"
+    ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:quarantine_size_mb=4} \
+        "$SANDPOOLD" --config "$work/config-$1.json" >>"$work/daemon-$1.log" 2>&1 &
+    npid[$1]=$!
+}
+node_ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${nport[$1]}/readyz")" = 200 ]; }
+# nodes_of N: node N's registry view, into $work/nodes.json.
+nodes_of() { curl -s -H "Authorization: Bearer $TADM" "http://127.0.0.1:${nport[$1]}/v1/admin/nodes" >"$work/nodes.json"; }
+# seen N ID FILTER: node N's view of node ID passes the jq filter.
+seen() { nodes_of "$1"; jq_true --arg id "$(node_id "$2")" "any(.nodes[]; .id == \$id and ($3))" "$work/nodes.json"; }
+ctl() { SANDPOOL_URL=http://127.0.0.1:${nport[$1]} SANDPOOL_TOKEN=${TOKEN:-$TADM} "$SANDPOOLCTL" "${@:2}" >"$work/out" 2>"$work/err" </dev/null; echo $?; }
+
+start_redis
+write_node a
+write_node b "http://127.0.0.1:${nport[b]}"
+write_node c
+for n in a b c; do start_node "$n"; done
+for n in a b c; do check "node $n: readyz turns 200" wait_for 120 node_ready "$n"; done
+
+# ---- the registry -------------------------------------------------------------------------------
+three_live() { nodes_of "$1"; jq_true '[.nodes[] | select(.live)] | length == 3' "$work/nodes.json"; }
+check "node a sees three live nodes" wait_for 10 three_live a
+check "... itself named as self" jq_true --arg id "$(node_id a)" '.self == $id and .heartbeat_ms == 200 and (.listed_at | type) == "string"' "$work/nodes.json"
+check "... each with its URL, version and capacity" \
+    jq_true --arg a "http://127.0.0.1:${nport[a]}" --arg b "http://127.0.0.1:${nport[b]}" --arg c "http://127.0.0.1:${nport[c]}" \
+    '([.nodes[].url] | sort) == ([$a, $b, $c] | sort) and all(.nodes[]; (.version | length) > 0 and .capacity.python.max == 3 and .heartbeat_age_ms < 2000 and (.started_at | type) == "string")' "$work/nodes.json"
+check "node c sees the same three" wait_for 10 three_live c
+
+curl -s -o /dev/null -X POST -H "Authorization: Bearer $TADM" "http://127.0.0.1:${nport[b]}/v1/admin/drain"
+check "b drained: a sees it draining" wait_for 5 seen a b '.draining and .live'
+curl -s -o /dev/null -X POST -H "Authorization: Bearer $TADM" "http://127.0.0.1:${nport[b]}/v1/admin/undrain"
+check "b undrained: a sees it take sessions again" wait_for 5 seen a b '(.draining | not) and .live'
+s=$(curl -s -X POST -H "Authorization: Bearer $TA" "http://127.0.0.1:${nport[c]}/v1/sessions" | jq -r .id)
+check "a session is created on c" test -n "$s" -a "$s" != null
+check "a session on c: c's own record says so, with its bound container" wait_for 5 seen c c '.sessions == 1 and .capacity.python.bound == 1'
+check "... and a sees it" wait_for 5 seen a c '.sessions == 1'
+
+check_eq "sandpoolctl node ls on a: 0" "$(ctl a node ls)" 0
+check "... a table of the three, a marked as this node" \
+    bash -c "head -1 '$work/out' | grep -qE '^NODE +URL +STATE +HEARTBEAT +SESSIONS +VERSION +CAPACITY' &&
+             grep -qE '^$(node_id a) \\* +http://127.0.0.1:${nport[a]} +live ' '$work/out' &&
+             grep -qE '^$(node_id c) +http://127.0.0.1:${nport[c]} +live .* python:[0-9]+/1/3' '$work/out'"
+check_eq "sandpoolctl node ls -o json: 0" "$(ctl a node ls -o json)" 0
+check "... the daemon's JSON" jq_true '(.nodes | length) == 3' "$work/out"
+check_eq "a tenant's token: 3 (forbidden)" "$(TOKEN=$TA ctl a node ls)" 3
+curl -s -o "$work/body" -w '%{http_code}' -H "Authorization: Bearer $TA" "http://127.0.0.1:${nport[a]}/v1/admin/nodes" >"$work/status"
+check_eq "GET /v1/admin/nodes with a tenant's token: 403" "$(status)" 403
+
+# ---- a node lost, one stopped, one back ---------------------------------------------------------
+kill -KILL "${npid[c]}"; wait "${npid[c]}" 2>/dev/null; npid[c]=
+check "c killed: a sees it not live after 3 missed heartbeats" wait_for 5 seen a c '(.live | not) and (.stopped | not)'
+check "... its last heartbeat over 3 beats old" jq_true --arg id "$(node_id c)" 'any(.nodes[]; .id == $id and .heartbeat_age_ms >= 600)' "$work/nodes.json"
+U=http://127.0.0.1:${nport[a]}
+down_1() { [ "$(metric 'sandpool_cluster_nodes{state="down"}')" = 1 ]; }
+check "a's metrics count one node down" wait_for 5 down_1
+check "... and heartbeats that went through" test "$(metric 'sandpool_cluster_heartbeats_total{outcome="ok"}')" -gt 5
+check_eq "sandpoolctl node ls names it lost" "$(ctl a node ls; grep -cE "^$(node_id c) .* lost " "$work/out")" "0
+1"
+
+kill -TERM "${npid[b]}"
+stopped_b() { ! kill -0 "${npid[b]}" 2>/dev/null; }
+check "b stops cleanly on SIGTERM" wait_for 30 stopped_b
+wait "${npid[b]}" 2>/dev/null; npid[b]=
+check "a sees b stopped, at once (its last heartbeat said so)" wait_for 2 seen a b '.stopped and (.live | not)'
+
+start_node c
+check "c restarted: readyz turns 200" wait_for 120 node_ready c
+check "a sees c live again" wait_for 5 seen a c '.live and (.stopped | not)'
+check "... with its session re-adopted" wait_for 10 seen a c '.sessions == 1'
+c_view() { seen c a '.live' && seen c b '.stopped'; }
+check "and c sees a live, b stopped" c_view
+
+for n in a c; do kill -TERM "${npid[$n]}"; done
+for n in a c; do wait "${npid[$n]}" 2>/dev/null; npid[$n]=; done
+tap_final_checks() {
+    local n
+    for n in a b c; do
+        check "node $n's log holds no sanitizer report" \
+            lacks -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$work/daemon-$n.log"
+    done
+}
+tap_done
