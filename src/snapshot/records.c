@@ -306,6 +306,7 @@ struct admin_walk {
     char **tenants;
     size_t n, next;
     json_t *snapshots, *totals;
+    bool truncated; /* snapshots were left out (newest SNAPSHOT_LIST_MAX kept) */
 };
 
 static void walk_next(struct admin_walk *w);
@@ -337,13 +338,14 @@ newest_first(const void *a, const void *b)
     return strcmp(y != NULL ? y : "", x != NULL ? x : ""); /* RFC 3339 UTC: text order is time */
 }
 
-/* Every tenant listed: the snapshots newest first, at most SNAPSHOT_LIST_MAX of them. */
+/* Keeps the newest SNAPSHOT_LIST_MAX of the walk's snapshots (sorted, newest first): after each
+ * tenant, so that the walk holds at most two lists' worth whatever the number of tenants. */
 static void
-walk_done(struct admin_walk *w)
+walk_trim(struct admin_walk *w)
 {
     size_t n = json_array_size(w->snapshots), keep = n < SNAPSHOT_LIST_MAX ? n : SNAPSHOT_LIST_MAX;
     struct listed *v = xcalloc(n ? n : 1, sizeof(*v));
-    json_t *sorted = OOM_CHECK(json_array()), *o;
+    json_t *sorted = OOM_CHECK(json_array());
 
     for (size_t i = 0; i < n; i++) {
         v[i].snapshot = json_array_get(w->snapshots, i);
@@ -353,8 +355,20 @@ walk_done(struct admin_walk *w)
         (void)json_array_append(sorted, v[i].snapshot);
     }
     free(v);
-    o = OOM_CHECK(json_pack("{s:o, s:O, s:b}", "snapshots", sorted, "tenants", w->totals,
-                            "truncated", n > keep));
+    w->truncated = w->truncated || n > keep;
+    json_decref(w->snapshots);
+    w->snapshots = sorted;
+}
+
+/* Every tenant listed: the answer. */
+static void
+walk_done(struct admin_walk *w)
+{
+    json_t *o;
+
+    walk_trim(w);
+    o = OOM_CHECK(json_pack("{s:O, s:O, s:b}", "snapshots", w->snapshots, "tenants", w->totals,
+                            "truncated", w->truncated));
     w->q->list_cb(0, o, NULL, w->q->userdata);
     json_decref(o);
     req_free(w->q);
@@ -384,7 +398,11 @@ on_walked(int r, const struct store_snapshot_rec *recs, size_t n, uint64_t bytes
     json_array_foreach (list, i, v) {
         (void)json_array_append(w->snapshots, v);
     }
-    (void)json_object_set_new(one, "snapshots", OOM_CHECK(json_integer((json_int_t)i)));
+    (void)json_object_set_new(one, "snapshots",
+                              OOM_CHECK(json_integer((json_int_t)json_array_size(list))));
+    if (json_array_size(w->snapshots) > SNAPSHOT_LIST_MAX) {
+        walk_trim(w);
+    }
     (void)json_object_set_new(one, "tenant", OOM_CHECK(json_string(w->tenants[w->next])));
     (void)json_array_append_new(w->totals, one);
     w->next++;
