@@ -28,7 +28,6 @@ enum registry_state {
 };
 
 struct registry {
-    struct event_base *base;   /* borrowed */
     const struct cfg *cfg;     /* borrowed */
     struct store_redis *redis; /* borrowed */
     struct store_nodes *nodes;
@@ -250,7 +249,6 @@ registry_new(struct event_base *base, const struct cfg *cfg, struct store_redis 
     struct registry *r = xcalloc(1, sizeof(*r));
     struct timeval tv;
 
-    r->base = base;
     r->cfg = cfg;
     r->redis = redis;
     r->self = *self;

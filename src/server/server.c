@@ -140,9 +140,7 @@ on_redis_state(bool up, const char *why, void *userdata)
 static bool
 self_draining(void *userdata)
 {
-    struct server *s = userdata;
-
-    return s->drained || s->leaving || s->stopping;
+    return server_drain_state(userdata) != API_SERVING;
 }
 
 static unsigned

@@ -358,8 +358,9 @@ write_record(struct store_sessions *s, const char *script, const struct store_se
     int n = 0, nkeys = script == restore_lua ? 5 : 3;
 
     if (session_key(s, rec->id, key) < 0 ||
-        store_key_snapshot(skey, KEY_MAX, s->prefix, rec->snapshot) < 0 ||
-        store_key_tenant_snapshot_bytes(bkey, KEY_MAX, s->prefix, rec->tenant) < 0) {
+        (nkeys == 5 &&
+         (store_key_snapshot(skey, KEY_MAX, s->prefix, rec->snapshot) < 0 ||
+          store_key_tenant_snapshot_bytes(bkey, KEY_MAX, s->prefix, rec->tenant) < 0))) {
         return -ENAMETOOLONG;
     }
     (void)snprintf(deadline, sizeof(deadline), "%llu",
