@@ -51,6 +51,7 @@ struct api {
     unsigned e2b_audit_lines;
     uint64_t e2b_audit_suppressed;
     struct api_stats stats;
+    struct api_forwarder *forwarder; /* forward.c; NULL without a route (no Redis) */
     char unix_path[108];
 };
 
@@ -248,6 +249,30 @@ unsigned api_route_flags(enum evhttp_cmd_type method, const char *path, size_t l
 /* The marker of a held body's head: "X-Sandpool-Held: N", the connection's Nth held body. A head
  * that carries it itself is not understood. */
 #define API_HELD_HEADER "X-Sandpool-Held"
+
+/* ---- sessions other nodes hold (forward.c, docs/cluster.md#routing) ---- */
+
+/* A request forwarded by a node carries this (that node's id): it is never forwarded again. */
+#define API_FORWARDED_HEADER "X-Sandpool-Forwarded"
+/* A forwarded answer carries this: the node that answered. */
+#define API_NODE_HEADER "X-Sandpool-Node"
+struct api_forwarder;
+struct api_forwarder *api_forwarder_new(struct api *a);
+/* After evhttp_free(): the requests forwarded were cancelled when their connections went. */
+void api_forwarder_free(struct api_forwarder *fw);
+/* req, authenticated, names session id (of tenant; NULL: the admin asks), which this node does
+ * not hold: answered by its owner (forwarded), or here with 404 (no such session) or 503 (its
+ * node cannot be reached now). */
+void api_forward_session(struct api *a, struct evhttp_request *req, const char *id,
+                         const char *tenant);
+/* req goes to node (at url) as it is, and is answered from there (placement of a create). */
+void api_forward_to(struct api *a, struct evhttp_request *req, const char *node, const char *url);
+/* A create of profile (NULL: the first) that another node should take: this one has no warm
+ * container for it, or is draining, and the registry names a better node (registry_place()).
+ * True when req went there (and is answered from there). */
+bool api_place(struct api *a, struct evhttp_request *req, const char *profile, bool draining);
+/* req came from another node (it carries API_FORWARDED_HEADER): it is never forwarded again. */
+bool api_forwarded(struct evhttp_request *req);
 
 enum api_head_end {
     API_HEAD_MORE,        /* no end yet: more bytes are needed */

@@ -544,6 +544,9 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
     if (cfg->mcp_max_sessions > 0 && backend->redis != NULL) {
         a->mcp = mcp_server_new(a);
     }
+    if (backend->route != NULL) {
+        a->forwarder = api_forwarder_new(a);
+    }
     r = serve(a, cfg->listen, a->conns, on_request, &a->http, &a->bound, a->unix_path, reterr);
     if (r == 0 && cfg->http_health_listen[0] != '\0') {
         a->health_conns = api_conns_new(&health);
@@ -622,6 +625,7 @@ api_free(struct api *a)
     if (a->http != NULL) {
         evhttp_free(a->http);
     }
+    api_forwarder_free(a->forwarder); /* after evhttp_free: its requests were cancelled */
     api_conns_free(a->conns);
     api_conns_free(a->health_conns);
     api_gate_free(a->files_gate); /* after evhttp_free: the requests that waited are gone */

@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "mcp/proto.h"
+#include "metrics/metrics.h"
 #include "util/buf.h"
 #include "util/err.h"
 
@@ -19,6 +20,7 @@ struct event_base;
 struct docker_client;
 struct evhttp_request;
 struct pool;
+struct route;
 struct session_manager;
 struct store_redis;
 struct api;
@@ -47,6 +49,7 @@ struct api_backend {
     struct docker_client *engine;     /* borrowed: file transfers exec in the sandboxes */
     struct store_redis *redis;        /* borrowed: the MCP sessions' records */
     struct registry *registry;        /* borrowed: the node registry's view (admin) */
+    struct route *route;              /* borrowed: where other nodes' sessions are (forward.c) */
     /* Returns true when the engine answered recently; writes a reason otherwise. */
     bool (*engine_ok)(void *userdata, char *why, size_t n);
     bool (*redis_ok)(void *userdata, char *why, size_t n);
@@ -98,6 +101,25 @@ struct api_stats {
     uint64_t files_refused_total; /* answered 429: waited in vain, or too many waiting */
 };
 void api_get_stats(const struct api *a, struct api_stats *ret);
+
+/* Requests for sessions on other nodes (src/api/forward.c). */
+enum api_forward_outcome {
+    API_FWD_OK,          /* the owner's answer went to the client, whatever its status */
+    API_FWD_UNREACHABLE, /* the owner did not answer: 503 */
+    API_FWD_BROKEN,      /* its answer broke off mid-stream: so did the client's */
+    API_FWD_CLIENT_GONE, /* the client went first: the owner's call was cancelled */
+    API_FWD__COUNT,
+};
+const char *api_forward_outcome_name(enum api_forward_outcome o);
+struct api_forward_stats {
+    uint64_t outcomes[API_FWD__COUNT];
+    uint64_t verdicts[4];        /* by enum route_verdict: forward, none, down, unavailable */
+    uint64_t placed;             /* creates sent to another node (no warm container here) */
+    uint64_t peer_failures;      /* calls to owners that failed (refused, timed out, broke) */
+    struct metrics_hist latency; /* until the owner's answer began */
+    unsigned in_flight;
+};
+void api_get_forward_stats(const struct api *a, struct api_forward_stats *ret);
 
 /* The MCP front end's (src/api/mcp*.c). */
 struct api_mcp_stats {

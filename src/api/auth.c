@@ -169,13 +169,17 @@ api_require_admin(struct api *a, struct evhttp_request *req)
 }
 
 /* The session id of tenant (NULL: any tenant's), or NULL after replying 404: an id that is no
- * name at all is exactly as absent as an unknown one. */
+ * name at all is exactly as absent as an unknown one. A session this node does not hold may be
+ * another node's: the request is then routed there (forward.c), and answered later. */
 static struct session *
 find_session(struct api *a, struct evhttp_request *req, const char *tenant, const char *id)
 {
-    struct session *s = str_is_name(id, 64) ? session_find(a->backend->sessions, tenant, id) : NULL;
+    bool name = str_is_name(id, 64);
+    struct session *s = name ? session_find(a->backend->sessions, tenant, id) : NULL;
 
-    if (s == NULL) {
+    if (s == NULL && name && a->forwarder != NULL) {
+        api_forward_session(a, req, id, tenant);
+    } else if (s == NULL) {
         api_reply_error(req, -ENOENT, "no such session");
     }
     return s;

@@ -180,27 +180,32 @@ api_sessions_create(struct api *a, struct evhttp_request *req, const char *const
     struct api_create_body cb;
     struct err e = {0};
     json_t *body = NULL;
+    enum api_drain drain;
     struct call *c;
     int r;
 
     if (t == NULL) {
         return;
     }
-    switch (a->backend->drain_state(a->backend->userdata)) {
-    case API_SERVING:
-        break;
-    case API_DRAINED:
-        api_reply_error(req, -ESHUTDOWN,
-                        "this node is drained: it takes no new sessions; create "
-                        "the session on another node");
-        return;
-    case API_LEAVING:
-    case API_STOPPING:
-        api_reply_error(req, -ESHUTDOWN, "this daemon is shutting down; retry on another");
-        return;
-    }
     if (api_body_json(req, true, &body, &e) < 0 || api_request_create(body, &cb, &e) < 0) {
         api_reply_error(req, e.code, "%s", e.msg);
+        json_decref(body);
+        return;
+    }
+    drain = a->backend->drain_state(a->backend->userdata);
+    /* Placement (docs/cluster.md#placement): no warm container here, or drained or leaving:
+     * another node may take it. Stopping: this node forwards nothing new either. */
+    if (drain != API_STOPPING && api_place(a, req, cb.profile, drain != API_SERVING)) {
+        free(cb.metadata_json);
+        json_decref(body);
+        return;
+    }
+    if (drain != API_SERVING) {
+        api_reply_error(req, -ESHUTDOWN, "%s",
+                        drain == API_DRAINED ? "this node is drained: it takes no new sessions; "
+                                               "create the session on another node"
+                                             : "this daemon is shutting down; retry on another");
+        free(cb.metadata_json);
         json_decref(body);
         return;
     }

@@ -223,6 +223,75 @@ registry_to_json(const struct registry *r)
                                time_or_null(r->listed_at), "nodes", list));
 }
 
+const struct store_node_rec *
+registry_node(const struct registry *r, const char *id)
+{
+    for (size_t i = 0; i < r->n_cache; i++) {
+        if (strcmp(r->cache[i].id, id) == 0) {
+            return &r->cache[i];
+        }
+    }
+    return NULL;
+}
+
+/* The profile's ready and room (max - bound) counts in node n's capacity; false without it. */
+static bool
+capacity_of(const struct store_node_rec *n, const char *profile, unsigned *ready, unsigned *room)
+{
+    json_t *cap = json_loads(n->capacity, 0, NULL);
+    json_int_t rd = -1, bound = -1, max = -1;
+    bool ok = json_unpack(json_object_get(cap, profile), "{s:I, s:I, s:I}", "ready", &rd, "bound",
+                          &bound, "max", &max) == 0 &&
+              rd >= 0 && bound >= 0 && max >= 0 && max <= (json_int_t)UINT32_MAX;
+
+    json_decref(cap);
+    if (ok) {
+        *ready = (unsigned)MIN(rd, max);
+        *room = max > bound ? (unsigned)(max - bound) : 0;
+    }
+    return ok;
+}
+
+const struct store_node_rec *
+registry_place(const struct registry *r, const char *profile, unsigned self_free)
+{
+    const struct store_node_rec *most_ready = NULL, *most_free = NULL;
+    unsigned best_ready = 0, best_room = self_free;
+    uint64_t now = time_wall_ms();
+
+    for (size_t i = 0; i < r->n_cache; i++) {
+        const struct store_node_rec *n = &r->cache[i];
+        unsigned ready, room;
+
+        if (strcmp(n->id, r->cfg->node_id) == 0 || n->draining || !store_node_live(n, now) ||
+            strncmp(n->url, "http://", 7) != 0 ||
+            strcmp(n->url, r->cfg->cluster_advertise_url) == 0 ||
+            !capacity_of(n, profile, &ready, &room) || room == 0) {
+            continue;
+        }
+        if (ready > best_ready) {
+            best_ready = ready;
+            most_ready = n;
+        }
+        if (room > best_room) {
+            best_room = room;
+            most_free = n;
+        }
+    }
+    return most_ready != NULL ? most_ready : most_free;
+}
+
+size_t
+registry_peers(const struct registry *r)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < r->n_cache; i++) {
+        n += strcmp(r->cache[i].id, r->cfg->node_id) != 0;
+    }
+    return n;
+}
+
 void
 registry_get_stats(const struct registry *r, struct registry_stats *ret)
 {

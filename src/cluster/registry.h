@@ -47,6 +47,22 @@ bool registry_stop(struct registry *r);
  * "capacity"}]} (newest heartbeat first; listed_at null before the first list). */
 json_t *registry_to_json(const struct registry *r);
 
+/* The cached record of node id, or NULL when the last list did not have it. Borrowed until the
+ * next list. */
+const struct store_node_rec *registry_node(const struct registry *r, const char *id);
+
+/* Where a new session of profile goes when this node has no warm container for it (or is
+ * draining: self_free 0): another live node that takes sessions and advertises an http://
+ * address, the one with the most warm containers ready for the profile, else the one with the
+ * most room for it (max - bound) if that is more than self_free; NULL: nowhere better than here.
+ * From the last list (at most a heartbeat old): a guess, which the chosen node makes good by
+ * creating the session itself, from its pool or cold. */
+const struct store_node_rec *registry_place(const struct registry *r, const char *profile,
+                                            unsigned self_free);
+
+/* How many other nodes the last list had (live or not): 0 for a node alone. */
+size_t registry_peers(const struct registry *r);
+
 struct registry_stats {
     uint64_t heartbeats_total, heartbeat_failures_total;
     unsigned live, down; /* of the last list: nodes live, and known but not live */

@@ -1,12 +1,12 @@
 /* libcurl multi on the libevent loop; see client.h for the request contract.
  *
- * Wiring (curl docs/examples/hiperfifo.c, multi-event.c): curl tells us which sockets to watch
- * (on_curl_socket) and when to wake it (on_curl_timer); libevent events call
- * curl_multi_socket_action(). Nothing user-visible ever runs inside libcurl: the write callback
- * only appends to a bounded buffer, and after each curl_multi_socket_action() returns, dispatch()
- * (1) moves finished transfers off the multi handle into `done`, (2) hands streamed bytes to
- * their consumers and (3) runs completion callbacks. User callbacks may therefore start, cancel
- * or inspect requests freely (no CURLM_RECURSIVE_API_CALL, no freeing under curl's feet).
+ * Wiring: util/curl-loop.c drives the multi handle from libevent (curl's multi_socket_action
+ * pattern) and calls dispatch() after each of curl's actions. Nothing user-visible ever runs inside
+ * libcurl: the write callback only appends to a bounded buffer, and after each
+ * curl_multi_socket_action() returns, dispatch() (1) moves finished transfers off the multi handle
+ * into `done`, (2) hands streamed bytes to their consumers and (3) runs completion callbacks. User
+ * callbacks may therefore start, cancel or inspect requests freely (no CURLM_RECURSIVE_API_CALL, no
+ * freeing under curl's feet).
  *
  * A call lives on exactly one list: `active` (owned by curl), `done` (finished, callback due) or
  * none (being delivered). Cancelling an active call removes it from curl and frees it; cancelling
@@ -26,6 +26,7 @@
 #include <jansson.h>
 
 #include "docker/quirks.h"
+#include "util/curl-loop.h"
 #include "util/macro.h"
 #include "util/parse.h"
 
@@ -69,8 +70,8 @@ TAILQ_HEAD(data_list, docker_call);
 
 struct docker_client {
     struct event_base *base; /* borrowed */
-    CURLM *multi;
-    struct event *timer;
+    struct curl_loop *loop;  /* util/curl-loop.h */
+    CURLM *multi;            /* the loop's */
     struct event *dispatch_ev;
     char *socket_path;
     unsigned timeout_ms;
@@ -85,34 +86,10 @@ struct docker_client {
     bool dispatching;
 };
 
-struct sock_ctx {
-    struct event *ev;
-};
-
 static void dispatch(struct docker_client *c);
 
-/* ---- libcurl -> libevent glue ---------------------------------------------------------------- */
-
-static void
-on_socket_event(evutil_socket_t fd, short what, void *arg)
-{
-    struct docker_client *c = arg;
-    int flags = (what & EV_READ ? CURL_CSELECT_IN : 0) | (what & EV_WRITE ? CURL_CSELECT_OUT : 0);
-    int running;
-
-    (void)curl_multi_socket_action(c->multi, fd, flags, &running);
-    dispatch(c);
-}
-
-static void
-on_timer_event(evutil_socket_t fd, short what, void *arg)
-{
-    struct docker_client *c = arg;
-    int running;
-
-    (void)curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-    dispatch(c);
-}
+/* ---- after libcurl's actions ------------------------------------------------------------------
+ */
 
 static void
 on_dispatch_event(evutil_socket_t fd, short what, void *arg)
@@ -120,51 +97,11 @@ on_dispatch_event(evutil_socket_t fd, short what, void *arg)
     dispatch(arg);
 }
 
-/* CURLMOPT_SOCKETFUNCTION: watch or forget a socket. Never calls back into curl. */
-static int
-on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+/* After each of libcurl's actions (util/curl-loop.h). */
+static void
+after_action(void *userdata)
 {
-    struct docker_client *c = userp;
-    struct sock_ctx *sc = socketp;
-    short kind;
-
-    if (what == CURL_POLL_REMOVE) {
-        if (sc != NULL) {
-            event_free(sc->ev);
-            free(sc);
-            (void)curl_multi_assign(c->multi, s, NULL);
-        }
-        return 0;
-    }
-    kind = (short)((what & CURL_POLL_IN ? EV_READ : 0) | (what & CURL_POLL_OUT ? EV_WRITE : 0) |
-                   EV_PERSIST);
-    if (sc == NULL) {
-        sc = xcalloc(1, sizeof(*sc));
-        sc->ev = OOM_CHECK(event_new(c->base, s, kind, on_socket_event, c));
-        (void)curl_multi_assign(c->multi, s, sc);
-    } else {
-        (void)event_del(sc->ev);
-        (void)event_assign(sc->ev, c->base, s, kind, on_socket_event, c);
-    }
-    (void)event_add(sc->ev, NULL);
-    return 0;
-}
-
-/* CURLMOPT_TIMERFUNCTION: (re)arm the single timer. Must not call curl_multi_socket_action. */
-static int
-on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
-{
-    struct docker_client *c = userp;
-    struct timeval tv;
-
-    if (timeout_ms < 0) {
-        (void)evtimer_del(c->timer);
-        return 0;
-    }
-    tv.tv_sec = timeout_ms / 1000;
-    tv.tv_usec = (timeout_ms % 1000) * 1000;
-    (void)evtimer_add(c->timer, &tv);
-    return 0;
+    dispatch(userdata);
 }
 
 /* CURLOPT_WRITEFUNCTION: append only; everything else happens in dispatch(). */
@@ -525,14 +462,10 @@ docker_client_new(struct event_base *base, const char *socket_path, unsigned def
     TAILQ_INIT(&c->active);
     TAILQ_INIT(&c->done);
     TAILQ_INIT(&c->streaming);
-    c->multi = OOM_CHECK(curl_multi_init());
-    (void)curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
-    (void)curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
-    (void)curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
-    (void)curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+    c->loop = curl_loop_new(base, after_action, c);
+    c->multi = curl_loop_multi(c->loop);
     /* Keep enough idle keep-alive connections for bursts of parallel creates. */
     (void)curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, 32L);
-    c->timer = OOM_CHECK(evtimer_new(base, on_timer_event, c));
     c->dispatch_ev = OOM_CHECK(event_new(base, -1, 0, on_dispatch_event, c));
     docker_client_set_api_version(c, 1041);
     c->api_version = 0; /* not negotiated yet; the prefix above is the safe floor */
@@ -554,9 +487,7 @@ docker_client_free(struct docker_client *c)
     while ((call = TAILQ_FIRST(&c->done)) != NULL) {
         docker_call_cancel(call);
     }
-    /* curl_multi_cleanup may still call on_curl_socket for sockets it closes. */
-    (void)curl_multi_cleanup(c->multi);
-    event_free(c->timer);
+    curl_loop_free(c->loop);
     event_free(c->dispatch_ev);
     free(c->socket_path);
     free(c);

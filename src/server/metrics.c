@@ -16,6 +16,7 @@
 
 #include "api/api.h"
 #include "cluster/registry.h"
+#include "cluster/route.h"
 #include "docker/client.h"
 #include "pool/pool.h"
 #include "server-internal.h"
@@ -238,7 +239,12 @@ metrics_cluster(struct server *s, struct buf *out)
 {
     struct registry_stats st;
 
+    struct route_stats rs;
+    struct api_forward_stats fs;
+
     registry_get_stats(s->registry, &st);
+    route_get_stats(s->route, &rs);
+    api_get_forward_stats(s->api, &fs);
     struct metric tab[] = {
         {"sandpool_cluster_nodes",
          "gauge",
@@ -249,9 +255,49 @@ metrics_cluster(struct server *s, struct buf *out)
          "This node's heartbeats to the registry, by outcome.",
          {{"outcome=\"ok\"", st.heartbeats_total},
           {"outcome=\"failed\"", st.heartbeat_failures_total}}},
+        {"sandpool_route_requests_total",
+         "counter",
+         "Requests for sessions this node does not hold, by where they were routed: forwarded to "
+         "the owner, none (404), owner down or route unknowable (503).",
+         {{"verdict=\"forward\"", fs.verdicts[ROUTE_FORWARD]},
+          {"verdict=\"none\"", fs.verdicts[ROUTE_NONE]},
+          {"verdict=\"down\"", fs.verdicts[ROUTE_DOWN]},
+          {"verdict=\"unavailable\"", fs.verdicts[ROUTE_UNAVAILABLE]}}},
+        {"sandpool_route_lookups_total",
+         "counter",
+         "Session owners looked up: from the cache, or read from Redis (one HMGET each).",
+         {{"source=\"cache\"", rs.cache_hits},
+          {"source=\"redis\"", rs.lookups},
+          {"source=\"redis_failed\"", rs.lookup_failures},
+          {"source=\"refused\"", rs.refused}}},
+        {"sandpool_route_cached_owners",
+         "gauge",
+         "Session owners in the route cache.",
+         {{NULL, rs.cached}}},
+        {"sandpool_forward_requests_total",
+         "counter",
+         "Requests forwarded to the node that holds their session, by outcome.",
+         {{"outcome=\"ok\"", fs.outcomes[API_FWD_OK]},
+          {"outcome=\"unreachable\"", fs.outcomes[API_FWD_UNREACHABLE]},
+          {"outcome=\"broken\"", fs.outcomes[API_FWD_BROKEN]},
+          {"outcome=\"client_gone\"", fs.outcomes[API_FWD_CLIENT_GONE]}}},
+        {"sandpool_forward_creates_total",
+         "counter",
+         "Session creates this node sent to another one (no warm container here, or drained).",
+         {{NULL, fs.placed}}},
+        {"sandpool_forward_in_flight",
+         "gauge",
+         "Requests being routed or forwarded now.",
+         {{NULL, fs.in_flight}}},
     };
 
-    return metrics_write(out, tab, ELEMENTSOF(tab));
+    if (metrics_write(out, tab, ELEMENTSOF(tab)) < 0 ||
+        metric_family(out, "sandpool_forward_seconds", "histogram",
+                      "A forwarded request's start to the owner's answer beginning.") < 0 ||
+        metrics_hist_write(out, "sandpool_forward_seconds", "", &fs.latency) < 0) {
+        return -ENOBUFS;
+    }
+    return 0;
 }
 
 /* The latencies of pause and hibernation, one histogram per profile each. */

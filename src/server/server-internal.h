@@ -46,6 +46,7 @@ struct server {
     struct session_manager *sessions;
     struct snapshots *snapshots; /* NULL: snapshots.store is off */
     struct registry *registry;   /* this node in the node registry */
+    struct route *route;         /* where other nodes' sessions are (cluster/route.h) */
     struct pool **pools;
     size_t n_pools;
     struct pool_budget budget;

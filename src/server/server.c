@@ -26,6 +26,7 @@
 #define LOG_MODULE "server"
 #include "api/session-audit.h"
 #include "cluster/registry.h"
+#include "cluster/route.h"
 #include "docker/api.h"
 #include "docker/client.h"
 #include "docker/policy.h"
@@ -249,6 +250,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
                                                        .sessions = self_sessions,
                                                        .capacity = self_capacity,
                                                        .userdata = s});
+    s->route = route_new(cfg, s->redis, s->registry);
     s->backend = (struct api_backend){
         .pools = s->pools,
         .n_pools = s->n_pools,
@@ -257,6 +259,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
         .engine = s->docker,
         .redis = s->redis,
         .registry = s->registry,
+        .route = s->route,
         .engine_ok = server_engine_ok,
         .redis_ok = server_redis_ok,
         .drain_state = server_drain_state,
@@ -321,6 +324,7 @@ server_free(struct server *s)
     }
     free(s->pools);
     store_redis_free(s->redis);
+    route_free(s->route);       /* after Redis: its lookups in flight were answered */
     registry_free(s->registry); /* after Redis: its operations in flight were answered */
     docker_client_free(s->docker);
     if (s->cron != NULL) {

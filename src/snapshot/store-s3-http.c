@@ -1,5 +1,5 @@
 /* S3 requests on the loop for the s3 backend (store-s3.c): libcurl's multi handle driven by
- * libevent (the multi_socket_action pattern of curl's docs/examples/multi-event.c), SigV4 by
+ * libevent (util/curl-loop.c: curl's multi_socket_action pattern), SigV4 by
  * libcurl (CURLOPT_AWS_SIGV4 "aws:amz:<region>:s3"), and the parsing of S3's small XML answers.
  *
  * What libcurl 7.88 (Debian 12) does and does not do for SigV4, seen on the wire and against a
@@ -26,6 +26,7 @@
 #include <event2/event.h>
 
 #include "snapshot/store-internal.h"
+#include "util/curl-loop.h"
 #include "util/macro.h"
 #include "util/parse.h"
 
@@ -34,8 +35,9 @@
 
 struct s3_client {
     struct event_base *base; /* borrowed */
-    CURLM *multi;
-    struct event *timer, *dispatch_ev;
+    struct curl_loop *loop;  /* util/curl-loop.h */
+    CURLM *multi;            /* the loop's */
+    struct event *dispatch_ev;
     char *endpoint, *bucket, *access_key, *secret_key;
     char sigv4[96];
     unsigned timeout_ms;
@@ -67,35 +69,10 @@ struct s3_req {
     TAILQ_ENTRY(s3_req) link;
 };
 
-struct sock_ctx {
-    struct event *ev;
-};
-
 static void dispatch(struct s3_client *c);
 
-/* ---- libcurl <-> libevent ----------------------------------------------------------------------
+/* ---- after libcurl's actions ------------------------------------------------------------------
  */
-
-static void
-on_socket_event(evutil_socket_t fd, short what, void *arg)
-{
-    struct s3_client *c = arg;
-    int flags = (what & EV_READ ? CURL_CSELECT_IN : 0) | (what & EV_WRITE ? CURL_CSELECT_OUT : 0);
-    int running;
-
-    (void)curl_multi_socket_action(c->multi, fd, flags, &running);
-    dispatch(c);
-}
-
-static void
-on_timer_event(evutil_socket_t fd, short what, void *arg)
-{
-    struct s3_client *c = arg;
-    int running;
-
-    (void)curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-    dispatch(c);
-}
 
 static void
 on_dispatch_event(evutil_socket_t fd, short what, void *arg)
@@ -103,49 +80,11 @@ on_dispatch_event(evutil_socket_t fd, short what, void *arg)
     dispatch(arg);
 }
 
-static int
-on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+/* After each of libcurl's actions (util/curl-loop.h). */
+static void
+after_action(void *userdata)
 {
-    struct s3_client *c = userp;
-    struct sock_ctx *sc = socketp;
-    short kind;
-
-    if (what == CURL_POLL_REMOVE) {
-        if (sc != NULL) {
-            event_free(sc->ev);
-            free(sc);
-            (void)curl_multi_assign(c->multi, s, NULL);
-        }
-        return 0;
-    }
-    kind = (short)((what & CURL_POLL_IN ? EV_READ : 0) | (what & CURL_POLL_OUT ? EV_WRITE : 0) |
-                   EV_PERSIST);
-    if (sc == NULL) {
-        sc = xcalloc(1, sizeof(*sc));
-        sc->ev = OOM_CHECK(event_new(c->base, s, kind, on_socket_event, c));
-        (void)curl_multi_assign(c->multi, s, sc);
-    } else {
-        (void)event_del(sc->ev);
-        (void)event_assign(sc->ev, c->base, s, kind, on_socket_event, c);
-    }
-    (void)event_add(sc->ev, NULL);
-    return 0;
-}
-
-static int
-on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
-{
-    struct s3_client *c = userp;
-    struct timeval tv;
-
-    if (timeout_ms < 0) {
-        (void)evtimer_del(c->timer);
-        return 0;
-    }
-    tv.tv_sec = timeout_ms / 1000;
-    tv.tv_usec = (timeout_ms % 1000) * 1000;
-    (void)evtimer_add(c->timer, &tv);
-    return 0;
+    dispatch(userdata);
 }
 
 /* A 2xx answer of a streaming GET goes to its get (paused while it has no room); any other
@@ -509,12 +448,8 @@ snapstore_s3_client_new(struct event_base *base, const struct s3_client_cfg *cfg
     (void)snprintf(c->sigv4, sizeof(c->sigv4), "aws:amz:%s:s3", cfg->region);
     TAILQ_INIT(&c->active);
     TAILQ_INIT(&c->done);
-    c->multi = OOM_CHECK(curl_multi_init());
-    (void)curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
-    (void)curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
-    (void)curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
-    (void)curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
-    c->timer = OOM_CHECK(evtimer_new(base, on_timer_event, c));
+    c->loop = curl_loop_new(base, after_action, c);
+    c->multi = curl_loop_multi(c->loop);
     c->dispatch_ev = OOM_CHECK(event_new(base, -1, 0, on_dispatch_event, c));
     return c;
 }
@@ -575,9 +510,7 @@ snapstore_s3_client_free(struct s3_client *c)
     while (!TAILQ_EMPTY(&c->done)) {
         snapstore_s3_req_cancel(TAILQ_FIRST(&c->done));
     }
-    /* curl_multi_cleanup may still call on_curl_socket for the sockets it closes. */
-    (void)curl_multi_cleanup(c->multi);
-    event_free(c->timer);
+    curl_loop_free(c->loop);
     event_free(c->dispatch_ev);
     explicit_bzero(c->secret_key, strlen(c->secret_key));
     free(c->secret_key);

@@ -367,6 +367,52 @@ def print_rtt(api, sid, n):
     return out
 
 
+def redis_calls(sock):
+    """Every command Redis counted (INFO commandstats) but INFO itself."""
+    out = subprocess.run(["redis-cli", "-s", sock, "info", "commandstats"], capture_output=True,
+                         text=True, check=True).stdout
+    calls = {}
+    for line in out.splitlines():
+        if line.startswith("cmdstat_"):
+            name, _, rest = line.partition(":")
+            fields = dict(kv.split("=", 1) for kv in rest.split(","))
+            calls[name[len("cmdstat_"):]] = int(fields["calls"])
+    calls.pop("info", None)
+    return calls
+
+
+def forwarded_rtt(api, api_b, redis_sock, n):
+    """B17: print(1) on a session of node a, sent to a itself and to node b (which forwards it
+    to a), in alternating blocks of 20 in one run; and the Redis commands per call of each (all
+    of Redis's, heartbeats of both nodes included), and node b's session lookups in Redis."""
+    st, d = api.call("POST", "/v1/sessions", {})
+    assert st == 201, d
+    sid = json.loads(d)["id"]
+    for _ in range(50):
+        run_code(api, sid, "print(1)")
+        run_code(api_b, sid, "print(1)")
+    key = 'sandpool_route_lookups_total{source="redis"}'
+    lookups0 = api_b.metrics().get(key, 0)
+    samples = {"direct": [], "forwarded": []}
+    ops = {"direct": 0, "forwarded": 0}
+    for _ in range(max(1, n // 20)):
+        for which, client in (("direct", api), ("forwarded", api_b)):
+            c0 = sum(redis_calls(redis_sock).values())
+            for _ in range(20):
+                t = now_ms()
+                r = run_code(client, sid, "print(1)")
+                samples[which].append(now_ms() - t)
+                assert r["stdout"] == "1\n", r
+            ops[which] += sum(redis_calls(redis_sock).values()) - c0
+    lookups = api_b.metrics().get(key, 0) - lookups0
+    api.call("DELETE", "/v1/sessions/" + sid)
+    d, f = summary(samples["direct"]), summary(samples["forwarded"])
+    calls = len(samples["direct"])
+    return {"direct": d, "forwarded": f, "overhead_p50": f["p50"] - d["p50"],
+            "redis_per_call": {k: v / calls for k, v in ops.items()},
+            "lookups_per_call": lookups / calls}, samples
+
+
 def first_sse_byte(port, token, sid, n):
     """B4: from sending the request to the first stdout event, for code that prints at once and
     then sleeps 0.2 s (so the first byte cannot be confused with the end)."""
@@ -631,8 +677,11 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="fewer samples (smoke run)")
     ap.add_argument("--concurrency", type=int, default=4)
-    ap.add_argument("--only", choices=["B16"],
-                    help="only this row, added to --out: B16 wants a daemon of its own")
+    ap.add_argument("--only", choices=["B16", "B17"],
+                    help="only this row, added to --out: B16 wants a daemon of its own, B17 a "
+                         "second node (--port2) on the same Redis (--redis-sock)")
+    ap.add_argument("--port2", type=int, help="B17: the second node's port")
+    ap.add_argument("--redis-sock", help="B17: the Redis both nodes share")
     args = ap.parse_args()
     q = args.quick
     N = 200 if q else 1000
@@ -640,6 +689,16 @@ def main():
     api = Api(args.port, args.token)
     if args.only == "B16":
         density_only(api, args)
+        return
+    if args.only == "B17":
+        with open(args.out) as f:
+            res = json.load(f)
+        res["metrics"]["B17"], smp = forwarded_rtt(api, Api(args.port2, args.token),
+                                                   args.redis_sock, 200 if q else 1000)
+        res.setdefault("samples", {}).update({"B17_" + k: v for k, v in smp.items()})
+        print("bench: B17 %s" % res["metrics"]["B17"], file=sys.stderr, flush=True)
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1)
         return
     engine = Engine(args.engine)
     body = json.load(open(args.create_body))

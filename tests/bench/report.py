@@ -100,6 +100,20 @@ def b15_rows(x, dens):
     return out
 
 
+def b17_row(x):
+    """B17, a forwarded print(1) against a direct one, interleaved (bench.py forwarded_rtt())."""
+    metric = "`print(1)` through another node (forwarded) vs its own node"
+    goal = "forwarded p50 − direct p50 < 0.5 ms; no Redis lookup"
+    if not x:
+        return row("B17", metric, "not measured", goal, None, "not run")
+    rp = x["redis_per_call"]
+    return row("B17", metric, "forwarded %s; direct %s" % (lat(x["forwarded"]), lat(x["direct"])),
+               goal, x["overhead_p50"] < 0.5 and x["lookups_per_call"] == 0,
+               "overhead of the p50s %.3f ms; Redis commands per call %.2f forwarded, %.2f direct"
+               " (heartbeats included); session lookups in Redis per call %.3f" % (
+                   x["overhead_p50"], rp["forwarded"], rp["direct"], x["lookups_per_call"]))
+
+
 def main(src, md_out, png_out):
     r = json.load(open(src))
     m, b = r["metrics"], r["baselines"]
@@ -142,7 +156,8 @@ def main(src, md_out, png_out):
             a["p50"] / m["B11"]["p50"] >= 100 and bx["p50"] / m["B11"]["p50"] >= 25,
             "%.0f× (a), %.1f× (b)" % (a["p50"] / m["B11"]["p50"], bx["p50"] / m["B11"]["p50"])),
         b12_row(m.get("B12")),
-    ] + b13_rows(m.get("B13")) + b14_rows(m.get("B14")) + b15_rows(m.get("B15"), m.get("B16"))
+    ] + b13_rows(m.get("B13")) + b14_rows(m.get("B14")) + b15_rows(m.get("B15"), m.get("B16")) + [
+        b17_row(m.get("B17"))]
     mc = r["machine"]
     out = ["Measured %s on %d cores, %s, runtime %s, kernel %s." % (
         mc["date"], mc["cores"], mc["engine"], mc["runtime"], mc["kernel"]), "",

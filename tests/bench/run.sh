@@ -6,6 +6,7 @@
 #   sudo tests/bench/run.sh            # full run, about 16 minutes
 #   sudo tests/bench/run.sh --quick    # fewer samples, about 4 minutes; results only printed
 #   sudo tests/bench/run.sh --density  # B16 alone (2,000 hibernated sessions), about 8 minutes
+#   sudo tests/bench/run.sh --forward  # B17 alone (a forwarded print(1) vs a direct one), 1 minute
 #
 # Loopback only; bounded in time; removes every container and process it started. Never part of
 # tests/run.sh: benchmarks do not gate anything (this machine is shared and noisy).
@@ -17,16 +18,20 @@ QUICK=''
 ONLY=''
 [ "${1:-}" = --quick ] && QUICK=--quick
 [ "${1:-}" = --density ] && ONLY=B16 # only B16 (full size), its figures printed
+[ "${1:-}" = --forward ] && ONLY=B17 # only B17, its figures printed
 BUILD=${SANDPOOL_BENCH_BUILD_DIR:-$SANDPOOL_ROOT/build-bench}
 RESULTS=$SANDPOOL_ROOT/tests/bench/results
 NODE=sandpool-bench
 tmp=
 daemon_pid=
+node_b_pid=
 
 cleanup() {
     trap - EXIT INT TERM
     [ -n "$daemon_pid" ] && kill -TERM "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
+    [ -n "$node_b_pid" ] && kill -TERM "$node_b_pid" 2>/dev/null && wait "$node_b_pid" 2>/dev/null
     remove_labelled "sandpool.owner=$NODE"
+    remove_labelled "sandpool.owner=$NODE-b"
     remove_labelled "sandpool.bench=1"
     stop_redis_if_started
     stop_docker_if_started
@@ -96,11 +101,29 @@ bench() {
         --create-body "$tmp/body.json" --concurrency 8 --out "$tmp/results.json" "$@" ||
         { tail -20 "$tmp/daemon.log"; die "benchmark failed"; }
 }
+# B17: a second node on the same Redis, that holds no session of its own and forwards to the first.
+port_b=$(( port + 1 ))
+while [ -n "$(ss -tanH "sport = :$port_b")" ]; do port_b=$(( port_b + 1 )); done
+jq --arg l "127.0.0.1:$port_b" --arg n "$NODE-b" \
+    '.listen = $l | .node_id = $n | .profiles = {"python": (.profiles.python | .warm = 0 | .max = 2)}' \
+    "$tmp/config.json" >"$tmp/config-b.json"
+b17() {
+    "$BUILD/sandpoold" --config "$tmp/config-b.json" >>"$tmp/daemon-b.log" 2>&1 &
+    node_b_pid=$!
+    for _ in $(seq 1 300); do
+        curl -sf "http://127.0.0.1:$port_b/readyz" >/dev/null && break
+        sleep 0.2
+    done
+    sleep 3 # both nodes in each other's registry read (heartbeats of 1 s)
+    bench --only B17 --port2 "$port_b" --redis-sock "$tmp/redis/redis.sock"
+    kill -TERM "$node_b_pid" && wait "$node_b_pid" 2>/dev/null
+    node_b_pid=
+}
 start_daemon
 say "measuring (see tests/bench/bench.py for what and how)"
 if [ -n "$ONLY" ]; then
     echo '{"machine": {}, "metrics": {}, "baselines": {}}' >"$tmp/results.json"
-    bench --only B16
+    if [ "$ONLY" = B17 ]; then b17; else bench --only B16; fi
     cat "$tmp/results.json"
     exit 0
 fi
@@ -111,6 +134,7 @@ kill -TERM "$daemon_pid" && wait "$daemon_pid" 2>/dev/null
 daemon_pid=
 start_daemon
 bench --only B16
+b17
 # A quick run is a smoke test: its figures never replace the published ones.
 [ -n "$QUICK" ] && RESULTS=$tmp/results
 mkdir -p "$RESULTS"

@@ -17,48 +17,13 @@ SANDPOOLCTL=${SANDPOOLCTL:-$(dirname "$SANDPOOLD")/sandpoolctl}
 
 TADM=token-adm-$$-$RANDOM
 BEAT_MS=200
-declare -A nport npid
-# Free loopback ports below the ephemeral range for b and c (a has api.sh's $port).
-next_port() {
-    local p=$(( $1 + 1 ))
-    while [ -n "$(ss -tanH "sport = :$p")" ]; do p=$(( p + 1 )); done
-    echo "$p"
-}
-nport[a]=$port
-nport[b]=$(next_port "${nport[a]}")
-nport[c]=$(next_port "${nport[b]}")
-node_id() { echo "$NODE-$1"; }
-cleanup_nodes() {
-    local n ids
-    for n in a b c; do
-        [ -n "${npid[$n]:-}" ] && kill -KILL "${npid[$n]}" 2>/dev/null
-        ids=$(docker ps -aq --filter "label=sandpool.owner=$(node_id "$n")")
-        [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1
-    done
-}
-trap 'cleanup_nodes; cleanup' EXIT
+NODES="a b c"
+NODE_PROFILES='{"python": {"image": "sandpool/python:latest", "warm": 1, "max": 3}}'
+. "$here/../lib/nodes.sh"
+nodes_init_ports
+trap 'keep_node_logs; cleanup_nodes; cleanup' EXIT
 cleanup_nodes
 
-# write_node N [ADVERTISE]: node N's config (its own port, node id and label; one Redis).
-write_node() {
-    local advertise=${2:+"\"advertise_url\": \"$2\", "}
-    port=${nport[$1]} NODE=$(node_id "$1") config_base >"$work/base-$1.json"
-    cat >"$work/config-$1.json" <<JSON
-{
-$(cat "$work/base-$1.json")
-  "admin_token_sha256": "$(sha "$TADM")",
-  "cluster": {${advertise}"heartbeat_ms": $BEAT_MS},
-  "profiles": {"python": {"image": "sandpool/python:latest", "warm": 1, "max": 3}}
-}
-JSON
-}
-start_node() {
-    engine_adapt_config "$work/config-$1.json"
-    ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:quarantine_size_mb=4} \
-        "$SANDPOOLD" --config "$work/config-$1.json" >>"$work/daemon-$1.log" 2>&1 &
-    npid[$1]=$!
-}
-node_ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${nport[$1]}/readyz")" = 200 ]; }
 # nodes_of N: node N's registry view, into $work/nodes.json.
 nodes_of() { curl -s -H "Authorization: Bearer $TADM" "http://127.0.0.1:${nport[$1]}/v1/admin/nodes" >"$work/nodes.json"; }
 # seen N ID FILTER: node N's view of node ID passes the jq filter.
@@ -127,11 +92,5 @@ check "and c sees a live, b stopped" c_view
 
 for n in a c; do kill -TERM "${npid[$n]}"; done
 for n in a c; do wait "${npid[$n]}" 2>/dev/null; npid[$n]=; done
-tap_final_checks() {
-    local n
-    for n in a b c; do
-        check "node $n's log holds no sanitizer report" \
-            lacks -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$work/daemon-$n.log"
-    done
-}
+tap_final_checks() { nodes_final_checks; }
 tap_done

@@ -1,0 +1,557 @@
+/* Requests for a session another node holds: routed (cluster/route.h) and forwarded to its owner,
+ * the answer streamed back (docs/cluster.md#routing).
+ *
+ * The request goes out as the client sent it, its credentials included: the owner authenticates
+ * it again (every node has the same tenants), so forwarding opens no new trust path. It is routed
+ * only after this node authenticated it (auth.c), so an anonymous client costs no lookup. A
+ * forwarded request carries API_FORWARDED_HEADER (this node's id); a node that gets a request so
+ * marked never forwards it again, so a stale registry can bounce a request once at most. A client
+ * that sends the marker itself only turns forwarding off for its request.
+ *
+ * Both bodies stream (cluster/peer.h): a held upload is read from the client at the pace the
+ * owner takes it; the answer, when it is small (a Content-Length up to FORWARD_BUFFER_MAX), is
+ * read whole and sent as one reply, and otherwise (SSE, a download, a chunked answer) is passed
+ * on as it comes, the owner's connection no longer read while the client's backlog is above
+ * stream_out's high-water mark. The client's hang-up cancels the call, which closes that
+ * connection: the owner sees its client go, as it would directly (an execution's stream is
+ * interrupted). An owner that does not answer is a 503 with Retry-After, never a 404; one whose
+ * answer breaks off mid-stream breaks the client's connection off too. Loop context only. */
+#define LOG_MODULE "api"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "api/api-internal.h"
+#include "cluster/peer.h"
+#include "cluster/registry.h"
+#include "cluster/route.h"
+#include "log/log.h"
+#include "pool/pool.h"
+#include "stream/out.h"
+#include "util/macro.h"
+#include "util/parse.h"
+#include "util/time.h"
+
+#define FORWARD_BUFFER_MAX (256u << 10) /* an answer up to this is sent as one reply */
+#define UPLOAD_HIGH_WATER  (1u << 20)   /* held body bytes waiting for the owner, at most */
+#define HEADERS_MAX        128          /* request headers passed on (evhttp takes 8 KiB) */
+#define HEADERS_OURS       2            /* ... and ours: the hop marker and the request id */
+
+struct api_forwarder {
+    struct api *a;
+    struct peer_client *peers;
+    struct api_forward_stats stats;
+};
+
+struct fwd {
+    struct api_forwarder *fw;
+    struct evhttp_request *req; /* NULL once answered or gone */
+    struct evhttp_connection *conn;
+    struct route_op *rop;   /* routing */
+    struct peer_call *call; /* forwarding */
+    char id[OWNER_ID_MAX + 1];
+    char node[OWNER_ID_MAX + 1];
+    char request[LOG_REQUEST_ID_MAX + 1];
+    uint64_t started_us;
+    /* the request's body */
+    struct evbuffer *in; /* what the owner did not take yet */
+    struct api_body held;
+    bool is_held, held_reading, held_paused, held_done;
+    /* the answer */
+    long status;
+    struct stream_out *out; /* streamed, through chunk */
+    struct evbuffer *chunk;
+    struct evbuffer *body; /* or read whole */
+};
+
+static const char *const outcome_names[API_FWD__COUNT] = {
+    [API_FWD_OK] = "ok",
+    [API_FWD_UNREACHABLE] = "unreachable",
+    [API_FWD_BROKEN] = "broken",
+    [API_FWD_CLIENT_GONE] = "client_gone",
+};
+
+const char *
+api_forward_outcome_name(enum api_forward_outcome o)
+{
+    return o < API_FWD__COUNT ? outcome_names[o] : "?";
+}
+
+/* ---- the end --------------------------------------------------------------------------------- */
+
+/* A forwarded request's end (outcome), or API_FWD__COUNT for one never forwarded. */
+static void
+fwd_free(struct fwd *f, enum api_forward_outcome outcome)
+{
+    if (outcome < API_FWD__COUNT) {
+        f->fw->stats.outcomes[outcome]++;
+    }
+    f->fw->stats.in_flight--;
+    if (f->is_held && f->held_reading && !f->held_done) {
+        api_body_cancel(&f->held);
+    }
+    if (f->in != NULL) {
+        evbuffer_free(f->in);
+    }
+    if (f->body != NULL) {
+        evbuffer_free(f->body);
+    }
+    if (f->chunk != NULL) {
+        evbuffer_free(f->chunk);
+    }
+    free(f);
+}
+
+/* The client is answered next: no close callback of ours on its connection from here on. */
+static struct evhttp_request *
+detach(struct fwd *f)
+{
+    struct evhttp_request *req = f->req;
+
+    evhttp_connection_set_closecb(f->conn, NULL, NULL);
+    f->req = NULL;
+    return req;
+}
+
+static void
+on_client_close(struct evhttp_connection *conn, void *arg)
+{
+    struct fwd *f = arg;
+
+    if (evhttp_request_get_connection(f->req) == NULL) {
+        evhttp_request_free(f->req); /* detached by evhttp: ours to free (see sessions.c) */
+    }
+    f->req = NULL;
+    if (f->out != NULL) {
+        stream_out_abandon(f->out);
+    }
+    if (f->rop != NULL) {
+        route_cancel(f->rop);
+        fwd_free(f, API_FWD__COUNT);
+        return;
+    }
+    peer_call_cancel(f->call); /* closes the owner's connection: it sees its client go */
+    fwd_free(f, API_FWD_CLIENT_GONE);
+}
+
+/* ---- the call's callbacks -------------------------------------------------------------------- */
+
+static void
+copy_header(const char *name, const char *value, void *arg)
+{
+    static const char *const skip[] = {
+        "Connection", "Keep-Alive",       "Transfer-Encoding", "Content-Length", "Trailer",
+        "Upgrade",    "Proxy-Connection", API_NODE_HEADER,     "X-Request-Id", /* ours is set
+                                                                                  already, and the
+                                                                                  owner used it */
+    };
+
+    for (size_t i = 0; i < ELEMENTSOF(skip); i++) {
+        if (strcasecmp(name, skip[i]) == 0) {
+            return;
+        }
+    }
+    if (evhttp_add_header(arg, name, value) < 0) {
+        oom();
+    }
+}
+
+static void
+on_drained(void *userdata)
+{
+    struct fwd *f = userdata;
+
+    peer_call_resume(f->call);
+}
+
+static void
+on_head(long status, void *userdata)
+{
+    struct fwd *f = userdata;
+    struct evkeyvalq *out = evhttp_request_get_output_headers(f->req);
+    const char *ctype, *length;
+    uint64_t n = 0;
+
+    f->status = status;
+    metrics_hist_observe(&f->fw->stats.latency, time_now_us() - f->started_us);
+    if (f->id[0] != '\0' && (status == 404 || status == 503)) {
+        /* Gone, or elsewhere (a stale route, answered by a node that never forwards twice). */
+        route_forget(f->fw->a->backend->route, f->id);
+    }
+    peer_call_headers(f->call, copy_header, out);
+    (void)evhttp_add_header(out, API_NODE_HEADER, f->node);
+    ctype = evhttp_find_header(out, "Content-Type");
+    length = peer_call_header(f->call, "Content-Length");
+    if (length != NULL) {
+        /* The owner's, whether the body is streamed or read whole (curl checks it came whole);
+         * a HEAD's answer has none to count. */
+        (void)evhttp_add_header(out, "Content-Length", length);
+    }
+    if ((ctype != NULL && strncasecmp(ctype, "text/event-stream", 17) == 0) || length == NULL ||
+        parse_u64(length, &n) < 0 || n > FORWARD_BUFFER_MAX) {
+        f->chunk = OOM_CHECK(evbuffer_new());
+        f->out = stream_out_start(f->req, (int)status, NULL, on_drained, f);
+    } else {
+        f->body = OOM_CHECK(evbuffer_new());
+    }
+}
+
+static bool
+on_data(const char *data, size_t n, void *userdata)
+{
+    struct fwd *f = userdata;
+
+    if (evbuffer_add(f->out != NULL ? f->chunk : f->body, data, n) < 0) {
+        oom();
+    }
+    return f->out == NULL || !stream_out_send(f->out, f->chunk); /* it drains f->chunk */
+}
+
+static size_t
+read_body(char *buf, size_t n, void *userdata)
+{
+    struct fwd *f = userdata;
+    int got = evbuffer_remove(f->in, buf, n);
+
+    if (got > 0) {
+        if (f->held_paused && evbuffer_get_length(f->in) < UPLOAD_HIGH_WATER / 2) {
+            f->held_paused = false;
+            api_body_pause(&f->held, false);
+        }
+        return (size_t)got;
+    }
+    return !f->is_held || f->held_done ? 0 : PEER_BODY_WAIT;
+}
+
+static void
+on_done(int r, void *userdata)
+{
+    struct fwd *f = userdata;
+    struct evhttp_request *req = detach(f);
+
+    f->call = NULL;
+    log_set_request(f->request);
+    if (f->out != NULL) {
+        if (r < 0) {
+            log_warn("session=%s: node '%s' broke its answer off: %s", f->id, f->node,
+                     strerror(-r));
+        }
+        stream_out_end(f->out, r < 0);
+        fwd_free(f, r < 0 ? API_FWD_BROKEN : API_FWD_OK);
+    } else if (r < 0 || f->body == NULL) {
+        log_warn("session=%s: node '%s' did not answer: %s", f->id, f->node,
+                 r < 0 ? strerror(-r) : "no answer");
+        api_reply_error(req, -ENOTCONN, "the session's node '%s' did not answer (%s)", f->node,
+                        r < 0 ? strerror(-r) : "no answer");
+        fwd_free(f, API_FWD_UNREACHABLE);
+    } else {
+        if (f->is_held && !api_body_unread(&f->held)) {
+            (void)evhttp_remove_header(evhttp_request_get_output_headers(req), "Connection");
+        }
+        evhttp_send_reply(req, (int)f->status, NULL, f->body);
+        fwd_free(f, API_FWD_OK);
+    }
+    log_set_request(NULL);
+}
+
+static const struct peer_call_ops call_ops = {
+    .on_head = on_head,
+    .on_data = on_data,
+    .read_body = read_body,
+    .on_done = on_done,
+};
+
+/* ---- a held upload, read as the owner takes it ------------------------------------------------
+ */
+
+static void
+on_held_data(const char *data, size_t n, void *userdata)
+{
+    struct fwd *f = userdata;
+
+    if (evbuffer_add(f->in, data, n) < 0) {
+        oom();
+    }
+    if (!f->held_paused && evbuffer_get_length(f->in) >= UPLOAD_HIGH_WATER) {
+        f->held_paused = true;
+        api_body_pause(&f->held, true);
+    }
+    peer_call_body_ready(f->call);
+}
+
+static void
+on_held_end(int r, void *userdata)
+{
+    struct fwd *f = userdata;
+
+    f->held_done = true;
+    if (r < 0) {
+        /* The client stopped sending: the owner sees the call's connection close mid-body and
+         * drops the part file. The client's connection is done for; the answer says why. */
+        struct evhttp_request *req = detach(f);
+
+        peer_call_cancel(f->call);
+        if (f->out != NULL) {
+            stream_out_end(f->out, true);
+        } else {
+            api_reply_error(req, -EINVAL, "the upload ended early: %s",
+                            r == -ETIMEDOUT ? "the client stopped sending" : strerror(-r));
+        }
+        fwd_free(f, API_FWD_CLIENT_GONE);
+        return;
+    }
+    peer_call_body_ready(f->call);
+}
+
+/* ---- forwarding ------------------------------------------------------------------------------ */
+
+static const char *const request_skip[] = {
+    "Connection",    "Keep-Alive",         "Proxy-Connection", "TE",     "Trailer",
+    "Upgrade",       "Transfer-Encoding",  "Content-Length",   "Expect", "Host",
+    API_HELD_HEADER, API_FORWARDED_HEADER, "X-Request-Id", /* ours goes instead: one id for the
+                                                              request in both nodes' logs */
+};
+
+static bool
+skipped(const char *name)
+{
+    for (size_t i = 0; i < ELEMENTSOF(request_skip); i++) {
+        if (strcasecmp(name, request_skip[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static const char *
+method_name(enum evhttp_cmd_type cmd)
+{
+    switch (cmd) {
+    case EVHTTP_REQ_GET:
+        return "GET";
+    case EVHTTP_REQ_POST:
+        return "POST";
+    case EVHTTP_REQ_PUT:
+        return "PUT";
+    case EVHTTP_REQ_DELETE:
+        return "DELETE";
+    case EVHTTP_REQ_HEAD:
+        return "HEAD";
+    default:
+        return NULL;
+    }
+}
+
+static void
+start(struct fwd *f, const char *owner_url)
+{
+    struct evhttp_request *req = f->req;
+    struct peer_header h[HEADERS_MAX + HEADERS_OURS];
+    struct peer_request rq = {.headers = h};
+    const struct evkeyval *kv;
+    const char *uri = evhttp_request_get_uri(req);
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    struct buf url = BUF_INIT(STORE_NODE_URL_MAX + 8192);
+
+    rq.method = method_name(cmd);
+    if (rq.method == NULL || uri == NULL || uri[0] != '/' ||
+        buf_printf(&url, "%s%s", owner_url, uri) < 0) {
+        buf_done(&url);
+        detach(f);
+        api_reply_error(req, -EINVAL, "this request cannot be forwarded to the session's node");
+        fwd_free(f, API_FWD__COUNT);
+        return;
+    }
+    rq.url = url.buf;
+    TAILQ_FOREACH (kv, evhttp_request_get_input_headers(req), next) {
+        if (!skipped(kv->key) && rq.n_headers < HEADERS_MAX) {
+            h[rq.n_headers++] = (struct peer_header){kv->key, kv->value};
+        }
+    }
+    h[rq.n_headers++] = (struct peer_header){API_FORWARDED_HEADER, f->fw->a->cfg->node_id};
+    if (f->request[0] != '\0') {
+        h[rq.n_headers++] = (struct peer_header){"X-Request-Id", f->request};
+    }
+    f->in = OOM_CHECK(evbuffer_new());
+    f->is_held = api_body_held(f->fw->a->conns, req, &f->held);
+    if (f->is_held) {
+        rq.body_len = (int64_t)api_body_length(&f->held);
+    } else {
+        (void)evbuffer_add_buffer(f->in, evhttp_request_get_input_buffer(req));
+        rq.body_len =
+            cmd == EVHTTP_REQ_POST || cmd == EVHTTP_REQ_PUT || evbuffer_get_length(f->in) > 0
+                ? (int64_t)evbuffer_get_length(f->in)
+                : -1;
+    }
+    f->started_us = time_now_us();
+    f->call = peer_call_start(f->fw->peers, &rq, &call_ops, f);
+    buf_done(&url);
+    if (f->is_held) {
+        f->held_reading = true;
+        api_body_read(&f->held, on_held_data, on_held_end, f);
+    }
+}
+
+/* ---- routing --------------------------------------------------------------------------------- */
+
+static void
+routed(struct fwd *f, const struct route_answer *ans)
+{
+    struct api_forwarder *fw = f->fw;
+    struct evhttp_request *req;
+    bool hop =
+        evhttp_find_header(evhttp_request_get_input_headers(f->req), API_FORWARDED_HEADER) != NULL;
+
+    (void)snprintf(f->node, sizeof(f->node), "%s", ans->node);
+    fw->stats.verdicts[ans->verdict]++;
+    if (ans->verdict == ROUTE_FORWARD && !hop) {
+        start(f, ans->url);
+        return;
+    }
+    req = detach(f);
+    switch (ans->verdict) {
+    case ROUTE_NONE:
+        api_reply_error(req, -ENOENT, "%s", ans->why);
+        break;
+    case ROUTE_FORWARD: /* forwarded here already, yet the record names another node */
+        route_forget(fw->a->backend->route, f->id);
+        api_reply_error(req, -ENOTCONN, "session %s is on node '%s', not on this one: retry", f->id,
+                        ans->node);
+        break;
+    case ROUTE_DOWN:
+    case ROUTE_UNAVAILABLE:
+        api_reply_error(req, -ENOTCONN, "%s", ans->why);
+        break;
+    }
+    fwd_free(f, API_FWD__COUNT);
+}
+
+static void
+on_routed(const struct route_answer *ans, void *userdata)
+{
+    struct fwd *f = userdata;
+
+    f->rop = NULL;
+    log_set_request(f->request);
+    routed(f, ans);
+    log_set_request(NULL);
+}
+
+static struct fwd *
+fwd_new(struct api *a, struct evhttp_request *req, const char *id)
+{
+    struct fwd *f = xcalloc(1, sizeof(*f));
+
+    f->fw = a->forwarder;
+    f->req = req;
+    f->conn = evhttp_request_get_connection(req);
+    (void)snprintf(f->id, sizeof(f->id), "%s", id);
+    (void)snprintf(f->request, sizeof(f->request), "%s", log_request() ? log_request() : "");
+    f->fw->stats.in_flight++;
+    evhttp_connection_set_closecb(f->conn, on_client_close, f);
+    return f;
+}
+
+void
+api_forward_session(struct api *a, struct evhttp_request *req, const char *id, const char *tenant)
+{
+    struct route_answer ans;
+    struct fwd *f;
+
+    if (a->forwarder == NULL || a->backend->route == NULL) {
+        api_reply_error(req, -ENOENT, "no such session");
+        return;
+    }
+    f = fwd_new(a, req, id);
+    if (route_find(a->backend->route, id, tenant, &ans, on_routed, f, &f->rop) == 1) {
+        routed(f, &ans);
+    }
+}
+
+void
+api_forward_to(struct api *a, struct evhttp_request *req, const char *node, const char *url)
+{
+    struct fwd *f = fwd_new(a, req, "");
+
+    (void)snprintf(f->node, sizeof(f->node), "%s", node);
+    a->forwarder->stats.placed++;
+    start(f, url);
+}
+
+bool
+api_place(struct api *a, struct evhttp_request *req, const char *profile, bool draining)
+{
+    struct pool *pool = NULL;
+    const struct store_node_rec *n;
+    struct pool_stats st;
+
+    if (a->forwarder == NULL || a->backend->registry == NULL || api_forwarded(req)) {
+        return false; /* placed here by another node: made here, warm or cold */
+    }
+    for (size_t i = 0; i < a->backend->n_pools && pool == NULL; i++) {
+        if (profile == NULL || strcmp(pool_name(a->backend->pools[i]), profile) == 0) {
+            pool = a->backend->pools[i];
+        }
+    }
+    if (pool == NULL) {
+        return false; /* an unknown profile: answered here (400) */
+    }
+    pool_get_stats(pool, &st);
+    if (!draining && st.ready > 0) {
+        return false;
+    }
+    n = registry_place(a->backend->registry, pool_name(pool),
+                       draining || st.max <= st.bound ? 0 : st.max - st.bound);
+    if (n == NULL) {
+        return false;
+    }
+    log_info("session create placed on node '%s': %s", n->id,
+             draining ? "this node is drained" : "no warm container here");
+    api_forward_to(a, req, n->id, n->url);
+    return true;
+}
+
+bool
+api_forwarded(struct evhttp_request *req)
+{
+    return evhttp_find_header(evhttp_request_get_input_headers(req), API_FORWARDED_HEADER) != NULL;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------- */
+
+struct api_forwarder *
+api_forwarder_new(struct api *a)
+{
+    struct api_forwarder *fw = xcalloc(1, sizeof(*fw));
+
+    fw->a = a;
+    fw->peers = peer_client_new(a->base);
+    return fw;
+}
+
+void
+api_forwarder_free(struct api_forwarder *fw)
+{
+    if (fw != NULL) {
+        peer_client_free(fw->peers);
+        free(fw);
+    }
+}
+
+void
+api_get_forward_stats(const struct api *a, struct api_forward_stats *ret)
+{
+    struct peer_client_stats ps;
+
+    *ret = (struct api_forward_stats){0};
+    if (a->forwarder != NULL) {
+        *ret = a->forwarder->stats;
+        peer_client_get_stats(a->forwarder->peers, &ps);
+        ret->peer_failures = ps.failures;
+    }
+}

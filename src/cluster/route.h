@@ -1,0 +1,65 @@
+/* Where a session lives: the route of a request for a session this node does not hold
+ * (docs/cluster.md#routing).
+ *
+ * The owner comes from a bounded cache (owners.h) of what the session records in Redis said,
+ * and the owner's address and liveness from the node registry's cache (registry.h): a request
+ * for a session whose owner is known costs no Redis operation. On a miss, one HMGET of the
+ * session's record (its node, tenant and state) answers, and the owner is cached; the forwarder
+ * forgets it when the owner answers that it no longer has the session (it ended, or moved
+ * elsewhere after a wake), so the next request looks again. Loop context only. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cluster/owners.h"
+#include "store/nodes.h"
+
+struct cfg;
+struct registry;
+struct route;
+struct route_op;
+struct store_redis;
+
+enum route_verdict {
+    ROUTE_FORWARD,     /* a live node holds it: forward to url */
+    ROUTE_NONE,        /* no such session (ended, never was, or another tenant's): 404 */
+    ROUTE_DOWN,        /* its node is not live (restarting, lost, unreachable): 503 */
+    ROUTE_UNAVAILABLE, /* the route cannot be known now (Redis, a stale registry): 503 */
+};
+
+struct route_answer {
+    enum route_verdict verdict;
+    char node[OWNER_ID_MAX + 1];      /* FORWARD, DOWN: the owner */
+    char url[STORE_NODE_URL_MAX + 1]; /* FORWARD: its cluster.advertise_url */
+    char why[160];                    /* NONE, DOWN, UNAVAILABLE: for the client */
+};
+
+typedef void route_cb(const struct route_answer *ans, void *userdata);
+
+/* cfg, redis and registry are borrowed. */
+struct route *route_new(const struct cfg *cfg, struct store_redis *redis,
+                        const struct registry *registry);
+/* Lookups still in Redis's hands must have come (store_redis_free() first). Accepts NULL. */
+struct route *route_free(struct route *r);
+
+/* The route of session id for tenant (NULL: the admin, any tenant's). Returns 1 with *ret
+ * filled when it is known now (cached, or unknowable: Redis down, too many lookups in flight);
+ * returns 0 when the session's record is being read: cb runs once later with the answer, unless
+ * route_cancel(*ret_op) came first. */
+int route_find(struct route *r, const char *id, const char *tenant, struct route_answer *ret,
+               route_cb *cb, void *userdata, struct route_op **ret_op);
+/* The requester went away: cb never runs. */
+void route_cancel(struct route_op *op);
+/* The owner answered that it has no session id (anymore): the next request looks again. */
+void route_forget(struct route *r, const char *id);
+
+struct route_stats {
+    uint64_t cache_hits;      /* answered from the cache */
+    uint64_t lookups;         /* records read from Redis (one HMGET each) */
+    uint64_t lookup_failures; /* of those: Redis failed, or answered garbage */
+    uint64_t refused;         /* not looked up: Redis down or ROUTE_LOOKUPS_MAX in flight */
+    size_t cached;
+    unsigned in_flight;
+};
+void route_get_stats(const struct route *r, struct route_stats *ret);
