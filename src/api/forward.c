@@ -15,16 +15,21 @@
  * stream_out's high-water mark. The client's hang-up cancels the call, which closes that
  * connection: the owner sees its client go, as it would directly (an execution's stream is
  * interrupted). An owner that does not answer is a 503 with Retry-After, never a 404; one whose
- * answer breaks off mid-stream breaks the client's connection off too. Loop context only. */
+ * answer breaks off mid-stream breaks the client's connection off too; a call to an owner that
+ * the registry comes to say is not live (killed, frozen, cut off) is given up within WATCH_MS
+ * the same way. Loop context only. */
 #define LOG_MODULE "api"
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/queue.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <jansson.h>
 
 #include "api/api-internal.h"
 #include "cluster/peer.h"
@@ -32,6 +37,7 @@
 #include "cluster/route.h"
 #include "log/log.h"
 #include "pool/pool.h"
+#include "sandpool/api.h"
 #include "stream/out.h"
 #include "util/macro.h"
 #include "util/parse.h"
@@ -41,14 +47,20 @@
 #define UPLOAD_HIGH_WATER  (1u << 20)   /* held body bytes waiting for the owner, at most */
 #define HEADERS_MAX        128          /* request headers passed on (evhttp takes 8 KiB) */
 #define HEADERS_OURS       2            /* ... and ours: the hop marker and the request id */
+/* A forwarded call whose owner the registry says is no longer live (lost: killed, frozen, cut
+ * off) ends with a 503 within this, instead of waiting for an answer that may never come. */
+#define WATCH_MS 500
 
 struct api_forwarder {
     struct api *a;
     struct peer_client *peers;
+    TAILQ_HEAD(, fwd) calls; /* forwarded, their owner's answer not complete */
+    struct event *watch;     /* WATCH_MS: are their owners still live? */
     struct api_forward_stats stats;
 };
 
 struct fwd {
+    TAILQ_ENTRY(fwd) link; /* fw->calls, while call is set */
     struct api_forwarder *fw;
     struct evhttp_request *req; /* NULL once answered or gone */
     struct evhttp_connection *conn;
@@ -58,6 +70,7 @@ struct fwd {
     char node[OWNER_ID_MAX + 1];
     char request[LOG_REQUEST_ID_MAX + 1];
     uint64_t started_us;
+    bool listed; /* in fw->calls */
     /* the request's body */
     struct evbuffer *in; /* what the owner did not take yet */
     struct api_body held;
@@ -90,6 +103,9 @@ fwd_free(struct fwd *f, enum api_forward_outcome outcome)
 {
     if (outcome < API_FWD__COUNT) {
         f->fw->stats.outcomes[outcome]++;
+    }
+    if (f->listed) {
+        TAILQ_REMOVE(&f->fw->calls, f, link);
     }
     f->fw->stats.in_flight--;
     if (f->is_held && f->held_reading && !f->held_done) {
@@ -390,6 +406,8 @@ start(struct fwd *f, const char *owner_url)
     }
     f->started_us = time_now_us();
     f->call = peer_call_start(f->fw->peers, &rq, &call_ops, f);
+    TAILQ_INSERT_TAIL(&f->fw->calls, f, link);
+    f->listed = true;
     buf_done(&url);
     if (f->is_held) {
         f->held_reading = true;
@@ -416,6 +434,15 @@ routed(struct fwd *f, const struct route_answer *ans)
     req = detach(f);
     switch (ans->verdict) {
     case ROUTE_NONE:
+        if (ans->node_lost) {
+            /* The error's code is not_found, as for any session that ended; the reason says
+             * why this one did (docs/cluster.md#node-loss). */
+            api_reply_json_new(req, 404,
+                               OOM_CHECK(json_pack("{s:{s:s, s:s, s:s, s:s}}", "error", "code",
+                                                   SANDPOOL_ERR_NOT_FOUND, "message", ans->why,
+                                                   "reason", "node_lost", "node", ans->node)));
+            break;
+        }
         api_reply_error(req, -ENOENT, "%s", ans->why);
         break;
     case ROUTE_FORWARD: /* forwarded here already, yet the record names another node */
@@ -522,15 +549,55 @@ api_forwarded(struct evhttp_request *req)
     return evhttp_find_header(evhttp_request_get_input_headers(req), API_FORWARDED_HEADER) != NULL;
 }
 
+/* ---- owners that stop answering -------------------------------------------------------------- */
+
+static void
+on_watch(evutil_socket_t fd, short what, void *arg)
+{
+    struct api_forwarder *fw = arg;
+    struct fwd *f, *next;
+    uint64_t now = time_wall_ms();
+
+    for (f = TAILQ_FIRST(&fw->calls); f != NULL; f = next) {
+        const struct store_node_rec *n = registry_node(fw->a->backend->registry, f->node);
+        struct evhttp_request *req;
+
+        next = TAILQ_NEXT(f, link);
+        if (n == NULL || store_node_live(n, now)) {
+            continue; /* unknown to the last list (it failed?): not judged */
+        }
+        req = detach(f);
+        peer_call_cancel(f->call);
+        f->call = NULL;
+        log_set_request(f->request);
+        log_warn("session=%s: node '%s' stopped answering its heartbeats: its call is given up",
+                 f->id, f->node);
+        if (f->out != NULL) {
+            stream_out_end(f->out, true);
+            fwd_free(f, API_FWD_BROKEN);
+        } else {
+            api_reply_error(req, -ENOTCONN, "the session's node '%s' stopped answering", f->node);
+            fwd_free(f, API_FWD_UNREACHABLE);
+        }
+        log_set_request(NULL);
+    }
+}
+
 /* ---- lifecycle ------------------------------------------------------------------------------- */
 
 struct api_forwarder *
 api_forwarder_new(struct api *a)
 {
     struct api_forwarder *fw = xcalloc(1, sizeof(*fw));
+    struct timeval tv = {.tv_usec = (suseconds_t)WATCH_MS * 1000};
 
     fw->a = a;
     fw->peers = peer_client_new(a->base);
+    TAILQ_INIT(&fw->calls);
+    if (a->backend->registry != NULL) {
+        fw->watch = OOM_CHECK(event_new(a->base, -1, EV_PERSIST, on_watch, fw));
+        (void)event_add(fw->watch, &tv);
+    }
     return fw;
 }
 
@@ -538,6 +605,9 @@ void
 api_forwarder_free(struct api_forwarder *fw)
 {
     if (fw != NULL) {
+        if (fw->watch != NULL) {
+            event_free(fw->watch);
+        }
         peer_client_free(fw->peers);
         free(fw);
     }

@@ -4,10 +4,13 @@
  * sessions.c's), "session.resumed", "session.hibernated" and "session.woken". */
 #include "session-audit.h"
 
+#include <stdio.h>
+
 #include <jansson.h>
 
 #include "audit/audit.h"
 #include "session/session.h"
+#include "store/nodes.h"
 #include "util/macro.h"
 
 static void
@@ -83,4 +86,23 @@ api_session_audit(const struct session_audit *a, void *userdata)
                                 (json_int_t)a->epoch, "duration_ms", (json_int_t)a->duration_ms)));
         break;
     }
+}
+
+void
+api_audit_node_lost(const char *lost, const char *claimer, const struct store_nodes_claimed *c)
+{
+    char detail[192];
+
+    (void)snprintf(detail, sizeof(detail), "its node '%s' was lost; ended by node '%s'", lost,
+                   claimer);
+    for (size_t i = 0; i < c->n_ended; i++) {
+        audit_log(
+            "session.ended", "daemon",
+            OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s}", "tenant", c->ended[2 * i + 1], "session",
+                                c->ended[2 * i], "why", "node_lost", "detail", detail)));
+    }
+    audit_log("node.lost", "daemon",
+              OOM_CHECK(json_pack("{s:s, s:s, s:I, s:I}", "node", lost, "claimed_by", claimer,
+                                  "sessions_ended", (json_int_t)c->n_ended, "sessions_adopted",
+                                  (json_int_t)c->n_adopted)));
 }

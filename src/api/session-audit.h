@@ -4,6 +4,11 @@
 #pragma once
 
 struct session_audit;
+struct store_nodes_claimed;
 
 /* A session_audit_cb: writes the event's line with audit_log(). userdata unused. */
 void api_session_audit(const struct session_audit *a, void *userdata);
+/* This node (claimer) claimed node lost: a "session.ended" line (actor "daemon", why
+ * "node_lost") for each of its live sessions it ended, and a "node.lost" line. */
+void api_audit_node_lost(const char *lost, const char *claimer,
+                         const struct store_nodes_claimed *c);

@@ -13,15 +13,19 @@
 #include "config/config.h"
 #include "log/log.h"
 #include "sandpool/api.h"
+#include "util/hashmap.h"
 #include "util/macro.h"
 #include "util/time.h"
 
 #define HEARTBEATS_TO_LIVE 3u /* a node is lost after this many missed heartbeats */
+/* A lost node's live sessions answer 404 node_lost this long (their records' tombstones). */
+#define TOMBSTONE_MS 86400000u
 
 enum registry_state {
     REG_IDLE,
     REG_BEATING,
     REG_LISTING,
+    REG_CLAIMING,
     REG_STOPPING,
     REG_STOPPED,
     REG__COUNT,
@@ -38,12 +42,15 @@ struct registry {
     uint64_t started_at, listed_at; /* wall-clock ms */
     struct store_node_rec *cache;   /* the last list */
     size_t n_cache;
+    /* Lost nodes whose claim was tried, by id: the heartbeat it was tried for (boxed). */
+    struct hashmap *tried;
     struct registry_stats stats;
+    char claiming[65]; /* CLAIMING: whom */
 };
 
 static const char *const state_names[REG__COUNT] = {
-    [REG_IDLE] = "idle",         [REG_BEATING] = "beating", [REG_LISTING] = "listing",
-    [REG_STOPPING] = "stopping", [REG_STOPPED] = "stopped",
+    [REG_IDLE] = "idle",         [REG_BEATING] = "beating",   [REG_LISTING] = "listing",
+    [REG_CLAIMING] = "claiming", [REG_STOPPING] = "stopping", [REG_STOPPED] = "stopped",
 };
 
 static void
@@ -82,6 +89,71 @@ fill_self(struct registry *r, struct store_node_rec *rec, bool stopped)
     json_decref(cap);
 }
 
+/* ---- lost nodes ------------------------------------------------------------------------------ */
+
+static void
+on_claimed(int rc, bool claimed, const struct store_nodes_claimed *c, void *userdata)
+{
+    struct registry *r = userdata;
+
+    registry_set(r, REG_IDLE);
+    if (rc < 0 && !claimed) {
+        log_warn("registry: the claim of node '%s' failed: %s", r->claiming, strerror(-rc));
+        (void)free(hashmap_remove(r->tried, r->claiming)); /* tried again at the next list */
+        return;
+    }
+    if (!claimed) {
+        return; /* another node claimed it, or it came back */
+    }
+    r->stats.claims_total++;
+    r->stats.sessions_lost_total += c->n_ended;
+    r->stats.sessions_adopted_total += c->n_adopted;
+    if (rc < 0) {
+        log_error("registry: node '%s' claimed, but what became of its sessions is unknown: %s",
+                  r->claiming, strerror(-rc));
+    }
+    log_warn("registry: node '%s' was lost (no heartbeat for %u ms, no clean stop): %zu of its "
+             "sessions ended (node_lost), %zu hibernated ones are this node's now",
+             r->claiming, HEARTBEATS_TO_LIVE * r->cfg->cluster_heartbeat_ms, c->n_ended,
+             c->n_adopted);
+    r->self.took_over(r->claiming, c, r->self.userdata);
+}
+
+/* After a list: the first lost node not tried yet for its last heartbeat is claimed. True when
+ * its claim is on its way. */
+static bool
+claim_lost(struct registry *r, uint64_t now)
+{
+    for (size_t i = 0; i < r->n_cache; i++) {
+        const struct store_node_rec *n = &r->cache[i];
+        uint64_t *tried = hashmap_get(r->tried, n->id);
+
+        if (strcmp(n->id, r->cfg->node_id) == 0 || n->stopped || store_node_live(n, now) ||
+            (tried != NULL && *tried == n->heartbeat_at)) {
+            continue; /* a node that stopped cleanly comes back: it keeps its sessions */
+        }
+        if (tried == NULL) {
+            if (hashmap_size(r->tried) >= (size_t)2 * STORE_NODES_MAX) {
+                /* Ids of nodes long gone: forgotten all at once (a claim tried again is only
+                 * refused by the marker). */
+                hashmap_free_with(r->tried, free);
+                r->tried = hashmap_new();
+            }
+            tried = xcalloc(1, sizeof(*tried));
+            hashmap_put(r->tried, n->id, tried);
+        }
+        *tried = n->heartbeat_at;
+        (void)snprintf(r->claiming, sizeof(r->claiming), "%s", n->id);
+        if (store_nodes_claim(r->nodes, n->id, n->heartbeat_at, r->cfg->node_id, TOMBSTONE_MS,
+                              on_claimed, r) < 0) {
+            return false;
+        }
+        registry_set(r, REG_CLAIMING);
+        return true;
+    }
+    return false;
+}
+
 static void
 on_listed(int rc, const struct store_node_rec *recs, size_t n, void *userdata)
 {
@@ -106,13 +178,19 @@ on_listed(int rc, const struct store_node_rec *recs, size_t n, void *userdata)
         }
     }
     r->listed_at = now;
+    if (!r->stop_wanted) {
+        (void)claim_lost(r, now);
+    }
 }
 
 static void
-on_beaten(int rc, void *userdata)
+on_beaten(int rc, const char *lost_by, void *userdata)
 {
     struct registry *r = userdata;
 
+    if (lost_by != NULL) {
+        r->self.declared_lost(lost_by, r->self.userdata);
+    }
     if (rc < 0) {
         r->stats.heartbeat_failures_total++;
         log_warn("registry: the heartbeat failed: %s", strerror(-rc));
@@ -150,7 +228,7 @@ on_beat(evutil_socket_t fd, short what, void *arg)
 /* ---- stop ------------------------------------------------------------------------------------ */
 
 static void
-on_stopped(int rc, void *userdata)
+on_stopped(int rc, const char *lost_by, void *userdata)
 {
     struct registry *r = userdata;
 
@@ -322,6 +400,7 @@ registry_new(struct event_base *base, const struct cfg *cfg, struct store_redis 
     r->redis = redis;
     r->self = *self;
     r->nodes = store_nodes_new(redis, cfg->redis_prefix);
+    r->tried = hashmap_new();
     r->started_at = time_wall_ms();
     r->timer = OOM_CHECK(event_new(base, -1, EV_PERSIST, on_beat, r));
     time_tv_from_ms(&tv, cfg->cluster_heartbeat_ms);
@@ -340,6 +419,7 @@ registry_free(struct registry *r)
         event_free(r->timer);
     }
     cache_free(r);
+    hashmap_free_with(r->tried, free);
     store_nodes_free(r->nodes);
     free(r);
     return NULL;

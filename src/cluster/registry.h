@@ -6,9 +6,15 @@
  * live while its last heartbeat is younger than 3 heartbeats; at a clean stop a last heartbeat
  * says "stopped".
  *
+ * A node that missed its heartbeats without having stopped cleanly is lost: after a list, this
+ * node tries to claim it (store_nodes_claim(): one node in the cluster wins), ending its live
+ * sessions (tombstones that answer 404 node_lost) and adopting its hibernated ones; the winner is
+ * told (registry_self.took_over). A node that finds at its heartbeat that it was declared lost is
+ * told too (declared_lost): its sessions are no longer its own.
+ *
  * States (one writer, registry_set()): IDLE (waiting for the next beat) -> BEATING (the heartbeat
- * is in Redis's hands) -> LISTING (the list is) -> IDLE; STOPPING (the last heartbeat is) ->
- * STOPPED. Loop context only. */
+ * is in Redis's hands) -> LISTING (the list is) -> [CLAIMING (a lost node's claim is)] -> IDLE;
+ * STOPPING (the last heartbeat is) -> STOPPED. Loop context only. */
 #pragma once
 
 #include <stdbool.h>
@@ -29,6 +35,10 @@ struct registry_self {
     bool (*draining)(void *userdata);
     unsigned (*sessions)(void *userdata);
     json_t *(*capacity)(void *userdata);
+    /* This node claimed node `lost`: c says what became of its sessions (borrowed). */
+    void (*took_over)(const char *lost, const struct store_nodes_claimed *c, void *userdata);
+    /* Node `by` declared this one lost and took its sessions (this node was cut off). */
+    void (*declared_lost)(const char *by, void *userdata);
     void *userdata;
 };
 
@@ -65,6 +75,9 @@ size_t registry_peers(const struct registry *r);
 
 struct registry_stats {
     uint64_t heartbeats_total, heartbeat_failures_total;
-    unsigned live, down; /* of the last list: nodes live, and known but not live */
+    uint64_t claims_total;           /* lost nodes this node claimed */
+    uint64_t sessions_lost_total;    /* their live sessions it ended (node_lost) */
+    uint64_t sessions_adopted_total; /* their hibernated sessions it took */
+    unsigned live, down;             /* of the last list: nodes live, and known but not live */
 };
 void registry_get_stats(const struct registry *r, struct registry_stats *ret);

@@ -90,6 +90,15 @@ resolve(const struct route *r, const struct owner *o, const char *tenant, struct
     }
 }
 
+/* Whether the registry says node is lost: not live, and not stopped cleanly. */
+static bool
+lost(const struct route *r, const char *node)
+{
+    const struct store_node_rec *n = registry_node(r->registry, node);
+
+    return n != NULL && !n->stopped && !store_node_live(n, time_wall_ms());
+}
+
 /* A reply element as a string, "" for nil; NULL when it is neither. */
 static const char *
 element(const redisReply *reply, size_t i)
@@ -120,7 +129,11 @@ on_record(int rc, redisReply *reply, void *userdata)
         r->stats.lookup_failures++;
         (void)answer(&ans, ROUTE_UNAVAILABLE, NULL, "the session store did not answer: %s",
                      rc < 0 ? strerror(-rc) : "an unexpected reply");
-    } else if (node[0] == '\0' || strcmp(state, "ending") == 0) {
+    } else if (strcmp(state, "lost") == 0 && (op->any_tenant || strcmp(tenant, op->tenant) == 0)) {
+        (void)answer(&ans, ROUTE_NONE, node, "session %s ended: its node '%s' was lost", op->id,
+                     node);
+        ans.node_lost = true;
+    } else if (node[0] == '\0' || strcmp(state, "ending") == 0 || strcmp(state, "lost") == 0) {
         (void)answer(&ans, ROUTE_NONE, NULL, "no such session");
     } else {
         struct owner o = {0};
@@ -147,6 +160,10 @@ route_find(struct route *r, const char *id, const char *tenant, struct route_ans
     struct route_op *op;
 
     *ret_op = NULL;
+    if (o != NULL && lost(r, o->node)) {
+        owners_forget(r->owners, id); /* claimed by now, or soon: the record says */
+        o = NULL;
+    }
     if (o != NULL) {
         r->stats.cache_hits++;
         resolve(r, o, tenant, ret);

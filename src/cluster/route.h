@@ -6,7 +6,9 @@
  * for a session whose owner is known costs no Redis operation. On a miss, one HMGET of the
  * session's record (its node, tenant and state) answers, and the owner is cached; the forwarder
  * forgets it when the owner answers that it no longer has the session (it ended, or moved
- * elsewhere after a wake), so the next request looks again. Loop context only. */
+ * elsewhere after a wake), so the next request looks again; so does a cached owner that the
+ * registry says is lost (its sessions are being claimed: ended, or moved to the claimer). A
+ * lost node's ended session answers NONE with node_lost. Loop context only. */
 #pragma once
 
 #include <stdbool.h>
@@ -33,6 +35,7 @@ struct route_answer {
     char node[OWNER_ID_MAX + 1];      /* FORWARD, DOWN: the owner */
     char url[STORE_NODE_URL_MAX + 1]; /* FORWARD: its cluster.advertise_url */
     char why[160];                    /* NONE, DOWN, UNAVAILABLE: for the client */
+    bool node_lost;                   /* NONE: it ended because its node (node) was lost */
 };
 
 typedef void route_cb(const struct route_answer *ans, void *userdata);

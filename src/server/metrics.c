@@ -255,6 +255,16 @@ metrics_cluster(struct server *s, struct buf *out)
          "This node's heartbeats to the registry, by outcome.",
          {{"outcome=\"ok\"", st.heartbeats_total},
           {"outcome=\"failed\"", st.heartbeat_failures_total}}},
+        {"sandpool_cluster_claims_total",
+         "counter",
+         "Lost nodes (heartbeats missed without a clean stop) this node claimed.",
+         {{NULL, st.claims_total}}},
+        {"sandpool_cluster_lost_node_sessions_total",
+         "counter",
+         "Sessions of the nodes this node claimed: live ones ended (node_lost), hibernated ones "
+         "adopted.",
+         {{"outcome=\"ended\"", st.sessions_lost_total},
+          {"outcome=\"adopted\"", st.sessions_adopted_total}}},
         {"sandpool_route_requests_total",
          "counter",
          "Requests for sessions this node does not hold, by where they were routed: forwarded to "

@@ -21,6 +21,9 @@
 #define ENGINE_RETRY_MIN 250u
 #define ENGINE_RETRY_MAX 5000u
 #define DRAIN_CUT_MS     2000u
+/* The exit status of a node that another declared lost while it ran (EX_TEMPFAIL): its service
+ * manager starts it again (docs/cluster.md#node-loss). */
+#define SERVER_EXIT_LOST 75
 
 struct event;
 struct event_base;

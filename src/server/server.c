@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -172,6 +173,42 @@ self_capacity(void *userdata)
     return o;
 }
 
+/* This node claimed a lost node: the audit says what became of its sessions, and its hibernated
+ * ones (in this node's set now) are registered. */
+static void
+self_took_over(const char *lost, const struct store_nodes_claimed *c, void *userdata)
+{
+    struct server *s = userdata;
+
+    api_audit_node_lost(lost, s->cfg->node_id, c);
+    /* Read back even when none was said to be adopted: a claim whose answer could not be read
+     * adopted what it did all the same. */
+    session_manager_load_adopted(s->sessions);
+}
+
+/* Another node declared this one lost (it was cut off from Redis longer than 3 heartbeats) and
+ * took its sessions: what this process still holds of them is no longer its own, and must not
+ * be served nor written back. Holding nothing (a start after the loss), it goes on; else it
+ * exits at once, writing nothing, and its next start (systemd, the kubelet) removes the
+ * containers it finds (docs/cluster.md#node-loss). */
+static void
+self_declared_lost(const char *by, void *userdata)
+{
+    struct server *s = userdata;
+
+    if (self_sessions(s) == 0) {
+        log_info("node '%s' had declared this node lost before this start: its sessions were "
+                 "ended or moved",
+                 by);
+        return;
+    }
+    log_error("node '%s' declared this node lost (cut off from Redis for over %u ms): its "
+              "sessions were ended or moved; exiting to drop what this process holds "
+              "(status %d)",
+              by, 3 * s->cfg->cluster_heartbeat_ms, SERVER_EXIT_LOST);
+    _exit(SERVER_EXIT_LOST);
+}
+
 /* Hibernation's use of the snapshot service (session.h's struct session_snapshot_ops). */
 static int
 hibernation_take(void *ops, struct session *sess, session_snap_cb *cb, void *userdata,
@@ -249,6 +286,8 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
                                &(struct registry_self){.draining = self_draining,
                                                        .sessions = self_sessions,
                                                        .capacity = self_capacity,
+                                                       .took_over = self_took_over,
+                                                       .declared_lost = self_declared_lost,
                                                        .userdata = s});
     s->route = route_new(cfg, s->redis, s->registry);
     s->backend = (struct api_backend){

@@ -230,6 +230,9 @@ session_manager_tick(struct session_manager *m)
         return;
     }
     recovery_load_records(m);
+    if (m->want_adopt) {
+        session_manager_load_adopted(m);
+    }
     pause_tick(m);
     /* A running execution is activity: keep its session's deadline ahead. */
     TAILQ_FOREACH (s, &m->sessions, link) {

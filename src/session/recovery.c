@@ -217,6 +217,49 @@ recovery_load_records(struct session_manager *m)
     m->loading = true;
 }
 
+/* The records of this node's set after it claimed a lost node: its hibernated sessions, now
+ * ours, are registered (the rest is in memory already). */
+static void
+on_adopted_loaded(int r, const struct store_session_rec *recs, size_t n, size_t malformed,
+                  void *userdata)
+{
+    struct sop *op = userdata;
+    struct session_manager *m = op->m;
+
+    sop_free(op);
+    if (m == NULL) {
+        return;
+    }
+    if (r < 0) {
+        m->want_adopt = true; /* the next tick reads them again */
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (recs[i].state == STORE_SESSION_HIBERNATED &&
+            hashmap_get(m->by_id, recs[i].id) == NULL) {
+            hibernate_adopt_record(m, &recs[i]);
+            m->stats.adopted_total++;
+            manager_notify(m, "adopted", &recs[i], "a lost node's hibernated session");
+        }
+    }
+}
+
+void
+session_manager_load_adopted(struct session_manager *m)
+{
+    struct sop *op;
+
+    m->want_adopt = false;
+    if (!m->loaded) {
+        return; /* the first load reads them with the rest */
+    }
+    op = sop_new(m, SOP_LOAD, NULL);
+    if (store_sessions_load_all(m->store, on_adopted_loaded, op) < 0) {
+        sop_free(op);
+        m->want_adopt = true;
+    }
+}
+
 static void
 on_restored(int r, void *userdata)
 {

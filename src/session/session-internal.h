@@ -347,8 +347,9 @@ struct session_manager {
     struct store_session_rec *unmatched;
     size_t n_unmatched;
     bool loaded, loading, claiming;
-    bool want_list; /* a detached session waits for a container list */
-    bool freeing;   /* session_manager_free(): nothing is recorded any more */
+    bool want_adopt; /* a lost node's hibernated sessions are ours: read them (again) */
+    bool want_list;  /* a detached session waits for a container list */
+    bool freeing;    /* session_manager_free(): nothing is recorded any more */
     struct session_manager_stats stats;
     struct session_profile_stats *pstats; /* n_pools */
     struct hashmap *takes;                /* "tenant/profile" -> struct take_rate */

@@ -149,6 +149,9 @@ void session_manager_set_audit(struct session_manager *m, session_audit_cb *cb, 
 void session_manager_tick(struct session_manager *m);
 /* Redis came up (again): (re)load this node's records when they have not been loaded yet. */
 void session_manager_redis_up(struct session_manager *m);
+/* This node claimed a lost node (cluster/registry.h): its hibernated sessions are in this node's
+ * set now; they are read and registered (retried at the next tick when Redis fails). */
+void session_manager_load_adopted(struct session_manager *m);
 /* A container whose kernel serves a session (pool found_session): adopt it or release it. */
 void session_manager_adopt(struct session_manager *m, struct pool_slot *slot,
                            const struct kernel_msg *hello);

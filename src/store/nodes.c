@@ -8,6 +8,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "store/schema.h"
 #include "util/macro.h"
 #include "util/parse.h"
 #include "util/utf8.h"
@@ -22,12 +23,47 @@ struct store_nodes {
     char key_nodes[KEY_MAX];
 };
 
-/* KEYS: info hash, nodes zset. ARGV: id, heartbeat_at, keep_ms, field/value pairs. */
+/* KEYS: info hash, nodes zset, its lost marker. ARGV: id, heartbeat_at, keep_ms, field/value
+ * pairs. Returns who declared this node lost ("" when nobody did), and forgets that. */
 static const char heartbeat_lua[] = "redis.call('DEL', KEYS[1])\n"
                                     "redis.call('HSET', KEYS[1], unpack(ARGV, 4))\n"
                                     "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
                                     "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])\n"
-                                    "return 1\n";
+                                    "local lost = redis.call('GET', KEYS[3])\n"
+                                    "if not lost then return '' end\n"
+                                    "redis.call('DEL', KEYS[3])\n"
+                                    "return lost\n";
+
+/* KEYS: nodes zset, the lost node's marker, session set and deadlines, the claimer's session set
+ * and deadlines. ARGV: lost id, its heartbeat as listed, claimer id, session key prefix, history
+ * key prefix, tombstone ms. Claims the node once (the marker, NX) if its last heartbeat is still
+ * the one listed (it did not come back meanwhile); then its hibernated sessions become the
+ * claimer's and every other one a tombstone ("lost", no container, gone after tombstone ms).
+ * Returns {0} (not claimed), or {1, {id, tenant, ...} ended, {id...} adopted}. */
+static const char claim_lua[] =
+    "local hb = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+    "if not hb or tonumber(hb) ~= tonumber(ARGV[2]) then return {0} end\n"
+    "if not redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[6]) then return {0} end\n"
+    "local ended, adopted = {}, {}\n"
+    "for _, id in ipairs(redis.call('SMEMBERS', KEYS[3])) do\n"
+    "  local k = ARGV[4] .. id\n"
+    "  local f = redis.call('HMGET', k, 'state', 'tenant')\n"
+    "  if f[1] == 'hibernated' then\n"
+    "    redis.call('HSET', k, 'node', ARGV[3])\n"
+    "    redis.call('SADD', KEYS[5], id)\n"
+    "    local d = redis.call('ZSCORE', KEYS[4], id)\n"
+    "    if d then redis.call('ZADD', KEYS[6], d, id) end\n"
+    "    adopted[#adopted + 1] = id\n"
+    "  elseif f[1] then\n"
+    "    redis.call('HSET', k, 'state', 'lost', 'container', '')\n"
+    "    redis.call('PEXPIRE', k, ARGV[6])\n"
+    "    redis.call('PEXPIRE', ARGV[5] .. id, ARGV[6])\n"
+    "    ended[#ended + 1] = id\n"
+    "    ended[#ended + 1] = f[2] or ''\n"
+    "  end\n"
+    "end\n"
+    "redis.call('DEL', KEYS[3], KEYS[4])\n"
+    "return {1, ended, adopted}\n";
 
 /* KEYS: nodes zset. ARGV: info key prefix, oldest heartbeat kept, max. Entries older than a day
  * (their records expired) are dropped from the zset. */
@@ -163,8 +199,14 @@ store_node_parse(const char *const *kv, const size_t *lens, size_t n, struct sto
 
 /* ---- scripts --------------------------------------------------------------------------------- */
 
+enum op_kind {
+    OP_BEAT,
+    OP_LIST,
+    OP_CLAIM,
+};
+
 struct op {
-    bool list;
+    enum op_kind kind;
     void (*cb)(void);
     void *userdata;
 };
@@ -184,6 +226,8 @@ take_hash(const redisReply *h, struct store_node_rec *recs, size_t *n)
     }
 }
 
+static void claim_reply(int r, const redisReply *reply, struct op *op);
+
 static void
 on_reply(int r, redisReply *reply, void *userdata)
 {
@@ -194,11 +238,20 @@ on_reply(int r, redisReply *reply, void *userdata)
     if (r == 0 && reply->type == REDIS_REPLY_ERROR) {
         r = -EPROTO;
     }
-    if (!op->list) {
-        if (r == 0 && reply->type != REDIS_REPLY_INTEGER) {
+    if (op->kind == OP_CLAIM) {
+        claim_reply(r, reply, op);
+        return;
+    }
+    if (op->kind == OP_BEAT) {
+        const char *lost = NULL;
+
+        if (r == 0 && reply->type == REDIS_REPLY_STRING && strlen(reply->str) == reply->len) {
+            lost = reply->str;
+        } else if (r == 0) {
             r = -EPROTO;
         }
-        ((store_nodes_cb *)op->cb)(r, op->userdata);
+        ((store_nodes_beat_cb *)op->cb)(r, lost != NULL && lost[0] != '\0' ? lost : NULL,
+                                        op->userdata);
         free(op);
         return;
     }
@@ -220,10 +273,10 @@ on_reply(int r, redisReply *reply, void *userdata)
 }
 
 static int
-command(struct store_nodes *s, bool list, void (*cb)(void), void *userdata, int argc,
+command(struct store_nodes *s, enum op_kind kind, void (*cb)(void), void *userdata, int argc,
         const char **argv)
 {
-    size_t lens[8 + NODE_FIELDS_ARGV];
+    size_t lens[9 + NODE_FIELDS_ARGV];
     struct op *op;
     int r;
 
@@ -231,7 +284,7 @@ command(struct store_nodes *s, bool list, void (*cb)(void), void *userdata, int 
         lens[i] = strlen(argv[i]);
     }
     op = xcalloc(1, sizeof(*op));
-    op->list = list;
+    op->kind = kind;
     op->cb = cb;
     op->userdata = userdata;
     r = store_redis_command(s->redis, on_reply, op, argc, argv, lens);
@@ -270,16 +323,25 @@ store_nodes_free(struct store_nodes *s)
     return NULL;
 }
 
-int
-store_nodes_heartbeat(struct store_nodes *s, const struct store_node_rec *rec, store_nodes_cb *cb,
-                      void *userdata)
+static int
+lost_key(const struct store_nodes *s, char out[KEY_MAX], const char *id)
 {
-    char k[KEY_MAX], started[24], beat[24], ttl[16], sessions[16], keep[24];
+    int n = snprintf(out, KEY_MAX, "%snode:%s:lost", s->prefix, id);
+
+    return n < 0 || n >= KEY_MAX ? -ENAMETOOLONG : 0;
+}
+
+int
+store_nodes_heartbeat(struct store_nodes *s, const struct store_node_rec *rec,
+                      store_nodes_beat_cb *cb, void *userdata)
+{
+    char k[KEY_MAX], lk[KEY_MAX], started[24], beat[24], ttl[16], sessions[16], keep[24];
     const char *argv[] = {"EVAL",
                           heartbeat_lua,
-                          "2",
+                          "3",
                           k,
                           s->key_nodes,
+                          lk,
                           rec->id,
                           beat,
                           keep,
@@ -304,8 +366,8 @@ store_nodes_heartbeat(struct store_nodes *s, const struct store_node_rec *rec, s
                           "capacity",
                           rec->capacity != NULL ? rec->capacity : "{}"};
 
-    _Static_assert(ELEMENTSOF(argv) <= 8 + NODE_FIELDS_ARGV, "command()'s lengths hold argv");
-    if (!str_is_name(rec->id, 64) || info_key(s, k, rec->id) < 0) {
+    _Static_assert(ELEMENTSOF(argv) <= 9 + NODE_FIELDS_ARGV, "command()'s lengths hold argv");
+    if (!str_is_name(rec->id, 64) || info_key(s, k, rec->id) < 0 || lost_key(s, lk, rec->id) < 0) {
         return -EINVAL;
     }
     (void)snprintf(started, sizeof(started), "%llu", (unsigned long long)rec->started_at);
@@ -313,7 +375,7 @@ store_nodes_heartbeat(struct store_nodes *s, const struct store_node_rec *rec, s
     (void)snprintf(ttl, sizeof(ttl), "%u", rec->ttl_ms);
     (void)snprintf(sessions, sizeof(sessions), "%u", rec->sessions);
     (void)snprintf(keep, sizeof(keep), "%llu", NODE_KEEP_MS);
-    return command(s, false, (void (*)(void))cb, userdata, (int)ELEMENTSOF(argv), argv);
+    return command(s, OP_BEAT, (void (*)(void))cb, userdata, (int)ELEMENTSOF(argv), argv);
 }
 
 int
@@ -329,5 +391,81 @@ store_nodes_list(struct store_nodes *s, uint64_t now_ms, store_nodes_list_cb *cb
     (void)snprintf(oldest, sizeof(oldest), "%llu",
                    (unsigned long long)(now_ms > NODE_KEEP_MS ? now_ms - NODE_KEEP_MS : 0));
     (void)snprintf(max, sizeof(max), "%u", STORE_NODES_MAX);
-    return command(s, true, (void (*)(void))cb, userdata, (int)ELEMENTSOF(argv), argv);
+    return command(s, OP_LIST, (void (*)(void))cb, userdata, (int)ELEMENTSOF(argv), argv);
+}
+
+/* ---- claiming a lost node -------------------------------------------------------------------- */
+
+/* An array reply's string elements (NULL when one is no string). */
+static const char **
+strings_of(const redisReply *a, size_t *n)
+{
+    const char **out = xcalloc(a->elements ? a->elements : 1, sizeof(*out));
+
+    for (size_t i = 0; i < a->elements; i++) {
+        const redisReply *e = a->element[i];
+
+        if (e->type != REDIS_REPLY_STRING || strlen(e->str) != e->len) {
+            free(out);
+            return NULL;
+        }
+        out[i] = e->str;
+    }
+    *n = a->elements;
+    return out;
+}
+
+static void
+claim_reply(int r, const redisReply *reply, struct op *op)
+{
+    const char **ended = NULL, **adopted = NULL;
+    size_t n_ended = 0, n_adopted = 0;
+    bool claimed = false;
+
+    if (r == 0 && (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
+                   reply->element[0]->type != REDIS_REPLY_INTEGER)) {
+        r = -EPROTO;
+    }
+    if (r == 0 && reply->element[0]->integer == 1) {
+        claimed = true;
+        if (reply->elements != 3 || reply->element[1]->type != REDIS_REPLY_ARRAY ||
+            reply->element[2]->type != REDIS_REPLY_ARRAY ||
+            (ended = strings_of(reply->element[1], &n_ended)) == NULL || n_ended % 2 != 0 ||
+            (adopted = strings_of(reply->element[2], &n_adopted)) == NULL) {
+            r = -EPROTO; /* claimed all the same: the caller says so */
+            n_ended = n_adopted = 0;
+        }
+    }
+    ((store_nodes_claim_cb *)op->cb)(
+        r, claimed,
+        &(struct store_nodes_claimed){
+            .ended = ended, .n_ended = n_ended / 2, .adopted = adopted, .n_adopted = n_adopted},
+        op->userdata);
+    free(ended);
+    free(adopted);
+    free(op);
+}
+
+int
+store_nodes_claim(struct store_nodes *s, const char *lost, uint64_t heartbeat_at,
+                  const char *claimer, unsigned tombstone_ms, store_nodes_claim_cb *cb,
+                  void *userdata)
+{
+    char lk[KEY_MAX], ls[KEY_MAX], ld[KEY_MAX], cs[KEY_MAX], cd[KEY_MAX], sp[KEY_MAX], hp[KEY_MAX],
+        beat[24], keep[16];
+    const char *argv[] = {"EVAL", claim_lua, "6",  s->key_nodes, lk, ls, ld,  cs,
+                          cd,     lost,      beat, claimer,      sp, hp, keep};
+
+    if (!str_is_name(lost, 64) || !str_is_name(claimer, 64) || lost_key(s, lk, lost) < 0 ||
+        store_key_node_sessions(ls, KEY_MAX, s->prefix, lost) < 0 ||
+        store_key_node_deadlines(ld, KEY_MAX, s->prefix, lost) < 0 ||
+        store_key_node_sessions(cs, KEY_MAX, s->prefix, claimer) < 0 ||
+        store_key_node_deadlines(cd, KEY_MAX, s->prefix, claimer) < 0 ||
+        store_key_session(sp, KEY_MAX, s->prefix, "") < 0 ||
+        store_key_session_history(hp, KEY_MAX, s->prefix, "") < 0) {
+        return -EINVAL;
+    }
+    (void)snprintf(beat, sizeof(beat), "%llu", (unsigned long long)heartbeat_at);
+    (void)snprintf(keep, sizeof(keep), "%u", tombstone_ms);
+    return command(s, OP_CLAIM, (void (*)(void))cb, userdata, (int)ELEMENTSOF(argv), argv);
 }

@@ -47,7 +47,9 @@ bool store_node_live(const struct store_node_rec *rec, uint64_t now_ms);
 
 struct store_nodes;
 
-typedef void store_nodes_cb(int r, void *userdata);
+/* lost_by: the node that declared this one lost (and took its sessions) since its last
+ * heartbeat, or NULL. */
+typedef void store_nodes_beat_cb(int r, const char *lost_by, void *userdata);
 /* recs (n, newest heartbeat first) borrowed for the call. */
 typedef void store_nodes_list_cb(int r, const struct store_node_rec *recs, size_t n,
                                  void *userdata);
@@ -55,9 +57,29 @@ typedef void store_nodes_list_cb(int r, const struct store_node_rec *recs, size_
 struct store_nodes *store_nodes_new(struct store_redis *redis, const char *prefix);
 struct store_nodes *store_nodes_free(struct store_nodes *s);
 
-/* Writes rec and its heartbeat (rec->heartbeat_at). */
+/* Writes rec and its heartbeat (rec->heartbeat_at), and reads (and clears) its lost marker. */
 int store_nodes_heartbeat(struct store_nodes *s, const struct store_node_rec *rec,
-                          store_nodes_cb *cb, void *userdata);
+                          store_nodes_beat_cb *cb, void *userdata);
+/* What a claim did: the sessions it ended (ids and their tenants) and those it adopted (borrowed
+ * for the callback). */
+struct store_nodes_claimed {
+    const char *const *ended; /* id, tenant, id, tenant, ... */
+    size_t n_ended;           /* pairs */
+    const char *const *adopted;
+    size_t n_adopted;
+};
+/* claimed: this node claimed it (r may still be -EPROTO: what it did is then unknown). */
+typedef void store_nodes_claim_cb(int r, bool claimed, const struct store_nodes_claimed *c,
+                                  void *userdata);
+/* Claims node lost (not heard from since heartbeat_at, as listed) for claimer, in one script:
+ * once in the whole cluster (a marker set NX, kept tombstone_ms), and only if its last heartbeat
+ * is still heartbeat_at. Its hibernated sessions become claimer's (their records, deadlines and
+ * set); every other one becomes a tombstone, state "lost" without a container, gone after
+ * tombstone_ms. Its next heartbeat reads the marker (store_nodes_beat_cb's lost_by). */
+int store_nodes_claim(struct store_nodes *s, const char *lost, uint64_t heartbeat_at,
+                      const char *claimer, unsigned tombstone_ms, store_nodes_claim_cb *cb,
+                      void *userdata);
+
 /* Every node that heartbeat within the last day, newest first (at most STORE_NODES_MAX). */
 int store_nodes_list(struct store_nodes *s, uint64_t now_ms, store_nodes_list_cb *cb,
                      void *userdata);

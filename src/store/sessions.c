@@ -100,12 +100,14 @@ static const char hibernate_lua[] =
     "redis.call('ZREM', KEYS[4], ARGV[3])\n"
     "return 1\n";
 
-/* KEYS: hash, deadlines, snapshot expiry. ARGV: id, container, epoch, gen, now, snapshot id. The
- * hibernated session is live again on container; its snapshot goes to the sweep. 0: it is no
- * longer hibernated on that snapshot (ended meanwhile). */
+/* KEYS: hash, deadlines, snapshot expiry. ARGV: id, container, epoch, gen, now, snapshot id, this
+ * node. The hibernated session is live again on container; its snapshot goes to the sweep. 0: it
+ * is no longer hibernated on that snapshot (ended meanwhile), or no longer this node's (a node
+ * that was declared lost cannot wake what the claimer adopted). */
 static const char wake_lua[] =
     "if redis.call('HGET', KEYS[1], 'state') ~= 'hibernated' or\n"
-    "   redis.call('HGET', KEYS[1], 'snapshot') ~= ARGV[6] then return 0 end\n"
+    "   redis.call('HGET', KEYS[1], 'snapshot') ~= ARGV[6] or\n"
+    "   redis.call('HGET', KEYS[1], 'node') ~= ARGV[7] then return 0 end\n"
     "redis.call('HSET', KEYS[1], 'state', 'active', 'container', ARGV[2], 'epoch', ARGV[3],\n"
     "           'gen', ARGV[4], 'last_active_at', ARGV[5], 'snapshot', '', 'snapshot_size', '0',\n"
     "           'snapshot_sha256', '')\n"
@@ -522,8 +524,8 @@ store_sessions_wake(struct store_sessions *s, const char *id, const char *contai
                     void *userdata)
 {
     char key[KEY_MAX], e[24], g[24], now[24];
-    const char *args[9] = {key, s->key_deadlines, s->key_snapshot_expiry, id, container, e, g,
-                           now, snapshot};
+    const char *args[10] = {
+        key, s->key_deadlines, s->key_snapshot_expiry, id, container, e, g, now, snapshot, s->node};
 
     if (session_key(s, id, key) < 0) {
         return -ENAMETOOLONG;
@@ -531,7 +533,7 @@ store_sessions_wake(struct store_sessions *s, const char *id, const char *contai
     (void)snprintf(e, sizeof(e), "%llu", (unsigned long long)epoch);
     (void)snprintf(g, sizeof(g), "%lld", (long long)gen);
     (void)snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
-    return eval(s, OP_FLAG, (void (*)(void))cb, userdata, wake_lua, 3, args, NULL, 9);
+    return eval(s, OP_FLAG, (void (*)(void))cb, userdata, wake_lua, 3, args, NULL, 10);
 }
 
 int

@@ -6,8 +6,9 @@
 #
 # The caller sets TADM (the admin token), BEAT_MS (the heartbeat), NODE_PROFILES (the
 # "profiles" object of every node's config) and NODES (their names: "a b c"), and may define
-# node_engine_json N (an engine object for node N, as ENGINE_JSON; none: the shared engine) and
-# node_docker_host N (where node N's containers are, for their cleanup).
+# node_engine_json N (an engine object for node N, as ENGINE_JSON; none: the shared engine),
+# node_docker_host N (where node N's containers are, for their cleanup) and node_extra_json N
+# (more members of node N's config, each line ending in a comma).
 declare -A nport npid
 next_port() {
     local p=$(( $1 + 1 ))
@@ -25,6 +26,14 @@ node_id() { echo "$NODE-$1"; }
 url() { echo "http://127.0.0.1:${nport[$1]}"; }
 declare -F node_engine_json >/dev/null || node_engine_json() { :; }
 declare -F node_docker_host >/dev/null || node_docker_host() { echo "$DOCKER_HOST"; }
+declare -F node_extra_json >/dev/null || node_extra_json() { :; }
+# nodes_on_own_engine N: node N runs on the suite's own engine (private-engine.sh: $PE_SOCK), the
+# others on the shared one ($MAIN_ENGINE).
+nodes_on_own_engine() {
+    OWN_ENGINE_NODE=$1
+    node_engine_json() { [ "$1" != "$OWN_ENGINE_NODE" ] || echo "{\"socket\": \"$PE_SOCK\"}"; }
+    node_docker_host() { if [ "$1" = "$OWN_ENGINE_NODE" ]; then echo "unix://$PE_SOCK"; else echo "$MAIN_ENGINE"; fi; }
+}
 cleanup_nodes() {
     local n ids
     for n in $NODES; do
@@ -47,6 +56,7 @@ write_node() {
     cat >"$work/config-$1.json" <<JSON
 {
 $(cat "$work/base-$1.json")
+$(node_extra_json "$1")
   "admin_token_sha256": "$(sha "$TADM")",
   "cluster": {${advertise}"heartbeat_ms": $BEAT_MS},
   "profiles": $NODE_PROFILES
@@ -71,4 +81,28 @@ nodes_final_checks() {
         check "node $n's log holds no sanitizer report" \
             lacks -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$work/daemon-$n.log"
     done
+}
+
+# on N METHOD PATH TOKEN [BODY]: like api.sh's api(), through node N (60 s at most); the body on
+# stdout, the status in $work/status, the headers in $work/headers.
+on() {
+    local auth=()
+    [ -n "$4" ] && auth=(-H "Authorization: Bearer $4")
+    curl -s -m 60 -D "$work/headers" -o "$work/body" -w '%{http_code}' -X "$2" "${auth[@]}" \
+        ${5:+-H 'Content-Type: application/json' --data-binary "$5"} "$(url "$1")$3" >"$work/status"
+    cat "$work/body"
+}
+exec_on() { on "$1" POST "/v1/sessions/$2/execute" "$TA" "$3"; }
+metric_of() { curl -s "$(url "$1")/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
+# The node that answered the last on() (X-Sandpool-Node: another node's answer), or "".
+answer_node() { grep -i '^x-sandpool-node:' "$work/headers" | tr -d '\r' | awk '{print $2}'; }
+# all_live N: node N's registry view holds every node of $NODES, live.
+all_live() {
+    curl -s -H "Authorization: Bearer $TADM" "$(url "$1")/v1/admin/nodes" |
+        jq_true --argjson n "$(echo "$NODES" | wc -w)" '[.nodes[] | select(.live)] | length == $n'
+}
+# warm_on N: node N has a warm container of profile python.
+warm_on() {
+    curl -s -H "Authorization: Bearer $TADM" "$(url "$1")/v1/admin/pools" |
+        jq_true 'any(.pools[]; .profile == "python" and .ready >= 1)'
 }
