@@ -23,6 +23,7 @@
 #define LOG_MODULE "mcp"
 #include "api/mcp-internal.h"
 #include "audit/audit.h"
+#include "cluster/registry.h"
 #include "log/log.h"
 #include "sandpool/api.h"
 #include "session/session.h"
@@ -610,6 +611,25 @@ static void delete (struct api *a, struct evhttp_request *req, const char *bound
     mcp_session_lookup(a->mcp, t->id, sid, on_session, p);
 }
 
+/* A bound route of a session another node holds goes there whole: initialize, calls, streams and
+ * DELETE (docs/cluster.md#routing); the owner keeps the MCP session. A node alone answers
+ * itself. Authenticated first: an anonymous request gets this node's 401. */
+static bool
+forwarded(struct api *a, struct evhttp_request *req, const char *bound_id)
+{
+    const struct cfg_tenant *t = NULL;
+
+    if (a->forwarder == NULL || a->backend->registry == NULL ||
+        registry_peers(a->backend->registry) == 0 || !str_is_name(bound_id, 64) ||
+        api_authenticate(a, req, &t) != AUTH_TENANT ||
+        session_find(a->backend->sessions, t->id, bound_id) != NULL ||
+        !session_manager_loaded(a->backend->sessions)) {
+        return false;
+    }
+    api_forward_session(a, req, bound_id, t->id);
+    return true;
+}
+
 void
 api_mcp_post(struct api *a, struct evhttp_request *req, const char *const *params)
 {
@@ -625,11 +645,15 @@ api_mcp_delete(struct api *a, struct evhttp_request *req, const char *const *par
 void
 api_mcp_bound_post(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    post(a, req, params[0]);
+    if (a->mcp == NULL || !forwarded(a, req, params[0])) {
+        post(a, req, params[0]);
+    }
 }
 
 void
 api_mcp_bound_delete(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    delete (a, req, params[0]);
+    if (a->mcp == NULL || !forwarded(a, req, params[0])) {
+        delete (a, req, params[0]);
+    }
 }

@@ -102,6 +102,30 @@ idle() { on a GET "/v1/admin/sessions/$s" "$TADM" | jq_true '.state == "ready"';
 check "... and it ends" wait_for 10 idle
 check_eq "... the variables stay" "$(exec_on c "$s" '{"code": "x"}' | jq -r .result)" 41
 
+# MCP bound to a's session, through b and c: initialize, a tool call on its variables, DELETE.
+# mcp_on N BODY [MCP-SESSION-ID]: POST /v1/sessions/$s/mcp through node N; the answer's JSON-RPC
+# message in $work/mcp.json (from an SSE stream or a plain body).
+mcp_on() {
+    curl -s -m 60 -D "$work/mh" -o "$work/mb" -w '%{http_code}' -X POST -H "Authorization: Bearer $TA" \
+        -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+        -H 'MCP-Protocol-Version: 2025-06-18' ${3:+-H "Mcp-Session-Id: $3"} --data-binary "$2" \
+        "$(url "$1")/v1/sessions/$s/mcp" >"$work/mstatus"
+    if grep -q '^data: ' "$work/mb"; then sed -n 's/^data: //p' "$work/mb" | tail -n 1; else cat "$work/mb"; fi >"$work/mcp.json"
+}
+mcp_on b '{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "curl", "version": "1"}}}'
+msid=$(grep -i '^mcp-session-id:' "$work/mh" | tr -d '\r' | awk '{print $2}')
+check_eq "MCP initialize on a's session through b: 200" "$(cat "$work/mstatus")" 200
+check "... an Mcp-Session-Id, from a (the owner)" bash -c "[ -n '$msid' ] && grep -qi '^x-sandpool-node: $(node_id a)' '$work/mh'"
+mcp_on c '{"jsonrpc": "2.0", "method": "notifications/initialized"}' "$msid"
+check_eq "... notifications/initialized through c: 202" "$(cat "$work/mstatus")" 202
+mcp_on c '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "print(x + 1)"}}}' "$msid"
+check "a tool call through c sees the session's variables (42)" \
+    jq_true '.id == 2 and (.result.content[0].text | test("42"))' "$work/mcp.json"
+code=$(curl -s -m 60 -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $TA" \
+    -H "Mcp-Session-Id: $msid" -H 'MCP-Protocol-Version: 2025-06-18' "$(url b)/v1/sessions/$s/mcp")
+check_eq "DELETE of the MCP session through b: 204 (the REST session stays)" "$code" 204
+check_eq "... and the REST session still answers" "$(exec_on b "$s" '{"code": "x"}' | jq -r .result)" 41
+
 # ---- no Redis read per forwarded call once the owner is known ------------------------------------
 before=$(metric_of b 'sandpool_route_lookups_total{source="redis"}')
 for _ in 1 2 3 4 5; do exec_on b "$s" '{"code": "1"}' >/dev/null; done
