@@ -157,14 +157,14 @@ on_client_close(struct evhttp_connection *conn, void *arg)
 
 /* ---- the call's callbacks -------------------------------------------------------------------- */
 
+/* The owner's answer's headers, but the hop-by-hop ones and ours (the request id is set already,
+ * and the owner used it). */
 static void
 copy_header(const char *name, const char *value, void *arg)
 {
     static const char *const skip[] = {
         "Connection", "Keep-Alive",       "Transfer-Encoding", "Content-Length", "Trailer",
-        "Upgrade",    "Proxy-Connection", API_NODE_HEADER,     "X-Request-Id", /* ours is set
-                                                                                  already, and the
-                                                                                  owner used it */
+        "Upgrade",    "Proxy-Connection", API_NODE_HEADER,     "X-Request-Id",
     };
 
     for (size_t i = 0; i < ELEMENTSOF(skip); i++) {
@@ -326,11 +326,12 @@ on_held_end(int r, void *userdata)
 
 /* ---- forwarding ------------------------------------------------------------------------------ */
 
+/* The client's headers the owner does not get: hop-by-hop ones, the body filter's marker, and
+ * ours (the request id goes as this node's: one id for the request in both nodes' logs). */
 static const char *const request_skip[] = {
     "Connection",    "Keep-Alive",         "Proxy-Connection", "TE",     "Trailer",
     "Upgrade",       "Transfer-Encoding",  "Content-Length",   "Expect", "Host",
-    API_HELD_HEADER, API_FORWARDED_HEADER, "X-Request-Id", /* ours goes instead: one id for the
-                                                              request in both nodes' logs */
+    API_HELD_HEADER, API_FORWARDED_HEADER, "X-Request-Id",
 };
 
 static bool
