@@ -21,6 +21,7 @@
 struct peer_client {
     struct curl_loop *loop;
     struct event *start_ev; /* calls that failed to start end from here */
+    struct event *after_ev; /* after an unpause: what finished ends from here */
     TAILQ_HEAD(, peer_call) calls;
     struct peer_client_stats stats;
 };
@@ -248,7 +249,9 @@ unpause(struct peer_call *pc)
         return;
     }
     (void)curl_easy_pause(pc->easy, mask);
-    after(c); /* the unpause may have finished the call */
+    /* The unpause may have finished the call: it ends on the next turn, never inside the
+     * caller's own callback (a drained stream's, a body reader's). */
+    event_active(c->after_ev, EV_TIMEOUT, 0);
 }
 
 void
@@ -303,6 +306,12 @@ after_action(void *userdata)
     after(userdata);
 }
 
+static void
+on_after_event(evutil_socket_t fd, short what, void *arg)
+{
+    after(arg);
+}
+
 struct peer_client *
 peer_client_new(struct event_base *base)
 {
@@ -312,6 +321,7 @@ peer_client_new(struct event_base *base)
     c->loop = curl_loop_new(base, after_action, c);
     (void)curl_multi_setopt(curl_loop_multi(c->loop), CURLMOPT_MAXCONNECTS, (long)CONNS_KEPT);
     c->start_ev = OOM_CHECK(event_new(base, -1, 0, on_start_failed, c));
+    c->after_ev = OOM_CHECK(event_new(base, -1, 0, on_after_event, c));
     return c;
 }
 
@@ -326,6 +336,7 @@ peer_client_free(struct peer_client *c)
     }
     curl_loop_free(c->loop);
     event_free(c->start_ev);
+    event_free(c->after_ev);
     free(c);
     return NULL;
 }
