@@ -192,7 +192,10 @@ api_admin_sessions(struct api *a, struct evhttp_request *req, const char *const 
     l.list = OOM_CHECK(json_array());
     session_foreach(a->backend->sessions, tenant, append_admin_session, &l);
     evhttp_clear_headers(&q);
-    api_reply_json_new(req, 200, OOM_CHECK(json_pack("{s:o}", "sessions", l.list)));
+    /* The other nodes' sessions too (docs/cluster.md#lists). */
+    if (!api_gather(a, req, &api_gather_sessions, l.list, false)) {
+        api_reply_json_new(req, 200, OOM_CHECK(json_pack("{s:o}", "sessions", l.list)));
+    }
 }
 
 void

@@ -52,6 +52,7 @@ struct api {
     uint64_t e2b_audit_suppressed;
     struct api_stats stats;
     struct api_forwarder *forwarder; /* forward.c; NULL without a route (no Redis) */
+    unsigned gathers;                /* lists across nodes under way (gather.c) */
     char unix_path[108];
 };
 
@@ -260,11 +261,50 @@ struct api_forwarder;
 struct api_forwarder *api_forwarder_new(struct api *a);
 /* After evhttp_free(): the requests forwarded were cancelled when their connections went. */
 void api_forwarder_free(struct api_forwarder *fw);
-/* req, authenticated, names session id (of tenant; NULL: the admin asks), which this node does
- * not hold: answered by its owner (forwarded), or here with 404 (no such session) or 503 (its
- * node cannot be reached now). */
+struct route_answer;
+/* How a routed request that is not forwarded is answered, by the layer it came through and in
+ * its shapes (the E2B and MCP routes'); NULL members (or a NULL style): REST's. */
+struct api_route_style {
+    /* ROUTE_NONE (no such session: ans->why, ans->node_lost) or ROUTE_HERE (an MCP session this
+     * node serves after all): req is the layer's again. */
+    void (*here)(struct api *a, struct evhttp_request *req, const struct route_answer *ans);
+    /* A refusal: err -ENOTCONN (503: its node cannot be reached now; a Retry-After is due) or
+     * -EINVAL (400), with msg. */
+    void (*refuse)(struct api *a, struct evhttp_request *req, int err, const char *msg);
+};
+/* req, authenticated, names session id (of tenant; NULL: the admin asks, or an E2B sandbox's
+ * own token, which its owner checks), which this node does not hold: answered by its owner
+ * (forwarded), or here with 404 (no such session) or 503 (its node cannot be reached now), in
+ * style's shapes (NULL: REST's). */
 void api_forward_session(struct api *a, struct evhttp_request *req, const char *id,
-                         const char *tenant);
+                         const char *tenant, const struct api_route_style *style);
+/* req names the MCP session id (on /mcp) of tenant, which this node does not hold: forwarded to
+ * the node that serves it (route_find_mcp()), or style->here() when that is this one. */
+void api_forward_mcp(struct api *a, struct evhttp_request *req, const char *id, const char *tenant,
+                     const struct api_route_style *style);
+/* The forwarder's HTTP client (gather.c's calls go through it too). */
+struct peer_client *api_forwarder_peers(struct api *a);
+/* What a list across nodes answers (gather.c). */
+struct api_gather_spec {
+    /* {member: [...]}, with "missing_nodes" naming the nodes that did not answer; NULL: the
+     * answer is the array alone (E2B's list; the missing nodes are only logged). */
+    const char *member;
+    /* All nodes' items, before they are sent: a page is cut here (more: a node said there are
+     * more, with X-Next-Token); NULL: all of them, in the nodes' order. */
+    void (*merge)(struct api *a, struct evhttp_request *req, json_t *list, bool more);
+    /* A refusal (503: too many lists under way), in the layer's shapes (NULL: REST's). */
+    void (*refuse)(struct api *a, struct evhttp_request *req, int err, const char *msg);
+};
+/* A list request (GET) whose answer is this node's items, local (more: this node has more than
+ * it listed): when other nodes share this one's Redis and req is no other node's, every live
+ * node is asked for its own with the same request, and the answer is all of them as spec says;
+ * true, local taken. false: answer local alone (still the caller's). */
+bool api_gather(struct api *a, struct evhttp_request *req, const struct api_gather_spec *spec,
+                json_t *local, bool more);
+/* {"sessions": [...]}: the REST and admin lists. */
+extern const struct api_gather_spec api_gather_sessions;
+/* Whether other nodes share this one's Redis (the registry's last read): routing has a point. */
+bool api_clustered(const struct api *a);
 /* req goes to node (at url) as it is, and is answered from there (placement of a create). */
 void api_forward_to(struct api *a, struct evhttp_request *req, const char *node, const char *url);
 /* A create of profile (NULL: the first) that another node should take: this one has no warm

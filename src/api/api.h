@@ -113,7 +113,7 @@ enum api_forward_outcome {
 const char *api_forward_outcome_name(enum api_forward_outcome o);
 struct api_forward_stats {
     uint64_t outcomes[API_FWD__COUNT];
-    uint64_t verdicts[4];        /* by enum route_verdict: forward, none, down, unavailable */
+    uint64_t verdicts[5];        /* by enum route_verdict: forward, none, down, unavailable, here */
     uint64_t placed;             /* creates sent to another node (no warm container here) */
     uint64_t peer_failures;      /* calls to owners that failed (refused, timed out, broke) */
     struct metrics_hist latency; /* until the owner's answer began */

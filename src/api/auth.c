@@ -178,7 +178,7 @@ find_session(struct api *a, struct evhttp_request *req, const char *tenant, cons
     struct session *s = name ? session_find(a->backend->sessions, tenant, id) : NULL;
 
     if (s == NULL && name && a->forwarder != NULL) {
-        api_forward_session(a, req, id, tenant);
+        api_forward_session(a, req, id, tenant, NULL);
     } else if (s == NULL) {
         api_reply_error(req, -ENOENT, "no such session");
     }

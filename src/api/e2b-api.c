@@ -17,6 +17,7 @@
 #define LOG_MODULE "e2b"
 #include "api/e2b-internal.h"
 #include "audit/audit.h"
+#include "cluster/route.h"
 #include "util/macro.h"
 #include "util/random.h"
 #include "util/time.h"
@@ -231,10 +232,11 @@ sandbox_create(struct api *a, struct evhttp_request *req, const struct cfg_tenan
     const struct cfg_profile *p;
     struct err e = {0};
     json_t *body, *mbody;
+    enum api_drain drain;
     struct wait *w;
     int r;
 
-    if (!may_create(a, req) || (body = e2b_body_json(req)) == NULL) {
+    if ((body = e2b_body_json(req)) == NULL) {
         return;
     }
     if (e2b_create_parse(body, &c, &e) < 0) {
@@ -248,6 +250,14 @@ sandbox_create(struct api *a, struct evhttp_request *req, const struct cfg_tenan
     }
     if ((p = cfg_profile_find(a->cfg, profile)) == NULL) { /* cfg_validate() makes it one */
         e2b_reply_error(req, 500, "template '%.64s' names no profile", c.template_id);
+        json_decref(body);
+        return;
+    }
+    drain = a->backend->drain_state(a->backend->userdata);
+    /* Placement, as for REST's creates (docs/cluster.md#placement); a drained node or one that is
+     * leaving makes none itself. */
+    if ((drain != API_STOPPING && api_place(a, req, profile, drain != API_SERVING)) ||
+        !may_create(a, req)) {
         json_decref(body);
         return;
     }
@@ -316,6 +326,55 @@ by_id(const void *x, const void *y)
                   session_id(((const struct listed *)y)->s));
 }
 
+/* A page of all nodes' sandboxes (each node's own page, in id order): the first l.limit of them
+ * in id order, and a next token when there are more. */
+static int
+by_sandbox_id(const void *x, const void *y)
+{
+    return strcmp(json_string_value(json_object_get(*(json_t *const *)x, "sandboxID")),
+                  json_string_value(json_object_get(*(json_t *const *)y, "sandboxID")));
+}
+
+static void
+merge_pages(struct api *a, struct evhttp_request *req, json_t *list, bool more)
+{
+    struct e2b_list l;
+    struct err e = {0};
+    size_t n = 0, keep;
+    json_t **items = xcalloc(json_array_size(list) + 1, sizeof(*items));
+
+    if (e2b_list_parse(evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req)), &l, &e) < 0) {
+        l.limit = (unsigned)json_array_size(list); /* parsed once already: cannot fail here */
+    }
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        json_t *d = json_array_get(list, i);
+
+        if (json_is_string(json_object_get(d, "sandboxID"))) { /* else no sandbox of ours */
+            items[n++] = json_incref(d);
+        }
+    }
+    if (n > 1) {
+        qsort(items, n, sizeof(*items), by_sandbox_id);
+    }
+    keep = MIN(n, (size_t)l.limit);
+    (void)json_array_clear(list);
+    for (size_t i = 0; i < n; i++) {
+        if (i < keep) {
+            (void)json_array_append(list, items[i]);
+        }
+        json_decref(items[i]);
+    }
+    if (keep > 0 && (more || n > keep)) {
+        (void)evhttp_add_header(
+            evhttp_request_get_output_headers(req), "X-Next-Token",
+            json_string_value(json_object_get(json_array_get(list, keep - 1), "sandboxID")));
+    }
+    free(items);
+    e2b_list_done(&l);
+}
+
+static const struct api_gather_spec list_spec = {.merge = merge_pages, .refuse = e2b_refuse_routed};
+
 static void
 sandbox_list(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t)
 {
@@ -325,6 +384,7 @@ sandbox_list(struct api *a, struct evhttp_request *req, const struct cfg_tenant 
     struct err e = {0};
     json_t *out = OOM_CHECK(json_array());
     size_t shown = 0, i;
+    bool more;
 
     if (e2b_list_parse(evhttp_uri_get_query(uri), &l, &e) < 0) {
         e2b_reply_error(req, 400, "%s", e.msg);
@@ -349,12 +409,18 @@ sandbox_list(struct api *a, struct evhttp_request *req, const struct cfg_tenant 
             json_decref(d);
         }
     }
-    if (shown == l.limit && i < ls.n) {
-        (void)evhttp_add_header(evhttp_request_get_output_headers(req), "X-Next-Token",
-                                session_id(ls.found[i - 1].s));
-    }
+    more = shown == l.limit && i < ls.n;
     free(ls.found);
     e2b_list_done(&l);
+    /* The other nodes' sandboxes too (docs/cluster.md#lists): their pages, merged. */
+    if (api_gather(a, req, &list_spec, out, more)) {
+        return;
+    }
+    if (more) {
+        (void)evhttp_add_header(evhttp_request_get_output_headers(req), "X-Next-Token",
+                                json_string_value(json_object_get(
+                                    json_array_get(out, json_array_size(out) - 1), "sandboxID")));
+    }
     api_reply_json_new(req, 200, out);
 }
 
@@ -512,6 +578,26 @@ sandbox_lease(struct api *a, struct evhttp_request *req, const struct cfg_tenant
     }
 }
 
+/* A sandbox that no node has (the id is the path's, after "sandboxes/"). */
+static void
+sandbox_not_found(struct api *a, struct evhttp_request *req, const struct route_answer *ans)
+{
+    char id[E2B_ID_MAX + 1] = "";
+    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+    const char *rest = path != NULL ? strstr(path, "/sandboxes/") : NULL;
+
+    if (rest != NULL) {
+        (void)e2b_control_route(rest + 1, id);
+    }
+    e2b_reply_error(req, 404, "sandbox %s not found%s", id,
+                    ans->node_lost ? ": its node was lost" : "");
+}
+
+static const struct api_route_style control_style = {
+    .here = sandbox_not_found,
+    .refuse = e2b_refuse_routed,
+};
+
 /* rest: the path after "/e2b/api/". */
 void
 api_e2b_control(struct api *a, struct evhttp_request *req, const char *const *params)
@@ -548,6 +634,10 @@ api_e2b_control(struct api *a, struct evhttp_request *req, const char *const *pa
         return;
     }
     s = tenant_sandbox(a, t, id, &x);
+    if (s == NULL && session_find(a->backend->sessions, t->id, id) == NULL) {
+        api_forward_session(a, req, id, t->id, &control_style); /* another node's, perhaps */
+        return;
+    }
     if (s == NULL) {
         e2b_reply_error(req, 404, "sandbox %s not found", id);
         return;

@@ -45,6 +45,8 @@ void e2b_reply_error(struct evhttp_request *req, int status, const char *fmt, ..
 /* The HTTP status of an errno of the session module, as E2B's clients read it (an exhausted
  * pool or quota is 429: the SDK retries). */
 int e2b_status_of(int r);
+/* A routed request refused (api_route_style.refuse): 400, or 503 with Retry-After. */
+void e2b_refuse_routed(struct api *a, struct evhttp_request *req, int err, const char *msg);
 /* Connect's error body {"code": name, "message"} with the status that name has (unary calls
  * and errors before a stream starts). */
 void e2b_reply_connect_error(struct evhttp_request *req, const char *code, const char *fmt, ...)

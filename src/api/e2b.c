@@ -28,9 +28,11 @@
 #define LOG_MODULE "e2b"
 #include "api/e2b-internal.h"
 #include "audit/audit.h"
+#include "cluster/route.h"
 #include "log/log.h"
 #include "session/session.h"
 #include "util/macro.h"
+#include "util/parse.h"
 #include "util/random.h"
 #include "util/time.h"
 #include "util/utf8.h"
@@ -267,6 +269,29 @@ refused(struct api *a, struct evhttp_request *req, const char *sandbox, unsigned
     e2b_reply_error(req, 401, "%s", why);
 }
 
+/* ---- sandboxes on other nodes (docs/cluster.md#routing) -------------------------------------- */
+
+void
+e2b_refuse_routed(struct api *a, struct evhttp_request *req, int err, const char *msg)
+{
+    e2b_reply_error(req, err == -EINVAL ? 400 : 503, "%s", msg); /* a 503 with Retry-After */
+}
+
+/* A sandbox no node runs: 502, as the SDK's proxy answers for a sandbox that is gone. */
+static void
+sandbox_not_running(struct api *a, struct evhttp_request *req, const struct route_answer *ans)
+{
+    const char *id = evhttp_find_header(evhttp_request_get_input_headers(req), "E2b-Sandbox-Id");
+
+    e2b_reply_error(req, 502, "sandbox %.64s is not running%s", id ? id : "",
+                    ans->node_lost ? ": its node was lost" : "");
+}
+
+static const struct api_route_style sandbox_style = {
+    .here = sandbox_not_running,
+    .refuse = e2b_refuse_routed,
+};
+
 void
 api_e2b_upload(struct api *a, struct evhttp_request *req, const char *const *params)
 {
@@ -304,6 +329,12 @@ api_e2b_sandbox(struct api *a, struct evhttp_request *req, const char *const *pa
         return;
     }
     t.s = session_find(a->backend->sessions, NULL, id);
+    if (t.s == NULL && str_is_name(id, SESSION_ID_MAX)) {
+        /* Another node's, perhaps: its owner checks the token (this node cannot: the sandbox's
+         * record is there), as it would had the request gone there directly. */
+        api_forward_session(a, req, id, NULL, &sandbox_style);
+        return;
+    }
     /* A sandbox of a tenant the configuration no longer has is not served (SIGHUP removed it:
      * its credentials go with it). */
     if (t.s == NULL || e2b_ext_decode(session_ext(t.s), &t.ext) < 0 ||

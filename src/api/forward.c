@@ -20,6 +20,7 @@
  * the same way. Loop context only. */
 #define LOG_MODULE "api"
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -64,8 +65,10 @@ struct fwd {
     struct api_forwarder *fw;
     struct evhttp_request *req; /* NULL once answered or gone */
     struct evhttp_connection *conn;
-    struct route_op *rop;   /* routing */
-    struct peer_call *call; /* forwarding */
+    struct route_op *rop;                /* routing */
+    struct peer_call *call;              /* forwarding */
+    const struct api_route_style *style; /* NULL: REST's answers */
+    bool mcp;                            /* id is an MCP session's (api_forward_mcp()) */
     char id[OWNER_ID_MAX + 1];
     char node[OWNER_ID_MAX + 1];
     char request[LOG_REQUEST_ID_MAX + 1];
@@ -82,6 +85,9 @@ struct fwd {
     struct evbuffer *body; /* or read whole */
 };
 
+_Static_assert(ELEMENTSOF(((struct api_forward_stats *)0)->verdicts) == ROUTE__COUNT,
+               "a count per route verdict");
+
 static const char *const outcome_names[API_FWD__COUNT] = {
     [API_FWD_OK] = "ok",
     [API_FWD_UNREACHABLE] = "unreachable",
@@ -93,6 +99,26 @@ const char *
 api_forward_outcome_name(enum api_forward_outcome o)
 {
     return o < API_FWD__COUNT ? outcome_names[o] : "?";
+}
+
+/* A refusal of req, in the shapes of the layer it came through (REST's: api_reply_error()). */
+static void refuse(const struct fwd *f, struct evhttp_request *req, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void
+refuse(const struct fwd *f, struct evhttp_request *req, int err, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (f->style != NULL && f->style->refuse != NULL) {
+        f->style->refuse(f->fw->a, req, err, msg);
+    } else {
+        api_reply_error(req, err, "%s", msg);
+    }
 }
 
 /* ---- the end --------------------------------------------------------------------------------- */
@@ -197,7 +223,10 @@ on_head(long status, void *userdata)
     metrics_hist_observe(&f->fw->stats.latency, time_now_us() - f->started_us);
     if (f->id[0] != '\0' && (status == 404 || status == 503)) {
         /* Gone, or elsewhere (a stale route, answered by a node that never forwards twice). */
-        route_forget(f->fw->a->backend->route, f->id);
+        (f->mcp ? route_forget_mcp : route_forget)(f->fw->a->backend->route, f->id);
+    }
+    if (status == 401) {
+        api_reply_close(f->req); /* as the owner did: no slot kept for the next guess */
     }
     peer_call_headers(f->call, copy_header, out);
     (void)evhttp_add_header(out, API_NODE_HEADER, f->node);
@@ -262,8 +291,8 @@ on_done(int r, void *userdata)
     } else if (r < 0 || f->body == NULL) {
         log_warn("session=%s: node '%s' did not answer: %s", f->id, f->node,
                  r < 0 ? strerror(-r) : "no answer");
-        api_reply_error(req, -ENOTCONN, "the session's node '%s' did not answer (%s)", f->node,
-                        r < 0 ? strerror(-r) : "no answer");
+        refuse(f, req, -ENOTCONN, "the session's node '%s' did not answer (%s)", f->node,
+               r < 0 ? strerror(-r) : "no answer");
         fwd_free(f, API_FWD_UNREACHABLE);
     } else {
         if (f->is_held && !api_body_unread(&f->held)) {
@@ -315,8 +344,8 @@ on_held_end(int r, void *userdata)
         if (f->out != NULL) {
             stream_out_end(f->out, true);
         } else {
-            api_reply_error(req, -EINVAL, "the upload ended early: %s",
-                            r == -ETIMEDOUT ? "the client stopped sending" : strerror(-r));
+            refuse(f, req, -EINVAL, "the upload ended early: %s",
+                   r == -ETIMEDOUT ? "the client stopped sending" : strerror(-r));
         }
         fwd_free(f, API_FWD_CLIENT_GONE);
         return;
@@ -380,7 +409,7 @@ start(struct fwd *f, const char *owner_url)
         buf_printf(&url, "%s%s", owner_url, uri) < 0) {
         buf_done(&url);
         detach(f);
-        api_reply_error(req, -EINVAL, "this request cannot be forwarded to the session's node");
+        refuse(f, req, -EINVAL, "this request cannot be forwarded to the session's node");
         fwd_free(f, API_FWD__COUNT);
         return;
     }
@@ -397,7 +426,9 @@ start(struct fwd *f, const char *owner_url)
     f->in = OOM_CHECK(evbuffer_new());
     f->is_held = api_body_held(f->fw->a->conns, req, &f->held);
     if (f->is_held) {
-        rq.body_len = (int64_t)api_body_length(&f->held);
+        /* A chunked body's length is known only at its end: it goes on chunked. */
+        rq.body_len =
+            api_body_chunked(&f->held) ? PEER_BODY_CHUNKED : (int64_t)api_body_length(&f->held);
     } else {
         (void)evbuffer_add_buffer(f->in, evhttp_request_get_input_buffer(req));
         rq.body_len =
@@ -418,42 +449,52 @@ start(struct fwd *f, const char *owner_url)
 
 /* ---- routing --------------------------------------------------------------------------------- */
 
+/* ROUTE_NONE and ROUTE_HERE: the layer's own answer, else REST's 404. */
+static void
+not_forwarded(struct api *a, const struct api_route_style *style, struct evhttp_request *req,
+              const struct route_answer *ans)
+{
+    if (style != NULL && style->here != NULL) {
+        style->here(a, req, ans);
+    } else if (ans->node_lost) {
+        /* The error's code is not_found, as for any session that ended; the reason says why
+         * this one did (docs/cluster.md#node-loss). */
+        api_reply_json_new(
+            req, 404,
+            OOM_CHECK(json_pack("{s:{s:s, s:s, s:s, s:s}}", "error", "code", SANDPOOL_ERR_NOT_FOUND,
+                                "message", ans->why, "reason", "node_lost", "node", ans->node)));
+    } else {
+        api_reply_error(req, -ENOENT, "%s", ans->why);
+    }
+}
+
 static void
 routed(struct fwd *f, const struct route_answer *ans)
 {
     struct api_forwarder *fw = f->fw;
     struct evhttp_request *req;
-    bool hop =
-        evhttp_find_header(evhttp_request_get_input_headers(f->req), API_FORWARDED_HEADER) != NULL;
 
     (void)snprintf(f->node, sizeof(f->node), "%s", ans->node);
     fw->stats.verdicts[ans->verdict]++;
-    if (ans->verdict == ROUTE_FORWARD && !hop) {
+    if (ans->verdict == ROUTE_FORWARD && !api_forwarded(f->req)) {
         start(f, ans->url);
         return;
     }
-    req = detach(f);
+    req = detach(f); /* the layer's answer may watch the connection again (style->here) */
     switch (ans->verdict) {
     case ROUTE_NONE:
-        if (ans->node_lost) {
-            /* The error's code is not_found, as for any session that ended; the reason says
-             * why this one did (docs/cluster.md#node-loss). */
-            api_reply_json_new(req, 404,
-                               OOM_CHECK(json_pack("{s:{s:s, s:s, s:s, s:s}}", "error", "code",
-                                                   SANDPOOL_ERR_NOT_FOUND, "message", ans->why,
-                                                   "reason", "node_lost", "node", ans->node)));
-            break;
-        }
-        api_reply_error(req, -ENOENT, "%s", ans->why);
+    case ROUTE_HERE:
+        not_forwarded(fw->a, f->style, req, ans);
         break;
     case ROUTE_FORWARD: /* forwarded here already, yet the record names another node */
-        route_forget(fw->a->backend->route, f->id);
-        api_reply_error(req, -ENOTCONN, "session %s is on node '%s', not on this one: retry", f->id,
-                        ans->node);
+        (f->mcp ? route_forget_mcp : route_forget)(fw->a->backend->route, f->id);
+        refuse(f, req, -ENOTCONN, "session %s is on node '%s', not on this one: retry", f->id,
+               ans->node);
         break;
     case ROUTE_DOWN:
     case ROUTE_UNAVAILABLE:
-        api_reply_error(req, -ENOTCONN, "%s", ans->why);
+    case ROUTE__COUNT:
+        refuse(f, req, -ENOTCONN, "%s", ans->why);
         break;
     }
     fwd_free(f, API_FWD__COUNT);
@@ -486,19 +527,50 @@ fwd_new(struct api *a, struct evhttp_request *req, const char *id)
 }
 
 void
-api_forward_session(struct api *a, struct evhttp_request *req, const char *id, const char *tenant)
+api_forward_session(struct api *a, struct evhttp_request *req, const char *id, const char *tenant,
+                    const struct api_route_style *style)
 {
     struct route_answer ans;
     struct fwd *f;
 
     if (a->forwarder == NULL || a->backend->route == NULL) {
-        api_reply_error(req, -ENOENT, "no such session");
+        ans = (struct route_answer){.verdict = ROUTE_NONE};
+        (void)snprintf(ans.why, sizeof(ans.why), "no such session");
+        not_forwarded(a, style, req, &ans);
         return;
     }
     f = fwd_new(a, req, id);
+    f->style = style;
     if (route_find(a->backend->route, id, tenant, &ans, on_routed, f, &f->rop) == 1) {
         routed(f, &ans);
     }
+}
+
+void
+api_forward_mcp(struct api *a, struct evhttp_request *req, const char *id, const char *tenant,
+                const struct api_route_style *style)
+{
+    struct route_answer ans;
+    struct fwd *f = fwd_new(a, req, id);
+
+    f->style = style;
+    f->mcp = true;
+    if (route_find_mcp(a->backend->route, id, tenant, &ans, on_routed, f, &f->rop) == 1) {
+        routed(f, &ans);
+    }
+}
+
+struct peer_client *
+api_forwarder_peers(struct api *a)
+{
+    return a->forwarder->peers;
+}
+
+bool
+api_clustered(const struct api *a)
+{
+    return a->forwarder != NULL && a->backend->route != NULL && a->backend->registry != NULL &&
+           registry_peers(a->backend->registry) > 0;
 }
 
 void

@@ -38,6 +38,56 @@ static const char *const state_names[MCP_CALL__COUNT] = {
     [MCP_CALL_DONE] = "done",
 };
 
+/* ---- replies (mcp.c's too) ------------------------------------------------------------------- */
+
+void
+mcp_reply(struct evhttp_request *req, int status, json_t *msg)
+{
+    api_reply_json_new(req, status, msg);
+}
+
+void
+mcp_sse_headers(struct evhttp_request *req)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+
+    (void)evhttp_add_header(h, "Content-Type", "text/event-stream");
+    (void)evhttp_add_header(h, "Cache-Control", "no-cache");
+    (void)evhttp_add_header(h, "X-Accel-Buffering", "no");
+}
+
+struct evbuffer *
+mcp_sse_event(json_t *msg)
+{
+    struct evbuffer *b = OOM_CHECK(evbuffer_new());
+    char *data = OOM_CHECK(json_dumps(msg, JSON_COMPACT)); /* one line: no raw newline */
+
+    json_decref(msg);
+    if (evbuffer_add_printf(b, "event: message\ndata: %s\n\n", data) < 0) {
+        oom();
+    }
+    free(data);
+    return b;
+}
+
+static void
+on_drained_nothing(void *userdata)
+{}
+
+void
+mcp_reply_sse(struct evhttp_request *req, json_t *msg)
+{
+    struct stream_out *out;
+    struct evbuffer *b;
+
+    mcp_sse_headers(req);
+    out = stream_out_start(req, 200, "OK", on_drained_nothing, NULL);
+    b = mcp_sse_event(msg);
+    (void)stream_out_send(out, b);
+    evbuffer_free(b);
+    stream_out_end(out, false);
+}
+
 void
 mcp_call_set(struct mcp_call *c, enum mcp_call_state to)
 {
@@ -345,6 +395,8 @@ on_sandbox(int r, struct session *s, const struct err *e, void *userdata)
         (void)session_end(s, NULL, NULL, NULL);
     } else if (r == 0) {
         (void)snprintf(ms->rec.sandbox, sizeof(ms->rec.sandbox), "%s", session_id(s));
+        /* Where its sandbox is: a session taken over from a node that is gone is ours now. */
+        (void)snprintf(ms->rec.node, sizeof(ms->rec.node), "%s", c->a->cfg->node_id);
         mcp_session_save(ms); /* the record's time to live is the sandbox's from now on */
         log_info("mcp session has its sandbox mcp_session=%s session=%s", ms->id, session_id(s));
     }

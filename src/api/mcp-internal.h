@@ -64,6 +64,8 @@ void mcp_session_create(struct mcp_server *srv, const struct mcp_record *rec, mc
  * now (503). cb runs exactly once, as for mcp_session_create(). */
 void mcp_session_lookup(struct mcp_server *srv, const char *tenant, const char *id,
                         mcp_session_cb *cb, void *userdata);
+/* Whether this daemon holds session id in memory (or id cannot be one: nothing to route). */
+bool mcp_session_held(const struct mcp_server *srv, const char *id);
 void mcp_session_ref(struct mcp_session *ms);
 void mcp_session_unref(struct mcp_session *ms);
 /* A request used it: it moves to the end of the LRU, and its record's time to live is pushed
@@ -72,7 +74,7 @@ void mcp_session_used(struct mcp_session *ms);
 /* Its record changed (sandbox created, epoch seen): written again (fire and forget). */
 void mcp_session_save(struct mcp_session *ms);
 /* Forgets it: out of the registry, its record deleted, its calls cancelled. why: "deleted",
- * "expired", "sandbox_ended". */
+ * "expired", "sandbox_ended"; "elsewhere": another node serves it (its record stays). */
 void mcp_session_forget(struct mcp_session *ms, const char *why);
 /* The time to live of its record, in ms. */
 uint64_t mcp_session_ttl_ms(const struct mcp_session *ms);

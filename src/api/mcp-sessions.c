@@ -27,6 +27,7 @@
 #include "log/log.h"
 #include "session/session.h"
 #include "store/redis.h"
+#include "store/schema.h"
 #include "util/hashmap.h"
 #include "util/macro.h"
 #include "util/parse.h"
@@ -68,7 +69,7 @@ redis_of(const struct mcp_server *srv)
 static void
 key_of(const struct mcp_server *srv, const char *id, char *out, size_t n)
 {
-    (void)snprintf(out, n, "%smcp:%s", srv->a->cfg->redis_prefix, id);
+    (void)store_key_mcp(out, n, srv->a->cfg->redis_prefix, id); /* ids are checked names */
 }
 
 /* ---- sessions -------------------------------------------------------------------------------- */
@@ -186,11 +187,13 @@ mcp_session_forget(struct mcp_session *ms, const char *why)
     srv->stats.sessions--;
     if (strcmp(why, "deleted") == 0) {
         srv->stats.sessions_deleted++;
-    } else {
+    } else if (strcmp(why, "elsewhere") != 0) {
         srv->stats.sessions_expired++;
     }
-    key_of(srv, ms->id, key, sizeof(key));
-    (void)store_redis_commandv(redis_of(srv), NULL, NULL, "DEL", key, NULL);
+    if (strcmp(why, "elsewhere") != 0) { /* else another node's: its record is not ours */
+        key_of(srv, ms->id, key, sizeof(key));
+        (void)store_redis_commandv(redis_of(srv), NULL, NULL, "DEL", key, NULL);
+    }
     log_info("mcp session forgotten mcp_session=%s tenant='%s': %s", ms->id, ms->rec.tenant, why);
     mcp_calls_cancel_all(ms);
     mcp_session_unref(ms);
@@ -403,6 +406,12 @@ mcp_session_lookup(struct mcp_server *srv, const char *tenant, const char *id, m
         op_end(op);
         cb(-EAGAIN, NULL, "redis is unavailable; retry", userdata);
     }
+}
+
+bool
+mcp_session_held(const struct mcp_server *srv, const char *id)
+{
+    return !id_valid(id) || hashmap_get(srv->by_id, id) != NULL;
 }
 
 /* ---- the registry ---------------------------------------------------------------------------- */

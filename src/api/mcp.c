@@ -23,11 +23,10 @@
 #define LOG_MODULE "mcp"
 #include "api/mcp-internal.h"
 #include "audit/audit.h"
-#include "cluster/registry.h"
+#include "cluster/route.h"
 #include "log/log.h"
 #include "sandpool/api.h"
 #include "session/session.h"
-#include "stream/out.h"
 #include "util/macro.h"
 #include "util/parse.h"
 
@@ -46,56 +45,6 @@ struct mcp_post {
     char tenant[65];
     char request[LOG_REQUEST_ID_MAX + 1];
 };
-
-/* ---- replies --------------------------------------------------------------------------------- */
-
-void
-mcp_reply(struct evhttp_request *req, int status, json_t *msg)
-{
-    api_reply_json_new(req, status, msg);
-}
-
-void
-mcp_sse_headers(struct evhttp_request *req)
-{
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-
-    (void)evhttp_add_header(h, "Content-Type", "text/event-stream");
-    (void)evhttp_add_header(h, "Cache-Control", "no-cache");
-    (void)evhttp_add_header(h, "X-Accel-Buffering", "no");
-}
-
-struct evbuffer *
-mcp_sse_event(json_t *msg)
-{
-    struct evbuffer *b = OOM_CHECK(evbuffer_new());
-    char *data = OOM_CHECK(json_dumps(msg, JSON_COMPACT)); /* one line: no raw newline */
-
-    json_decref(msg);
-    if (evbuffer_add_printf(b, "event: message\ndata: %s\n\n", data) < 0) {
-        oom();
-    }
-    free(data);
-    return b;
-}
-
-static void
-on_drained_nothing(void *userdata)
-{}
-
-void
-mcp_reply_sse(struct evhttp_request *req, json_t *msg)
-{
-    struct stream_out *out;
-    struct evbuffer *b;
-
-    mcp_sse_headers(req);
-    out = stream_out_start(req, 200, "OK", on_drained_nothing, NULL);
-    b = mcp_sse_event(msg);
-    (void)stream_out_send(out, b);
-    evbuffer_free(b);
-    stream_out_end(out, false);
-}
 
 /* A transport error: a JSON-RPC error without an id (or with the request's) and an HTTP status. */
 static void
@@ -357,9 +306,20 @@ initialize(struct mcp_post *p, const struct cfg_tenant *t)
     int r = 0;
 
     (void)snprintf(rec.tenant, sizeof(rec.tenant), "%s", t->id);
+    (void)snprintf(rec.node, sizeof(rec.node), "%s", a->cfg->node_id);
     rec.version = mcp_version_negotiate(asked);
     rec.bound = p->bound;
-    if (drain == API_STOPPING || (!p->bound && drain != API_SERVING)) {
+    if (!p->bound && drain != API_STOPPING && (r = own_settings(a, p->req, t, &rec, &e)) == 0 &&
+        api_place(a, p->req, rec.profile, drain != API_SERVING)) {
+        /* Its sandbox is better made on another node (docs/cluster.md#placement): the session
+         * is made there, and lives there. */
+        p->req = NULL; /* the forwarder's now */
+        (void)post_end(p);
+        return;
+    }
+    if (r < 0) {
+        /* own_settings() said why */
+    } else if (drain == API_STOPPING || (!p->bound && drain != API_SERVING)) {
         /* A session of its own could never get its sandbox here: the client goes elsewhere. */
         r = err_set(&e, -EAGAIN, "this node takes no new MCP sessions (%s); retry on another",
                     drain == API_DRAINED ? "drained by the admin" : "shutting down");
@@ -375,8 +335,6 @@ initialize(struct mcp_post *p, const struct cfg_tenant *t)
             (void)snprintf(rec.profile, sizeof(rec.profile), "%s", session_profile(s)->name);
             session_touch(s);
         }
-    } else {
-        r = own_settings(a, p->req, t, &rec, &e);
     }
     if (r < 0) {
         json_t *id = json_incref(p->msg.id);
@@ -470,6 +428,15 @@ session_unusable(struct mcp_post *p, struct mcp_session *ms, struct session **re
     }
     *ret_sandbox =
         ms->rec.sandbox[0] != '\0' ? session_find(sm, ms->rec.tenant, ms->rec.sandbox) : NULL;
+    if ((ms->rec.sandbox[0] == '\0' || *ret_sandbox == NULL) && api_forwarded(p->req) &&
+        ms->rec.node[0] != '\0' && strcmp(ms->rec.node, p->a->cfg->node_id) != 0) {
+        /* Another node's (its sandbox is not here), sent here by a node whose route is stale, or
+         * by a client with a forged marker: out of this node's memory, its record untouched. The
+         * 503 makes the forwarder look again (docs/cluster.md#routing). */
+        mcp_session_forget(ms, "elsewhere");
+        *code = MCP_ERR_BAD_REQUEST;
+        return "this MCP session is served by another node; retry";
+    }
     if (ms->rec.sandbox[0] != '\0' && *ret_sandbox == NULL) {
         mcp_session_forget(ms, "sandbox_ended");
         *status = 404;
@@ -520,6 +487,12 @@ serve(struct mcp_post *p, struct mcp_session *ms)
     if (s != NULL) {
         session_touch(s); /* a request of the MCP session is activity of its sandbox */
     }
+    if (strcmp(ms->rec.node, a->cfg->node_id) != 0 && !is_delete) {
+        /* Served here now (its sandbox is here, or its node is gone): the record says so, so
+         * that the other nodes route it here (docs/cluster.md#routing). */
+        (void)snprintf(ms->rec.node, sizeof(ms->rec.node), "%s", a->cfg->node_id);
+        mcp_session_save(ms);
+    }
     if (is_delete) {
         delete_session(req, ms, s);
     } else {
@@ -552,10 +525,48 @@ on_session(int r, struct mcp_session *ms, const char *why, void *userdata)
     log_set_request(NULL);
 }
 
+/* ---- sessions other nodes serve (docs/cluster.md#routing) ------------------------------------ */
+
+/* Whether an /mcp request for session sid may be another node's: this node is one of several,
+ * does not hold sid, and the request did not come from another node (it is never routed twice:
+ * a forwarded one is served here, its session read from Redis). */
+static bool
+elsewhere(struct api *a, struct evhttp_request *req, const char *bound_id, const char *sid)
+{
+    return bound_id == NULL && api_clustered(a) && !api_forwarded(req) &&
+           !mcp_session_held(a->mcp, sid);
+}
+
+static void post(struct api *a, struct evhttp_request *req, const char *bound_id, bool may_route);
+static void delete (struct api *a, struct evhttp_request *req, const char *bound_id,
+                    bool may_route);
+
+/* The route says this node serves it (or nobody does: answered here as on a node alone). */
+static void
+served_here(struct api *a, struct evhttp_request *req, const struct route_answer *ans)
+{
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_DELETE) {
+        delete (a, req, NULL, false);
+    } else {
+        post(a, req, NULL, false);
+    }
+}
+
+static void
+refuse_routed(struct api *a, struct evhttp_request *req, int err, const char *msg)
+{
+    refuse(a, req, err == -EINVAL ? 400 : 503, NULL, MCP_ERR_BAD_REQUEST, msg);
+}
+
+static const struct api_route_style route_style = {
+    .here = served_here,
+    .refuse = refuse_routed,
+};
+
 /* ---- handlers -------------------------------------------------------------------------------- */
 
 static void
-post(struct api *a, struct evhttp_request *req, const char *bound_id)
+post(struct api *a, struct evhttp_request *req, const char *bound_id, bool may_route)
 {
     const struct cfg_tenant *t = begin(a, req, true);
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
@@ -588,10 +599,14 @@ post(struct api *a, struct evhttp_request *req, const char *bound_id)
                "Bad Request: Mcp-Session-Id header is required (initialize first)");
         return;
     }
+    if (may_route && elsewhere(a, req, bound_id, sid)) {
+        api_forward_mcp(a, post_end(p), sid, t->id, &route_style);
+        return;
+    }
     mcp_session_lookup(a->mcp, t->id, sid, on_session, p);
 }
 
-static void delete (struct api *a, struct evhttp_request *req, const char *bound_id)
+static void delete (struct api *a, struct evhttp_request *req, const char *bound_id, bool may_route)
 {
     const struct cfg_tenant *t = begin(a, req, false);
     const char *sid;
@@ -604,6 +619,10 @@ static void delete (struct api *a, struct evhttp_request *req, const char *bound
     if (sid == NULL) {
         refuse(a, req, 400, NULL, MCP_ERR_BAD_REQUEST,
                "Bad Request: Mcp-Session-Id header is required");
+        return;
+    }
+    if (may_route && elsewhere(a, req, bound_id, sid)) {
+        api_forward_mcp(a, req, sid, t->id, &route_style);
         return;
     }
     p = post_new(a, req, t->id, bound_id);
@@ -619,34 +638,33 @@ forwarded(struct api *a, struct evhttp_request *req, const char *bound_id)
 {
     const struct cfg_tenant *t = NULL;
 
-    if (a->forwarder == NULL || a->backend->registry == NULL ||
-        registry_peers(a->backend->registry) == 0 || !str_is_name(bound_id, 64) ||
+    if (!api_clustered(a) || !str_is_name(bound_id, 64) ||
         api_authenticate(a, req, &t) != AUTH_TENANT ||
         session_find(a->backend->sessions, t->id, bound_id) != NULL ||
         !session_manager_loaded(a->backend->sessions)) {
         return false;
     }
-    api_forward_session(a, req, bound_id, t->id);
+    api_forward_session(a, req, bound_id, t->id, NULL);
     return true;
 }
 
 void
 api_mcp_post(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    post(a, req, NULL);
+    post(a, req, NULL, true);
 }
 
 void
 api_mcp_delete(struct api *a, struct evhttp_request *req, const char *const *params)
 {
-    delete (a, req, NULL);
+    delete (a, req, NULL, true);
 }
 
 void
 api_mcp_bound_post(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     if (a->mcp == NULL || !forwarded(a, req, params[0])) {
-        post(a, req, params[0]);
+        post(a, req, params[0], false);
     }
 }
 
@@ -654,6 +672,6 @@ void
 api_mcp_bound_delete(struct api *a, struct evhttp_request *req, const char *const *params)
 {
     if (a->mcp == NULL || !forwarded(a, req, params[0])) {
-        delete (a, req, params[0]);
+        delete (a, req, params[0], false);
     }
 }

@@ -249,7 +249,10 @@ api_sessions_list(struct api *a, struct evhttp_request *req, const char *const *
     }
     list = OOM_CHECK(json_array());
     session_foreach(a->backend->sessions, t->id, append_session, list);
-    api_reply_json_new(req, 200, OOM_CHECK(json_pack("{s:o}", "sessions", list)));
+    /* The other nodes' sessions too (docs/cluster.md#lists). */
+    if (!api_gather(a, req, &api_gather_sessions, list, false)) {
+        api_reply_json_new(req, 200, OOM_CHECK(json_pack("{s:o}", "sessions", list)));
+    }
 }
 
 void

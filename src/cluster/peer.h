@@ -14,8 +14,9 @@ struct event_base;
 struct peer_client;
 struct peer_call;
 
-#define PEER_CONNECT_MS 3000u /* a peer must take the connection within this */
-#define PEER_BODY_WAIT  ((size_t)-1)
+#define PEER_CONNECT_MS   3000u /* a peer must take the connection within this */
+#define PEER_BODY_WAIT    ((size_t)-1)
+#define PEER_BODY_CHUNKED (-2)
 
 struct peer_header {
     const char *name, *value;
@@ -43,7 +44,9 @@ struct peer_request {
     const char *url; /* "http://host:port/path?query" */
     const struct peer_header *headers;
     size_t n_headers;
-    int64_t body_len; /* -1: no body; else exactly this many bytes come from read_body */
+    /* -1: no body; PEER_BODY_CHUNKED: one of a length not known yet (sent chunked); else
+     * exactly this many bytes come from read_body */
+    int64_t body_len;
 };
 
 struct peer_client_stats {

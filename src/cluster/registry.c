@@ -370,6 +370,17 @@ registry_peers(const struct registry *r)
     return n;
 }
 
+const struct store_node_rec *
+registry_peer(const struct registry *r, size_t i)
+{
+    for (size_t k = 0; k < r->n_cache; k++) {
+        if (strcmp(r->cache[k].id, r->cfg->node_id) != 0 && i-- == 0) {
+            return &r->cache[k];
+        }
+    }
+    return NULL;
+}
+
 void
 registry_get_stats(const struct registry *r, struct registry_stats *ret)
 {

@@ -72,6 +72,8 @@ const struct store_node_rec *registry_place(const struct registry *r, const char
 
 /* How many other nodes the last list had (live or not): 0 for a node alone. */
 size_t registry_peers(const struct registry *r);
+/* The i-th of them (i < registry_peers()), borrowed until the next list. */
+const struct store_node_rec *registry_peer(const struct registry *r, size_t i);
 
 struct registry_stats {
     uint64_t heartbeats_total, heartbeat_failures_total;

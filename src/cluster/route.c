@@ -13,8 +13,10 @@
 #include "cluster/registry.h"
 #include "config/config.h"
 #include "log/log.h"
+#include "mcp/proto.h"
 #include "store/redis.h"
 #include "store/schema.h"
+#include "util/err.h"
 #include "util/macro.h"
 #include "util/time.h"
 
@@ -38,6 +40,7 @@ struct route_op {
     char id[OWNER_ID_MAX + 1];
     char tenant[OWNER_ID_MAX + 1];
     bool any_tenant;
+    char mcp_id[OWNER_ID_MAX + 1]; /* route_find_mcp(): the MCP session; then id is its sandbox */
 };
 
 static int answer(struct route_answer *ret, enum route_verdict v, const char *node, const char *fmt,
@@ -111,30 +114,23 @@ element(const redisReply *reply, size_t i)
     return e->type == REDIS_REPLY_STRING && strlen(e->str) == e->len ? e->str : NULL;
 }
 
+/* A session's record ({node, tenant, state}, or NULLs when Redis failed) as the route of op. */
 static void
-on_record(int rc, redisReply *reply, void *userdata)
+record_route(struct route_op *op, int rc, const char *node, const char *tenant, const char *state,
+             struct route_answer *ans)
 {
-    struct route_op *op = userdata;
     struct route *r = op->r;
-    struct route_answer ans;
-    const char *node = NULL, *tenant = NULL, *state = NULL;
 
-    r->stats.in_flight--;
-    if (rc == 0 && reply->type == REDIS_REPLY_ARRAY && reply->elements == 3) {
-        node = element(reply, 0);
-        tenant = element(reply, 1);
-        state = element(reply, 2);
-    }
     if (node == NULL || tenant == NULL || state == NULL) {
         r->stats.lookup_failures++;
-        (void)answer(&ans, ROUTE_UNAVAILABLE, NULL, "the session store did not answer: %s",
+        (void)answer(ans, ROUTE_UNAVAILABLE, NULL, "the session store did not answer: %s",
                      rc < 0 ? strerror(-rc) : "an unexpected reply");
     } else if (strcmp(state, "lost") == 0 && (op->any_tenant || strcmp(tenant, op->tenant) == 0)) {
-        (void)answer(&ans, ROUTE_NONE, node, "session %s ended: its node '%s' was lost", op->id,
+        (void)answer(ans, ROUTE_NONE, node, "session %s ended: its node '%s' was lost", op->id,
                      node);
-        ans.node_lost = true;
+        ans->node_lost = true;
     } else if (node[0] == '\0' || strcmp(state, "ending") == 0 || strcmp(state, "lost") == 0) {
-        (void)answer(&ans, ROUTE_NONE, NULL, "no such session");
+        (void)answer(ans, ROUTE_NONE, NULL, "no such session");
     } else {
         struct owner o = {0};
 
@@ -143,7 +139,37 @@ on_record(int rc, redisReply *reply, void *userdata)
         if (strcmp(node, r->cfg->node_id) != 0) {
             (void)owners_put(r->owners, op->id, node, tenant);
         }
-        resolve(r, &o, op->any_tenant ? NULL : op->tenant, &ans);
+        resolve(r, &o, op->any_tenant ? NULL : op->tenant, ans);
+    }
+}
+
+/* An MCP session's route from what its sandbox's route (or its node's) says. */
+static void
+mcp_route(struct route_op *op, struct route_answer *ans)
+{
+    char key[OWNER_ID_MAX + 1];
+
+    if (ans->verdict == ROUTE_NONE) {
+        /* Its sandbox ended (or is ours): this node answers as it would alone. */
+        (void)answer(ans, ROUTE_HERE, NULL, "served here");
+    } else if (ans->verdict == ROUTE_FORWARD &&
+               snprintf(key, sizeof(key), "m:%s", op->mcp_id) < (int)sizeof(key)) {
+        (void)owners_put(op->r->owners, key, ans->node, op->tenant);
+    }
+}
+
+static void
+on_record(int rc, redisReply *reply, void *userdata)
+{
+    struct route_op *op = userdata;
+    struct route_answer ans;
+    bool ok = rc == 0 && reply->type == REDIS_REPLY_ARRAY && reply->elements == 3;
+
+    op->r->stats.in_flight--;
+    record_route(op, rc, ok ? element(reply, 0) : NULL, ok ? element(reply, 1) : NULL,
+                 ok ? element(reply, 2) : NULL, &ans);
+    if (op->mcp_id[0] != '\0') {
+        mcp_route(op, &ans);
     }
     if (op->cb != NULL) {
         op->cb(&ans, op->userdata);
@@ -151,22 +177,76 @@ on_record(int rc, redisReply *reply, void *userdata)
     free(op);
 }
 
+/* The answer from the cache for key (a session's id, or "m:" and an MCP session's): 1 with *ret,
+ * or 0 when it is not there (or its node is lost: claimed by now, or soon, and the record says). */
+static int
+cached(struct route *r, const char *key, const char *tenant, struct route_answer *ret)
+{
+    const struct owner *o = owners_get(r->owners, key);
+
+    if (o != NULL && lost(r, o->node)) {
+        owners_forget(r->owners, key);
+        o = NULL;
+    }
+    if (o == NULL) {
+        return 0;
+    }
+    r->stats.cache_hits++;
+    resolve(r, o, tenant, ret);
+    return 1;
+}
+
+/* Whether a lookup may be sent now; else *ret says why not. */
+static bool
+may_look_up(struct route *r, struct route_answer *ret)
+{
+    if (r->stats.in_flight < ROUTE_LOOKUPS_MAX && store_redis_is_up(r->redis)) {
+        return true;
+    }
+    r->stats.refused++;
+    (void)answer(ret, ROUTE_UNAVAILABLE, NULL, "%s",
+                 r->stats.in_flight >= ROUTE_LOOKUPS_MAX ? "too many session lookups at once"
+                                                         : "the session store is unreachable");
+    return false;
+}
+
+static struct route_op *
+op_new(struct route *r, const char *id, const char *tenant, route_cb *cb, void *userdata)
+{
+    struct route_op *op = xcalloc(1, sizeof(*op));
+
+    op->r = r;
+    op->cb = cb;
+    op->userdata = userdata;
+    op->any_tenant = tenant == NULL;
+    (void)snprintf(op->id, sizeof(op->id), "%s", id);
+    (void)snprintf(op->tenant, sizeof(op->tenant), "%s", tenant != NULL ? tenant : "");
+    return op;
+}
+
+/* Sends op's command (argv, NULL-terminated after the key) with cb: 0, or -ENOTCONN. */
+static int
+op_send(struct route_op *op, store_redis_reply_cb *cb, const char *cmd, const char *key,
+        const char *f1, const char *f2, const char *f3)
+{
+    if (store_redis_commandv(op->r->redis, cb, op, cmd, key, f1, f2, f3, NULL) < 0) {
+        op->r->stats.refused++;
+        return -ENOTCONN;
+    }
+    op->r->stats.lookups++;
+    op->r->stats.in_flight++;
+    return 0;
+}
+
 int
 route_find(struct route *r, const char *id, const char *tenant, struct route_answer *ret,
            route_cb *cb, void *userdata, struct route_op **ret_op)
 {
-    const struct owner *o = owners_get(r->owners, id);
     char key[KEY_MAX];
     struct route_op *op;
 
     *ret_op = NULL;
-    if (o != NULL && lost(r, o->node)) {
-        owners_forget(r->owners, id); /* claimed by now, or soon: the record says */
-        o = NULL;
-    }
-    if (o != NULL) {
-        r->stats.cache_hits++;
-        resolve(r, o, tenant, ret);
+    if (cached(r, id, tenant, ret)) {
         return 1;
     }
     if (registry_peers(r->registry) == 0) {
@@ -178,27 +258,111 @@ route_find(struct route *r, const char *id, const char *tenant, struct route_ans
         store_key_session(key, sizeof(key), r->cfg->redis_prefix, id) < 0) {
         return answer(ret, ROUTE_NONE, NULL, "no such session");
     }
-    if (r->stats.in_flight >= ROUTE_LOOKUPS_MAX || !store_redis_is_up(r->redis)) {
-        r->stats.refused++;
-        return answer(ret, ROUTE_UNAVAILABLE, NULL,
-                      r->stats.in_flight >= ROUTE_LOOKUPS_MAX ? "too many session lookups at once"
-                                                              : "the session store is unreachable");
+    if (!may_look_up(r, ret)) {
+        return 1;
     }
-    op = xcalloc(1, sizeof(*op));
-    op->r = r;
-    op->cb = cb;
-    op->userdata = userdata;
-    op->any_tenant = tenant == NULL;
-    (void)snprintf(op->id, sizeof(op->id), "%s", id);
-    (void)snprintf(op->tenant, sizeof(op->tenant), "%s", tenant != NULL ? tenant : "");
-    if (store_redis_commandv(r->redis, on_record, op, "HMGET", key, "node", "tenant", "state",
-                             NULL) < 0) {
+    op = op_new(r, id, tenant, cb, userdata);
+    if (op_send(op, on_record, "HMGET", key, "node", "tenant", "state") < 0) {
         free(op);
-        r->stats.refused++;
         return answer(ret, ROUTE_UNAVAILABLE, NULL, "the session store is unreachable");
     }
-    r->stats.lookups++;
-    r->stats.in_flight++;
+    *ret_op = op;
+    return 0;
+}
+
+/* ---- MCP sessions ---------------------------------------------------------------------------- */
+
+/* The route of an MCP session without a sandbox: its node's. */
+static void
+mcp_node_route(struct route_op *op, const struct mcp_record *rec, struct route_answer *ans)
+{
+    struct owner o = {0};
+
+    (void)snprintf(o.node, sizeof(o.node), "%s", rec->node);
+    (void)snprintf(o.tenant, sizeof(o.tenant), "%s", rec->tenant);
+    resolve(op->r, &o, op->tenant, ans);
+    if (ans->verdict == ROUTE_DOWN || ans->verdict == ROUTE_NONE) {
+        /* Its node is gone or restarting (or it is this one): nothing of it lived there. */
+        (void)answer(ans, ROUTE_HERE, NULL, "served here");
+    }
+    mcp_route(op, ans);
+}
+
+static void
+on_mcp_record(int rc, redisReply *reply, void *userdata)
+{
+    struct route_op *op = userdata;
+    struct route *r = op->r;
+    struct route_answer ans;
+    struct mcp_record rec;
+    struct err e = {0};
+    char key[KEY_MAX];
+
+    r->stats.in_flight--;
+    if (rc < 0 || reply->type == REDIS_REPLY_ERROR) {
+        r->stats.lookup_failures++;
+        (void)answer(&ans, ROUTE_UNAVAILABLE, NULL, "the session store did not answer: %s",
+                     rc < 0 ? strerror(-rc) : "an error");
+    } else if (reply->type != REDIS_REPLY_STRING ||
+               mcp_record_load(reply->str, reply->len, &rec, &e) < 0 ||
+               strcmp(rec.tenant, op->tenant) != 0 || rec.bound) {
+        /* None, damaged, another tenant's or a bound one (refused on /mcp): answered here. */
+        (void)answer(&ans, ROUTE_HERE, NULL, "served here");
+    } else if (rec.sandbox[0] == '\0') {
+        mcp_node_route(op, &rec, &ans);
+    } else if (store_key_session(key, sizeof(key), r->cfg->redis_prefix, rec.sandbox) < 0) {
+        (void)answer(&ans, ROUTE_HERE, NULL, "served here");
+    } else {
+        /* Where its sandbox is: a second read, of the sandbox's record, with the same op. */
+        (void)snprintf(op->id, sizeof(op->id), "%s", rec.sandbox);
+        if (op_send(op, on_record, "HMGET", key, "node", "tenant", "state") == 0) {
+            return;
+        }
+        (void)answer(&ans, ROUTE_UNAVAILABLE, NULL, "the session store is unreachable");
+    }
+    if (op->cb != NULL) {
+        op->cb(&ans, op->userdata);
+    }
+    free(op);
+}
+
+int
+route_find_mcp(struct route *r, const char *id, const char *tenant, struct route_answer *ret,
+               route_cb *cb, void *userdata, struct route_op **ret_op)
+{
+    char cache_key[OWNER_ID_MAX + 1], key[KEY_MAX];
+    struct route_op *op;
+
+    *ret_op = NULL;
+    if (strlen(id) + 2 > OWNER_ID_MAX || strlen(tenant) > OWNER_ID_MAX ||
+        registry_peers(r->registry) == 0) {
+        return answer(ret, ROUTE_HERE, NULL, "served here");
+    }
+    (void)snprintf(cache_key, sizeof(cache_key), "m:%s", id);
+    if (cached(r, cache_key, tenant, ret)) {
+        if (ret->verdict == ROUTE_FORWARD) {
+            return 1;
+        }
+        if (ret->verdict == ROUTE_NONE) { /* another tenant's: as unknown here as anywhere */
+            return answer(ret, ROUTE_HERE, NULL, "served here");
+        }
+        /* Its node stopped, or is this one now: the record (which may have changed: a session
+         * without a sandbox is taken over) says where it is served. */
+        owners_forget(r->owners, cache_key);
+    }
+    if (!may_look_up(r, ret)) {
+        return 1;
+    }
+    op = op_new(r, "", tenant, cb, userdata);
+    (void)snprintf(op->mcp_id, sizeof(op->mcp_id), "%s", id);
+    if (store_key_mcp(key, sizeof(key), r->cfg->redis_prefix, id) < 0) {
+        free(op);
+        return answer(ret, ROUTE_HERE, NULL, "served here");
+    }
+    if (op_send(op, on_mcp_record, "GET", key, NULL, NULL, NULL) < 0) {
+        free(op);
+        return answer(ret, ROUTE_UNAVAILABLE, NULL, "the session store is unreachable");
+    }
     *ret_op = op;
     return 0;
 }
@@ -215,6 +379,16 @@ void
 route_forget(struct route *r, const char *id)
 {
     owners_forget(r->owners, id);
+}
+
+void
+route_forget_mcp(struct route *r, const char *id)
+{
+    char key[OWNER_ID_MAX + 1];
+
+    if (snprintf(key, sizeof(key), "m:%s", id) < (int)sizeof(key)) {
+        owners_forget(r->owners, key);
+    }
 }
 
 void

@@ -8,7 +8,8 @@
  * forgets it when the owner answers that it no longer has the session (it ended, or moved
  * elsewhere after a wake), so the next request looks again; so does a cached owner that the
  * registry says is lost (its sessions are being claimed: ended, or moved to the claimer). A
- * lost node's ended session answers NONE with node_lost. Loop context only. */
+ * lost node's ended session answers NONE with node_lost. MCP sessions on /mcp are routed to
+ * where their sandbox is (route_find_mcp()). Loop context only. */
 #pragma once
 
 #include <stdbool.h>
@@ -28,6 +29,8 @@ enum route_verdict {
     ROUTE_NONE,        /* no such session (ended, never was, or another tenant's): 404 */
     ROUTE_DOWN,        /* its node is not live (restarting, lost, unreachable): 503 */
     ROUTE_UNAVAILABLE, /* the route cannot be known now (Redis, a stale registry): 503 */
+    ROUTE_HERE,        /* an MCP session this node serves (or takes over): answered here */
+    ROUTE__COUNT,
 };
 
 struct route_answer {
@@ -52,10 +55,19 @@ struct route *route_free(struct route *r);
  * route_cancel(*ret_op) came first. */
 int route_find(struct route *r, const char *id, const char *tenant, struct route_answer *ret,
                route_cb *cb, void *userdata, struct route_op **ret_op);
+/* The route of the MCP session id (on /mcp) of tenant, as route_find() answers it. It is served
+ * where its sandbox is (the sandbox's route), or while it has none by the node that made it (its
+ * record's node); HERE when that is this node, when the record is not there or not tenant's (this
+ * node then answers as it would alone), when its sandbox ended, and when the node that made a
+ * session without a sandbox is not live (this node takes it over: nothing of it lived there). A
+ * forwarded session's node is cached as a session's owner is: no Redis read the next time. */
+int route_find_mcp(struct route *r, const char *id, const char *tenant, struct route_answer *ret,
+                   route_cb *cb, void *userdata, struct route_op **ret_op);
 /* The requester went away: cb never runs. */
 void route_cancel(struct route_op *op);
 /* The owner answered that it has no session id (anymore): the next request looks again. */
 void route_forget(struct route *r, const char *id);
+void route_forget_mcp(struct route *r, const char *id);
 
 struct route_stats {
     uint64_t cache_hits;      /* answered from the cache */

@@ -189,10 +189,10 @@ char *
 mcp_record_dump(const struct mcp_record *r)
 {
     json_t *o = OOM_CHECK(json_pack(
-        "{s:s, s:s, s:s, s:s, s:I, s:s, s:I}", "tenant", r->tenant, "mount",
+        "{s:s, s:s, s:s, s:s, s:I, s:s, s:I, s:s}", "tenant", r->tenant, "mount",
         r->bound ? "bound" : "own", "sandbox", r->sandbox, "profile", r->profile, "idle_timeout_s",
         (json_int_t)r->idle_timeout_s, "version", mcp_version_to_string(r->version), "epoch",
-        (json_int_t)MIN(r->epoch, (uint64_t)INT64_MAX)));
+        (json_int_t)MIN(r->epoch, (uint64_t)INT64_MAX), "node", r->node));
     char *text = OOM_CHECK(json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS));
 
     json_decref(o);
@@ -213,7 +213,7 @@ record_name(const char *s, bool allow_empty, char *out, size_t n)
 int
 mcp_record_load(const char *data, size_t len, struct mcp_record *ret, struct err *reterr)
 {
-    const char *tenant, *mount, *sandbox, *profile, *version;
+    const char *tenant, *mount, *sandbox, *profile, *version, *node = "";
     json_int_t idle, epoch;
     struct mcp_record r = {0};
     json_error_t je;
@@ -221,12 +221,13 @@ mcp_record_load(const char *data, size_t len, struct mcp_record *ret, struct err
     int v = -1, ok;
 
     ok = o != NULL &&
-         json_unpack(o, "{s:s, s:s, s:s, s:s, s:I, s:s, s:I}", "tenant", &tenant, "mount", &mount,
-                     "sandbox", &sandbox, "profile", &profile, "idle_timeout_s", &idle, "version",
-                     &version, "epoch", &epoch) == 0;
+         json_unpack(o, "{s:s, s:s, s:s, s:s, s:I, s:s, s:I, s?s}", "tenant", &tenant, "mount",
+                     &mount, "sandbox", &sandbox, "profile", &profile, "idle_timeout_s", &idle,
+                     "version", &version, "epoch", &epoch, "node", &node) == 0;
     ok = ok && record_name(tenant, false, r.tenant, sizeof(r.tenant)) &&
          record_name(sandbox, true, r.sandbox, sizeof(r.sandbox)) &&
          record_name(profile, true, r.profile, sizeof(r.profile)) &&
+         record_name(node, true, r.node, sizeof(r.node)) &&
          (strcmp(mount, "own") == 0 || strcmp(mount, "bound") == 0) && idle >= 0 &&
          idle <= 31536000 && epoch >= 0 && (v = mcp_version_from_string(version)) >= 0;
     if (ok) {

@@ -90,6 +90,9 @@ struct mcp_record {
     unsigned idle_timeout_s; /* own: asked for (0: the profile's) */
     enum mcp_version version;
     uint64_t epoch; /* the kernel_epoch the client saw last */
+    /* The node that serves it (where its own sandbox is made): other nodes forward its requests
+     * there (docs/cluster.md#routing). "" in a record written before the field existed. */
+    char node[65];
 };
 /* The record as compact JSON text (malloc'd). */
 char *mcp_record_dump(const struct mcp_record *r);

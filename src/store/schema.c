@@ -60,6 +60,12 @@ store_key_session_history(char *out, size_t n, const char *prefix, const char *i
 }
 
 int
+store_key_mcp(char *out, size_t n, const char *prefix, const char *id)
+{
+    return key(out, n, prefix, "mcp:", id, "");
+}
+
+int
 store_key_snapshot(char *out, size_t n, const char *prefix, const char *id)
 {
     return key(out, n, prefix, "snapshot:", id, "");

@@ -91,7 +91,8 @@ check_record(const char *data, size_t size)
         CHECK(e.msg[0] != '\0');
         return;
     }
-    CHECK(r.tenant[0] != '\0' && strchr(r.tenant, '/') == NULL && strchr(r.sandbox, '/') == NULL);
+    CHECK(r.tenant[0] != '\0' && strchr(r.tenant, '/') == NULL && strchr(r.sandbox, '/') == NULL &&
+          strchr(r.node, '/') == NULL);
     CHECK(!r.bound || r.sandbox[0] != '\0');
     text = mcp_record_dump(&r);
     CHECK(mcp_record_load(text, strlen(text), &again, &e) == 0);

@@ -197,6 +197,29 @@ check "... itself" not_forwarded
 p3=$(on b POST /v1/sessions "$TA" | jq -r .id)
 check "a create on b (warm there or not) never lands on drained a" bash -c "[ '$(answer_node)' != '$(node_id a)' ]"
 admin_on a POST /v1/admin/undrain
+
+# ---- lists across nodes: every node's sessions, through any node --------------------------------
+ids_of() { jq -r '[.sessions[].id] | sort | join(" ")' "$work/body"; }
+want=$(printf '%s\n' "$own" "$p1" "$p2" "$p3" | sort | tr '\n' ' ' | sed 's/ $//')
+for n in a b c; do
+    on "$n" GET /v1/sessions "$TA" >/dev/null
+    check_eq "GET /v1/sessions through $n: the tenant's sessions on every node" "$(ids_of)" "$want"
+done
+check "... none missing (no missing_nodes)" jq_true 'has("missing_nodes") | not' "$work/body"
+on b GET /v1/sessions "$TB" >/dev/null
+check "another tenant's list through b: 200, none of these" \
+    jq_true --arg w "$want" '($w | split(" ")) as $ids | all(.sessions[]; .id as $i | $ids | index($i) | not)' "$work/body"
+on c GET /v1/admin/sessions "$TADM" >/dev/null
+check_eq "the admin's list through c: every node's" "$(ids_of)" "$want"
+on c GET "/v1/admin/sessions?tenant=nobody" "$TADM" >/dev/null
+check "... filtered on every node (?tenant=nobody: an empty list, none missing)" \
+    jq_true '.sessions == [] and (has("missing_nodes") | not)' "$work/body"
+code=$(curl -s -o "$work/body" -w '%{http_code}' -H 'X-Sandpool-Forwarded: x' "$(url a)/v1/sessions")
+check_eq "a list without a token, marked as forwarded: 401" "$code" 401
+curl -s -o "$work/body" -H 'X-Sandpool-Forwarded: x' -H "Authorization: Bearer $TA" "$(url a)/v1/sessions"
+check_eq "... with a's token: a's own sessions alone (a node asked by another answers for itself)" \
+    "$(ids_of)" "$own"
+
 for p in "$p1" "$p2" "$p3" "$own"; do on b DELETE "/v1/sessions/$p" "$TA" >/dev/null; done
 check_eq "the placed sessions deleted through b: 204" "$(status)" 204
 
@@ -211,6 +234,9 @@ exec_on a "$s2" '{"code": "y"}' >/dev/null
 check_eq "c stopped: its session through a is 503, not 404" "$(status)" 503
 check "... with Retry-After" grep -qi '^retry-after: 1' "$work/headers"
 check "... saying c restarts" jq_true '.error.message | test("restarting")' "$work/body"
+on a GET /v1/sessions "$TA" >/dev/null
+check "... a list through a says c is missing, and lacks its session" \
+    jq_true --arg c "$(node_id c)" --arg s "$s2" '.missing_nodes == [$c] and all(.sessions[]; .id != $s)' "$work/body"
 start_node c
 check "c restarted" wait_for 120 node_ready c
 back() { [ "$(exec_on a "$s2" '{"code": "y"}' | jq -r .result)" = 2 ]; }

@@ -7,8 +7,9 @@
 # The caller sets TADM (the admin token), BEAT_MS (the heartbeat), NODE_PROFILES (the
 # "profiles" object of every node's config) and NODES (their names: "a b c"), and may define
 # node_engine_json N (an engine object for node N, as ENGINE_JSON; none: the shared engine),
-# node_docker_host N (where node N's containers are, for their cleanup) and node_extra_json N
-# (more members of node N's config, each line ending in a comma).
+# node_docker_host N (where node N's containers are, for their cleanup), node_extra_json N
+# (more members of node N's config, each line ending in a comma) and node_profiles_json N (node
+# N's "profiles" object; none: $NODE_PROFILES).
 declare -A nport npid
 next_port() {
     local p=$(( $1 + 1 ))
@@ -27,6 +28,7 @@ url() { echo "http://127.0.0.1:${nport[$1]}"; }
 declare -F node_engine_json >/dev/null || node_engine_json() { :; }
 declare -F node_docker_host >/dev/null || node_docker_host() { echo "$DOCKER_HOST"; }
 declare -F node_extra_json >/dev/null || node_extra_json() { :; }
+declare -F node_profiles_json >/dev/null || node_profiles_json() { echo "$NODE_PROFILES"; }
 # nodes_on_own_engine N: node N runs on the suite's own engine (private-engine.sh: $PE_SOCK), the
 # others on the shared one ($MAIN_ENGINE).
 nodes_on_own_engine() {
@@ -59,7 +61,7 @@ $(cat "$work/base-$1.json")
 $(node_extra_json "$1")
   "admin_token_sha256": "$(sha "$TADM")",
   "cluster": {${advertise}"heartbeat_ms": $BEAT_MS},
-  "profiles": $NODE_PROFILES
+  "profiles": $(node_profiles_json "$1")
 }
 JSON
 }

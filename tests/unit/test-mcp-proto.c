@@ -438,16 +438,25 @@ TEST(record)
         "\"idle_timeout_s\":0,\"version\":\"2024-11-05\",\"epoch\":0}",
         "{\"tenant\":\"a\",\"mount\":\"own\",\"sandbox\":\"\",\"profile\":\"\","
         "\"idle_timeout_s\":0,\"version\":\"2025-11-25\",\"epoch\":0,\"epoch\":1}",
+        "{\"tenant\":\"a\",\"mount\":\"own\",\"sandbox\":\"\",\"profile\":\"\","
+        "\"idle_timeout_s\":0,\"version\":\"2025-11-25\",\"epoch\":0,\"node\":\"a/b\"}",
+        "{\"tenant\":\"a\",\"mount\":\"own\",\"sandbox\":\"\",\"profile\":\"\","
+        "\"idle_timeout_s\":0,\"version\":\"2025-11-25\",\"epoch\":0,\"node\":1}",
     };
+    static const char old[] = /* written before records named their node */
+        "{\"tenant\":\"a\",\"mount\":\"own\",\"sandbox\":\"\",\"profile\":\"\","
+        "\"idle_timeout_s\":0,\"version\":\"2025-11-25\",\"epoch\":0}";
 
     memcpy(r.tenant, "tenant-a", 9);
     memcpy(r.sandbox, "0123456789abcdef", 17);
     memcpy(r.profile, "python", 7);
+    memcpy(r.node, "node-1", 7);
     text = mcp_record_dump(&r);
     ASSERT_OK(mcp_record_load(text, strlen(text), &back, &e));
     TAP_CHECK(strcmp(back.tenant, r.tenant) == 0 && strcmp(back.sandbox, r.sandbox) == 0 &&
-                  strcmp(back.profile, r.profile) == 0 && back.bound && back.epoch == 3 &&
-                  back.version == MCP_VERSION_2025_06_18 && back.idle_timeout_s == 0,
+                  strcmp(back.profile, r.profile) == 0 && strcmp(back.node, "node-1") == 0 &&
+                  back.bound && back.epoch == 3 && back.version == MCP_VERSION_2025_06_18 &&
+                  back.idle_timeout_s == 0,
               "a bound record reads back as written");
     free(text);
     r.bound = false;
@@ -458,6 +467,8 @@ TEST(record)
     TAP_CHECK(!back.bound && back.sandbox[0] == '\0' && back.idle_timeout_s == 120,
               "an own record without its sandbox yet reads back");
     free(text);
+    ASSERT_OK(mcp_record_load(old, strlen(old), &back, &e));
+    TAP_CHECK(back.node[0] == '\0', "a record without its node reads back (served where it is)");
     for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
         TAP_CHECK(mcp_record_load(bad[i], strlen(bad[i]), &back, &e) == -EINVAL,
                   "damaged record %zu is refused", i);
