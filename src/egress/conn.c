@@ -1,0 +1,519 @@
+/* One connection through an egress gate: its head, its name checked, resolved and dialled, then
+ * its bytes piped (proxy.h). One state machine: enum egress_conn_state, written by conn_set()
+ * only. */
+#define LOG_MODULE "egress"
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/util.h>
+
+#include "egress/proxy-internal.h"
+#include "log/log.h"
+#include "util/macro.h"
+#include "util/time.h"
+
+static const char *const state_names[EGRESS_CONN__COUNT] = {
+    [EGRESS_CONN_HEAD] = "head",
+    [EGRESS_CONN_RESOLVING] = "resolving",
+    [EGRESS_CONN_CONNECTING] = "connecting",
+    [EGRESS_CONN_PIPING] = "piping",
+    [EGRESS_CONN_CLOSING] = "closing",
+};
+
+static void
+conn_set(struct egress_conn *c, enum egress_conn_state to)
+{
+    log_debug("egress conn %s -> %s host=%s", state_names[c->state], state_names[to], c->head.host);
+    c->state = to;
+}
+
+static void
+arm(struct egress_conn *c, unsigned ms)
+{
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+
+    (void)event_add(c->timer, &tv);
+}
+
+void
+egress_conn_end(struct egress_conn *c, enum egress_end end, const char *why)
+{
+    struct egress_gate *g = c->g;
+    struct egress_proxy *p = g->p;
+    struct egress_event ev = {
+        .tenant = g->tenant,
+        .session = g->session,
+        .host = c->head.host,
+        .port = c->head.port,
+        .address = c->address,
+        .bytes_up = c->up_bytes,
+        .bytes_down = c->down_bytes,
+        .duration_ms = time_now_ms() - c->started_ms,
+        .end = end,
+        .why = why,
+    };
+
+    LIST_REMOVE(c, link);
+    g->n_conns--;
+    p->stats.open--;
+    p->stats.ends[end]++;
+    if (c->dns != NULL) {
+        struct evdns_getaddrinfo_request *r = c->dns;
+
+        c->dns = NULL;
+        evdns_getaddrinfo_cancel(r); /* its callback sees EVUTIL_EAI_CANCEL, and returns */
+    }
+    event_free(c->timer);
+    if (c->up != NULL) {
+        bufferevent_free(c->up);
+    }
+    bufferevent_free(c->down);
+    if (p->cb != NULL) {
+        p->cb(&ev, p->userdata);
+    }
+    free(c->head_bytes);
+    free(c);
+}
+
+/* ---- refusals: an answer to the sandbox, then the end ---------------------------------------- */
+
+static void
+on_flushed(struct bufferevent *bev, void *arg)
+{
+    struct egress_conn *c = arg;
+
+    if (evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+        egress_conn_end(c, c->end, c->why);
+    }
+}
+
+static void
+on_closing_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct egress_conn *c = arg;
+
+    egress_conn_end(c, c->end, c->why);
+}
+
+/* Answers status with why as text, and ends c (end) once it is written (or in 5 s). */
+static void refuse(struct egress_conn *c, enum egress_end end, int status, const char *fmt, ...)
+    PRINTF_LIKE(4, 5);
+
+static void
+refuse(struct egress_conn *c, enum egress_end end, int status, const char *fmt, ...)
+{
+    const char *reason = status == 403   ? "Forbidden"
+                         : status == 429 ? "Too Many Requests"
+                         : status == 400 ? "Bad Request"
+                         : status == 504 ? "Gateway Timeout"
+                                         : "Bad Gateway";
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(c->why, sizeof(c->why), fmt, ap);
+    va_end(ap);
+    c->end = end;
+    if (c->dns != NULL) {
+        struct evdns_getaddrinfo_request *r = c->dns;
+
+        c->dns = NULL;
+        evdns_getaddrinfo_cancel(r);
+    }
+    if (c->up != NULL) {
+        bufferevent_free(c->up);
+        c->up = NULL;
+    }
+    conn_set(c, EGRESS_CONN_CLOSING);
+    (void)evbuffer_add_printf(bufferevent_get_output(c->down),
+                              "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                              "Content-Length: %zu\r\nConnection: close\r\n\r\nsandpool egress: "
+                              "%s\n",
+                              status, reason, strlen(c->why) + 18, c->why);
+    bufferevent_disable(c->down, EV_READ);
+    bufferevent_setwatermark(c->down, EV_WRITE, 0, 0);
+    bufferevent_setcb(c->down, NULL, on_flushed, on_closing_event, c);
+    bufferevent_enable(c->down, EV_WRITE);
+    arm(c, 5000);
+}
+
+/* ---- piping ---------------------------------------------------------------------------------- */
+
+static void on_pipe_read(struct bufferevent *bev, void *arg);
+static void on_pipe_write(struct bufferevent *bev, void *arg);
+static void on_pipe_event(struct bufferevent *bev, short what, void *arg);
+
+/* After src's end: dst gets no more bytes (its write side shut) once dst's output is written. */
+static void
+shut_when_flushed(struct egress_conn *c, struct bufferevent *dst)
+{
+    if (evbuffer_get_length(bufferevent_get_output(dst)) == 0) {
+        (void)shutdown(bufferevent_getfd(dst), SHUT_WR);
+    } else {
+        bufferevent_setwatermark(dst, EV_WRITE, 0, 0); /* on_pipe_write when it is empty */
+    }
+}
+
+static bool
+both_done(const struct egress_conn *c)
+{
+    return c->down_eof && c->up_eof && evbuffer_get_length(bufferevent_get_output(c->down)) == 0 &&
+           evbuffer_get_length(bufferevent_get_output(c->up)) == 0;
+}
+
+static void
+on_pipe_read(struct bufferevent *bev, void *arg)
+{
+    struct egress_conn *c = arg;
+    struct egress_gate *g = c->g;
+    const struct egress_proxy_config *cfg = &g->p->cfg;
+    bool from_down = bev == c->down;
+    struct bufferevent *dst = from_down ? c->up : c->down;
+    size_t n = evbuffer_get_length(bufferevent_get_input(bev));
+
+    *(from_down ? &c->up_bytes : &c->down_bytes) += n;
+    *(from_down ? &g->p->stats.bytes_up : &g->p->stats.bytes_down) += n;
+    g->bytes += n;
+    g->exec_bytes += n;
+    if (g->bytes > cfg->max_bytes || g->exec_bytes > cfg->max_exec_bytes) {
+        egress_conn_end(c, EGRESS_END_LIMIT,
+                        g->bytes > cfg->max_bytes
+                            ? "the session's egress bytes are used up (egress.max_bytes)"
+                            : "this execution's egress bytes are used up "
+                              "(egress.max_exec_bytes)");
+        return;
+    }
+    (void)bufferevent_write_buffer(dst, bufferevent_get_input(bev));
+    if (evbuffer_get_length(bufferevent_get_output(dst)) >= EGRESS_HIGH_WATER) {
+        bufferevent_disable(bev, EV_READ); /* on_pipe_write reads on once dst took half */
+    }
+}
+
+static void
+on_pipe_write(struct bufferevent *bev, void *arg)
+{
+    struct egress_conn *c = arg;
+    bool to_down = bev == c->down;
+    struct bufferevent *src = to_down ? c->up : c->down;
+    bool src_eof = to_down ? c->up_eof : c->down_eof;
+
+    if (!src_eof) {
+        bufferevent_enable(src, EV_READ);
+    } else if (evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+        (void)shutdown(bufferevent_getfd(bev), SHUT_WR);
+    }
+    if (both_done(c)) {
+        egress_conn_end(c, EGRESS_END_DONE, "ended");
+    }
+}
+
+static void
+on_pipe_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct egress_conn *c = arg;
+    bool from_down = bev == c->down;
+
+    if (what & BEV_EVENT_ERROR) {
+        egress_conn_end(c, EGRESS_END_DONE,
+                        from_down ? "the sandbox's side broke off" : "the upstream broke off");
+        return;
+    }
+    if (what & BEV_EVENT_EOF) {
+        *(from_down ? &c->down_eof : &c->up_eof) = true;
+        shut_when_flushed(c, from_down ? c->up : c->down);
+        if (both_done(c)) {
+            egress_conn_end(c, EGRESS_END_DONE, "ended");
+        }
+    }
+}
+
+static void
+pipe_start(struct egress_conn *c)
+{
+    struct evbuffer *early = bufferevent_get_input(c->down);
+
+    event_del(c->timer); /* a tunnel lasts as long as its ends want */
+    conn_set(c, EGRESS_CONN_PIPING);
+    if (c->head.kind == EGRESS_HEAD_CONNECT) {
+        (void)evbuffer_add_printf(bufferevent_get_output(c->down),
+                                  "HTTP/1.1 200 Connection established\r\n\r\n");
+    } else {
+        struct buf req = BUF_INIT(2 * EGRESS_HEAD_MAX);
+
+        if (egress_head_upstream(&c->head, c->head_bytes, &req) < 0) {
+            buf_done(&req);
+            refuse(c, EGRESS_END_MALFORMED, 400, "the request head is too long to send on");
+            return;
+        }
+        (void)bufferevent_write(c->up, req.buf, req.len);
+        c->up_bytes += req.len;
+        c->g->p->stats.bytes_up += req.len;
+        c->g->bytes += req.len;
+        c->g->exec_bytes += req.len;
+        buf_done(&req);
+    }
+    for (int i = 0; i < 2; i++) {
+        struct bufferevent *b = i ? c->up : c->down;
+
+        bufferevent_setwatermark(b, EV_WRITE, EGRESS_HIGH_WATER / 2, 0);
+        bufferevent_setcb(b, on_pipe_read, on_pipe_write, on_pipe_event, c);
+        bufferevent_enable(b, EV_READ | EV_WRITE);
+    }
+    if (evbuffer_get_length(early) > 0) { /* what the sandbox sent right after its head */
+        on_pipe_read(c->down, c);
+    }
+}
+
+/* ---- dialling -------------------------------------------------------------------------------- */
+
+static void dial_next(struct egress_conn *c);
+
+static void
+on_dial_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct egress_conn *c = arg;
+
+    if (what & BEV_EVENT_CONNECTED) {
+        pipe_start(c);
+        return;
+    }
+    bufferevent_free(c->up);
+    c->up = NULL;
+    dial_next(c);
+}
+
+static void
+dial_next(struct egress_conn *c)
+{
+    struct sockaddr_storage ss = {0};
+    const struct egress_addr *a;
+    socklen_t len;
+
+    if (c->next_addr == c->n_addrs) {
+        refuse(c, EGRESS_END_UPSTREAM, 502, "%s:%u: no address of it took the connection",
+               c->head.host, c->head.port);
+        return;
+    }
+    a = &c->addrs[c->next_addr++];
+
+    if (a->family == AF_INET) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons(c->head.port);
+        memcpy(&sin->sin_addr, a->bytes, 4);
+        len = sizeof(*sin);
+    } else {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons(c->head.port);
+        memcpy(&sin6->sin6_addr, a->bytes, 16);
+        len = sizeof(*sin6);
+    }
+    egress_addr_format(a, c->address, sizeof(c->address));
+    c->up = OOM_CHECK(
+        bufferevent_socket_new(c->g->p->base, -1, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS));
+    bufferevent_setcb(c->up, NULL, NULL, on_dial_event, c);
+    if (bufferevent_socket_connect(c->up, (struct sockaddr *)&ss, (int)len) < 0) {
+        bufferevent_free(c->up); /* the callback never runs for this one */
+        c->up = NULL;
+        dial_next(c);
+    }
+}
+
+/* The addresses found for the name: those of refused ranges dropped (unless allowed), then
+ * dialled. */
+static void
+resolved(struct egress_conn *c)
+{
+    const struct egress_proxy *p = c->g->p;
+    const char *range = NULL;
+    size_t kept = 0;
+
+    for (size_t i = 0; i < c->n_addrs; i++) {
+        const char *r = egress_addr_refused_range(&c->addrs[i]);
+
+        if (r != NULL && !egress_cidrs_contain(p->cidrs, p->n_cidrs, &c->addrs[i])) {
+            range = r;
+            continue;
+        }
+        c->addrs[kept++] = c->addrs[i];
+    }
+    c->n_addrs = kept;
+    if (kept == 0 && range != NULL) {
+        refuse(c, EGRESS_END_REFUSED_ADDRESS, 403,
+               "refused address: %s resolves to a %s address, which no sandbox reaches",
+               c->head.host, range);
+        return;
+    }
+    if (kept == 0) {
+        refuse(c, EGRESS_END_UNRESOLVED, 502, "%s: no address found", c->head.host);
+        return;
+    }
+    conn_set(c, EGRESS_CONN_CONNECTING);
+    dial_next(c);
+}
+
+static void
+on_resolved(int result, struct evutil_addrinfo *res, void *arg)
+{
+    struct egress_conn *c = arg;
+
+    if (result == EVUTIL_EAI_CANCEL) {
+        return; /* egress_conn_end() is freeing c */
+    }
+    c->dns = NULL;
+    for (struct evutil_addrinfo *ai = res; ai != NULL && c->n_addrs < EGRESS_ADDRS_MAX;
+         ai = ai->ai_next) {
+        if (egress_addr_from_sockaddr(ai->ai_addr, &c->addrs[c->n_addrs]) == 0) {
+            c->n_addrs++;
+        }
+    }
+    if (res != NULL) {
+        evutil_freeaddrinfo(res);
+    }
+    /* Never from inside evdns_getaddrinfo() (it may answer at once): the next loop turn goes on. */
+    event_active(c->timer, EV_WRITE, 0);
+}
+
+static void
+resolve(struct egress_conn *c)
+{
+    const struct egress_proxy *p = c->g->p;
+    struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+
+    conn_set(c, EGRESS_CONN_RESOLVING);
+    if (c->head.host_is_addr) {
+        c->addrs[c->n_addrs++] = c->head.addr;
+        resolved(c);
+        return;
+    }
+    for (size_t i = 0; i < p->n_hosts && c->n_addrs < EGRESS_ADDRS_MAX; i++) {
+        if (strcmp(p->hosts[i].name, c->head.host) == 0) {
+            c->addrs[c->n_addrs++] = p->hosts[i].addr;
+        }
+    }
+    if (c->n_addrs > 0) {
+        resolved(c); /* pinned by the operator: no DNS */
+        return;
+    }
+    if (evdns_base_count_nameservers(p->dns) == 0) {
+        resolved(c); /* no nameserver (egress.resolv_conf ""): pinned names only */
+        return;
+    }
+    c->dns = evdns_getaddrinfo(p->dns, c->head.host, NULL, &hints, on_resolved, c);
+}
+
+/* ---- the head -------------------------------------------------------------------------------- */
+
+static void
+checked(struct egress_conn *c)
+{
+    struct egress_gate *g = c->g;
+    enum egress_verdict v = egress_rules_check(&g->rules, c->head.host, c->head.port);
+
+    if (v == EGRESS_DENIED) {
+        refuse(c, EGRESS_END_DENIED, 403, "denied by name: %s:%u is denied by the profile",
+               c->head.host, c->head.port);
+    } else if (v == EGRESS_NOT_ALLOWED) {
+        refuse(c, EGRESS_END_NOT_ALLOWED, 403,
+               "denied by name: %s:%u is not in the profile's egress list", c->head.host,
+               c->head.port);
+    } else {
+        arm(c, g->p->cfg.connect_timeout_ms);
+        resolve(c);
+    }
+}
+
+static void
+on_head_read(struct bufferevent *bev, void *arg)
+{
+    struct egress_conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t n = MIN(evbuffer_get_length(in), (size_t)EGRESS_HEAD_MAX);
+    struct err e = {0};
+    int r = egress_head_parse((const char *)evbuffer_pullup(in, (ev_ssize_t)n), n, &c->head, &e);
+
+    if (r == -EAGAIN) {
+        return;
+    }
+    if (r < 0) {
+        c->head.host[0] = '\0';
+        refuse(c, EGRESS_END_MALFORMED, 400, "%s", e.msg);
+        return;
+    }
+    c->head_bytes = xmalloc(c->head.len);
+    (void)evbuffer_remove(in, c->head_bytes, c->head.len);
+    bufferevent_disable(bev, EV_READ); /* until the upstream is there */
+    checked(c);
+}
+
+static void
+on_head_event(struct bufferevent *bev, short what, void *arg)
+{
+    egress_conn_end(arg, EGRESS_END_MALFORMED, "the sandbox closed before its request's head");
+}
+
+static void
+on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct egress_conn *c = arg;
+
+    if (what & EV_WRITE) { /* on_resolved()'s next turn */
+        if (c->state == EGRESS_CONN_RESOLVING) {
+            resolved(c);
+        }
+        return;
+    }
+    switch (c->state) {
+    case EGRESS_CONN_HEAD:
+        egress_conn_end(c, EGRESS_END_LIMIT, "no request head within egress.head_timeout_ms");
+        break;
+    case EGRESS_CONN_RESOLVING:
+    case EGRESS_CONN_CONNECTING:
+        refuse(c, EGRESS_END_LIMIT, 504, "%s:%u: not reached within egress.connect_timeout_ms",
+               c->head.host, c->head.port);
+        break;
+    default:
+        egress_conn_end(c, c->end, c->why); /* the refusal was not read in time */
+        break;
+    }
+}
+
+void
+egress_conn_accept(struct egress_gate *g, int fd)
+{
+    struct egress_proxy *p = g->p;
+    struct egress_conn *c = xcalloc(1, sizeof(*c));
+
+    c->g = g;
+    c->started_ms = time_now_ms();
+    c->down = OOM_CHECK(
+        bufferevent_socket_new(p->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS));
+    c->timer = OOM_CHECK(event_new(p->base, -1, 0, on_timer, c));
+    LIST_INSERT_HEAD(&g->conns, c, link);
+    g->n_conns++;
+    p->stats.open++;
+    conn_set(c, EGRESS_CONN_HEAD);
+    if (!g->bound) {
+        refuse(c, EGRESS_END_NO_SESSION, 403, "this sandbox serves no session");
+    } else if (g->n_conns > p->cfg.max_connections) {
+        refuse(c, EGRESS_END_LIMIT, 429,
+               "the session has %u egress connections open (egress.max_connections)",
+               g->n_conns - 1);
+    } else {
+        bufferevent_setwatermark(c->down, EV_READ, 0, EGRESS_HEAD_MAX);
+        bufferevent_setcb(c->down, on_head_read, NULL, on_head_event, c);
+        bufferevent_enable(c->down, EV_READ);
+        arm(c, p->cfg.head_timeout_ms);
+    }
+}

@@ -1,0 +1,246 @@
+/* The egress proxy and its gates; see proxy.h. Each connection's life is conn.c's. */
+#define LOG_MODULE "egress"
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "egress/proxy-internal.h"
+#include "util/macro.h"
+#include "util/parse.h"
+
+static const char *const end_names[EGRESS_END__COUNT] = {
+    [EGRESS_END_DONE] = "done",
+    [EGRESS_END_DENIED] = "denied by name",
+    [EGRESS_END_NOT_ALLOWED] = "not allowed",
+    [EGRESS_END_REFUSED_ADDRESS] = "refused address",
+    [EGRESS_END_UNRESOLVED] = "unresolved",
+    [EGRESS_END_UPSTREAM] = "upstream failed",
+    [EGRESS_END_MALFORMED] = "malformed",
+    [EGRESS_END_LIMIT] = "limit",
+    [EGRESS_END_NO_SESSION] = "no session",
+};
+
+const char *
+egress_end_to_string(enum egress_end e)
+{
+    return e < EGRESS_END__COUNT ? end_names[e] : "?";
+}
+
+/* mkdir path with mode unless it is a directory already. */
+static int
+make_dir(const char *path, mode_t mode, struct err *reterr)
+{
+    struct stat st;
+
+    if (mkdir(path, mode) == 0 ||
+        (errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
+        return 0;
+    }
+    return err_set(reterr, -errno, "cannot make the directory %s: %s", path, strerror(errno));
+}
+
+int
+egress_proxy_new(struct event_base *base, const struct egress_proxy_config *cfg,
+                 egress_event_cb *cb, void *userdata, struct egress_proxy **ret, struct err *reterr)
+{
+    struct egress_proxy *p;
+    int r;
+
+    /* 0711: a sandbox reaches its own directory through its bind mount; nobody on the host lists
+     * them. */
+    if ((r = make_dir(cfg->dir, 0711, reterr)) < 0) {
+        return r;
+    }
+    p = xcalloc(1, sizeof(*p));
+    p->base = base;
+    p->cb = cb;
+    p->userdata = userdata;
+    p->cfg = *cfg;
+    p->dir = xstrdup(cfg->dir);
+    p->cfg.dir = p->dir;
+    p->hosts = xcalloc(cfg->n_hosts + 1, sizeof(*p->hosts));
+    memcpy(p->hosts, cfg->hosts, cfg->n_hosts * sizeof(*p->hosts));
+    p->cfg.hosts = p->hosts;
+    p->n_hosts = cfg->n_hosts;
+    p->cidrs = xcalloc(cfg->n_cidrs + 1, sizeof(*p->cidrs));
+    memcpy(p->cidrs, cfg->cidrs, cfg->n_cidrs * sizeof(*p->cidrs));
+    p->cfg.cidrs = p->cidrs;
+    p->n_cidrs = cfg->n_cidrs;
+    p->cfg.resolv_conf = NULL; /* read below, not kept */
+    /* No nameserver unless the file names some: a name that is not pinned is then unresolved,
+     * and nothing here ever falls back to a resolver of its own. */
+    p->dns = OOM_CHECK(evdns_base_new(base, 0));
+    if (cfg->resolv_conf[0] != '\0' &&
+        /* Its nameservers and their options, never its search domains (an allowed "intranet"
+         * must not become "intranet.corp.example") nor the hosts file. */
+        (r = evdns_base_resolv_conf_parse(p->dns, DNS_OPTION_NAMESERVERS | DNS_OPTION_MISC,
+                                          cfg->resolv_conf)) != 0 &&
+        r != 6 /* no nameserver in it: as "" */) {
+        egress_proxy_free(p);
+        return err_set(reterr, -EINVAL, "egress.resolv_conf: cannot read %s (evdns error %d)",
+                       cfg->resolv_conf, r);
+    }
+    *ret = p;
+    return 0;
+}
+
+struct egress_proxy *
+egress_proxy_free(struct egress_proxy *p)
+{
+    if (p != NULL) {
+        assert(p->stats.gates == 0);
+        /* 1: requests in flight fail (their callbacks run, and find their connection gone) */
+        evdns_base_free(p->dns, 1);
+        free(p->hosts);
+        free(p->cidrs);
+        free(p->dir);
+        free(p);
+    }
+    return NULL;
+}
+
+void
+egress_proxy_get_stats(const struct egress_proxy *p, struct egress_stats *ret)
+{
+    *ret = p->stats;
+}
+
+/* ---- gates ----------------------------------------------------------------------------------- */
+
+static void
+on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len, void *arg)
+{
+    egress_conn_accept(arg, fd);
+}
+
+int
+egress_gate_new(struct egress_proxy *p, const char *slot, struct egress_gate **ret,
+                struct err *reterr)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    struct egress_gate *g;
+    int r;
+
+    if (!str_is_name(slot, 64)) {
+        return err_set(reterr, -EINVAL, "slot '%.64s' is no name", slot);
+    }
+    g = xcalloc(1, sizeof(*g));
+    g->p = p;
+    LIST_INIT(&g->conns);
+    (void)snprintf(g->slot, sizeof(g->slot), "%s", slot);
+    if (snprintf(g->dir, sizeof(g->dir), "%s/%s", p->dir, slot) >= (int)sizeof(g->dir) ||
+        snprintf(g->path, sizeof(g->path), "%s/%s", g->dir, EGRESS_SOCKET) >=
+            (int)sizeof(sun.sun_path)) {
+        free(g);
+        return err_set(reterr, -ENAMETOOLONG, "egress.dir is too long for a unix socket's path");
+    }
+    if ((r = make_dir(g->dir, 0711, reterr)) < 0) {
+        free(g);
+        return r;
+    }
+    memcpy(sun.sun_path, g->path, strlen(g->path) + 1);
+    (void)unlink(g->path); /* a socket of an earlier run: its container is served again */
+    g->listener = evconnlistener_new_bind(p->base, on_accept, g,
+                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 64,
+                                          (struct sockaddr *)&sun, (int)sizeof(sun));
+    if (g->listener == NULL) {
+        r = err_set(reterr, -errno, "cannot listen on %s: %s", g->path, strerror(errno));
+        free(g);
+        return r;
+    }
+    p->stats.gates++;
+    /* Any uid may connect (the sandbox's relay's and its user code's: the proxy checks what
+     * they ask, not who they are); only through this container's bind mount does one reach it. */
+    if (chmod(g->path, 0666) < 0) {
+        r = err_set(reterr, -errno, "cannot open %s to the sandbox: %s", g->path, strerror(errno));
+        egress_gate_free(g, false);
+        return r;
+    }
+    *ret = g;
+    return 0;
+}
+
+const char *
+egress_gate_dir(const struct egress_gate *g)
+{
+    return g->dir;
+}
+
+static void
+copy_rules(struct egress_rules *dst, const struct egress_rules *src)
+{
+    dst->allow = xcalloc(src->n_allow + 1, sizeof(*dst->allow));
+    dst->deny = xcalloc(src->n_deny + 1, sizeof(*dst->deny));
+    memcpy(dst->allow, src->allow, src->n_allow * sizeof(*dst->allow));
+    memcpy(dst->deny, src->deny, src->n_deny * sizeof(*dst->deny));
+    dst->n_allow = src->n_allow;
+    dst->n_deny = src->n_deny;
+}
+
+void
+egress_gate_bind(struct egress_gate *g, const char *tenant, const char *session,
+                 const struct egress_rules *rules)
+{
+    egress_gate_unbind(g);
+    g->bound = true;
+    (void)snprintf(g->tenant, sizeof(g->tenant), "%s", tenant);
+    (void)snprintf(g->session, sizeof(g->session), "%s", session);
+    copy_rules(&g->rules, rules);
+    g->bytes = g->exec_bytes = 0;
+}
+
+/* Ends every connection of g. */
+static void
+end_all(struct egress_gate *g, enum egress_end end, const char *why)
+{
+    while (!LIST_EMPTY(&g->conns)) {
+        egress_conn_end(LIST_FIRST(&g->conns), end, why);
+    }
+}
+
+void
+egress_gate_unbind(struct egress_gate *g)
+{
+    if (g->bound) {
+        end_all(g, EGRESS_END_NO_SESSION, "the session ended");
+        egress_rules_done(&g->rules);
+        g->bound = false;
+        g->tenant[0] = g->session[0] = '\0';
+    }
+}
+
+void
+egress_gate_execution(struct egress_gate *g)
+{
+    g->exec_bytes = 0;
+}
+
+void
+egress_gate_free(struct egress_gate *g, bool remove_dir)
+{
+    if (g == NULL) {
+        return;
+    }
+    egress_gate_unbind(g);
+    end_all(g, EGRESS_END_NO_SESSION, "the container is gone");
+    if (g->listener != NULL) {
+        evconnlistener_free(g->listener);
+        (void)unlink(g->path);
+        g->p->stats.gates--;
+    }
+    if (remove_dir) {
+        (void)rmdir(g->dir);
+    }
+    free(g);
+}

@@ -1,0 +1,401 @@
+/* The egress proxy (src/egress/proxy.c, conn.c) end to end without a container: a gate's unix
+ * socket in a temporary directory, the proxy and an upstream HTTP server (evhttp on 127.0.0.1, a
+ * port of its own) on an event loop in a second thread, and a sandbox's requests sent from the
+ * main thread with blocking sockets. No nameserver (egress.resolv_conf ""): names resolve only
+ * through the hosts map, so nothing here can reach a real resolver, and traffic goes to
+ * 127.0.0.1 only (10.0.0.1 is pinned to prove it is refused before any dial). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <jansson.h>
+
+#include "egress/proxy.h"
+#include "tap.h"
+
+#define EVENTS_MAX 64
+
+static struct event_base *base;
+static struct egress_proxy *proxy;
+static struct egress_gate *gate;
+static char sock_path[4200];
+static uint16_t up_port;
+static struct egress_event events[EVENTS_MAX];
+static char event_hosts[EVENTS_MAX][256], event_whys[EVENTS_MAX][192];
+static char event_tenants[EVENTS_MAX][65], event_addrs[EVENTS_MAX][64];
+static size_t n_events;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int stop_pipe[2], unbind_pipe[2];
+
+static void
+on_event(const struct egress_event *ev, void *userdata)
+{
+    pthread_mutex_lock(&lock);
+    if (n_events < EVENTS_MAX) {
+        events[n_events] = *ev;
+        (void)snprintf(event_hosts[n_events], sizeof(event_hosts[0]), "%s", ev->host);
+        (void)snprintf(event_whys[n_events], sizeof(event_whys[0]), "%s", ev->why);
+        (void)snprintf(event_tenants[n_events], sizeof(event_tenants[0]), "%s", ev->tenant);
+        (void)snprintf(event_addrs[n_events], sizeof(event_addrs[0]), "%s", ev->address);
+        n_events++;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* The last event's end, once there are n events (waits up to 5 s). */
+static int
+wait_events(size_t n)
+{
+    for (int i = 0; i < 500; i++) {
+        size_t got;
+
+        pthread_mutex_lock(&lock);
+        got = n_events;
+        pthread_mutex_unlock(&lock);
+        if (got >= n) {
+            return (int)events[n - 1].end;
+        }
+        usleep(10000);
+    }
+    return -1;
+}
+
+/* ---- the upstream ------------------------------------------------------------------------------
+ */
+
+static void
+on_upstream(struct evhttp_request *req, void *arg)
+{
+    struct evbuffer *b = evbuffer_new();
+    const char *uri = evhttp_request_get_uri(req);
+
+    if (strcmp(uri, "/big") == 0) {
+        static char chunk[65536];
+
+        memset(chunk, 'x', sizeof(chunk));
+        for (int i = 0; i < 16; i++) {
+            evbuffer_add(b, chunk, sizeof(chunk));
+        }
+    } else {
+        evbuffer_add_printf(b, "hello %s host=%s", uri,
+                            evhttp_find_header(evhttp_request_get_input_headers(req), "Host"));
+    }
+    evhttp_send_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
+static void
+on_stop(evutil_socket_t fd, short what, void *arg)
+{
+    event_base_loopbreak(base);
+}
+
+static void *
+loop_thread(void *arg)
+{
+    event_base_dispatch(base);
+    return NULL;
+}
+
+/* ---- the sandbox's side ------------------------------------------------------------------------
+ */
+
+static int
+dial(void)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    struct timeval tv = {.tv_sec = 5};
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    memcpy(sun.sun_path, sock_path, strlen(sock_path) + 1);
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Reads until the peer closes (or n - 1 bytes); returns the count. */
+static size_t
+read_all(int fd, char *out, size_t n)
+{
+    size_t got = 0;
+    ssize_t r;
+
+    while (got + 1 < n && (r = read(fd, out + got, n - 1 - got)) > 0) {
+        got += (size_t)r;
+    }
+    out[got] = '\0';
+    return got;
+}
+
+/* Sends req on a new connection and reads the whole answer into out. */
+static void
+ask(const char *req, char *out, size_t n)
+{
+    int fd = dial();
+
+    out[0] = '\0';
+    if (fd < 0) {
+        return;
+    }
+    if (write(fd, req, strlen(req)) == (ssize_t)strlen(req)) {
+        (void)read_all(fd, out, n);
+    }
+    close(fd);
+}
+
+static bool
+starts(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* ---- the tests ---------------------------------------------------------------------------------
+ */
+
+TEST(allowed)
+{
+    char req[512], out[4096];
+    size_t before = n_events;
+
+    (void)snprintf(req, sizeof(req),
+                   "GET http://pinned.test:%u/hello HTTP/1.1\r\nHost: pinned.test:%u\r\n"
+                   "Proxy-Connection: keep-alive\r\n\r\n",
+                   up_port, up_port);
+    ask(req, out, sizeof(out));
+    TAP_CHECK(starts(out, "HTTP/1.1 200") && strstr(out, "hello /hello host=pinned.test") != NULL,
+              "an absolute-form GET to an allowed, pinned name reaches the upstream: %.80s", out);
+    ASSERT_EQ_I(wait_events(before + 1), EGRESS_END_DONE);
+    ASSERT_STREQ(event_hosts[before], "pinned.test");
+    ASSERT_STREQ(event_addrs[before], "127.0.0.1");
+    ASSERT_STREQ(event_tenants[before], "tenant-a");
+    ASSERT_TRUE(events[before].bytes_down > 0 && events[before].bytes_up > 0);
+
+    /* A CONNECT tunnel, then a request through it. */
+    {
+        int fd = dial();
+        char line[256];
+        ssize_t r;
+
+        (void)snprintf(req, sizeof(req), "CONNECT pinned.test:%u HTTP/1.1\r\n\r\n", up_port);
+        ASSERT_TRUE(fd >= 0 && write(fd, req, strlen(req)) == (ssize_t)strlen(req));
+        r = read(fd, line, sizeof(line) - 1);
+        line[r > 0 ? r : 0] = '\0';
+        TAP_CHECK(strcmp(line, "HTTP/1.1 200 Connection established\r\n\r\n") == 0,
+                  "CONNECT to an allowed name: 200 (%s)", line);
+        (void)snprintf(req, sizeof(req),
+                       "GET /tunnel HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        ASSERT_TRUE(write(fd, req, strlen(req)) == (ssize_t)strlen(req));
+        (void)read_all(fd, out, sizeof(out));
+        TAP_CHECK(strstr(out, "hello /tunnel host=t") != NULL, "... bytes flow through it: %.60s",
+                  out);
+        close(fd);
+        ASSERT_EQ_I(wait_events(before + 2), EGRESS_END_DONE);
+    }
+}
+
+TEST(refused)
+{
+    /* Each request: pre, the upstream's port, post. */
+    static const struct {
+        const char *pre, *post;
+        const char *status;
+        const char *says;
+        enum egress_end end;
+    } cases[] = {
+        {"CONNECT evil.pinned.test:", " HTTP/1.1\r\n\r\n", "HTTP/1.1 403", "denied by name",
+         EGRESS_END_DENIED},
+        {"CONNECT other.test:443 HTTP/1.1\r\nX-Port: ", "\r\n\r\n", "HTTP/1.1 403",
+         "not in the profile", EGRESS_END_NOT_ALLOWED},
+        {"CONNECT pinned.test:443 HTTP/1.1\r\nX-Port: ", "\r\n\r\n", "HTTP/1.1 403",
+         "not in the profile", EGRESS_END_NOT_ALLOWED}, /* its port only */
+        {"CONNECT private.test:", " HTTP/1.1\r\n\r\n", "HTTP/1.1 403", "private address",
+         EGRESS_END_REFUSED_ADDRESS},
+        {"CONNECT 127.0.0.2:", " HTTP/1.1\r\n\r\n", "HTTP/1.1 403", "not in the profile",
+         EGRESS_END_NOT_ALLOWED},
+        {"CONNECT unpinned.test:", " HTTP/1.1\r\n\r\n", "HTTP/1.1 502", "no address",
+         EGRESS_END_UNRESOLVED},
+        {"GET http://pinned.test:", "/ HTTP/1.1\r\nHost: other.test\r\n\r\n", "HTTP/1.1 400",
+         "another host", EGRESS_END_MALFORMED},
+        {"GET https://pinned.test:", "/ HTTP/1.1\r\n\r\n", "HTTP/1.1 400", "CONNECT",
+         EGRESS_END_MALFORMED},
+    };
+
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        char req[256], out[1024];
+        size_t before = n_events;
+
+        (void)snprintf(req, sizeof(req), "%s%u%s", cases[i].pre, up_port, cases[i].post);
+        ask(req, out, sizeof(out));
+        TAP_CHECK(starts(out, cases[i].status) && strstr(out, cases[i].says) != NULL,
+                  "%.50s -> %.60s", req, out);
+        TAP_CHECK(wait_events(before + 1) == (int)cases[i].end, "... its event says %s (%s)",
+                  egress_end_to_string(cases[i].end), event_whys[before]);
+    }
+    /* An address literal the rules name, in allow_cidrs: reached. */
+    {
+        char req[256], out[1024];
+
+        (void)snprintf(req, sizeof(req), "GET http://127.0.0.1:%u/lit HTTP/1.1\r\n\r\n", up_port);
+        ask(req, out, sizeof(out));
+        TAP_CHECK(strstr(out, "hello /lit host=127.0.0.1") != NULL,
+                  "an address literal the list names, in egress.allow_cidrs: reached (%.40s)", out);
+    }
+}
+
+TEST(limits)
+{
+    static char out[1 << 21];
+    char req[256];
+    int fds[3];
+    size_t before;
+
+    /* max_connections 2: a third one at once is refused. */
+    (void)snprintf(req, sizeof(req), "CONNECT pinned.test:%u HTTP/1.1\r\n\r\n", up_port);
+    for (int i = 0; i < 2; i++) {
+        char line[128];
+
+        fds[i] = dial();
+        ASSERT_TRUE(write(fds[i], req, strlen(req)) == (ssize_t)strlen(req));
+        ASSERT_TRUE(read(fds[i], line, sizeof(line)) > 0);
+    }
+    before = n_events;
+    ask(req, out, sizeof(out));
+    TAP_CHECK(starts(out, "HTTP/1.1 429"), "a third connection at once: 429 (%.60s)", out);
+    ASSERT_EQ_I(wait_events(before + 1), EGRESS_END_LIMIT);
+    close(fds[0]);
+    close(fds[1]);
+    ASSERT_TRUE(wait_events(before + 3) >= 0);
+
+    /* max_exec_bytes 256 KiB: a 1 MiB answer is cut, and the event says why. */
+    before = n_events;
+    (void)snprintf(req, sizeof(req), "GET http://pinned.test:%u/big HTTP/1.1\r\n\r\n", up_port);
+    ask(req, out, sizeof(out));
+    TAP_CHECK(strlen(out) < (1u << 20), "a 1 MiB answer over the execution's bytes is cut (%zu)",
+              strlen(out));
+    ASSERT_EQ_I(wait_events(before + 1), EGRESS_END_LIMIT);
+    TAP_CHECK(strstr(event_whys[before], "max_exec_bytes") != NULL, "... saying so: %s",
+              event_whys[before]);
+}
+
+static void
+on_unbind(evutil_socket_t fd, short what, void *arg)
+{
+    char x;
+
+    if (read(fd, &x, 1) == 1) {
+        egress_gate_unbind(gate);
+    }
+}
+
+TEST(unbound)
+{
+    char req[256], out[1024], line[128];
+    int fd;
+    size_t before = n_events;
+
+    (void)snprintf(req, sizeof(req), "CONNECT pinned.test:%u HTTP/1.1\r\n\r\n", up_port);
+    fd = dial();
+    ASSERT_TRUE(write(fd, req, strlen(req)) == (ssize_t)strlen(req));
+    ASSERT_TRUE(read(fd, line, sizeof(line)) > 0);
+    ASSERT_TRUE(write(unbind_pipe[1], "x", 1) == 1); /* on_unbind, on the loop's thread */
+    TAP_CHECK(read(fd, line, sizeof(line)) == 0, "the session unbound: its open tunnel closes");
+    close(fd);
+    ASSERT_EQ_I(wait_events(before + 1), EGRESS_END_NO_SESSION);
+    ask(req, out, sizeof(out));
+    TAP_CHECK(starts(out, "HTTP/1.1 403") && strstr(out, "no session") != NULL,
+              "then a new connection: 403 no session (%.60s)", out);
+}
+
+int
+main(void)
+{
+    char dir[] = "/tmp/sandpool-test-egress.XXXXXX";
+    struct egress_host hosts[4];
+    struct egress_cidr cidrs[2];
+    struct egress_rules rules = {0};
+    struct egress_proxy_config cfg = {0};
+    struct evhttp *http;
+    struct evhttp_bound_socket *bound;
+    struct event *stop, *unbind;
+    pthread_t thread;
+    struct err e = {0};
+    char rules_text[512];
+    json_t *j;
+    int n_hosts, n_cidrs;
+
+    base = event_base_new();
+    http = evhttp_new(base);
+    evhttp_set_gencb(http, on_upstream, NULL);
+    bound = evhttp_bind_socket_with_handle(http, "127.0.0.1", 0);
+    if (bound == NULL || mkdtemp(dir) == NULL || pipe(stop_pipe) < 0 || pipe(unbind_pipe) < 0) {
+        TAP_SKIP_ALL("no loopback listener or temporary directory");
+    }
+    {
+        struct sockaddr_in sin;
+        socklen_t len = sizeof(sin);
+
+        getsockname(evhttp_bound_socket_get_fd(bound), (struct sockaddr *)&sin, &len);
+        up_port = ntohs(sin.sin_port);
+    }
+    n_hosts = egress_hosts_parse("pinned.test=127.0.0.1,evil.pinned.test=127.0.0.1,"
+                                 "private.test=10.0.0.1",
+                                 hosts, 4, &e);
+    n_cidrs = egress_cidrs_parse("127.0.0.1/32", cidrs, 2, &e);
+    cfg = (struct egress_proxy_config){.dir = dir,
+                                       .resolv_conf = "",
+                                       .hosts = hosts,
+                                       .n_hosts = (size_t)n_hosts,
+                                       .cidrs = cidrs,
+                                       .n_cidrs = (size_t)n_cidrs,
+                                       .max_connections = 2,
+                                       .max_bytes = 64u << 20,
+                                       .max_exec_bytes = 256u << 10,
+                                       .connect_timeout_ms = 3000,
+                                       .head_timeout_ms = 3000};
+    ASSERT_OK(egress_proxy_new(base, &cfg, on_event, NULL, &proxy, &e));
+    ASSERT_OK(egress_gate_new(proxy, "slot-1", &gate, &e));
+    (void)snprintf(sock_path, sizeof(sock_path), "%s/proxy.sock", egress_gate_dir(gate));
+    (void)snprintf(rules_text, sizeof(rules_text),
+                   "{\"allow\": [\"*.pinned.test:%u\", \"pinned.test:%u\", \"private.test:%u\","
+                   " \"unpinned.test:%u\", \"127.0.0.1:%u\"], \"deny\": [\"evil.pinned.test\"]}",
+                   up_port, up_port, up_port, up_port, up_port);
+    j = json_loads(rules_text, 0, NULL);
+    ASSERT_OK(egress_rules_from_json(j, "egress", &rules, &e));
+    json_decref(j);
+    egress_gate_bind(gate, "tenant-a", "session-1", &rules);
+    egress_rules_done(&rules);
+    stop = event_new(base, stop_pipe[0], EV_READ, on_stop, NULL);
+    event_add(stop, NULL);
+    unbind = event_new(base, unbind_pipe[0], EV_READ | EV_PERSIST, on_unbind, NULL);
+    event_add(unbind, NULL);
+    pthread_create(&thread, NULL, loop_thread, NULL);
+
+    RUN(allowed);
+    RUN(refused);
+    RUN(limits);
+    RUN(unbound);
+
+    ASSERT_TRUE(write(stop_pipe[1], "x", 1) == 1);
+    pthread_join(thread, NULL);
+    egress_gate_free(gate, true);
+    egress_proxy_free(proxy);
+    TAP_CHECK(access(sock_path, F_OK) < 0 && rmdir(dir) == 0,
+              "the gate's socket and directory are removed with it");
+    event_free(stop);
+    event_free(unbind);
+    evhttp_free(http);
+    event_base_free(base);
+    return tap_done();
+}
