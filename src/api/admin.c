@@ -193,7 +193,7 @@ api_admin_sessions(struct api *a, struct evhttp_request *req, const char *const 
     session_foreach(a->backend->sessions, tenant, append_admin_session, &l);
     evhttp_clear_headers(&q);
     /* The other nodes' sessions too (docs/cluster.md#lists). */
-    if (!api_gather(a, req, &api_gather_sessions, l.list, false)) {
+    if (!api_gather(a, req, &api_gather_sessions, "(admin)", l.list, false)) {
         api_reply_json_new(req, 200, OOM_CHECK(json_pack("{s:o}", "sessions", l.list)));
     }
 }

@@ -52,7 +52,7 @@ struct api {
     uint64_t e2b_audit_suppressed;
     struct api_stats stats;
     struct api_forwarder *forwarder; /* forward.c; NULL without a route (no Redis) */
-    unsigned gathers;                /* lists across nodes under way (gather.c) */
+    struct gather *gathers;          /* lists across nodes under way (gather.c), linked */
     char unix_path[108];
 };
 
@@ -257,11 +257,14 @@ unsigned api_route_flags(enum evhttp_cmd_type method, const char *path, size_t l
 #define API_FORWARDED_HEADER "X-Sandpool-Forwarded"
 /* A forwarded answer carries this: the node that answered. */
 #define API_NODE_HEADER "X-Sandpool-Node"
+/* A list across nodes that is an array (E2B's) carries one per node that did not answer. */
+#define API_MISSING_NODE_HEADER "X-Sandpool-Missing-Node"
 struct api_forwarder;
 struct api_forwarder *api_forwarder_new(struct api *a);
 /* After evhttp_free(): the requests forwarded were cancelled when their connections went. */
 void api_forwarder_free(struct api_forwarder *fw);
 struct route_answer;
+struct gather;
 /* How a routed request that is not forwarded is answered, by the layer it came through and in
  * its shapes (the E2B and MCP routes'); NULL members (or a NULL style): REST's. */
 struct api_route_style {
@@ -287,7 +290,7 @@ struct peer_client *api_forwarder_peers(struct api *a);
 /* What a list across nodes answers (gather.c). */
 struct api_gather_spec {
     /* {member: [...]}, with "missing_nodes" naming the nodes that did not answer; NULL: the
-     * answer is the array alone (E2B's list; the missing nodes are only logged). */
+     * answer is the array alone (E2B's list; API_MISSING_NODE_HEADER names them). */
     const char *member;
     /* All nodes' items, before they are sent: a page is cut here (more: a node said there are
      * more, with X-Next-Token); NULL: all of them, in the nodes' order. */
@@ -298,9 +301,11 @@ struct api_gather_spec {
 /* A list request (GET) whose answer is this node's items, local (more: this node has more than
  * it listed): when other nodes share this one's Redis and req is no other node's, every live
  * node is asked for its own with the same request, and the answer is all of them as spec says;
- * true, local taken. false: answer local alone (still the caller's). */
+ * true, local taken. false: answer local alone (still the caller's). who (a tenant's id, or
+ * "(admin)", which no tenant id is) has at most GATHER_PER_CLIENT of them under way, the node
+ * GATHER_MAX: then 503. */
 bool api_gather(struct api *a, struct evhttp_request *req, const struct api_gather_spec *spec,
-                json_t *local, bool more);
+                const char *who, json_t *local, bool more);
 /* {"sessions": [...]}: the REST and admin lists. */
 extern const struct api_gather_spec api_gather_sessions;
 /* Whether other nodes share this one's Redis (the registry's last read): routing has a point. */

@@ -338,7 +338,7 @@ by_sandbox_id(const void *x, const void *y)
 static void
 merge_pages(struct api *a, struct evhttp_request *req, json_t *list, bool more)
 {
-    struct e2b_list l;
+    struct e2b_list l = {0};
     struct err e = {0};
     size_t n = 0, keep;
     json_t **items = xcalloc(json_array_size(list) + 1, sizeof(*items));
@@ -413,7 +413,7 @@ sandbox_list(struct api *a, struct evhttp_request *req, const struct cfg_tenant 
     free(ls.found);
     e2b_list_done(&l);
     /* The other nodes' sandboxes too (docs/cluster.md#lists): their pages, merged. */
-    if (api_gather(a, req, &list_spec, out, more)) {
+    if (api_gather(a, req, &list_spec, t->id, out, more)) {
         return;
     }
     if (more) {

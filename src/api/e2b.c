@@ -271,6 +271,14 @@ refused(struct api *a, struct evhttp_request *req, const char *sandbox, unsigned
 
 /* ---- sandboxes on other nodes (docs/cluster.md#routing) -------------------------------------- */
 
+/* Whether s is n lowercase hex digits: a sandbox id, an access token. Only a request whose id and
+ * token could be real is routed (it is anonymous until the owner checks the token). */
+static bool
+hex_of(const char *s, size_t n)
+{
+    return strlen(s) == n && strspn(s, "0123456789abcdef") == n;
+}
+
 void
 e2b_refuse_routed(struct api *a, struct evhttp_request *req, int err, const char *msg)
 {
@@ -329,7 +337,7 @@ api_e2b_sandbox(struct api *a, struct evhttp_request *req, const char *const *pa
         return;
     }
     t.s = session_find(a->backend->sessions, NULL, id);
-    if (t.s == NULL && str_is_name(id, SESSION_ID_MAX)) {
+    if (t.s == NULL && hex_of(id, 32) && hex_of(given, E2B_TOKEN_LEN)) {
         /* Another node's, perhaps: its owner checks the token (this node cannot: the sandbox's
          * record is there), as it would had the request gone there directly. */
         api_forward_session(a, req, id, NULL, &sandbox_style);

@@ -3,8 +3,10 @@
  *
  * The request goes out as the client sent it, its credentials included: the owner authenticates
  * it again (every node has the same tenants), so forwarding opens no new trust path. It is routed
- * only after this node authenticated it (auth.c), so an anonymous client costs no lookup. A
- * forwarded request carries API_FORWARDED_HEADER (this node's id); a node that gets a request so
+ * only after this node authenticated it (auth.c), so an anonymous client costs no lookup; the E2B
+ * sandbox routes excepted, whose credential is the sandbox's own token, which only its owner can
+ * check (a token of the right form is routed, its lookups bounded as every other). A forwarded
+ * request carries API_FORWARDED_HEADER (this node's id); a node that gets a request so
  * marked never forwards it again, so a stale registry can bounce a request once at most. A client
  * that sends the marker itself only turns forwarding off for its request.
  *
@@ -69,6 +71,7 @@ struct fwd {
     struct peer_call *call;              /* forwarding */
     const struct api_route_style *style; /* NULL: REST's answers */
     bool mcp;                            /* id is an MCP session's (api_forward_mcp()) */
+    bool must_close;                     /* the owner refused the credentials (401) */
     char id[OWNER_ID_MAX + 1];
     char node[OWNER_ID_MAX + 1];
     char request[LOG_REQUEST_ID_MAX + 1];
@@ -227,6 +230,11 @@ on_head(long status, void *userdata)
     }
     if (status == 401) {
         api_reply_close(f->req); /* as the owner did: no slot kept for the next guess */
+        f->must_close = true;
+    } else if (status < 400) {
+        /* The owner took the credentials (an E2B sandbox's token, which only it can check): the
+         * connection is an authenticated client's here too (conns.c), as it is there. */
+        api_conn_authenticated(f->fw->a->conns, f->req);
     }
     peer_call_headers(f->call, copy_header, out);
     (void)evhttp_add_header(out, API_NODE_HEADER, f->node);
@@ -295,7 +303,7 @@ on_done(int r, void *userdata)
                r < 0 ? strerror(-r) : "no answer");
         fwd_free(f, API_FWD_UNREACHABLE);
     } else {
-        if (f->is_held && !api_body_unread(&f->held)) {
+        if (f->is_held && !api_body_unread(&f->held) && !f->must_close) {
             (void)evhttp_remove_header(evhttp_request_get_output_headers(req), "Connection");
         }
         evhttp_send_reply(req, (int)f->status, NULL, f->body);
@@ -649,7 +657,7 @@ on_watch(evutil_socket_t fd, short what, void *arg)
             stream_out_end(f->out, true);
             fwd_free(f, API_FWD_BROKEN);
         } else {
-            api_reply_error(req, -ENOTCONN, "the session's node '%s' stopped answering", f->node);
+            refuse(f, req, -ENOTCONN, "the session's node '%s' stopped answering", f->node);
             fwd_free(f, API_FWD_UNREACHABLE);
         }
         log_set_request(NULL);

@@ -6,10 +6,12 @@
  * API_FORWARDED_HEADER so that a node so asked answers for itself alone. The answers are read
  * whole, GATHER_ANSWER_MAX at most each, and their arrays appended to this node's. A node that
  * does not answer in GATHER_DEADLINE_MS, answers something else than a 200 with that array, or
- * is stopped (its sessions wait for its restart) is named in "missing_nodes": the list is then
- * known to be partial, never silently short. At most GATHER_MAX lists are under way at once (each
- * costs a request to every node): one more is a 503. A lost node is not asked (its sessions were
- * claimed: ended, or adopted by a live node, which lists them). Loop context only. */
+ * is stopped (its sessions wait for its restart) is named in "missing_nodes" (or, for E2B's
+ * bare array, an API_MISSING_NODE_HEADER each): the list is then known to be partial, never
+ * silently short. At most GATHER_MAX lists are under way at once (each
+ * costs a request to every node), GATHER_PER_CLIENT of one tenant's: one more is a 503. A lost node
+ * is not asked (its sessions were claimed: ended, or adopted by a live node, which lists them).
+ * Loop context only. */
 #define LOG_MODULE "api"
 #include <errno.h>
 #include <stdio.h>
@@ -18,9 +20,11 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 #include <jansson.h>
 
 #include "api/api-internal.h"
+#include "cluster/owners.h"
 #include "cluster/peer.h"
 #include "cluster/registry.h"
 #include "log/log.h"
@@ -33,13 +37,14 @@
 #define GATHER_DEADLINE_MS 5000u       /* every node answers within this, or is missing */
 #define GATHER_NODES_MAX   256u        /* nodes asked at once, at most */
 #define GATHER_MAX         16u         /* lists under way at once; more: 503 */
+#define GATHER_PER_CLIENT  4u          /* ... of one tenant (or the admin) */
 
 struct gather;
 
 struct ask {
     struct gather *g;
     struct peer_call *call; /* NULL once done */
-    char node[65];
+    char node[OWNER_ID_MAX + 1];
     long status;
     bool more; /* its answer said there is more (X-Next-Token) */
     struct evbuffer *body;
@@ -47,6 +52,8 @@ struct ask {
 };
 
 struct gather {
+    struct gather *next; /* a->gathers */
+    char who[OWNER_ID_MAX + 1];
     struct api *a;
     struct evhttp_request *req; /* NULL once the client went */
     struct evhttp_connection *conn;
@@ -78,7 +85,12 @@ gather_free(struct gather *g)
     if (g->deadline != NULL) {
         event_free(g->deadline);
     }
-    g->a->gathers--;
+    for (struct gather **pp = &g->a->gathers; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == g) {
+            *pp = g->next;
+            break;
+        }
+    }
     json_decref(g->list);
     json_decref(g->missing);
     free(g->asks);
@@ -108,6 +120,12 @@ finish(struct gather *g)
                 (void)json_object_set(answer, "missing_nodes", g->missing);
             }
         } else {
+            /* A bare array (E2B's) has no member for it: a header names the missing nodes. */
+            for (size_t i = 0; i < json_array_size(g->missing); i++) {
+                (void)evhttp_add_header(evhttp_request_get_output_headers(req),
+                                        API_MISSING_NODE_HEADER,
+                                        json_string_value(json_array_get(g->missing, i)));
+            }
             answer = json_incref(g->list);
         }
         api_reply_json_new(req, 200, answer);
@@ -265,23 +283,39 @@ ask(struct gather *g, const struct store_node_rec *n)
     buf_done(&url);
 }
 
+/* Why who may start no more lists across nodes now, or NULL. */
+static const char *
+too_many(const struct api *a, const char *who)
+{
+    unsigned all = 0, theirs = 0;
+
+    for (const struct gather *g = a->gathers; g != NULL; g = g->next) {
+        all++;
+        theirs += strcmp(g->who, who) == 0;
+    }
+    if (all >= GATHER_MAX) {
+        return "too many lists of every node's sessions at once on this node; retry";
+    }
+    return theirs >= GATHER_PER_CLIENT ? "too many lists of every node's sessions at once; retry"
+                                       : NULL;
+}
+
 bool
 api_gather(struct api *a, struct evhttp_request *req, const struct api_gather_spec *spec,
-           json_t *local, bool more)
+           const char *who, json_t *local, bool more)
 {
     struct timeval tv = {.tv_sec = GATHER_DEADLINE_MS / 1000,
                          .tv_usec = (suseconds_t)(GATHER_DEADLINE_MS % 1000) * 1000};
     size_t peers = api_clustered(a) ? registry_peers(a->backend->registry) : 0;
+    const char *uri = evhttp_request_get_uri(req), *why;
     uint64_t now = time_wall_ms();
     struct gather *g;
 
-    if (peers == 0 || api_forwarded(req)) {
+    if (peers == 0 || api_forwarded(req) || uri == NULL || uri[0] != '/') {
         return false; /* this node's own list is the whole answer */
     }
-    if (a->gathers >= GATHER_MAX) {
+    if ((why = too_many(a, who)) != NULL) {
         /* Each costs a request to every node: a client that asks without end is bounded. */
-        static const char why[] = "too many lists of every node's sessions at once; retry";
-
         json_decref(local);
         if (spec->refuse != NULL) {
             spec->refuse(a, req, -ENOTCONN, why);
@@ -290,8 +324,10 @@ api_gather(struct api *a, struct evhttp_request *req, const struct api_gather_sp
         }
         return true;
     }
-    a->gathers++;
     g = xcalloc(1, sizeof(*g));
+    (void)snprintf(g->who, sizeof(g->who), "%s", who);
+    g->next = a->gathers;
+    a->gathers = g;
     g->a = a;
     g->req = req;
     g->conn = evhttp_request_get_connection(req);

@@ -429,10 +429,11 @@ session_unusable(struct mcp_post *p, struct mcp_session *ms, struct session **re
     *ret_sandbox =
         ms->rec.sandbox[0] != '\0' ? session_find(sm, ms->rec.tenant, ms->rec.sandbox) : NULL;
     if ((ms->rec.sandbox[0] == '\0' || *ret_sandbox == NULL) && api_forwarded(p->req) &&
-        ms->rec.node[0] != '\0' && strcmp(ms->rec.node, p->a->cfg->node_id) != 0) {
-        /* Another node's (its sandbox is not here), sent here by a node whose route is stale, or
-         * by a client with a forged marker: out of this node's memory, its record untouched. The
-         * 503 makes the forwarder look again (docs/cluster.md#routing). */
+        strcmp(ms->rec.node, p->a->cfg->node_id) != 0) {
+        /* Another node's (its sandbox is not here; or a record that names no node), sent here by
+         * a node whose route is stale, or by a client with a forged marker: out of this node's
+         * memory, its record untouched. The 503 makes the forwarder look again, and a session
+         * whose sandbox ended is then answered by the node it reaches (docs/cluster.md). */
         mcp_session_forget(ms, "elsewhere");
         *code = MCP_ERR_BAD_REQUEST;
         return "this MCP session is served by another node; retry";
@@ -528,8 +529,9 @@ on_session(int r, struct mcp_session *ms, const char *why, void *userdata)
 /* ---- sessions other nodes serve (docs/cluster.md#routing) ------------------------------------ */
 
 /* Whether an /mcp request for session sid may be another node's: this node is one of several,
- * does not hold sid, and the request did not come from another node (it is never routed twice:
- * a forwarded one is served here, its session read from Redis). */
+ * does not hold sid, and the request did not come from another node (it is never routed twice: a
+ * forwarded one is served here, its session read from Redis, unless its record names another
+ * node: session_unusable()). */
 static bool
 elsewhere(struct api *a, struct evhttp_request *req, const char *bound_id, const char *sid)
 {

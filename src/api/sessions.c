@@ -250,7 +250,7 @@ api_sessions_list(struct api *a, struct evhttp_request *req, const char *const *
     list = OOM_CHECK(json_array());
     session_foreach(a->backend->sessions, t->id, append_session, list);
     /* The other nodes' sessions too (docs/cluster.md#lists). */
-    if (!api_gather(a, req, &api_gather_sessions, list, false)) {
+    if (!api_gather(a, req, &api_gather_sessions, t->id, list, false)) {
         api_reply_json_new(req, 200, OOM_CHECK(json_pack("{s:o}", "sessions", list)));
     }
 }

@@ -208,7 +208,7 @@ setup(struct peer_call *pc, const struct peer_request *rq)
     (void)curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     (void)curl_easy_setopt(e, CURLOPT_WRITEDATA, pc);
     if (rq->body_len >= 0 || rq->body_len == PEER_BODY_CHUNKED) {
-        /* An upload of an unknown size (-1) goes chunked over HTTP/1.1. */
+        /* PEER_BODY_CHUNKED: curl's unknown size (-1), sent chunked over HTTP/1.1. */
         (void)curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
         (void)curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE,
                                (curl_off_t)(rq->body_len >= 0 ? rq->body_len : -1));

@@ -281,8 +281,13 @@ mcp_node_route(struct route_op *op, const struct mcp_record *rec, struct route_a
     (void)snprintf(o.node, sizeof(o.node), "%s", rec->node);
     (void)snprintf(o.tenant, sizeof(o.tenant), "%s", rec->tenant);
     resolve(op->r, &o, op->tenant, ans);
-    if (ans->verdict == ROUTE_DOWN || ans->verdict == ROUTE_NONE) {
-        /* Its node is gone or restarting (or it is this one): nothing of it lived there. */
+    /* This node's, one whose record names none (written before records did), or one whose node
+     * the registry says is lost (it exits if it comes back running: nothing of the session can
+     * live on there): served here. A node that is restarting (a clean stop) or unknown to the
+     * last read keeps it: 503 until it is back, as a REST session's requests get, so that two
+     * nodes never hold one session. */
+    if (ans->verdict == ROUTE_NONE || rec->node[0] == '\0' ||
+        (ans->verdict == ROUTE_DOWN && lost(op->r, rec->node))) {
         (void)answer(ans, ROUTE_HERE, NULL, "served here");
     }
     mcp_route(op, ans);

@@ -59,7 +59,8 @@ int route_find(struct route *r, const char *id, const char *tenant, struct route
  * where its sandbox is (the sandbox's route), or while it has none by the node that made it (its
  * record's node); HERE when that is this node, when the record is not there or not tenant's (this
  * node then answers as it would alone), when its sandbox ended, and when the node that made a
- * session without a sandbox is not live (this node takes it over: nothing of it lived there). A
+ * session without a sandbox was lost (this node takes it over: nothing of it lived there; a node
+ * that is restarting keeps its sessions, DOWN). A
  * forwarded session's node is cached as a session's owner is: no Redis read the next time. */
 int route_find_mcp(struct route *r, const char *id, const char *tenant, struct route_answer *ret,
                    route_cb *cb, void *userdata, struct route_op **ret_op);

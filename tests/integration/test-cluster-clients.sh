@@ -7,8 +7,9 @@
 # c, an initialize through a drained node placed elsewhere (tests/interop/cluster.test.mjs, each
 # test one TAP line). On the wire with curl: which node answered, another tenant's MCP session id,
 # a wrong sandbox token, forged hop markers, the E2B error shapes, a chunked upload forwarded, the
-# forward counters. a stopped: its sandbox answers 503 in E2B's shape through b and c, and its MCP
-# sessions that had no sandbox yet are taken over by the nodes they reach. Loopback only. TAP output. About 40 s.
+# forward counters. a stopped: its sandbox answers 503 in E2B's shape through b and c, its MCP
+# sessions 503 until it is back (never a second copy); a killed (lost): its MCP session without a
+# sandbox is taken over by the node it reaches. Loopback only. TAP output. About 50 s.
 #
 # All three nodes run on the shared engine: every sandbox here is a's (c only forwards), so an
 # engine of c's own (test-forward.sh) would test nothing more, and it costs a dockerd start and
@@ -201,7 +202,7 @@ check "... a sees it" wait_for 5 drained_b
 clients "mcp drained"
 check_eq "b undrained" "$(admin b undrain)" 200
 
-# ---- a stopped: its sandbox answers 503 in E2B's shape; its MCP session without a sandbox is taken over
+# ---- a stopped: its sandbox and its MCP sessions answer 503 (E2B's shape, JSON-RPC's) until it is back
 wait_for 30 a_warm
 C=$(ctl b POST /v2/sandboxes "$KA" '{"templateID": "base", "timeout": 300}')
 ID=$(jq -r .sandboxID <<<"$C"); AT=$(jq -r .envdAccessToken <<<"$C")
@@ -227,36 +228,59 @@ check "... in E2B's shape" jq_true '.code == 503 and (.message | type == "string
 ctl c GET "/sandboxes/$ID" "$KA" >/dev/null
 check_eq "its getInfo through c: 503, one Retry-After: 1" "$(status) $(retry_after)" "503 1"
 check "... in E2B's shape" jq_true '.code == 503 and (.message | type == "string")' "$work/body"
-s=$(mcp_at b "$TA" "$msid" '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "v = 8\nprint(\"taken over\")"}}}')
-check "the MCP session made at a, used through b: b takes it over and runs the call ($s: $(head -c 160 "$work/mb"))" \
-    jq_true -s 'map(select(has("result"))) | last | .result.structuredContent.stdout == "taken over\n"' <(rpc_msgs "$work/mb")
-check "... answered by b itself (no X-Sandpool-Node)" test -z "$(header x-sandpool-node)"
-s=$(mcp_at c "$TA" "$msid" '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "print(v * 5)"}}}')
-check_eq "... then through c: forwarded to b, where its sandbox is now" "$(header x-sandpool-node)" "$(node_id b)"
-check "... which has its variables (40)" \
+# An MCP session stays with a node that is restarting (a clean stop): 503, never a second copy.
+s=$(mcp_at b "$TA" "$msid" '{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}')
+check_eq "the MCP session made at a, through b while a restarts: 503 with Retry-After (not taken over)" \
+    "$s $(header retry-after)" "503 1"
+s=$(mcp_at c "$TA" "$msid2" '{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}')
+check_eq "the second one through c, whose cached route named a: 503 with Retry-After" \
+    "$s $(header retry-after)" "503 1"
+check_eq "... their records still name a" \
+    "$(redis-cli -s "$REDIS_SOCK" get "${PREFIX}mcp:$msid" | jq -r .node) $(redis-cli -s "$REDIS_SOCK" get "${PREFIX}mcp:$msid2" | jq -r .node)" \
+    "$(node_id a) $(node_id a)"
+start_node a
+check "a started again" wait_for 120 node_ready a
+back_mcp() { s=$(mcp_at b "$TA" "$msid" '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "v = 8"}}}'); [ "$s" = 200 ]; }
+check "a back: the first one through b runs a call (v = 8)" wait_for 10 back_mcp
+check_eq "... answered by a, which read it back from Redis" "$(header x-sandpool-node)" "$(node_id a)"
+s=$(mcp_at c "$TA" "$msid" '{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "print(v * 5)"}}}')
+check "... through c: a's sandbox has its variables (40) ($s $(header x-sandpool-node))" \
     jq_true -s 'map(select(has("result"))) | last | .result.structuredContent.stdout == "40\n"' <(rpc_msgs "$work/mb")
 s=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $TA" -H "Mcp-Session-Id: $msid" "$(url c)/mcp")
 check_eq "... DELETE through c: 204" "$s" 204
-s=$(mcp_at c "$TA" "$msid2" '{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}')
-check_eq "the second one through c, whose cached route named a: c looks again and takes it over (200, answered by c itself)" \
-    "$s [$(header x-sandpool-node)]" "200 []"
-s=$(mcp_at b "$TA" "$msid2" '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "u = 4"}}}')
-check_eq "... through b: forwarded to c, u = 4 in a sandbox on c" "$s [$(header x-sandpool-node)]" "200 [$(node_id c)]"
-start_node a
-check "a started again" wait_for 120 node_ready a
-s=$(mcp_at c "$TA" "$msid2" '{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "print(u * 10)"}}}')
-check "... a back, through c: answered by c with u (40) ($s $(header x-sandpool-node): $(head -c 140 "$work/mb"))" \
-    jq_true -s 'map(select(has("result"))) | last | .result.structuredContent.stdout == "40\n"' <(rpc_msgs "$work/mb")
-s=$(mcp_at a "$TA" "$msid2" '{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "print(u + 1)"}}}')
-check_eq "... and through a, its first node: forwarded to c (a holds nothing of it)" "$s [$(header x-sandpool-node)]" "200 [$(node_id c)]"
-check_eq "... its record still in Redis, naming c" \
-    "$(redis-cli -s "$REDIS_SOCK" get "${PREFIX}mcp:$msid2" | jq -r .node 2>/dev/null)" "$(node_id c)"
+s=$(mcp_at c "$TA" "$msid2" '{"jsonrpc": "2.0", "id": 5, "method": "tools/list"}')
+check_eq "the second one through c: answered by a again" "$s [$(header x-sandpool-node)]" "200 [$(node_id a)]"
 s=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $TA" -H "Mcp-Session-Id: $msid2" "$(url b)/mcp")
 check_eq "... DELETE through b: 204" "$s" 204
 back_a() { ctl b GET "/sandboxes/$ID" "$KA" >/dev/null; [ "$(status)" = 200 ]; }
 check "a's sandbox answers through b again" wait_for 10 back_a
 ctl c DELETE "/sandboxes/$ID" "$KA" >/dev/null
 check_eq "... killed through c: 204" "$(status)" 204
+
+# ---- a lost (kill -9): its MCP session without a sandbox is taken over where it is asked next --
+wait_for 30 a_warm
+s=$(mcp_at a "$TA" "" "$INIT")
+msid3=$(header mcp-session-id)
+check "an MCP session initialized at a, no sandbox yet" bash -c "[ '$s' = 200 ] && [[ '$msid3' =~ ^[0-9a-f]{32}$ ]]"
+kill -KILL "${npid[a]}"
+wait "${npid[a]}" 2>/dev/null
+npid[a]=
+lost_a() { curl -s -H "Authorization: Bearer $TADM" "$(url b)/v1/admin/nodes" | jq_true --arg a "$(node_id a)" 'any(.nodes[]; .id == $a and (.live | not) and (.stopped | not))'; }
+check "a killed: b sees it lost (3 missed heartbeats)" wait_for 5 lost_a
+s=$(mcp_at b "$TA" "$msid3" '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "w = 3\nprint(w)"}}}')
+check "through b: taken over by b, which runs the call in a sandbox of its own ($s [$(header x-sandpool-node)])" \
+    bash -c "[ '$s' = 200 ] && [ -z '$(header x-sandpool-node)' ]"
+check "... its result (3)" \
+    jq_true -s 'map(select(has("result"))) | last | .result.structuredContent.stdout == "3\n"' <(rpc_msgs "$work/mb")
+check_eq "... its record names b now" \
+    "$(redis-cli -s "$REDIS_SOCK" get "${PREFIX}mcp:$msid3" | jq -r .node)" "$(node_id b)"
+s=$(mcp_at c "$TA" "$msid3" '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "print(w * 2)"}}}')
+check "... through c: forwarded to b, with its variable (6) ($s [$(header x-sandpool-node)])" \
+    jq_true -s 'map(select(has("result"))) | last | .result.structuredContent.stdout == "6\n"' <(rpc_msgs "$work/mb")
+s=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $TA" -H "Mcp-Session-Id: $msid3" "$(url c)/mcp")
+check_eq "... DELETE through c: 204" "$s" 204
+start_node a
+check "a started again after its kill" wait_for 120 node_ready a
 
 # ---- counters, and the end ---------------------------------------------------------------------
 check "b forwarded requests, answered (sandpool_forward_requests_total{outcome=\"ok\"} $fwd_b0 -> $(fwd_ok b))" \
