@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config-internal.h"
+#include "egress/rules.h"
 #include "util/macro.h"
 
 struct cfg *
@@ -49,6 +50,11 @@ cfg_profile_done(struct cfg_profile *p)
     cfg_free_strings(p, cfg_profile_options, cfg_n_profile_options);
     free(p->name);
     cfg_strv_free(p->command);
+    if (p->egress != NULL) {
+        egress_rules_done(p->egress);
+        free(p->egress);
+    }
+    free(p->egress_json);
     memset(p, 0, sizeof(*p));
 }
 

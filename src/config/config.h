@@ -21,6 +21,8 @@
 
 #define CFG_SHA256_LEN 32
 
+struct egress_rules;
+
 struct cfg_profile {
     char *name;
     char *image;
@@ -48,6 +50,10 @@ struct cfg_profile {
      * sandbox.seccomp_profile is "" (the engine's default profile). */
     const char *seccomp;
     const char *seccomp_path;
+    /* Egress by name (docs/egress.md): what its sandboxes may reach through the daemon's proxy;
+     * NULL: nothing (no network at all). Its JSON text, compact with sorted keys, alongside. */
+    struct egress_rules *egress;
+    char *egress_json;
 };
 
 struct cfg_tenant {
@@ -98,6 +104,15 @@ struct cfg {
     unsigned mcp_max_output_bytes, mcp_max_image_bytes, mcp_max_read_bytes;
     char *mcp_allowed_origins; /* comma-separated Origin values; "": none */
     char *e2b_templates;       /* "template=profile,...": E2B templateIDs (docs/e2b.md) */
+    /* Egress by name (docs/egress.md, src/egress/proxy.h) */
+    char *egress_dir;
+    char *egress_resolv_conf;
+    char *egress_hosts;       /* "name=address,...", checked by cfg_validate() */
+    char *egress_allow_cidrs; /* "a.b.c.d/n,...", checked by cfg_validate() */
+    unsigned egress_port;
+    unsigned egress_max_connections;
+    uint64_t egress_max_bytes, egress_max_exec_bytes;
+    unsigned egress_connect_timeout_ms, egress_head_timeout_ms;
     unsigned e2b_default_timeout_s, e2b_max_contexts;
     /* snapshots (docs/hibernate.md): store "" turns them off */
     char *snapshots_store, *snapshots_dir;

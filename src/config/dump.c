@@ -61,6 +61,9 @@ cfg_dump(const struct cfg *c)
             }
             json_set_path(po, "command", cmd);
         }
+        if (p->egress_json != NULL) {
+            json_set_path(po, "egress", OOM_CHECK(json_loads(p->egress_json, 0, NULL)));
+        }
         /* Profile names may contain dots: set by name, not by path. */
         OOM_CHECK(json_object_set_new(profiles, p->name, po) == 0 ? profiles : NULL);
     }

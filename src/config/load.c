@@ -12,6 +12,7 @@
 
 #include "config-internal.h"
 #include "config.h"
+#include "egress/rules.h"
 #include "util/macro.h"
 #include "util/parse.h"
 
@@ -37,6 +38,22 @@ load_command(struct cfg_profile *p, json_t *v, struct err *reterr)
 }
 
 static int
+load_egress(struct cfg_profile *p, json_t *v, struct err *reterr)
+{
+    char where[96];
+    struct egress_rules r;
+
+    (void)snprintf(where, sizeof(where), "profiles.%s.egress", p->name);
+    if (egress_rules_from_json(v, where, &r, reterr) < 0) {
+        return -EINVAL;
+    }
+    p->egress = xmalloc(sizeof(*p->egress));
+    *p->egress = r;
+    p->egress_json = OOM_CHECK(json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS));
+    return 0;
+}
+
+static int
 load_profile(struct cfg *c, const char *name, json_t *obj, struct err *reterr)
 {
     struct cfg_profile *p;
@@ -56,8 +73,8 @@ load_profile(struct cfg *c, const char *name, json_t *obj, struct err *reterr)
     json_object_foreach (obj, key, v) {
         const struct cfg_option *o = NULL;
 
-        if (strcmp(key, "command") == 0) {
-            r = load_command(p, v, reterr);
+        if (strcmp(key, "command") == 0 || strcmp(key, "egress") == 0) {
+            r = key[0] == 'c' ? load_command(p, v, reterr) : load_egress(p, v, reterr);
             if (r < 0) {
                 return r;
             }

@@ -151,6 +151,29 @@ const struct cfg_option cfg_options[] = {
         "max_lifetime_s)"),
     OPT("e2b.max_contexts", CFG_UINT, e2b_max_contexts, "8", 1, 16, 0,
         "code contexts (separate namespaces) an E2B sandbox may create besides its default one"),
+    OPT("egress.dir", CFG_STRING, egress_dir, "/run/sandpool/egress", 0, 0, CFG_NONEMPTY,
+        "where each sandbox's egress socket is made (bind-mounted into it; the engine must see "
+        "the same path)"),
+    OPT("egress.resolv_conf", CFG_STRING, egress_resolv_conf, "/etc/resolv.conf", 0, 0, 0,
+        "the nameservers the egress proxy resolves allowed names with; empty: none (egress.hosts "
+        "only)"),
+    OPT("egress.hosts", CFG_STRING, egress_hosts, "", 0, 0, 0,
+        "names pinned to addresses, consulted before DNS: comma-separated name=address pairs"),
+    OPT("egress.allow_cidrs", CFG_STRING, egress_allow_cidrs, "", 0, 0, 0,
+        "comma-separated address ranges an allowed name may resolve into although they are "
+        "loopback, private, link-local or otherwise refused"),
+    OPT("egress.port", CFG_UINT, egress_port, "3128", 1, 65535, 0,
+        "the port of the forwarder inside a sandbox (HTTP_PROXY=http://127.0.0.1:PORT)"),
+    OPT("egress.max_connections", CFG_UINT, egress_max_connections, "16", 1, 4096, 0,
+        "a session's egress connections at once; one more is refused (429)"),
+    OPT("egress.max_bytes", CFG_U64, egress_max_bytes, "1073741824", 1024, 1099511627776.0, 0,
+        "a session's egress bytes, both ways together; past it its connections are cut"),
+    OPT("egress.max_exec_bytes", CFG_U64, egress_max_exec_bytes, "268435456", 1024,
+        1099511627776.0, 0, "the egress bytes of one execution, both ways together"),
+    OPT("egress.connect_timeout_ms", CFG_UINT, egress_connect_timeout_ms, "10000", 100, 120000, 0,
+        "resolving and connecting to an allowed name, at most"),
+    OPT("egress.head_timeout_ms", CFG_UINT, egress_head_timeout_ms, "10000", 100, 120000, 0,
+        "sending a request's head to the egress proxy, at most"),
 };
 
 const size_t cfg_n_options = ELEMENTSOF(cfg_options);

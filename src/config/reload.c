@@ -9,6 +9,7 @@
 
 #include "config-internal.h"
 #include "config.h"
+#include "egress/rules.h"
 #include "util/macro.h"
 
 static void add_change(struct cfg_diff *d, bool reloadable, const char *name, const char *fmt, ...)
@@ -69,6 +70,11 @@ diff_profiles(struct cfg_diff *d, const struct cfg *a, const struct cfg *b)
         }
         if (!cfg_strv_equal(pa->command, pb->command)) {
             (void)snprintf(name, sizeof(name), "profiles.%s.command", pa->name);
+            add_change(d, false, name, "changed");
+        }
+        if ((pa->egress_json == NULL) != (pb->egress_json == NULL) ||
+            (pa->egress_json != NULL && strcmp(pa->egress_json, pb->egress_json) != 0)) {
+            (void)snprintf(name, sizeof(name), "profiles.%s.egress", pa->name);
             add_change(d, false, name, "changed");
         }
         (void)snprintf(name, sizeof(name), "profiles.%s.", pa->name);
@@ -181,6 +187,11 @@ profile_keep(struct cfg_profile *dst, const struct cfg_profile *lp, const struct
     memset(dst, 0, sizeof(*dst));
     dst->name = xstrdup(lp->name);
     dst->command = cfg_strv_dup(lp->command);
+    if (lp->egress != NULL) {
+        dst->egress = xmalloc(sizeof(*dst->egress));
+        egress_rules_copy(dst->egress, lp->egress);
+        dst->egress_json = xstrdup(lp->egress_json);
+    }
     for (size_t k = 0; k < cfg_n_profile_options; k++) {
         const struct cfg_option *o = &cfg_profile_options[k];
 

@@ -10,6 +10,7 @@
 
 #include "config-internal.h"
 #include "config.h"
+#include "egress/rules.h"
 #include "log/log.h"
 #include "util/macro.h"
 #include "util/parse.h"
@@ -306,6 +307,29 @@ validate_cluster(struct cfg *c, struct err *reterr)
     return 0;
 }
 
+/* egress.hosts and egress.allow_cidrs parse (the proxy reads them again at start); egress.dir is
+ * an absolute path. */
+static int
+validate_egress(const struct cfg *c, struct err *reterr)
+{
+    struct egress_host *hosts = xcalloc(EGRESS_HOSTS_MAX, sizeof(*hosts));
+    struct egress_cidr cidrs[EGRESS_CIDRS_MAX];
+    int r = egress_hosts_parse(c->egress_hosts, hosts, EGRESS_HOSTS_MAX, reterr);
+
+    free(hosts);
+    if (r < 0) {
+        return err_wrap(reterr, r, "'egress.hosts'");
+    }
+    r = egress_cidrs_parse(c->egress_allow_cidrs, cidrs, EGRESS_CIDRS_MAX, reterr);
+    if (r < 0) {
+        return err_wrap(reterr, r, "'egress.allow_cidrs'");
+    }
+    if (c->egress_dir[0] != '/') {
+        return err_set(reterr, -EINVAL, "'egress.dir' must be an absolute path");
+    }
+    return 0;
+}
+
 int
 cfg_validate(struct cfg *c, struct err *reterr)
 {
@@ -329,6 +353,10 @@ cfg_validate(struct cfg *c, struct err *reterr)
         return err_set(reterr, -EINVAL, "'node_id' must be 1-64 characters of [A-Za-z0-9._-]");
     }
     r = validate_cluster(c, reterr);
+    if (r < 0) {
+        return r;
+    }
+    r = validate_egress(c, reterr);
     if (r < 0) {
         return r;
     }

@@ -86,14 +86,23 @@ egress_conn_end(struct egress_conn *c, enum egress_end end, const char *why)
 
 /* ---- refusals: an answer to the sandbox, then the end ---------------------------------------- */
 
+/* A refusal is written, then the sandbox's side shut for writing; what it still sends is read
+ * and dropped until it closes (or CLOSING's 5 s pass): a client that sends its request after
+ * the answer came gets the answer, not a reset. */
 static void
 on_flushed(struct bufferevent *bev, void *arg)
 {
-    struct egress_conn *c = arg;
-
     if (evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
-        egress_conn_end(c, c->end, c->why);
+        (void)shutdown(bufferevent_getfd(bev), SHUT_WR);
     }
+}
+
+static void
+on_discard(struct bufferevent *bev, void *arg)
+{
+    struct evbuffer *in = bufferevent_get_input(bev);
+
+    (void)evbuffer_drain(in, evbuffer_get_length(in));
 }
 
 static void
@@ -138,10 +147,12 @@ refuse(struct egress_conn *c, enum egress_end end, int status, const char *fmt, 
                               "Content-Length: %zu\r\nConnection: close\r\n\r\nsandpool egress: "
                               "%s\n",
                               status, reason, strlen(c->why) + 18, c->why);
-    bufferevent_disable(c->down, EV_READ);
+    (void)evbuffer_drain(bufferevent_get_input(c->down),
+                         evbuffer_get_length(bufferevent_get_input(c->down)));
     bufferevent_setwatermark(c->down, EV_WRITE, 0, 0);
-    bufferevent_setcb(c->down, NULL, on_flushed, on_closing_event, c);
-    bufferevent_enable(c->down, EV_WRITE);
+    bufferevent_setwatermark(c->down, EV_READ, 0, 0);
+    bufferevent_setcb(c->down, on_discard, on_flushed, on_closing_event, c);
+    bufferevent_enable(c->down, EV_READ | EV_WRITE);
     arm(c, 5000);
 }
 
@@ -484,7 +495,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
                c->head.host, c->head.port);
         break;
     default:
-        egress_conn_end(c, c->end, c->why); /* the refusal was not read in time */
+        egress_conn_end(c, c->end, c->why); /* the sandbox did not close within 5 s */
         break;
     }
 }

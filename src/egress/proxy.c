@@ -177,17 +177,6 @@ egress_gate_dir(const struct egress_gate *g)
     return g->dir;
 }
 
-static void
-copy_rules(struct egress_rules *dst, const struct egress_rules *src)
-{
-    dst->allow = xcalloc(src->n_allow + 1, sizeof(*dst->allow));
-    dst->deny = xcalloc(src->n_deny + 1, sizeof(*dst->deny));
-    memcpy(dst->allow, src->allow, src->n_allow * sizeof(*dst->allow));
-    memcpy(dst->deny, src->deny, src->n_deny * sizeof(*dst->deny));
-    dst->n_allow = src->n_allow;
-    dst->n_deny = src->n_deny;
-}
-
 void
 egress_gate_bind(struct egress_gate *g, const char *tenant, const char *session,
                  const struct egress_rules *rules)
@@ -196,7 +185,7 @@ egress_gate_bind(struct egress_gate *g, const char *tenant, const char *session,
     g->bound = true;
     (void)snprintf(g->tenant, sizeof(g->tenant), "%s", tenant);
     (void)snprintf(g->session, sizeof(g->session), "%s", session);
-    copy_rules(&g->rules, rules);
+    egress_rules_copy(&g->rules, rules);
     g->bytes = g->exec_bytes = 0;
 }
 

@@ -396,6 +396,17 @@ egress_rules_done(struct egress_rules *r)
     *r = (struct egress_rules){0};
 }
 
+void
+egress_rules_copy(struct egress_rules *dst, const struct egress_rules *src)
+{
+    dst->allow = xcalloc(src->n_allow + 1, sizeof(*dst->allow));
+    dst->deny = xcalloc(src->n_deny + 1, sizeof(*dst->deny));
+    memcpy(dst->allow, src->allow, src->n_allow * sizeof(*dst->allow));
+    memcpy(dst->deny, src->deny, src->n_deny * sizeof(*dst->deny));
+    dst->n_allow = src->n_allow;
+    dst->n_deny = src->n_deny;
+}
+
 static bool
 rule_matches(const struct egress_rule *r, const char *host, uint16_t port)
 {

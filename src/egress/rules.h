@@ -64,6 +64,8 @@ int egress_host_normalize(const char *host, size_t n, char *out, struct egress_a
 int egress_rules_from_json(const json_t *obj, const char *where, struct egress_rules *ret,
                            struct err *reterr);
 void egress_rules_done(struct egress_rules *r);
+/* *dst = a copy of src (egress_rules_done() frees it). */
+void egress_rules_copy(struct egress_rules *dst, const struct egress_rules *src);
 /* Whether host (as egress_host_normalize() wrote it) on port may be reached. */
 enum egress_verdict egress_rules_check(const struct egress_rules *r, const char *host,
                                        uint16_t port);

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "config/config.h"
+#include "egress/rules.h"
 #include "tap.h"
 #include "util/macro.h"
 
@@ -73,6 +74,45 @@ TEST(cluster)
     ASSERT_ERR(load(&c, "{\"cluster\": {\"advertise_url\": \"http://a b\"}}", &e), EINVAL);
     ASSERT_TRUE(strstr(e.msg, "space") != NULL);
     ASSERT_ERR(load(&c, "{\"cluster\": {\"heartbeat_ms\": 10}}", &e), EINVAL);
+}
+
+/* Egress by name (docs/egress.md): a profile's list is checked and kept (its text printed back),
+ * the hosts map and the ranges are checked at load. */
+TEST(egress)
+{
+    struct cfg *c = NULL, *c2 = NULL;
+    struct err e = {0};
+    char *text;
+
+    ASSERT_OK(load(&c,
+                   "{\"egress\": {\"hosts\": \"pypi.org=127.0.0.1\", \"allow_cidrs\": "
+                   "\"127.0.0.1/32\"}, \"profiles\": {\"net\": {\"egress\": {\"allow\": "
+                   "[\"pypi.org\", \"*.pythonhosted.org:443\"], \"deny\": [\"x.pypi.org\"]}},"
+                   " \"plain\": {}}}",
+                   &e));
+    if (c == NULL) {
+        return;
+    }
+    ASSERT_TRUE(c->profiles[0].egress != NULL && c->profiles[0].egress->n_allow == 2 &&
+                c->profiles[0].egress->n_deny == 1);
+    ASSERT_TRUE(c->profiles[1].egress == NULL); /* no list: no network at all */
+    ASSERT_EQ_U(c->egress_port, 3128);
+    text = cfg_dump(c);
+    ASSERT_OK(load(&c2, text, &e)); /* printed back as it was given */
+    ASSERT_TRUE(c2 != NULL && c2->profiles[0].egress_json != NULL &&
+                strcmp(c2->profiles[0].egress_json, c->profiles[0].egress_json) == 0);
+    free(text);
+    cfg_free(c);
+    cfg_free(c2);
+    ASSERT_ERR(load(&c, "{\"profiles\": {\"p\": {\"egress\": {\"allow\": [\"a b\"]}}}}", &e),
+               EINVAL);
+    ASSERT_TRUE(strstr(e.msg, "profiles.p.egress.allow") != NULL);
+    ASSERT_ERR(load(&c, "{\"profiles\": {\"p\": {\"egress\": [\"a.com\"]}}}", &e), EINVAL);
+    ASSERT_ERR(load(&c, "{\"egress\": {\"hosts\": \"a.com=nowhere\"}}", &e), EINVAL);
+    ASSERT_TRUE(strstr(e.msg, "egress.hosts") != NULL);
+    ASSERT_ERR(load(&c, "{\"egress\": {\"allow_cidrs\": \"10.0.0.1/8\"}}", &e), EINVAL);
+    ASSERT_TRUE(strstr(e.msg, "egress.allow_cidrs") != NULL);
+    ASSERT_ERR(load(&c, "{\"egress\": {\"dir\": \"relative\"}}", &e), EINVAL);
 }
 
 TEST(full_file)
@@ -826,6 +866,7 @@ main(void)
     RUN(seccomp_load);
     RUN(seccomp_shipped);
     RUN(cluster);
+    RUN(egress);
     RUN(reload_diff);
     RUN(reload_keep_commit);
     RUN(help_reloadable);

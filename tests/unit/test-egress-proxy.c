@@ -6,6 +6,7 @@
  * 127.0.0.1 only (10.0.0.1 is pinned to prove it is refused before any dial). */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,6 +336,7 @@ main(void)
     json_t *j;
     int n_hosts, n_cidrs;
 
+    (void)signal(SIGPIPE, SIG_IGN); /* as in sandpoold: a closed peer is an error, not a death */
     base = event_base_new();
     http = evhttp_new(base);
     evhttp_set_gencb(http, on_upstream, NULL);
