@@ -39,7 +39,6 @@
 #include "cluster/registry.h"
 #include "cluster/route.h"
 #include "log/log.h"
-#include "pool/pool.h"
 #include "sandpool/api.h"
 #include "stream/out.h"
 #include "util/macro.h"
@@ -574,13 +573,6 @@ api_forwarder_peers(struct api *a)
     return a->forwarder->peers;
 }
 
-bool
-api_clustered(const struct api *a)
-{
-    return a->forwarder != NULL && a->backend->route != NULL && a->backend->registry != NULL &&
-           registry_peers(a->backend->registry) > 0;
-}
-
 void
 api_forward_to(struct api *a, struct evhttp_request *req, const char *node, const char *url)
 {
@@ -589,45 +581,6 @@ api_forward_to(struct api *a, struct evhttp_request *req, const char *node, cons
     (void)snprintf(f->node, sizeof(f->node), "%s", node);
     a->forwarder->stats.placed++;
     start(f, url);
-}
-
-bool
-api_place(struct api *a, struct evhttp_request *req, const char *profile, bool draining)
-{
-    struct pool *pool = NULL;
-    const struct store_node_rec *n;
-    struct pool_stats st;
-
-    if (a->forwarder == NULL || a->backend->registry == NULL || api_forwarded(req)) {
-        return false; /* placed here by another node: made here, warm or cold */
-    }
-    for (size_t i = 0; i < a->backend->n_pools && pool == NULL; i++) {
-        if (profile == NULL || strcmp(pool_name(a->backend->pools[i]), profile) == 0) {
-            pool = a->backend->pools[i];
-        }
-    }
-    if (pool == NULL) {
-        return false; /* an unknown profile: answered here (400) */
-    }
-    pool_get_stats(pool, &st);
-    if (!draining && st.ready > 0) {
-        return false;
-    }
-    n = registry_place(a->backend->registry, pool_name(pool),
-                       draining || st.max <= st.bound ? 0 : st.max - st.bound);
-    if (n == NULL) {
-        return false;
-    }
-    log_info("session create placed on node '%s': %s", n->id,
-             draining ? "this node is drained" : "no warm container here");
-    api_forward_to(a, req, n->id, n->url);
-    return true;
-}
-
-bool
-api_forwarded(struct evhttp_request *req)
-{
-    return evhttp_find_header(evhttp_request_get_input_headers(req), API_FORWARDED_HEADER) != NULL;
 }
 
 /* ---- owners that stop answering -------------------------------------------------------------- */
