@@ -341,7 +341,7 @@ merge_pages(struct api *a, struct evhttp_request *req, json_t *list, bool more)
     struct e2b_list l = {0};
     struct err e = {0};
     size_t n = 0, keep;
-    json_t **items = xcalloc(json_array_size(list) + 1, sizeof(*items));
+    json_t **items = xcalloc(json_array_size(list) + 1, sizeof(json_t *));
 
     if (e2b_list_parse(evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req)), &l, &e) < 0) {
         l.limit = (unsigned)json_array_size(list); /* parsed once already: cannot fail here */
@@ -354,7 +354,7 @@ merge_pages(struct api *a, struct evhttp_request *req, json_t *list, bool more)
         }
     }
     if (n > 1) {
-        qsort(items, n, sizeof(*items), by_sandbox_id);
+        qsort(items, n, sizeof(json_t *), by_sandbox_id);
     }
     keep = MIN(n, (size_t)l.limit);
     (void)json_array_clear(list);

@@ -310,13 +310,14 @@ on_mcp_record(int rc, redisReply *reply, void *userdata)
                      rc < 0 ? strerror(-rc) : "an error");
     } else if (reply->type != REDIS_REPLY_STRING ||
                mcp_record_load(reply->str, reply->len, &rec, &e) < 0 ||
-               strcmp(rec.tenant, op->tenant) != 0 || rec.bound) {
-        /* None, damaged, another tenant's or a bound one (refused on /mcp): answered here. */
+               strcmp(rec.tenant, op->tenant) != 0 || rec.bound ||
+               (rec.sandbox[0] != '\0' &&
+                store_key_session(key, sizeof(key), r->cfg->redis_prefix, rec.sandbox) < 0)) {
+        /* None, damaged, another tenant's, a bound one (refused on /mcp) or one whose sandbox is
+         * no name: answered here. */
         (void)answer(&ans, ROUTE_HERE, NULL, "served here");
     } else if (rec.sandbox[0] == '\0') {
         mcp_node_route(op, &rec, &ans);
-    } else if (store_key_session(key, sizeof(key), r->cfg->redis_prefix, rec.sandbox) < 0) {
-        (void)answer(&ans, ROUTE_HERE, NULL, "served here");
     } else {
         /* Where its sandbox is: a second read, of the sandbox's record, with the same op. */
         (void)snprintf(op->id, sizeof(op->id), "%s", rec.sandbox);

@@ -257,7 +257,7 @@ pipe_start(struct egress_conn *c)
         (void)evbuffer_add_printf(bufferevent_get_output(c->down),
                                   "HTTP/1.1 200 Connection established\r\n\r\n");
     } else {
-        struct buf req = BUF_INIT(2 * EGRESS_HEAD_MAX);
+        struct buf req = BUF_INIT((size_t)2 * EGRESS_HEAD_MAX);
 
         if (egress_head_upstream(&c->head, c->head_bytes, &req) < 0) {
             buf_done(&req);

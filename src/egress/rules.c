@@ -2,6 +2,7 @@
 #include "egress/rules.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -295,7 +296,7 @@ egress_host_normalize(const char *host, size_t n, char *out, struct egress_addr 
         return -EINVAL;
     }
     for (size_t i = 0; i <= n; i++) {
-        out[i] = text[i] >= 'A' && text[i] <= 'Z' ? (char)(text[i] - 'A' + 'a') : text[i];
+        out[i] = (char)tolower((unsigned char)text[i]);
     }
     /* A name of digits and dots only that is no address ("1.2.3", "010.0.0.1") is refused:
      * resolvers and clients read such names as addresses in ways of their own. */
