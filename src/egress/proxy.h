@@ -101,6 +101,7 @@ void egress_gate_bind(struct egress_gate *g, const char *tenant, const char *ses
 void egress_gate_unbind(struct egress_gate *g);
 /* An execution of its session starts: the per-execution byte count starts at 0. */
 void egress_gate_execution(struct egress_gate *g);
-/* Closes the socket and every connection (their events are sent); removes the socket file and,
- * with remove_dir, the directory (its container is gone). Accepts NULL. */
+/* Closes the socket and every connection (their events are sent; their buffers are freed on
+ * the loop's next turn); removes the socket file and, with remove_dir, the directory (its
+ * container is gone). Accepts NULL. */
 void egress_gate_free(struct egress_gate *g, bool remove_dir);

@@ -392,6 +392,9 @@ main(void)
     ASSERT_TRUE(write(stop_pipe[1], "x", 1) == 1);
     pthread_join(thread, NULL);
     egress_gate_free(gate, true);
+    /* Its connections' bufferevents are freed from the loop (their callbacks are deferred): a
+     * turn of it, as the daemon's loop goes on after a gate is freed. */
+    (void)event_base_loop(base, EVLOOP_NONBLOCK);
     egress_proxy_free(proxy);
     TAP_CHECK(access(sock_path, F_OK) < 0 && rmdir(dir) == 0,
               "the gate's socket and directory are removed with it");
