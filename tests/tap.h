@@ -3,6 +3,7 @@
 #pragma once
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,16 +11,34 @@
 
 static int tap_n, tap_failed;
 
-#define TAP_CHECK(cond, fmt, ...)                                                                \
-    do {                                                                                         \
-        if (cond) {                                                                              \
-            printf("ok %d - " fmt "\n", ++tap_n, ##__VA_ARGS__);                                 \
-        } else {                                                                                 \
-            printf("not ok %d - " fmt " (%s:%d)\n", ++tap_n, ##__VA_ARGS__, __FILE__, __LINE__); \
-            tap_failed++;                                                                        \
-        }                                                                                        \
-        fflush(stdout);                                                                          \
-    } while (0)
+/* One TAP line: a description that holds line breaks (an HTTP answer quoted) is kept on it. */
+static inline void tap_line(bool ok, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static inline void
+tap_line(bool ok, const char *file, int line, const char *fmt, ...)
+{
+    char desc[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(desc, sizeof(desc), fmt, ap);
+    va_end(ap);
+    for (char *p = desc; *p != '\0'; p++) {
+        if (*p == '\n' || *p == '\r') {
+            *p = ' ';
+        }
+    }
+    if (ok) {
+        printf("ok %d - %s\n", ++tap_n, desc);
+    } else {
+        printf("not ok %d - %s (%s:%d)\n", ++tap_n, desc, file, line);
+        tap_failed++;
+    }
+    fflush(stdout);
+}
+
+#define TAP_CHECK(cond, fmt, ...) tap_line((cond), __FILE__, __LINE__, fmt, ##__VA_ARGS__)
 
 #define ASSERT_OK(expr)                                                                \
     do {                                                                               \
