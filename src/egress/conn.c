@@ -44,6 +44,18 @@ arm(struct egress_conn *c, unsigned ms)
     (void)event_add(c->timer, &tv);
 }
 
+/* A resolution under way is given up: its callback sees EVUTIL_EAI_CANCEL, and returns. */
+static void
+cancel_dns(struct egress_conn *c)
+{
+    struct evdns_getaddrinfo_request *r = c->dns;
+
+    if (r != NULL) {
+        c->dns = NULL;
+        evdns_getaddrinfo_cancel(r);
+    }
+}
+
 void
 egress_conn_end(struct egress_conn *c, enum egress_end end, const char *why)
 {
@@ -66,12 +78,7 @@ egress_conn_end(struct egress_conn *c, enum egress_end end, const char *why)
     g->n_conns--;
     p->stats.open--;
     p->stats.ends[end]++;
-    if (c->dns != NULL) {
-        struct evdns_getaddrinfo_request *r = c->dns;
-
-        c->dns = NULL;
-        evdns_getaddrinfo_cancel(r); /* its callback sees EVUTIL_EAI_CANCEL, and returns */
-    }
+    cancel_dns(c);
     event_free(c->timer);
     if (c->up != NULL) {
         bufferevent_free(c->up);
@@ -131,12 +138,7 @@ refuse(struct egress_conn *c, enum egress_end end, int status, const char *fmt, 
     (void)vsnprintf(c->why, sizeof(c->why), fmt, ap);
     va_end(ap);
     c->end = end;
-    if (c->dns != NULL) {
-        struct evdns_getaddrinfo_request *r = c->dns;
-
-        c->dns = NULL;
-        evdns_getaddrinfo_cancel(r);
-    }
+    cancel_dns(c);
     if (c->up != NULL) {
         bufferevent_free(c->up);
         c->up = NULL;
@@ -353,7 +355,7 @@ resolved(struct egress_conn *c)
     for (size_t i = 0; i < c->n_addrs; i++) {
         const char *r = egress_addr_refused_range(&c->addrs[i]);
 
-        if (r != NULL && !egress_cidrs_contain(p->cidrs, p->n_cidrs, &c->addrs[i])) {
+        if (r != NULL && !egress_cidrs_contain(p->cidrs, p->cfg.n_cidrs, &c->addrs[i])) {
             range = r;
             continue;
         }
@@ -408,7 +410,7 @@ resolve(struct egress_conn *c)
         resolved(c);
         return;
     }
-    for (size_t i = 0; i < p->n_hosts && c->n_addrs < EGRESS_ADDRS_MAX; i++) {
+    for (size_t i = 0; i < p->cfg.n_hosts && c->n_addrs < EGRESS_ADDRS_MAX; i++) {
         if (strcmp(p->hosts[i].name, c->head.host) == 0) {
             c->addrs[c->n_addrs++] = p->hosts[i].addr;
         }

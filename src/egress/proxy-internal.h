@@ -24,10 +24,8 @@ struct egress_proxy {
     egress_event_cb *cb;
     void *userdata;
     char *dir;
-    struct egress_host *hosts;
-    size_t n_hosts;
+    struct egress_host *hosts; /* owned copies; cfg's counts count them */
     struct egress_cidr *cidrs;
-    size_t n_cidrs;
     struct egress_proxy_config cfg; /* its pointers are the copies above */
     struct egress_stats stats;
 };

@@ -72,11 +72,9 @@ egress_proxy_new(struct event_base *base, const struct egress_proxy_config *cfg,
     p->hosts = xcalloc(cfg->n_hosts + 1, sizeof(*p->hosts));
     memcpy(p->hosts, cfg->hosts, cfg->n_hosts * sizeof(*p->hosts));
     p->cfg.hosts = p->hosts;
-    p->n_hosts = cfg->n_hosts;
     p->cidrs = xcalloc(cfg->n_cidrs + 1, sizeof(*p->cidrs));
     memcpy(p->cidrs, cfg->cidrs, cfg->n_cidrs * sizeof(*p->cidrs));
     p->cfg.cidrs = p->cidrs;
-    p->n_cidrs = cfg->n_cidrs;
     p->cfg.resolv_conf = NULL; /* read below, not kept */
     /* No nameserver unless the file names some: a name that is not pinned is then unresolved,
      * and nothing here ever falls back to a resolver of its own. */
