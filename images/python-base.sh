@@ -11,8 +11,9 @@ readonly REPO_BASE=sandpool/python-base
 # python3-munkres: satisfies python3-fonttools' "python3-scipy | python3-munkres"
 # (apt would otherwise take scipy -> pythran -> g++, boost-dev: +700 MB).
 # python3-dill: the kernel pickles the globals with it for snapshots (kernel.py).
+# python3-pip: `pip install` through a profile's egress proxy (docs/egress.md).
 readonly BASE_PACKAGES=(python3 python3-numpy python3-pandas python3-matplotlib python3-dill tar
-  python3-munkres)
+  python3-munkres python3-pip)
 BASE_HASH=
 
 base_inputs() {

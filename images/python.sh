@@ -48,6 +48,8 @@ set -eu
 test "$(id -u):$(id -g)" = 1000:1000 || { echo "uid/gid $(id -u):$(id -g)"; exit 1; }
 command -v tar >/dev/null || { echo "no tar"; exit 1; }
 test ! -w /opt/sandpool/kernel.py || { echo "kernel.py writable"; exit 1; }
+test -r /opt/sandpool/egress.py || { echo "no egress forwarder"; exit 1; }
+python3 -m pip --version >/dev/null || { echo "no pip"; exit 1; }
 python3 -c pass
 ls "$MPLCONFIGDIR"/fontlist-*.json >/dev/null || { echo "font cache not seeded into $MPLCONFIGDIR"; exit 1; }
 out=$(python3 -c "$1" 2>&1) || { echo "$out"; exit 1; }

@@ -54,6 +54,11 @@ struct cfg_profile {
      * NULL: nothing (no network at all). Its JSON text, compact with sorted keys, alongside. */
     struct egress_rules *egress;
     char *egress_json;
+    /* Where its sandboxes' gates are (egress.dir) and the port their forwarder listens on
+     * (egress.port), both borrowed from the struct cfg that holds this profile (cfg_validate(),
+     * cfg_reload_keep()): what docker/policy.c writes into a create body and checks. */
+    const char *egress_dir;
+    unsigned egress_port;
 };
 
 struct cfg_tenant {

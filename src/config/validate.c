@@ -327,6 +327,13 @@ validate_egress(const struct cfg *c, struct err *reterr)
     if (c->egress_dir[0] != '/') {
         return err_set(reterr, -EINVAL, "'egress.dir' must be an absolute path");
     }
+    /* <dir>/<32 hex digits>/proxy.sock must fit a unix socket's address (108 bytes). */
+    if (strlen(c->egress_dir) > EGRESS_DIR_MAX) {
+        return err_set(reterr, -ENAMETOOLONG,
+                       "'egress.dir' is longer than %d characters (a gate's socket path must fit "
+                       "a unix socket address)",
+                       EGRESS_DIR_MAX);
+    }
     return 0;
 }
 
@@ -372,6 +379,8 @@ cfg_validate(struct cfg *c, struct err *reterr)
         if (r < 0) {
             return r;
         }
+        c->profiles[i].egress_dir = c->egress_dir;
+        c->profiles[i].egress_port = c->egress_port;
     }
     r = validate_uids(c, reterr);
     if (r < 0) {

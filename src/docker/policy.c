@@ -5,10 +5,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "egress/rules.h"
 #include "util/buf.h"
 #include "util/macro.h"
 #include "util/parse.h"
@@ -55,6 +57,49 @@ ulimits(const struct cfg_profile *p)
                   "nproc", "Soft", (json_int_t)p->nproc, "Hard", (json_int_t)p->nproc, "Name",
                   "fsize", "Soft", (json_int_t)fsize_bytes(p), "Hard", (json_int_t)fsize_bytes(p),
                   "Name", "core", "Soft", 0, "Hard", 0));
+}
+
+/* A new string: the gate directory of slot_id (egress/rules.h). */
+static char *
+egress_source(const struct cfg_profile *p, const char *slot_id)
+{
+    struct buf b = BUF_INIT(SIZE_MAX);
+
+    if (buf_printf(&b, "%s/%s", p->egress_dir, slot_id) < 0) {
+        oom();
+    }
+    return b.buf;
+}
+
+/* A profile with an egress list: its gate mounted read-only, and the proxy variables naming the
+ * forwarder that listens on the container's loopback (docs/egress.md). */
+static void
+add_egress(json_t *body, const struct cfg_profile *p, const char *slot_id)
+{
+    char proxy[40], *src = egress_source(p, slot_id);
+    json_t *env = json_object_get(body, "Env");
+
+    (void)snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%u", p->egress_port);
+    (void)json_object_set_new(
+        json_object_get(body, "HostConfig"), "Mounts",
+        OOM_CHECK(json_pack("[{s:s, s:s, s:s, s:b}]", "Type", "bind", "Source", src, "Target",
+                            EGRESS_MOUNT, "ReadOnly", 1)));
+    free(src);
+    for (const char *const *k =
+             (const char *const[]){"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
+                                   "https_proxy", "all_proxy", NULL};
+         *k != NULL; k++) {
+        struct buf b = BUF_INIT(SIZE_MAX);
+
+        if (buf_printf(&b, "%s=%s", *k, proxy) < 0) {
+            oom();
+        }
+        (void)json_array_append_new(env, OOM_CHECK(json_string(b.buf)));
+        buf_done(&b);
+    }
+    /* The sandbox's own servers stay direct. */
+    (void)json_array_append_new(env, OOM_CHECK(json_string("NO_PROXY=localhost,127.0.0.1,::1")));
+    (void)json_array_append_new(env, OOM_CHECK(json_string("no_proxy=localhost,127.0.0.1,::1")));
 }
 
 bool
@@ -118,6 +163,9 @@ docker_policy_create_body(const struct cfg_profile *p, const char *node_id, cons
             (void)json_array_append_new(cmd, OOM_CHECK(json_string(*a)));
         }
         (void)json_object_set_new(body, "Cmd", cmd);
+    }
+    if (p->egress != NULL) {
+        add_egress(body, p, slot_id);
     }
     return body;
 }
@@ -208,6 +256,12 @@ verify_ulimits(json_t *hc, const struct cfg_profile *p, struct err *reterr)
     return 0;
 }
 
+static bool
+str_eq_opt(const char *a, const char *b)
+{
+    return a != NULL && b != NULL && strcmp(a, b) == 0;
+}
+
 static int
 verify_tmpfs(json_t *hc, const struct cfg_profile *p, uint32_t uid, struct err *reterr)
 {
@@ -223,11 +277,60 @@ verify_tmpfs(json_t *hc, const struct cfg_profile *p, uint32_t uid, struct err *
         return err_set(reterr, -EPERM, "container has %zu tmpfs mounts, policy makes 2",
                        json_object_size(t));
     }
-    if (json_array_size(json_object_get(hc, "Binds")) > 0 ||
-        json_array_size(json_object_get(hc, "Mounts")) > 0) {
+    return 0;
+}
+
+/* Whether m (a create body's mount, HostConfig.Mounts) is the gate of the slot src names. */
+static bool
+is_our_gate_mount(json_t *m, const char *src)
+{
+    return str_eq_opt(json_string_value(json_object_get(m, "Type")), "bind") &&
+           str_eq_opt(json_string_value(json_object_get(m, "Source")), src) &&
+           str_eq_opt(json_string_value(json_object_get(m, "Target")), EGRESS_MOUNT) &&
+           json_is_true(json_object_get(m, "ReadOnly"));
+}
+
+/* No bind or volume mount but, for a profile with an egress list, its gate: read-only, at
+ * EGRESS_MOUNT, from the directory its slot label names; in what was sent (HostConfig) and in
+ * what the runtime mounted (the inspect's Mounts, when the engine reports them). */
+static int
+verify_mounts(json_t *cfg, json_t *hc, json_t *mounts, const struct cfg_profile *p,
+              struct err *reterr)
+{
+    const char *slot =
+        json_string_value(json_object_get(json_object_get(cfg, "Labels"), DOCKER_LABEL_SLOT));
+    json_t *sent = json_object_get(hc, "Mounts");
+    char *src;
+    size_t i;
+    json_t *m;
+    int r = 0;
+
+    if (json_array_size(json_object_get(hc, "Binds")) > 0) {
         return err_set(reterr, -EPERM, "container has bind or volume mounts");
     }
-    return 0;
+    if (p->egress == NULL) {
+        return json_array_size(sent) > 0
+                   ? err_set(reterr, -EPERM, "container has bind or volume mounts")
+                   : 0;
+    }
+    if (slot == NULL) {
+        return err_set(reterr, -EPERM, "its %s label is missing", DOCKER_LABEL_SLOT);
+    }
+    src = egress_source(p, slot);
+    if (json_array_size(sent) != 1 || !is_our_gate_mount(json_array_get(sent, 0), src)) {
+        r = err_set(reterr, -EPERM, "its mounts are not exactly its egress gate %s, read-only",
+                    src);
+    }
+    json_array_foreach (mounts, i, m) {
+        if (r == 0 && str_eq_opt(json_string_value(json_object_get(m, "Type")), "bind") &&
+            (!str_eq_opt(json_string_value(json_object_get(m, "Destination")), EGRESS_MOUNT) ||
+             !str_eq_opt(json_string_value(json_object_get(m, "Source")), src) ||
+             !json_is_false(json_object_get(m, "RW")))) {
+            r = err_set(reterr, -EPERM, "it has a bind mount other than its read-only gate");
+        }
+    }
+    free(src);
+    return r;
 }
 
 /* Whether opt is a seccomp option: "seccomp=X", Docker's older "seccomp:X", or a file as
@@ -248,12 +351,6 @@ is_our_seccomp(const char *opt, const struct cfg_profile *p)
     return (str_startswith(opt, "seccomp=") && strcmp(opt + 8, p->seccomp) == 0) ||
            (p->seccomp_path != NULL && strncmp(opt, DOCKER_SECCOMP_FILE_OPT, n) == 0 &&
             strcmp(opt + n, p->seccomp_path) == 0);
-}
-
-static bool
-str_eq_opt(const char *a, const char *b)
-{
-    return a != NULL && b != NULL && strcmp(a, b) == 0;
 }
 
 /* Exactly one seccomp option, p's, and the label naming its file; no seccomp option when p leaves
@@ -375,7 +472,8 @@ docker_policy_verify(json_t *inspect, const struct cfg_profile *p, uint32_t uid,
         return err_set(reterr, -EPERM, "runtime is '%s', policy wants '%s'",
                        runtime ? runtime : "(default)", p->runtime);
     }
-    if (verify_ulimits(hc, p, reterr) < 0 || verify_tmpfs(hc, p, uid, reterr) < 0) {
+    if (verify_ulimits(hc, p, reterr) < 0 || verify_tmpfs(hc, p, uid, reterr) < 0 ||
+        verify_mounts(cfg, hc, json_object_get(inspect, "Mounts"), p, reterr) < 0) {
         return -EPERM;
     }
     return 0;

@@ -14,7 +14,6 @@ struct evdns_getaddrinfo_request;
 struct evutil_addrinfo;
 struct event;
 
-#define EGRESS_SOCKET     "proxy.sock"
 #define EGRESS_HIGH_WATER (256u << 10) /* bytes waiting for one side before the other waits */
 #define EGRESS_ADDRS_MAX  8            /* addresses tried per connection */
 

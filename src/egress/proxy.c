@@ -1,6 +1,7 @@
 /* The egress proxy and its gates; see proxy.h. Each connection's life is conn.c's. */
 #define LOG_MODULE "egress"
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -112,6 +113,38 @@ void
 egress_proxy_get_stats(const struct egress_proxy *p, struct egress_stats *ret)
 {
     *ret = p->stats;
+}
+
+unsigned
+egress_proxy_max_connections(const struct egress_proxy *p)
+{
+    return p->cfg.max_connections;
+}
+
+void
+egress_proxy_sweep(struct egress_proxy *p, egress_keep_fn *keep, void *userdata)
+{
+    DIR *d = opendir(p->dir);
+    struct dirent *de;
+    char path[4096];
+
+    if (d == NULL) {
+        return;
+    }
+    while ((de = readdir(d)) != NULL) {
+        /* Only what a gate makes: a slot's name, holding at most its socket. */
+        if (!str_is_name(de->d_name, 64) || strcmp(de->d_name, ".") == 0 ||
+            strcmp(de->d_name, "..") == 0 || keep(de->d_name, userdata)) {
+            continue;
+        }
+        if (snprintf(path, sizeof(path), "%s/%s/%s", p->dir, de->d_name, EGRESS_SOCKET) <
+            (int)sizeof(path)) {
+            (void)unlink(path);
+            path[strlen(path) - strlen(EGRESS_SOCKET) - 1] = '\0';
+            (void)rmdir(path);
+        }
+    }
+    (void)closedir(d);
 }
 
 /* ---- gates ----------------------------------------------------------------------------------- */

@@ -85,6 +85,14 @@ int egress_proxy_new(struct event_base *base, const struct egress_proxy_config *
 /* Every gate must have been freed. Accepts NULL. */
 struct egress_proxy *egress_proxy_free(struct egress_proxy *p);
 void egress_proxy_get_stats(const struct egress_proxy *p, struct egress_stats *ret);
+/* Removes the gate directories under egress.dir (and their sockets) whose slot keep() does not
+ * keep: those of containers that are gone (removed while the daemon was down, or before their
+ * gate was made again). The caller keeps every slot whose container the engine still lists or
+ * whose creation is under way: a running container's mount holds its directory. */
+typedef bool egress_keep_fn(const char *slot, void *userdata);
+void egress_proxy_sweep(struct egress_proxy *p, egress_keep_fn *keep, void *userdata);
+/* egress.max_connections, as configured. */
+unsigned egress_proxy_max_connections(const struct egress_proxy *p);
 
 /* The gate of container slot (a name): its directory <dir>/<slot> (made 0711; kept when it
  * exists: a running container's bind mount holds it) and its socket "proxy.sock" in it, made

@@ -25,6 +25,13 @@
 #define EGRESS_RULES_MAX 128 /* entries of one list (allow or deny) */
 #define EGRESS_HOSTS_MAX 256 /* names of egress.hosts */
 #define EGRESS_CIDRS_MAX 64  /* ranges of egress.allow_cidrs */
+/* A sandbox's gate is the directory <egress.dir>/<its slot id>, bind-mounted read-only at
+ * EGRESS_MOUNT in its container, with the proxy's socket EGRESS_SOCKET in it (proxy.h). The
+ * longest egress.dir leaves room for a 32-digit slot id and the socket's name in a unix socket's
+ * address (sun_path: 108 bytes). */
+#define EGRESS_DIR_MAX 63
+#define EGRESS_MOUNT   "/run/sandpool/egress"
+#define EGRESS_SOCKET  "proxy.sock"
 
 /* An address: IPv4 (family AF_INET, the first 4 bytes) or IPv6 (AF_INET6, 16 bytes). */
 struct egress_addr {

@@ -13,6 +13,9 @@
 
 struct event;
 struct docker_call;
+struct docker_exec_run;
+struct egress_gate;
+struct egress_proxy;
 
 #define BACKOFF_MIN_MS 250u
 #define BACKOFF_MAX_MS 30000u
@@ -21,6 +24,8 @@ struct docker_call;
  * the container, nor with the first calls of its session, on small machines. */
 #define REFILL_DELAY_MS 50u
 #define REFILL_WINDOW_S POOL_REFILL_WINDOW_S
+/* The egress forwarder in every sandpool image (images/python/sandbox/egress.py; gate.c). */
+#define POOL_FORWARDER "/opt/sandpool/egress.py"
 
 struct pool_slot {
     TAILQ_ENTRY(pool_slot) link;
@@ -46,6 +51,10 @@ struct pool_slot {
     pool_freeze_cb *freeze_cb; /* pool_slot_freeze()'s, while its call is in flight */
     void *freeze_userdata;
     struct kernel *kernel;
+    /* Its egress gate (gate.c), for a profile with an egress list; NULL otherwise. */
+    struct egress_gate *gate;
+    struct docker_exec_run *forwarder; /* starting the forwarder in it */
+    bool container_gone;               /* the engine confirmed its container removed */
 };
 
 struct pool_waiter {
@@ -65,6 +74,7 @@ struct pool {
     const struct cfg_profile *profile; /* borrowed */
     struct pool_budget *budget;        /* borrowed */
     struct pool_uids *uids;            /* borrowed */
+    struct egress_proxy *egress;       /* borrowed; NULL: none (pool_set_egress()) */
     /* Forgotten adoptions' uids (see the invariants), until their container is seen again. */
     struct pool_held_uid {
         char container_id[129];
@@ -133,6 +143,20 @@ void pool_on_kick(evutil_socket_t fd, short what, void *arg);
 struct pool_slot *pool_slot_find(const struct pool *p, const char *container_id);
 /* An adoption is given up without removing the container: its uid stays held for it. */
 void pool_slot_forget(struct pool_slot *slot);
+
+/* ---- gate.c: the way out of a profile with an egress list ---- */
+
+/* The profile has an egress list and the pool a proxy: its slots get gates. */
+bool pool_wants_gate(const struct pool *p);
+/* Makes the slot's gate (again, for an adoption). -errno with reterr. */
+int pool_slot_gate_open(struct pool_slot *slot, struct err *reterr);
+/* Starts the forwarder in the slot's running container, then connects (pool_slot_connect()); a
+ * forwarder that does not start fails a creation, and is only reported for an adoption. */
+void pool_slot_forwarder(struct pool_slot *slot);
+/* The slot is being removed: its gate is unbound, the forwarder's start cancelled. */
+void pool_slot_gate_close(struct pool_slot *slot);
+/* And freed (the directory removed when container_gone). */
+void pool_slot_gate_free(struct pool_slot *slot);
 
 /* ---- stats.c: counts derived from the slot list ---- */
 

@@ -139,6 +139,7 @@ pool_slot_free(struct pool_slot *slot)
         }
     }
     slot_drop_kernel(slot);
+    pool_slot_gate_free(slot);
     if (slot->uid != 0) {
         pool_uids_release(p->uids, slot->uid);
     }
@@ -168,6 +169,7 @@ pool_slot_remove(struct pool_slot *slot)
     pool_slot_set_state(slot, POOL_SLOT_REMOVING);
     slot->remove_failed = false;
     slot_drop_kernel(slot);
+    pool_slot_gate_close(slot); /* its session's connections end now */
     if (slot->call != NULL) {
         docker_call_cancel(slot->call);
         pool_call_done(slot);
@@ -198,6 +200,7 @@ on_removed(int r, json_t *result, const struct err *e, void *userdata)
         return;
     }
     p->removed_total++;
+    slot->container_gone = true;
     if (slot->removed_cb != NULL) {
         pool_removed_cb *cb = slot->removed_cb;
 

@@ -32,6 +32,8 @@ struct event_base;
 struct docker_client;
 struct docker_container_list;
 struct docker_container_summary;
+struct egress_gate;
+struct egress_proxy;
 struct kernel;
 struct kernel_handlers;
 struct kernel_msg;
@@ -115,6 +117,13 @@ struct pool *pool_new(struct event_base *base, struct docker_client *docker,
  * Containers stay on the engine (labelled) for the next start to re-adopt or remove. Waiters are
  * not called. BOUND slots must have been released or abandoned by their owners first. */
 struct pool *pool_free(struct pool *p);
+
+/* The egress proxy (borrowed; must outlive the pool) the slots of a profile with an egress list
+ * get their gates from (docs/egress.md); without one such a profile's containers cannot be
+ * created (their mount source is missing). */
+void pool_set_egress(struct pool *p, struct egress_proxy *proxy);
+/* A BOUND slot's gate (the session binds it), or NULL when its profile has no egress list. */
+struct egress_gate *pool_slot_gate(const struct pool_slot *slot);
 
 const char *pool_name(const struct pool *p);
 const struct cfg_profile *pool_profile(const struct pool *p);

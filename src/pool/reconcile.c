@@ -168,6 +168,7 @@ static void
 adopt_unseen(struct pool_slot *slot, int r, const struct err *e)
 {
     if (r == -ENOENT) {
+        slot->container_gone = true;
         pool_slot_free(slot);
         return;
     }
@@ -201,6 +202,15 @@ on_adopt_inspect(int r, json_t *result, const struct err *e, void *userdata)
     if (r < 0) {
         adopt_unseen(slot, r, e);
         return;
+    }
+    if (pool_wants_gate(p)) {
+        /* Its gate again: a new socket where its mount finds it, and the forwarder. */
+        if (pool_slot_gate_open(slot, &e2) < 0) {
+            pool_notify(p, "egress", e2.code, e2.msg); /* it keeps its session, not its way out */
+        } else {
+            pool_slot_forwarder(slot);
+            return;
+        }
     }
     pool_slot_connect(slot);
 }

@@ -165,6 +165,10 @@ on_started(int r, json_t *result, const struct err *e, void *userdata)
         pool_slot_remove(slot);
         return;
     }
+    if (slot->gate != NULL) {
+        pool_slot_forwarder(slot); /* then connects */
+        return;
+    }
     pool_slot_connect(slot);
 }
 
@@ -181,6 +185,7 @@ on_created(int r, json_t *result, const struct err *e, void *userdata)
         /* A create that timed out may still have happened: remove by name. -EOPNOTSUPP means the
          * API layer already removed it. */
         if (r == -EOPNOTSUPP) {
+            slot->container_gone = true;
             pool_slot_free(slot);
             pool_kick(p);
         } else {
@@ -201,13 +206,15 @@ on_created(int r, json_t *result, const struct err *e, void *userdata)
     slot->call = docker_container_start(p->docker, slot->container_id, on_started, slot);
 }
 
-/* Creates a container; false, with nothing done, when no sandbox uid is free. */
+/* Creates a container; false, with nothing done, when no sandbox uid is free or its gate cannot
+ * be made. */
 static bool
 spawn(struct pool *p)
 {
     struct pool_slot *slot;
     char name[80];
     json_t *body;
+    struct err e = {0};
     uint32_t uid;
 
     if (pool_uids_take(p->uids, &uid) < 0) {
@@ -219,6 +226,12 @@ spawn(struct pool *p)
     pool_slot_set_uid(slot, uid);
     random_hex(slot->slot_id, 16);
     random_hex(slot->key, 16);
+    if (pool_wants_gate(p) && pool_slot_gate_open(slot, &e) < 0) {
+        pool_record_failure(p, "egress", e.code, e.msg);
+        slot->container_gone = true; /* none was made: its directory goes */
+        pool_slot_free(slot);
+        return false;
+    }
     (void)snprintf(name, sizeof(name), "sandpool-%s", slot->slot_id);
     body = docker_policy_create_body(p->profile, p->node_id, slot->slot_id, uid);
     (void)json_object_set_new(json_object_get(body, "Labels"), DOCKER_LABEL_KEY,

@@ -177,6 +177,7 @@ reconcile_list(struct server *s, const struct docker_container_list *list, uint6
         pool_reconcile(s->pools[k], list, listed_at_ms);
     }
     session_manager_reconcile(s->sessions, list, listed_at_ms);
+    server_egress_sweep(s, list);
 }
 
 static void

@@ -18,6 +18,7 @@
 #include "cluster/registry.h"
 #include "cluster/route.h"
 #include "docker/client.h"
+#include "egress/proxy.h"
 #include "pool/pool.h"
 #include "server-internal.h"
 #include "session/session.h"
@@ -234,6 +235,47 @@ metrics_snapshots(struct server *s, struct buf *out)
 }
 
 /* The node registry, as this node last read it (cluster/registry.h). */
+static int
+metrics_egress(struct server *s, struct buf *out)
+{
+    struct egress_stats st;
+
+    if (s->egress == NULL) {
+        return 0;
+    }
+    egress_proxy_get_stats(s->egress, &st);
+    const uint64_t *e = st.ends;
+    const struct metric tab[] = {
+        {"sandpool_egress_connections_total",
+         "counter",
+         "Connections through the egress proxy, by how they ended (docs/egress.md).",
+         {{"verdict=\"done\"", e[EGRESS_END_DONE]},
+          {"verdict=\"denied\"", e[EGRESS_END_DENIED]},
+          {"verdict=\"not_allowed\"", e[EGRESS_END_NOT_ALLOWED]},
+          {"verdict=\"refused_address\"", e[EGRESS_END_REFUSED_ADDRESS]},
+          {"verdict=\"unresolved\"", e[EGRESS_END_UNRESOLVED]},
+          {"verdict=\"upstream\"", e[EGRESS_END_UPSTREAM]},
+          {"verdict=\"malformed\"", e[EGRESS_END_MALFORMED]},
+          {"verdict=\"limit\"", e[EGRESS_END_LIMIT]}}},
+        {"sandpool_egress_refused_no_session_total",
+         "counter",
+         "Egress connections from a container that served no session.",
+         {{NULL, e[EGRESS_END_NO_SESSION]}}},
+        {"sandpool_egress_bytes_total",
+         "counter",
+         "Bytes piped by the egress proxy: up (sandbox to upstream), down.",
+         {{"direction=\"up\"", st.bytes_up}, {"direction=\"down\"", st.bytes_down}}},
+        {"sandpool_egress_connections_open",
+         "gauge",
+         "Egress connections open now.",
+         {{NULL, st.open}}},
+        {"sandpool_egress_gates", "gauge", "Containers with an egress gate.", {{NULL, st.gates}}},
+    };
+
+    static_assert(EGRESS_END__COUNT == 9, "a verdict without a series");
+    return metrics_write(out, tab, ELEMENTSOF(tab));
+}
+
 static int
 metrics_cluster(struct server *s, struct buf *out)
 {
@@ -610,6 +652,6 @@ server_metrics(void *userdata, bool tenants, struct buf *out)
            metrics_pools(s, out, &lbl) < 0 || metrics_latencies(s, out, &lbl) < 0 ||
            (tenants && metrics_tenants(s, out, &lbl) < 0) || metrics_http(s, out) < 0 ||
            metrics_mcp(s, out) < 0 || metrics_e2b(s, out) < 0 || metrics_snapshots(s, out) < 0 ||
-           metrics_cluster(s, out) < 0);
+           metrics_cluster(s, out) < 0 || metrics_egress(s, out) < 0);
     buf_done(&lbl);
 }

@@ -29,7 +29,9 @@ struct event;
 struct event_base;
 struct docker_call;
 struct docker_client;
+struct docker_container_list;
 struct drift_check;
+struct egress_proxy;
 struct session_manager;
 struct store_redis;
 
@@ -54,6 +56,7 @@ struct server {
     size_t n_pools;
     struct pool_budget budget;
     struct pool_uids *uids; /* the node's sandbox uids, shared by the pools */
+    struct egress_proxy *egress; /* NULL: no profile has an egress list (egress.c) */
     struct api *api;
     struct api_backend backend;
     struct event *cron;
@@ -118,6 +121,13 @@ void server_notify_readiness(struct server *s);
 void server_watchdog_start(struct server *s);
 enum api_drain server_drain_state(void *userdata);
 void server_set_drained(void *userdata, bool drained);
+
+/* egress.c: the egress proxy, when a profile has an egress list. */
+int server_egress_init(struct server *s, struct err *reterr);
+/* After the pools (their gates) are freed. */
+void server_egress_free(struct server *s);
+/* After a reconcile with the engine's full list (borrowed for the call). */
+void server_egress_sweep(struct server *s, const struct docker_container_list *list);
 
 /* metrics.c: the api_backend's metrics, Prometheus text into out. */
 void server_metrics(void *userdata, bool tenants, struct buf *out);

@@ -270,6 +270,11 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
         s->pools[i] = pool_new(s->base, s->docker, &cfg->profiles[i], cfg->node_id, &s->budget,
                                s->uids, &pcb);
     }
+    r = server_egress_init(s, reterr);
+    if (r < 0) {
+        server_free(s);
+        return r;
+    }
     s->sessions = session_manager_new(s->base, cfg, s->pools, s->n_pools, s->redis);
     session_manager_set_notify(s->sessions, on_session_event, s);
     session_manager_set_audit(s->sessions, api_session_audit, NULL);
@@ -362,6 +367,7 @@ server_free(struct server *s)
         pool_free(s->pools[i]);
     }
     free(s->pools);
+    server_egress_free(s); /* after the pools' gates */
     store_redis_free(s->redis);
     route_free(s->route);       /* after Redis: its lookups in flight were answered */
     registry_free(s->registry); /* after Redis: its operations in flight were answered */

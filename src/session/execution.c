@@ -18,6 +18,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
+#include "egress/proxy.h"
 #include "kernel/kernel.h"
 #include "pool/pool.h"
 #include "session-internal.h"
@@ -506,6 +507,9 @@ session_execute(struct session *s, const struct exec_req *req, const struct exec
     }
     x->started_us = time_now_us();
     x->started_wall_ms = time_wall_ms();
+    if (pool_slot_gate(s->slot) != NULL) {
+        egress_gate_execution(pool_slot_gate(s->slot)); /* its byte budget starts again */
+    }
     execution_set_code(x, req);
     if (req->actor != NULL) {
         (void)snprintf(x->actor, sizeof(x->actor), "%s", req->actor);

@@ -497,6 +497,7 @@ wake_attach(struct session *s, struct pool_slot *slot, bool cold)
     kernel_set_handlers(s->kernel, &session_kernel_handlers, s);
     (void)snprintf(s->rec.container, sizeof(s->rec.container), "%s", pool_slot_container(slot));
     hashmap_put(s->m->by_container, s->rec.container, s);
+    session_bind_gate(s);
     /* The container remembers whom it serves: after a crash, it claims a session whose record
      * is still hibernated (released at adoption) or live on it (adopted). */
     (void)kernel_bind(s->kernel, s->rec.id);

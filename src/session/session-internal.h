@@ -394,6 +394,9 @@ extern const struct kernel_handlers session_kernel_handlers;
 /* The one writer of s->state: asserts the transition is allowed and logs it (debug). */
 void session_set_state(struct session *s, enum session_state to);
 bool session_is_registered(const struct session *s);
+/* Binds the egress gate of s's container (if its profile has an egress list) to s: its tenant,
+ * its id and its profile's list (docs/egress.md). */
+void session_bind_gate(struct session *s);
 struct session *session_alloc(struct session_manager *m, struct pool_slot *slot,
                               const struct cfg_profile *p, const struct store_session_rec *rec);
 /* The timers of a session with a container exist (on) or not (off: a hibernated session's, so

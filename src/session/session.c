@@ -42,6 +42,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
+#include "egress/proxy.h"
 #include "kernel/kernel.h"
 #include "log/log.h"
 #include "pool/pool.h"
@@ -174,8 +175,19 @@ session_alloc(struct session_manager *m, struct pool_slot *slot, const struct cf
     if (slot != NULL) {
         kernel_set_handlers(s->kernel, &session_kernel_handlers, s);
         hashmap_put(m->by_container, s->rec.container, s);
+        session_bind_gate(s);
     }
     return s;
+}
+
+void
+session_bind_gate(struct session *s)
+{
+    struct egress_gate *g = pool_slot_gate(s->slot);
+
+    if (g != NULL) {
+        egress_gate_bind(g, s->rec.tenant, s->rec.id, s->profile->egress);
+    }
 }
 
 void

@@ -113,6 +113,20 @@ TEST(egress)
     ASSERT_ERR(load(&c, "{\"egress\": {\"allow_cidrs\": \"10.0.0.1/8\"}}", &e), EINVAL);
     ASSERT_TRUE(strstr(e.msg, "egress.allow_cidrs") != NULL);
     ASSERT_ERR(load(&c, "{\"egress\": {\"dir\": \"relative\"}}", &e), EINVAL);
+    /* <dir>/<slot>/proxy.sock must fit a unix socket's address. */
+    ASSERT_ERR(load(&c,
+                    "{\"egress\": {\"dir\": "
+                    "\"/var/lib/sandpool/a-very-long-directory-name/for-the-gates/of-egress\"}}",
+                    &e),
+               ENAMETOOLONG);
+    ASSERT_TRUE(strstr(e.msg, "egress.dir") != NULL);
+    /* Every profile knows where its gates are and the forwarder's port (docker/policy.c). */
+    ASSERT_OK(load(&c, "{\"egress\": {\"dir\": \"/run/g\", \"port\": 8080}}", &e));
+    if (c != NULL) {
+        ASSERT_STREQ(c->profiles[0].egress_dir, "/run/g");
+        ASSERT_EQ_U(c->profiles[0].egress_port, 8080);
+        cfg_free(c);
+    }
 }
 
 TEST(full_file)

@@ -1,12 +1,15 @@
 /* Unit tests for the container policy: every restriction is in the create body, nothing that
  * would weaken the engine defaults is, and verify() notices drift. */
 #include <errno.h>
+#include <stdbool.h>
+#include <string.h>
 
 #include <jansson.h>
 
 #include "config/config.h"
 #include "docker/policy.h"
 #include "tap.h"
+#include "util/macro.h"
 
 static struct cfg *
 config(void)
@@ -192,6 +195,91 @@ TEST(verify_drift)
         ASSERT_ERR(docker_policy_verify(copy, p, 1000, &e), EPERM);
         json_decref(copy);
     }
+    json_decref(b);
+    cfg_free(c);
+}
+
+/* A profile with an egress list: its gate (<egress.dir>/<slot>) mounted read-only at
+ * /run/sandpool/egress and the proxy variables; verify() accepts exactly that mount, and a
+ * profile without a list no mount at all. */
+TEST(egress_mount)
+{
+    struct cfg *c = cfg_new();
+    struct err e = {0};
+    const char *json = "{\"egress\": {\"dir\": \"/run/gates\", \"port\": 3130}, \"profiles\":"
+                       " {\"net\": {\"egress\": {\"allow\": [\"pypi.org\"]}}, \"plain\": {}}}";
+
+    ASSERT_OK(cfg_load_json(c, json, strlen(json), &e));
+    ASSERT_OK(cfg_validate(c, &e));
+    const struct cfg_profile *net = &c->profiles[0], *plain = &c->profiles[1];
+    json_t *b = docker_policy_create_body(net, "n", "abc", 1000);
+    json_t *m = json_array_get(json_object_get(json_object_get(b, "HostConfig"), "Mounts"), 0);
+    json_t *env = json_object_get(b, "Env");
+    bool proxy = false, no_proxy = false;
+    size_t i;
+    json_t *v;
+
+    ASSERT_STREQ(gets(m, "Type"), "bind");
+    ASSERT_STREQ(gets(m, "Source"), "/run/gates/abc");
+    ASSERT_STREQ(gets(m, "Target"), "/run/sandpool/egress");
+    ASSERT_TRUE(json_is_true(json_object_get(m, "ReadOnly")));
+    ASSERT_STREQ(gets(json_object_get(b, "HostConfig"), "NetworkMode"), "none");
+    json_array_foreach (env, i, v) {
+        proxy |= strcmp(json_string_value(v), "HTTPS_PROXY=http://127.0.0.1:3130") == 0;
+        no_proxy |= strcmp(json_string_value(v), "NO_PROXY=localhost,127.0.0.1,::1") == 0;
+    }
+    ASSERT_TRUE(proxy && no_proxy);
+
+    json_t *in = fake_inspect(b);
+
+    ASSERT_OK(docker_policy_verify(in, net, 1000, &e));
+    /* What the runtime mounted, as Docker reports it. */
+    (void)json_object_set_new(in, "Mounts",
+                              json_pack("[{s:s, s:s, s:s, s:b}]", "Type", "bind", "Source",
+                                        "/run/gates/abc", "Destination", "/run/sandpool/egress",
+                                        "RW", 0));
+    ASSERT_OK(docker_policy_verify(in, net, 1000, &e));
+    json_object_set_new(json_array_get(json_object_get(in, "Mounts"), 0), "RW", json_true());
+    ASSERT_ERR(docker_policy_verify(in, net, 1000, &e), EPERM);
+    json_decref(in);
+
+    static const char *const drifts[] = {"none", "rw", "other-slot", "two", "binds", "target"};
+    for (size_t k = 0; k < ELEMENTSOF(drifts); k++) {
+        json_t *copy = fake_inspect(b);
+        json_t *hc = json_object_get(copy, "HostConfig");
+        json_t *cm = json_array_get(json_object_get(hc, "Mounts"), 0);
+
+        if (strcmp(drifts[k], "none") == 0) {
+            (void)json_object_del(hc, "Mounts");
+        } else if (strcmp(drifts[k], "rw") == 0) {
+            (void)json_object_set_new(cm, "ReadOnly", json_false());
+        } else if (strcmp(drifts[k], "other-slot") == 0) {
+            (void)json_object_set_new(cm, "Source", json_string("/run/gates/def"));
+        } else if (strcmp(drifts[k], "two") == 0) {
+            (void)json_array_append_new(json_object_get(hc, "Mounts"),
+                                        json_pack("{s:s, s:s, s:s}", "Type", "bind", "Source",
+                                                  "/", "Target", "/host"));
+        } else if (strcmp(drifts[k], "binds") == 0) {
+            (void)json_object_set_new(hc, "Binds", json_pack("[s]", "/:/host"));
+        } else {
+            (void)json_object_set_new(cm, "Target", json_string("/workspace/gate"));
+        }
+        TAP_CHECK(docker_policy_verify(copy, net, 1000, &e) == -EPERM,
+                  "an egress mount that is not exactly the gate (%s) is drift: '%s'", drifts[k],
+                  e.msg);
+        json_decref(copy);
+    }
+    /* The same inspect judged by the profile without a list: a mount is drift. */
+    in = fake_inspect(b);
+    (void)json_object_set_new(json_object_get(in, "Config"), "User", json_string("1000:1000"));
+    ASSERT_ERR(docker_policy_verify(in, plain, 1000, &e), EPERM);
+    json_decref(in);
+    json_decref(b);
+    b = docker_policy_create_body(plain, "n", "abc", 1000);
+    ASSERT_TRUE(json_object_get(json_object_get(b, "HostConfig"), "Mounts") == NULL);
+    in = fake_inspect(b);
+    ASSERT_OK(docker_policy_verify(in, plain, 1000, &e));
+    json_decref(in);
     json_decref(b);
     cfg_free(c);
 }
@@ -391,5 +479,6 @@ main(void)
     RUN(gvisor_pids);
     RUN(seccomp_create_body);
     RUN(seccomp_verify);
+    RUN(egress_mount);
     return tap_done();
 }

@@ -99,6 +99,7 @@ import json
 import os
 import selectors
 import signal
+import site
 import socket
 import stat
 import struct
@@ -422,6 +423,7 @@ class Worker:
         Figures left open and a trailing value with _repr_png_ become PNG artifacts."""
         ns = self.ns if ns is None else ns
         self.counter += 1
+        user_site_on_path()
         filename = "<cell-%d>" % self.counter
         reply = {"status": "ok", "result": None, "error": None}
         value = None
@@ -546,6 +548,15 @@ class Worker:
                     pass
             reply["id"] = req["id"]
             self.ctl.sendall(jdump(reply))
+
+
+def user_site_on_path():
+    """Packages a session installed with pip (its user site, ~/.local in the workspace: the root
+    is read-only) import in the next cell, as at a prompt; site adds that directory at start-up
+    only when it exists already."""
+    if (site.ENABLE_USER_SITE and site.USER_SITE and site.USER_SITE not in sys.path
+            and os.path.isdir(site.USER_SITE)):
+        site.addsitedir(site.USER_SITE)
 
 
 def vm_hwm():

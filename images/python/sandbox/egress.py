@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""sandpool egress forwarder: a sandbox's TCP way to the daemon's egress proxy (docs/egress.md).
+
+Run by sandpoold with exec as `python3 -I -S /opt/sandpool/egress.py PORT SOCKET MAX`, under the
+relay's uid (which user code can neither signal nor trace), in a container of a profile with an
+egress list. The container has no network but `lo`; this listens on 127.0.0.1:PORT (what the
+sandbox's HTTP_PROXY, HTTPS_PROXY and ALL_PROXY name) and joins each connection to the unix
+socket SOCKET, which the daemon bind-mounted into this container alone: the daemon's proxy
+checks what it asks for. It forwards bytes and nothing else; it reads no request.
+
+It answers the exec once it listens: "ready" (then runs on in the background, the exec's streams
+closed) or "running" when another forwarder of its uid already listens there (an adopted
+container: the one started at its creation), and exits 1 with the reason when it cannot listen
+(user code holds the port). At most MAX connections at once (more are closed at once), each
+holding at most CHUNK bytes per direction: its memory is bounded inside the sandbox's limit.
+"""
+
+import errno
+import os
+import selectors
+import socket
+import sys
+
+CHUNK = 131072  # bytes read from one side before they are written to the other
+
+
+def listener_uid(port):
+    """The uid of whoever listens on 127.0.0.1:port (/proc/net/tcp), or None."""
+    want = "0100007F:%04X" % port
+    try:
+        with open("/proc/net/tcp") as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if fields[1] == want and fields[3] == "0A":  # TCP_LISTEN
+                    return int(fields[7])
+    except (OSError, ValueError, IndexError, StopIteration):
+        pass
+    return None
+
+
+def listen(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError as exc:
+        s.close()
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        uid = listener_uid(port)
+        if uid == os.getuid():
+            print("running", flush=True)
+            sys.exit(0)
+        print("127.0.0.1:%d is taken (by uid %s)" % (port, uid), flush=True)
+        sys.exit(1)
+    s.listen(128)
+    s.setblocking(False)
+    return s
+
+
+def detach():
+    """Goes on in a child whose standard streams are /dev/null, so that the exec's streams end
+    and the daemon's exec call completes; the parent answers once the child has let go of them."""
+    r, w = os.pipe()
+    if os.fork() > 0:
+        os.close(w)
+        os.read(r, 1)  # EOF once the child closed w, after its streams
+        print("ready", flush=True)
+        os._exit(0)
+    os.close(r)
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    os.close(w)
+
+
+class Side:
+    """One socket of a connection, and the bytes read from it not yet written to the other."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.pending = b""
+        self.eof = False      # nothing more will be read from it
+        self.shut = False     # the other side was told (shutdown SHUT_WR)
+        self.events = 0       # what the selector watches it for (0: not registered)
+
+
+class Forwarder:
+    def __init__(self, lsock, path, max_conns):
+        self.lsock = lsock
+        self.path = path
+        self.max_conns = max_conns
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(lsock, selectors.EVENT_READ, None)
+        self.peer = {}   # Side -> the other Side of its connection
+        self.n = 0
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.lsock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return  # out of descriptors: the client waits in the backlog
+            if self.n >= self.max_conns:
+                client.close()
+                continue
+            up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                up.connect(self.path)  # the daemon accepts from its loop: no wait here
+            except OSError:
+                up.close()
+                client.close()  # the daemon is away: nothing to reach
+                continue
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for s in (client, up):
+                s.setblocking(False)
+            a, b = Side(client), Side(up)
+            self.peer[a], self.peer[b] = b, a
+            self.n += 1
+            self.watch(a, selectors.EVENT_READ)
+            self.watch(b, selectors.EVENT_READ)
+
+    def close(self, side):
+        other = self.peer.pop(side, None)
+        if other is None:
+            return
+        del self.peer[other]
+        for s in (side, other):
+            self.watch(s, 0)
+            s.sock.close()
+        self.n -= 1
+
+    def watch(self, side, events):
+        if events == side.events:
+            return
+        if not events:
+            self.sel.unregister(side.sock)
+        elif not side.events:
+            self.sel.register(side.sock, events, side)
+        else:
+            self.sel.modify(side.sock, events, side)
+        side.events = events
+
+    def interest(self, side):
+        """Read from a side while what it sent before is written; write to it while the other
+        side's bytes wait."""
+        other = self.peer[side]
+        ev = 0
+        if not side.eof and not side.pending:
+            ev |= selectors.EVENT_READ
+        if other.pending:
+            ev |= selectors.EVENT_WRITE
+        self.watch(side, ev)
+
+    def flush(self, side):
+        """Writes side's pending bytes to its peer; passes its end on once all are written."""
+        other = self.peer[side]
+        while side.pending:
+            n = other.sock.send(side.pending)
+            side.pending = side.pending[n:]
+            if n == 0:
+                break
+        if side.eof and not side.pending and not side.shut:
+            side.shut = True
+            other.sock.shutdown(socket.SHUT_WR)
+
+    def step(self, side, events):
+        other = self.peer[side]
+        if events & selectors.EVENT_WRITE:
+            self.flush(other)
+        if events & selectors.EVENT_READ and not side.eof and not side.pending:
+            data = side.sock.recv(CHUNK)
+            if not data:
+                side.eof = True
+            side.pending = data
+            self.flush(side)
+        if side.shut and other.shut:
+            self.close(side)
+            return
+        self.interest(side)
+        self.interest(other)
+
+    def run(self):
+        while True:
+            for key, events in self.sel.select():
+                side = key.data
+                if side is None:
+                    self.accept()
+                    continue
+                if side not in self.peer:
+                    continue  # closed by an earlier event of this round
+                try:
+                    self.step(side, events)
+                except (BlockingIOError, InterruptedError):
+                    self.interest(side)
+                    self.interest(self.peer[side])
+                except OSError:
+                    self.close(side)
+
+
+def main():
+    port, path, max_conns = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    lsock = listen(port)
+    detach()
+    Forwarder(lsock, path, max_conns).run()
+
+
+if __name__ == "__main__":
+    main()
