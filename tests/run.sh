@@ -190,6 +190,8 @@ SANDPOOL_PACKAGES+=(runsc)
 SANDPOOL_PACKAGES+=(python3-yaml)
 # The static checks: shellcheck on every shell script, pyflakes on the images' Python.
 SANDPOOL_PACKAGES+=(shellcheck python3-pyflakes python3-dill) # dill: the kernel's snapshots
+# The egress suite makes its upstreams' TLS certificate with openssl.
+SANDPOOL_PACKAGES+=(openssl)
 command -v kubectl >/dev/null || SANDPOOL_PACKAGES+=(kubernetes-client)
 command -v systemd-analyze >/dev/null || SANDPOOL_PACKAGES+=(systemd)
 ensure_packages

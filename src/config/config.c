@@ -31,6 +31,7 @@ cfg_free(struct cfg *c)
     cfg_profiles_clear(c);
     cfg_tenants_clear(c);
     free(c->seccomp);
+    free(c->egress_node_dir);
     free(c);
     return NULL;
 }

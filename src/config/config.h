@@ -54,7 +54,8 @@ struct cfg_profile {
      * NULL: nothing (no network at all). Its JSON text, compact with sorted keys, alongside. */
     struct egress_rules *egress;
     char *egress_json;
-    /* Where its sandboxes' gates are (egress.dir) and the port their forwarder listens on
+    /* Where its sandboxes' gates are (egress.dir/node_id: two daemons on one engine keep theirs
+     * apart) and the port their forwarder listens on
      * (egress.port), both borrowed from the struct cfg that holds this profile (cfg_validate(),
      * cfg_reload_keep()): what docker/policy.c writes into a create body and checks. */
     const char *egress_dir;
@@ -111,6 +112,7 @@ struct cfg {
     char *e2b_templates;       /* "template=profile,...": E2B templateIDs (docs/e2b.md) */
     /* Egress by name (docs/egress.md, src/egress/proxy.h) */
     char *egress_dir;
+    char *egress_node_dir; /* egress_dir/node_id: this node's gates (cfg_validate()) */
     char *egress_resolv_conf;
     char *egress_hosts;       /* "name=address,...", checked by cfg_validate() */
     char *egress_allow_cidrs; /* "a.b.c.d/n,...", checked by cfg_validate() */

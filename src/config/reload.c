@@ -215,7 +215,7 @@ cfg_reload_keep(struct cfg *next, const struct cfg *live)
         profile_keep(&kept[i], &live->profiles[i], cfg_profile_find(next, live->profiles[i].name));
         kept[i].seccomp = next->seccomp;
         kept[i].seccomp_path = next->seccomp != NULL ? next->sandbox_seccomp_profile : NULL;
-        kept[i].egress_dir = next->egress_dir; /* not reloadable: live's value */
+        kept[i].egress_dir = next->egress_node_dir; /* not reloadable: live's value */
         kept[i].egress_port = next->egress_port;
     }
     cfg_profiles_clear(next);

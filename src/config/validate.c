@@ -12,6 +12,7 @@
 #include "config.h"
 #include "egress/rules.h"
 #include "log/log.h"
+#include "util/buf.h"
 #include "util/macro.h"
 #include "util/parse.h"
 
@@ -308,12 +309,13 @@ validate_cluster(struct cfg *c, struct err *reterr)
 }
 
 /* egress.hosts and egress.allow_cidrs parse (the proxy reads them again at start); egress.dir is
- * an absolute path. */
+ * an absolute path; sets egress_node_dir. */
 static int
-validate_egress(const struct cfg *c, struct err *reterr)
+validate_egress(struct cfg *c, struct err *reterr)
 {
     struct egress_host *hosts = xcalloc(EGRESS_HOSTS_MAX, sizeof(*hosts));
     struct egress_cidr cidrs[EGRESS_CIDRS_MAX];
+    struct buf b = BUF_INIT(SIZE_MAX);
     int r = egress_hosts_parse(c->egress_hosts, hosts, EGRESS_HOSTS_MAX, reterr);
 
     free(hosts);
@@ -327,12 +329,20 @@ validate_egress(const struct cfg *c, struct err *reterr)
     if (c->egress_dir[0] != '/') {
         return err_set(reterr, -EINVAL, "'egress.dir' must be an absolute path");
     }
-    /* <dir>/<32 hex digits>/proxy.sock must fit a unix socket's address (108 bytes). */
-    if (strlen(c->egress_dir) > EGRESS_DIR_MAX) {
-        return err_set(reterr, -ENAMETOOLONG,
-                       "'egress.dir' is longer than %d characters (a gate's socket path must fit "
-                       "a unix socket address)",
-                       EGRESS_DIR_MAX);
+    /* This node's gates: <dir>/<node_id>/<32 hex digits>/proxy.sock must fit a unix socket's
+     * address (108 bytes) when a profile has an egress list. */
+    if (buf_printf(&b, "%s/%s", c->egress_dir, c->node_id) < 0) {
+        oom();
+    }
+    free(c->egress_node_dir);
+    c->egress_node_dir = b.buf;
+    for (size_t i = 0; i < c->n_profiles; i++) {
+        if (c->profiles[i].egress != NULL && strlen(c->egress_node_dir) > EGRESS_DIR_MAX) {
+            return err_set(reterr, -ENAMETOOLONG,
+                           "'egress.dir' and the node id together ('%s') are longer than %d "
+                           "characters: a gate's socket path must fit a unix socket address",
+                           c->egress_node_dir, EGRESS_DIR_MAX);
+        }
     }
     return 0;
 }
@@ -379,7 +389,7 @@ cfg_validate(struct cfg *c, struct err *reterr)
         if (r < 0) {
             return r;
         }
-        c->profiles[i].egress_dir = c->egress_dir;
+        c->profiles[i].egress_dir = c->egress_node_dir;
         c->profiles[i].egress_port = c->egress_port;
     }
     r = validate_uids(c, reterr);

@@ -417,6 +417,48 @@ normalize_capdrop(json_t *hc)
     (void)json_object_set_new(hc, "CapDrop", OOM_CHECK(json_pack("[s]", "ALL")));
 }
 
+/* Podman reports bind mounts in HostConfig.Binds ("src:dst:ro,rprivate,rbind") and no
+ * HostConfig.Mounts: into Docker's shape, the one the create body sent ({Type, Source, Target,
+ * ReadOnly}), so that the policy judges both alike. A bind it cannot read stays in Binds (drift).
+ */
+static void
+normalize_binds(json_t *hc)
+{
+    json_t *binds = json_object_get(hc, "Binds"), *mounts, *keep;
+    size_t i;
+    json_t *v;
+
+    if (json_array_size(binds) == 0 || json_array_size(json_object_get(hc, "Mounts")) > 0) {
+        return;
+    }
+    mounts = OOM_CHECK(json_array());
+    keep = OOM_CHECK(json_array());
+    json_array_foreach (binds, i, v) {
+        const char *b = json_string_value(v);
+        const char *c1 = b != NULL ? strchr(b, ':') : NULL;
+        const char *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
+        bool ro = false;
+
+        if (c1 == NULL || c1 == b || c1[1] != '/') {
+            (void)json_array_append(keep, v);
+            continue;
+        }
+        for (const char *o = c2 != NULL ? c2 + 1 : NULL; o != NULL && *o != '\0';) {
+            size_t n = strcspn(o, ",");
+
+            ro |= n == 2 && strncmp(o, "ro", 2) == 0;
+            o += n + (o[n] == ',');
+        }
+        (void)json_array_append_new(
+            mounts, OOM_CHECK(json_pack("{s:s, s:s%, s:s%, s:b}", "Type", "bind", "Source", b,
+                                        (size_t)(c1 - b), "Target", c1 + 1,
+                                        c2 != NULL ? (size_t)(c2 - c1 - 1) : strlen(c1 + 1),
+                                        "ReadOnly", ro)));
+    }
+    (void)json_object_set_new(hc, "Mounts", mounts);
+    (void)json_object_set_new(hc, "Binds", keep);
+}
+
 void
 docker_quirks_normalize_inspect(const struct docker_quirks *q, json_t *inspect)
 {
@@ -441,6 +483,7 @@ docker_quirks_normalize_inspect(const struct docker_quirks *q, json_t *inspect)
     if (q->readonly_adds_tmpfs) {
         normalize_tmpfs(json_object_get(hc, "Tmpfs"));
     }
+    normalize_binds(hc);
     /* Podman has no NetworkDisabled of its own (null in inspect): NetworkMode "none", which the
      * policy checks as well, is what takes the network away there. */
     if (json_object_get(cfg, "NetworkDisabled") == NULL ||

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -80,6 +82,10 @@ egress_conn_end(struct egress_conn *c, enum egress_end end, const char *why)
     p->stats.ends[end]++;
     cancel_dns(c);
     event_free(c->timer);
+    if (c->rd_down != NULL) {
+        event_free(c->rd_down);
+        event_free(c->rd_up);
+    }
     if (c->up != NULL) {
         bufferevent_free(c->up);
     }
@@ -158,9 +164,14 @@ refuse(struct egress_conn *c, enum egress_end end, int status, const char *fmt, 
     arm(c, 5000);
 }
 
-/* ---- piping ---------------------------------------------------------------------------------- */
+/* ---- piping ----------------------------------------------------------------------------------
+ *
+ * Each side's bytes are read by an event of ours, in reads of up to EGRESS_PIPE_READ straight into
+ * the other side's output buffer, which its bufferevent writes: libevent 2.1's bufferevents read
+ * at most 4096 bytes a call (EVBUFFER_MAX_READ), a system call and a loop turn per 4 KiB. A side
+ * stops being read while the other's output holds EGRESS_HIGH_WATER bytes and is read again once
+ * that fell to half (on_pipe_write). */
 
-static void on_pipe_read(struct bufferevent *bev, void *arg);
 static void on_pipe_write(struct bufferevent *bev, void *arg);
 static void on_pipe_event(struct bufferevent *bev, short what, void *arg);
 
@@ -182,15 +193,12 @@ both_done(const struct egress_conn *c)
            evbuffer_get_length(bufferevent_get_output(c->up)) == 0;
 }
 
-static void
-on_pipe_read(struct bufferevent *bev, void *arg)
+/* n more bytes from one side: counted, and false (c ended) past a byte limit. */
+static bool
+count_bytes(struct egress_conn *c, bool from_down, size_t n)
 {
-    struct egress_conn *c = arg;
     struct egress_gate *g = c->g;
     const struct egress_proxy_config *cfg = &g->p->cfg;
-    bool from_down = bev == c->down;
-    struct bufferevent *dst = from_down ? c->up : c->down;
-    size_t n = evbuffer_get_length(bufferevent_get_input(bev));
 
     *(from_down ? &c->up_bytes : &c->down_bytes) += n;
     *(from_down ? &g->p->stats.bytes_up : &g->p->stats.bytes_down) += n;
@@ -202,12 +210,69 @@ on_pipe_read(struct bufferevent *bev, void *arg)
                             ? "the session's egress bytes are used up (egress.max_bytes)"
                             : "this execution's egress bytes are used up "
                               "(egress.max_exec_bytes)");
+        return false;
+    }
+    return true;
+}
+
+static void
+pipe_read(struct egress_conn *c, bool from_down)
+{
+    struct bufferevent *src = from_down ? c->down : c->up, *dst = from_down ? c->up : c->down;
+    struct event *rd = from_down ? c->rd_down : c->rd_up;
+    struct evbuffer *out = bufferevent_get_output(dst);
+    struct evbuffer_iovec v[2];
+    struct iovec iov[2];
+    int nv = evbuffer_reserve_space(out, EGRESS_PIPE_READ, v, 2), used = 0;
+    ssize_t n;
+
+    if (nv <= 0) {
+        oom();
+    }
+    for (int i = 0; i < nv; i++) {
+        iov[i] = (struct iovec){.iov_base = v[i].iov_base, .iov_len = v[i].iov_len};
+    }
+    n = readv(bufferevent_getfd(src), iov, nv);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         return;
     }
-    (void)bufferevent_write_buffer(dst, bufferevent_get_input(bev));
-    if (evbuffer_get_length(bufferevent_get_output(dst)) >= EGRESS_HIGH_WATER) {
-        bufferevent_disable(bev, EV_READ); /* on_pipe_write reads on once dst took half */
+    if (n < 0) {
+        egress_conn_end(c, EGRESS_END_DONE,
+                        from_down ? "the sandbox's side broke off" : "the upstream broke off");
+        return;
     }
+    if (n == 0) {
+        event_del(rd);
+        *(from_down ? &c->down_eof : &c->up_eof) = true;
+        shut_when_flushed(c, dst);
+        if (both_done(c)) {
+            egress_conn_end(c, EGRESS_END_DONE, "ended");
+        }
+        return;
+    }
+    for (size_t left = (size_t)n; used < nv && left > 0; used++) { /* the spans it filled */
+        v[used].iov_len = MIN(v[used].iov_len, left);
+        left -= v[used].iov_len;
+    }
+    (void)evbuffer_commit_space(out, v, used);
+    if (!count_bytes(c, from_down, (size_t)n)) {
+        return;
+    }
+    if (evbuffer_get_length(out) >= EGRESS_HIGH_WATER) {
+        event_del(rd); /* on_pipe_write reads on once dst took half */
+    }
+}
+
+static void
+on_down_readable(evutil_socket_t fd, short what, void *arg)
+{
+    pipe_read(arg, true);
+}
+
+static void
+on_up_readable(evutil_socket_t fd, short what, void *arg)
+{
+    pipe_read(arg, false);
 }
 
 static void
@@ -215,11 +280,10 @@ on_pipe_write(struct bufferevent *bev, void *arg)
 {
     struct egress_conn *c = arg;
     bool to_down = bev == c->down;
-    struct bufferevent *src = to_down ? c->up : c->down;
     bool src_eof = to_down ? c->up_eof : c->down_eof;
 
     if (!src_eof) {
-        bufferevent_enable(src, EV_READ);
+        (void)event_add(to_down ? c->rd_up : c->rd_down, NULL);
     } else if (evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
         (void)shutdown(bufferevent_getfd(bev), SHUT_WR);
     }
@@ -232,19 +296,10 @@ static void
 on_pipe_event(struct bufferevent *bev, short what, void *arg)
 {
     struct egress_conn *c = arg;
-    bool from_down = bev == c->down;
 
-    if (what & BEV_EVENT_ERROR) {
+    if (what & (BEV_EVENT_ERROR | BEV_EVENT_EOF)) { /* a write failed: nobody takes the bytes */
         egress_conn_end(c, EGRESS_END_DONE,
-                        from_down ? "the sandbox's side broke off" : "the upstream broke off");
-        return;
-    }
-    if (what & BEV_EVENT_EOF) {
-        *(from_down ? &c->down_eof : &c->up_eof) = true;
-        shut_when_flushed(c, from_down ? c->up : c->down);
-        if (both_done(c)) {
-            egress_conn_end(c, EGRESS_END_DONE, "ended");
-        }
+                        bev == c->down ? "the sandbox's side broke off" : "the upstream broke off");
     }
 }
 
@@ -252,6 +307,8 @@ static void
 pipe_start(struct egress_conn *c)
 {
     struct evbuffer *early = bufferevent_get_input(c->down);
+    struct event_base *base = c->g->p->base;
+    size_t n_early = evbuffer_get_length(early);
 
     event_del(c->timer); /* a tunnel lasts as long as its ends want */
     conn_set(c, EGRESS_CONN_PIPING);
@@ -266,23 +323,34 @@ pipe_start(struct egress_conn *c)
             refuse(c, EGRESS_END_MALFORMED, 400, "the request head is too long to send on");
             return;
         }
-        (void)bufferevent_write(c->up, req.buf, req.len);
-        c->up_bytes += req.len;
-        c->g->p->stats.bytes_up += req.len;
-        c->g->bytes += req.len;
-        c->g->exec_bytes += req.len;
+        size_t len = req.len;
+
+        (void)bufferevent_write(c->up, req.buf, len);
         buf_done(&req);
+        if (!count_bytes(c, true, len)) {
+            return;
+        }
     }
+    c->rd_down = OOM_CHECK(
+        event_new(base, bufferevent_getfd(c->down), EV_READ | EV_PERSIST, on_down_readable, c));
+    c->rd_up = OOM_CHECK(
+        event_new(base, bufferevent_getfd(c->up), EV_READ | EV_PERSIST, on_up_readable, c));
     for (int i = 0; i < 2; i++) {
         struct bufferevent *b = i ? c->up : c->down;
 
+        bufferevent_disable(b, EV_READ);
         bufferevent_setwatermark(b, EV_WRITE, EGRESS_HIGH_WATER / 2, 0);
-        bufferevent_setcb(b, on_pipe_read, on_pipe_write, on_pipe_event, c);
-        bufferevent_enable(b, EV_READ | EV_WRITE);
+        bufferevent_setcb(b, NULL, on_pipe_write, on_pipe_event, c);
+        bufferevent_enable(b, EV_WRITE);
     }
-    if (evbuffer_get_length(early) > 0) { /* what the sandbox sent right after its head */
-        on_pipe_read(c->down, c);
+    if (n_early > 0) { /* what the sandbox sent right after its head */
+        (void)bufferevent_write_buffer(c->up, early);
+        if (!count_bytes(c, true, n_early)) {
+            return;
+        }
     }
+    (void)event_add(c->rd_down, NULL);
+    (void)event_add(c->rd_up, NULL);
 }
 
 /* ---- dialling -------------------------------------------------------------------------------- */
@@ -506,8 +574,17 @@ void
 egress_conn_accept(struct egress_gate *g, int fd)
 {
     struct egress_proxy *p = g->p;
-    struct egress_conn *c = xcalloc(1, sizeof(*c));
+    struct egress_conn *c;
 
+    /* Past twice its session's limit (the refusals linger a moment) or the proxy's own bound,
+     * a connection is closed unanswered, before anything is allocated for it: a sandbox that
+     * connects to its socket without end costs the daemon no descriptor and no memory. */
+    if (g->n_conns >= 2 * p->cfg.max_connections || p->stats.open >= EGRESS_OPEN_MAX) {
+        p->stats.ends[EGRESS_END_LIMIT]++;
+        (void)close(fd);
+        return;
+    }
+    c = xcalloc(1, sizeof(*c));
     c->g = g;
     c->started_ms = time_now_ms();
     c->down = OOM_CHECK(

@@ -15,6 +15,8 @@ struct evutil_addrinfo;
 struct event;
 
 #define EGRESS_HIGH_WATER (256u << 10) /* bytes waiting for one side before the other waits */
+#define EGRESS_PIPE_READ  (128 << 10)  /* bytes read from one side at a time */
+#define EGRESS_OPEN_MAX   4096u        /* connections through every gate at once */
 #define EGRESS_ADDRS_MAX  8            /* addresses tried per connection */
 
 struct egress_proxy {
@@ -62,6 +64,8 @@ struct egress_conn {
     enum egress_conn_state state;
     struct bufferevent *down; /* the sandbox's side */
     struct bufferevent *up;   /* the upstream's, from CONNECTING on */
+    /* PIPING: each side's reads (its bufferevent only writes then), NULL before */
+    struct event *rd_down, *rd_up;
     struct event *timer;      /* the head's, then the resolve and connect deadline */
     struct evdns_getaddrinfo_request *dns;
     struct egress_head head;

@@ -86,8 +86,8 @@ pool_slot_forwarder(struct pool_slot *slot)
 {
     struct pool *p = slot->pool;
     char port[12], user[24], max[12];
-    const char *argv[] = {
-        "python3", "-I", "-S", POOL_FORWARDER, port, EGRESS_MOUNT "/" EGRESS_SOCKET, max, NULL};
+    static const char sock[] = EGRESS_MOUNT "/" EGRESS_SOCKET; /* as the container sees it */
+    const char *argv[] = {"python3", "-I", "-S", POOL_FORWARDER, port, sock, max, NULL};
     struct docker_exec_spec spec = {.argv = argv, .user = user};
 
     (void)snprintf(port, sizeof(port), "%u", p->profile->egress_port);

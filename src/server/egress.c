@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -19,27 +20,44 @@
 #include "pool/pool.h"
 #include "util/macro.h"
 
+/* src as printable ASCII into dst[n] (every other byte '?'): what a sandbox sent (a host it
+ * asked for, quoted in a refusal's reason) may be any bytes, and a JSON string must be UTF-8. */
+static const char *
+printable(const char *src, char *dst, size_t n)
+{
+    size_t i = 0;
+
+    for (; src[i] != '\0' && i + 1 < n; i++) {
+        dst[i] = src[i] >= 0x20 && src[i] <= 0x7e ? src[i] : '?';
+    }
+    dst[i] = '\0';
+    return dst;
+}
+
 /* One audit line per connection: who asked for what, what was dialled, what came of it. Never a
  * byte of what went through. */
 static void
 on_egress_event(const struct egress_event *ev, void *userdata)
 {
-    char actor[80];
+    char actor[80], host[256], why[256];
     json_t *f;
 
+    (void)printable(ev->host, host, sizeof(host));
+    (void)printable(ev->why, why, sizeof(why));
     if (ev->end != EGRESS_END_DONE) {
-        log_debug("session=%s %s:%u %s: %s", ev->session[0] ? ev->session : "-", ev->host, ev->port,
-                  egress_end_to_string(ev->end), ev->why);
+        log_debug("session=%s %s:%u %s: %s", ev->session[0] ? ev->session : "-", host, ev->port,
+                  egress_end_to_string(ev->end), why);
     }
     if (!audit_enabled()) {
         return;
     }
     (void)snprintf(actor, sizeof(actor), "tenant:%s", ev->tenant);
+    /* Every string is ours or printable ASCII: the pack fails only without memory. */
     f = OOM_CHECK(json_pack(
         "{s:s, s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:s, s:s}", "tenant", ev->tenant, "session",
-        ev->session, "host", ev->host, "port", (int)ev->port, "address", ev->address, "bytes_up",
+        ev->session, "host", host, "port", (int)ev->port, "address", ev->address, "bytes_up",
         (json_int_t)ev->bytes_up, "bytes_down", (json_int_t)ev->bytes_down, "duration_ms",
-        (json_int_t)ev->duration_ms, "verdict", egress_end_to_string(ev->end), "why", ev->why));
+        (json_int_t)ev->duration_ms, "verdict", egress_end_to_string(ev->end), "why", why));
     audit_log("egress.connection", ev->tenant[0] ? actor : "sandbox", f);
 }
 
@@ -65,6 +83,11 @@ server_egress_init(struct server *s, struct err *reterr)
     if (!any_egress(c)) {
         return 0;
     }
+    /* egress.dir, then this node's directory in it (the proxy makes that one). */
+    if (mkdir(c->egress_dir, 0711) < 0 && errno != EEXIST) {
+        return err_set(reterr, -errno, "cannot make the directory %s: %s", c->egress_dir,
+                       strerror(errno));
+    }
     hosts = xcalloc(EGRESS_HOSTS_MAX, sizeof(*hosts));
     /* cfg_validate() parsed both already. */
     n_hosts = egress_hosts_parse(c->egress_hosts, hosts, EGRESS_HOSTS_MAX, reterr);
@@ -75,7 +98,7 @@ server_egress_init(struct server *s, struct err *reterr)
     }
     r = egress_proxy_new(s->base,
                          &(struct egress_proxy_config){
-                             .dir = c->egress_dir,
+                             .dir = c->egress_node_dir,
                              .resolv_conf = c->egress_resolv_conf,
                              .hosts = hosts,
                              .n_hosts = (size_t)n_hosts,
@@ -95,7 +118,7 @@ server_egress_init(struct server *s, struct err *reterr)
     for (size_t i = 0; i < s->n_pools; i++) {
         pool_set_egress(s->pools[i], s->egress);
     }
-    log_info("egress proxy: gates in %s, %d pinned name(s), %s", c->egress_dir, n_hosts,
+    log_info("egress proxy: gates in %s, %d pinned name(s), %s", c->egress_node_dir, n_hosts,
              c->egress_resolv_conf[0] ? c->egress_resolv_conf : "no resolver");
     return 0;
 }

@@ -27,7 +27,7 @@
 #include "util/buf.h"
 #include "util/macro.h"
 
-#define METRIC_SERIES 8
+#define METRIC_SERIES 10
 
 /* One family: without labels (series[0].label NULL) its one sample; otherwise one sample per
  * series, each label a ready key="value" pair. */
@@ -234,7 +234,7 @@ metrics_snapshots(struct server *s, struct buf *out)
     return metrics_write(out, tab, ELEMENTSOF(tab));
 }
 
-/* The node registry, as this node last read it (cluster/registry.h). */
+/* The egress proxy's connections and bytes (docs/egress.md), when a profile has a list. */
 static int
 metrics_egress(struct server *s, struct buf *out)
 {
@@ -276,6 +276,7 @@ metrics_egress(struct server *s, struct buf *out)
     return metrics_write(out, tab, ELEMENTSOF(tab));
 }
 
+/* The node registry, as this node last read it (cluster/registry.h). */
 static int
 metrics_cluster(struct server *s, struct buf *out)
 {

@@ -367,7 +367,6 @@ server_free(struct server *s)
         pool_free(s->pools[i]);
     }
     free(s->pools);
-    server_egress_free(s); /* after the pools' gates */
     store_redis_free(s->redis);
     route_free(s->route);       /* after Redis: its lookups in flight were answered */
     registry_free(s->registry); /* after Redis: its operations in flight were answered */
@@ -376,6 +375,8 @@ server_free(struct server *s)
         event_free(s->cron);
     }
     server_lifecycle_free(s);
+    /* After the pools' gates, and once no event of ours is left that its loop turn could run. */
+    server_egress_free(s);
     event_base_free(s->base);
     pool_uids_free(s->uids); /* after the pools and orphans that held its pairs */
     cfg_free(s->cfg);

@@ -507,7 +507,7 @@ session_execute(struct session *s, const struct exec_req *req, const struct exec
     }
     x->started_us = time_now_us();
     x->started_wall_ms = time_wall_ms();
-    if (pool_slot_gate(s->slot) != NULL) {
+    if (pool_slot_gate(s->slot) != NULL && !req->internal) {
         egress_gate_execution(pool_slot_gate(s->slot)); /* its byte budget starts again */
     }
     execution_set_code(x, req);

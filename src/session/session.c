@@ -185,7 +185,7 @@ session_bind_gate(struct session *s)
 {
     struct egress_gate *g = pool_slot_gate(s->slot);
 
-    if (g != NULL) {
+    if (g != NULL && s->profile->egress != NULL) {
         egress_gate_bind(g, s->rec.tenant, s->rec.id, s->profile->egress);
     }
 }

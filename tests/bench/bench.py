@@ -413,6 +413,75 @@ def forwarded_rtt(api, api_b, redis_sock, n):
             "lookups_per_call": lookups / calls}, samples
 
 
+# B18's client: the same code on the host (direct) and in a sandbox (through its proxy). It reads
+# what /bytes/N sends in 1 MiB reads, and times small requests from connect to the last byte.
+EGRESS_CLIENT = r"""
+import http.client, json, time
+
+def egress_get(host, port, path, proxy):
+    c = http.client.HTTPConnection(*(("127.0.0.1", 3128) if proxy else (host, port)), timeout=120)
+    c.request("GET", ("http://%s:%d%s" % (host, port, path)) if proxy else path,
+              headers={"Host": "%s:%d" % (host, port)})
+    r = c.getresponse()
+    n = 0
+    while True:
+        b = r.read(1 << 20)
+        if not b:
+            break
+        n += len(b)
+    c.close()
+    return n
+
+def egress_download(host, port, size, proxy):
+    t = time.perf_counter()
+    n = egress_get(host, port, "/bytes/%d" % size, proxy)
+    assert n == size, n
+    return size / (time.perf_counter() - t) / 1e6
+
+def egress_setup(host, port, k, proxy):
+    out = []
+    for _ in range(k):
+        t = time.perf_counter()
+        egress_get(host, port, "/hello", proxy)
+        out.append((time.perf_counter() - t) * 1000.0)
+    return out
+"""
+
+
+def egress(api, upstream_port, rounds, k):
+    """B18: a 100 MB download and a small request's connection (connect to last byte) from a
+    sandbox through its egress proxy (forwarder, the daemon's proxy, upstream on 127.0.0.1),
+    against the same client on the host reaching the same upstream directly over loopback;
+    interleaved, in one run."""
+    size = 100 * 1000 * 1000
+    host = "upstream.bench"
+    st, d = api.call("POST", "/v1/sessions", {"profile": "net"})
+    assert st == 201, d
+    sid = json.loads(d)["id"]
+    run_code(api, sid, EGRESS_CLIENT)
+    env = {}
+    exec(EGRESS_CLIENT, env)  # noqa: S102 - our own client, the direct side
+    rates = {"direct": [], "proxied": []}
+    setup = {"direct": [], "proxied": []}
+
+    def sandbox(expr):
+        r = run_code(api, sid, "print(json.dumps(%s))" % expr)
+        assert r["status"] == "ok", r
+        return json.loads(r["stdout"])
+
+    for _ in range(rounds):
+        rates["direct"].append(env["egress_download"]("127.0.0.1", upstream_port, size, False))
+        rates["proxied"].append(sandbox("egress_download(%r, %d, %d, True)" % (
+            host, upstream_port, size)))
+        setup["direct"] += env["egress_setup"]("127.0.0.1", upstream_port, k, False)
+        setup["proxied"] += sandbox("egress_setup(%r, %d, %d, True)" % (host, upstream_port, k))
+    api.call("DELETE", "/v1/sessions/" + sid)
+    med = {w: sorted(v)[len(v) // 2] for w, v in rates.items()}
+    return {"mb_per_s": med, "ratio": med["proxied"] / med["direct"],
+            "rates": rates, "setup_direct": summary(setup["direct"]),
+            "setup_proxied": summary(setup["proxied"])}
+
+
 def first_sse_byte(port, token, sid, n):
     """B4: from sending the request to the first stdout event, for code that prints at once and
     then sleeps 0.2 s (so the first byte cannot be confused with the end)."""
@@ -677,11 +746,13 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="fewer samples (smoke run)")
     ap.add_argument("--concurrency", type=int, default=4)
-    ap.add_argument("--only", choices=["B16", "B17"],
+    ap.add_argument("--only", choices=["B16", "B17", "B18"],
                     help="only this row, added to --out: B16 wants a daemon of its own, B17 a "
                          "second node (--port2) on the same Redis (--redis-sock)")
     ap.add_argument("--port2", type=int, help="B17: the second node's port")
     ap.add_argument("--redis-sock", help="B17: the Redis both nodes share")
+    ap.add_argument("--upstream-port", type=int,
+                    help="B18: the HTTP upstream on 127.0.0.1 (tests/lib/egress-upstream.py)")
     args = ap.parse_args()
     q = args.quick
     N = 200 if q else 1000
@@ -689,6 +760,15 @@ def main():
     api = Api(args.port, args.token)
     if args.only == "B16":
         density_only(api, args)
+        return
+    if args.only == "B18":
+        with open(args.out) as f:
+            res = json.load(f)
+        res["metrics"]["B18"] = egress(api, args.upstream_port, 3 if q else 5, 50 if q else 200)
+        print("bench: B18 %s" % {k: v for k, v in res["metrics"]["B18"].items() if k != "rates"},
+              file=sys.stderr, flush=True)
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1)
         return
     if args.only == "B17":
         with open(args.out) as f:

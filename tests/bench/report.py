@@ -114,6 +114,21 @@ def b17_row(x):
                    x["overhead_p50"], rp["forwarded"], rp["direct"], x["lookups_per_call"]))
 
 
+def b18_row(x):
+    """B18, a download and a connection through the egress proxy against the same client on
+    the host, direct over loopback (bench.py egress())."""
+    metric = "100 MB download from a sandbox through its egress proxy vs direct loopback"
+    goal = "proxied >= 50 % of direct"
+    if not x:
+        return row("B18", metric, "not measured", goal, None, "not run")
+    m = x["mb_per_s"]
+    return row("B18", metric, "%.0f MB/s proxied; %.0f MB/s direct" % (m["proxied"], m["direct"]),
+               goal, x["ratio"] >= 0.5,
+               "%.0f %% of direct (medians of %d); a request's connect to last byte: proxied %s,"
+               " direct %s" % (100 * x["ratio"], len(x["rates"]["direct"]),
+                               lat(x["setup_proxied"]), lat(x["setup_direct"])))
+
+
 def main(src, md_out, png_out):
     r = json.load(open(src))
     m, b = r["metrics"], r["baselines"]
@@ -157,7 +172,7 @@ def main(src, md_out, png_out):
             "%.0f× (a), %.1f× (b)" % (a["p50"] / m["B11"]["p50"], bx["p50"] / m["B11"]["p50"])),
         b12_row(m.get("B12")),
     ] + b13_rows(m.get("B13")) + b14_rows(m.get("B14")) + b15_rows(m.get("B15"), m.get("B16")) + [
-        b17_row(m.get("B17"))]
+        b17_row(m.get("B17")), b18_row(m.get("B18"))]
     mc = r["machine"]
     out = ["Measured %s on %d cores, %s, runtime %s, kernel %s." % (
         mc["date"], mc["cores"], mc["engine"], mc["runtime"], mc["kernel"]), "",

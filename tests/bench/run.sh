@@ -7,6 +7,7 @@
 #   sudo tests/bench/run.sh --quick    # fewer samples, about 4 minutes; results only printed
 #   sudo tests/bench/run.sh --density  # B16 alone (2,000 hibernated sessions), about 8 minutes
 #   sudo tests/bench/run.sh --forward  # B17 alone (a forwarded print(1) vs a direct one), 1 minute
+#   sudo tests/bench/run.sh --egress   # B18 alone (100 MB through the egress proxy vs direct)
 #
 # Loopback only; bounded in time; removes every container and process it started. Never part of
 # tests/run.sh: benchmarks do not gate anything (this machine is shared and noisy).
@@ -19,15 +20,18 @@ ONLY=''
 [ "${1:-}" = --quick ] && QUICK=--quick
 [ "${1:-}" = --density ] && ONLY=B16 # only B16 (full size), its figures printed
 [ "${1:-}" = --forward ] && ONLY=B17 # only B17, its figures printed
+[ "${1:-}" = --egress ] && ONLY=B18  # only B18, its figures printed
 BUILD=${SANDPOOL_BENCH_BUILD_DIR:-$SANDPOOL_ROOT/build-bench}
 RESULTS=$SANDPOOL_ROOT/tests/bench/results
 NODE=sandpool-bench
 tmp=
 daemon_pid=
 node_b_pid=
+upstream_pid=
 
 cleanup() {
     trap - EXIT INT TERM
+    [ -n "$upstream_pid" ] && kill -TERM "$upstream_pid" 2>/dev/null && wait "$upstream_pid" 2>/dev/null
     [ -n "$daemon_pid" ] && kill -TERM "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
     [ -n "$node_b_pid" ] && kill -TERM "$node_b_pid" 2>/dev/null && wait "$node_b_pid" 2>/dev/null
     remove_labelled "sandpool.owner=$NODE"
@@ -41,7 +45,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 require_root
-SANDPOOL_PACKAGES+=(wrk python3-matplotlib)
+SANDPOOL_PACKAGES+=(wrk python3-matplotlib openssl)
 ensure_packages
 ensure_docker
 remove_labelled "sandpool.owner=$NODE"
@@ -64,6 +68,13 @@ start_redis "$tmp/redis/redis.sock"
 
 port=$(( 10000 + (RANDOM % 20000) )) # below the ephemeral range, and free (see tests/lib/api.sh)
 while [ -n "$(ss -tanH "sport = :$port")" ]; do port=$(( port + 1 )); done
+# B18's upstream on 127.0.0.1 (the egress profile reaches it by a pinned name, no resolver).
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=upstream.bench \
+    -keyout "$tmp/tls.key" -out "$tmp/tls.crt" >/dev/null 2>&1 || die "openssl failed"
+/usr/bin/python3 "$SANDPOOL_ROOT/tests/lib/egress-upstream.py" "$tmp" >>"$tmp/upstream.log" 2>&1 &
+upstream_pid=$!
+for _ in $(seq 1 50); do [ -s "$tmp/ports" ] && break; sleep 0.2; done
+read -r upstream_port _ <"$tmp/ports" || die "the egress upstream did not start"
 token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 e2b_key=e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n') # B13
 cat >"$tmp/config.json" <<JSON
@@ -74,13 +85,18 @@ cat >"$tmp/config.json" <<JSON
   "redis": {"url": "unix://$tmp/redis/redis.sock"},
   "log": {"level": "warn"},
   "snapshots": {"store": "dir", "dir": "$tmp/snaps"},
+  "egress": {"dir": "$tmp/egress", "resolv_conf": "", "hosts": "upstream.bench=127.0.0.1",
+             "allow_cidrs": "127.0.0.1/32", "max_bytes": 1099511627776,
+             "max_exec_bytes": 1099511627776},
   "tenants": [{"id": "bench", "token_sha256": "$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)",
                "e2b_keys_sha256": ["$(printf '%s' "$e2b_key" | sha256sum | cut -d' ' -f1)"]}],
   "profiles": {
     "python": {"image": "sandpool/python:latest", "warm": 8, "max": 40},
     "cold": {"image": "sandpool/python:latest", "warm": 0, "max": 2},
     "refill": {"image": "sandpool/python:latest", "warm": 20, "max": 40},
-    "dense": {"image": "sandpool/python:latest", "warm": 0, "max": 520, "memory_mb": 128}
+    "dense": {"image": "sandpool/python:latest", "warm": 0, "max": 520, "memory_mb": 128},
+    "net": {"image": "sandpool/python:latest", "warm": 1, "max": 2, "exec_timeout_s": 300,
+            "egress": {"allow": ["upstream.bench:$upstream_port"]}}
   }
 }
 JSON
@@ -123,7 +139,11 @@ start_daemon
 say "measuring (see tests/bench/bench.py for what and how)"
 if [ -n "$ONLY" ]; then
     echo '{"machine": {}, "metrics": {}, "baselines": {}}' >"$tmp/results.json"
-    if [ "$ONLY" = B17 ]; then b17; else bench --only B16; fi
+    case $ONLY in
+    B17) b17 ;;
+    B18) bench --only B18 --upstream-port "$upstream_port" ;;
+    *) bench --only B16 ;;
+    esac
     cat "$tmp/results.json"
     exit 0
 fi
@@ -135,6 +155,7 @@ daemon_pid=
 start_daemon
 bench --only B16
 b17
+bench --only B18 --upstream-port "$upstream_port"
 # A quick run is a smoke test: its figures never replace the published ones.
 [ -n "$QUICK" ] && RESULTS=$tmp/results
 mkdir -p "$RESULTS"

@@ -192,6 +192,46 @@ check "CONNECT to a literal the list names, in allow_cidrs, is let through (200)
 check "an absolute-form request whose Host names another host is refused (400)" jq_true '.host_mismatch | startswith("HTTP/1.1 400")' <<<"$got"
 check "an origin-form request (no host in it) is refused (400)" jq_true '.origin_form | startswith("HTTP/1.1 400")' <<<"$got"
 
+# ---- user code at the socket itself ----------------------------------------------------------------
+got=$(py "$TA" "$s" <<PY
+import socket
+u = socket.socket(socket.AF_UNIX)
+u.connect("/run/sandpool/egress/proxy.sock")
+u.sendall(b"CONNECT denied.test:$PH HTTP/1.1\r\nHost: denied.test:$PH\r\n\r\n")
+print(u.makefile("rb").readline().decode().strip())
+u.close()
+PY
+)
+check "user code connecting to the gate's socket itself meets the same checks (403)" \
+    starts "$got" "HTTP/1.1 403"
+fds0=$(find "/proc/$daemon_pid/fd" -mindepth 1 | wc -l)
+storm=$(jq -Rs '{code: ., timeout_s: 100}' <<'PY'
+import socket, time
+held, failed = [], 0
+for _ in range(300):
+    try:
+        u = socket.socket(socket.AF_UNIX)
+        u.connect("/run/sandpool/egress/proxy.sock")
+        held.append(u)
+    except OSError:
+        failed += 1
+time.sleep(3)
+print(len(held), failed)
+for h in held:
+    h.close()
+del held
+PY
+)
+run_bg "$TA" "$s" "$storm" "$work/storm.json"
+storm_pid=$!
+sleep 2
+fds1=$(find "/proc/$daemon_pid/fd" -mindepth 1 | wc -l)
+wait "$storm_pid"
+check "300 connections held at the socket cost the daemon at most twice the session's limit in descriptors ($fds0 -> $fds1)" \
+    test "$((fds1 - fds0))" -le 10
+check "the daemon still answers" ready
+check "the storm's cell ended normally" jq_true '.status == "ok"' "$work/storm.json"
+
 # ---- the forwarder: not user code's -------------------------------------------------------------
 got=$(py "$TA" "$s" <<'PY'
 import json, os, signal
@@ -271,7 +311,7 @@ pc=$(container_of "$p")
 check_eq "the engine shows no mount for it" "$(docker inspect -f '{{len .Mounts}}' "$pc")" 0
 check_eq "the egress profile's container has its gate mounted read-only" \
     "$(docker inspect -f '{{range .Mounts}}{{.Destination}} {{.RW}} {{.Source}}{{end}}' "$cid")" \
-    "/run/sandpool/egress false $EGRESS_DIR/$(docker inspect -f '{{index .Config.Labels "sandpool.slot"}}' "$cid")"
+    "/run/sandpool/egress false $EGRESS_DIR/$NODE/$(docker inspect -f '{{index .Config.Labels "sandpool.slot"}}' "$cid")"
 
 # ---- a restarted daemon: the adopted sandbox goes out again ----------------------------------------
 kill -KILL "$daemon_pid"; wait "$daemon_pid" 2>/dev/null
@@ -290,7 +330,9 @@ check_eq "still one forwarder in it (the first, found running)" \
 slot=$(docker inspect -f '{{index .Config.Labels "sandpool.slot"}}' "$cid")
 api DELETE "/v1/sessions/$s" "$TA" >/dev/null
 check_eq "the session is ended" "$(status)" 204
-check "its gate directory goes once its container is removed" wait_for 30 test ! -e "$EGRESS_DIR/$slot"
+check "its gate directory is there while the container lives" test -S "$EGRESS_DIR/$NODE/$slot/proxy.sock" -o ! -e "$EGRESS_DIR/$NODE/$slot"
+check "its gate directory goes once its container is removed" wait_for 30 test ! -e "$EGRESS_DIR/$NODE/$slot"
+check "and the container is gone" wait_for 30 test -z "$(docker ps -aq --filter "id=$cid")"
 
 # ---- limits (a session of their own) ------------------------------------------------------------
 s3=$(new_session "$TA" '{"profile": "net"}')
@@ -333,12 +375,16 @@ print(n if n == $1 << 20 else "cut after %d" % n)
 PY
 }
 got=$(fetch_mib 6)
-check "an execution's download over egress.max_exec_bytes (4 MiB) is cut" starts "$got" "cut after"
+check "an execution's download over egress.max_exec_bytes (4 MiB) is cut, after bytes went through" \
+    grep -qE '^cut after [1-9][0-9]{5,}$' <<<"$got"
 check "its audit line says limit" audit_has 'any(.action == "egress.connection" and .verdict == "limit" and (.why | test("execution")))'
 check_eq "the next execution has its own budget: 3 MiB" "$(fetch_mib 3)" 3145728
 got=$(fetch_mib 3)
 got2=$(fetch_mib 3)
-check "the session's budget (egress.max_bytes 12 MiB) cuts a later execution" has "$got $got2" "cut after"
+check "the session's budget (egress.max_bytes 12 MiB) cuts a later execution" \
+    grep -qE '(^| )cut after [0-9]+$' <<<"$got $got2"
+check "its audit line names egress.max_bytes" audit_has \
+    "any(.action == \"egress.connection\" and .session == \"$s3\" and .verdict == \"limit\" and (.why | test(\"egress.max_bytes\")))"
 
 # ---- metrics -------------------------------------------------------------------------------------
 check "sandpool_egress_connections_total counts the connections let through" \

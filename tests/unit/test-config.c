@@ -116,14 +116,16 @@ TEST(egress)
     /* <dir>/<slot>/proxy.sock must fit a unix socket's address. */
     ASSERT_ERR(load(&c,
                     "{\"egress\": {\"dir\": "
-                    "\"/var/lib/sandpool/a-very-long-directory-name/for-the-gates/of-egress\"}}",
+                    "\"/var/lib/sandpool/a-very-long-directory-name/for-the-gates\"}, \"node_id\":"
+                    " \"node-7\", \"profiles\": {\"p\": {\"egress\": {\"allow\": [\"a.com\"]}}}}",
                     &e),
                ENAMETOOLONG);
     ASSERT_TRUE(strstr(e.msg, "egress.dir") != NULL);
     /* Every profile knows where its gates are and the forwarder's port (docker/policy.c). */
-    ASSERT_OK(load(&c, "{\"egress\": {\"dir\": \"/run/g\", \"port\": 8080}}", &e));
+    ASSERT_OK(
+        load(&c, "{\"egress\": {\"dir\": \"/run/g\", \"port\": 8080}, \"node_id\": \"n-1\"}", &e));
     if (c != NULL) {
-        ASSERT_STREQ(c->profiles[0].egress_dir, "/run/g");
+        ASSERT_STREQ(c->profiles[0].egress_dir, "/run/g/n-1"); /* each node its own */
         ASSERT_EQ_U(c->profiles[0].egress_port, 8080);
         cfg_free(c);
     }

@@ -181,7 +181,10 @@ TEST(allowed)
     ASSERT_STREQ(event_hosts[before], "pinned.test");
     ASSERT_STREQ(event_addrs[before], "127.0.0.1");
     ASSERT_STREQ(event_tenants[before], "tenant-a");
-    ASSERT_TRUE(events[before].bytes_down > 0 && events[before].bytes_up > 0);
+    TAP_CHECK(events[before].bytes_down > 0 && events[before].bytes_up > 0,
+              "bytes counted: %llu down, %llu up (%s)",
+              (unsigned long long)events[before].bytes_down,
+              (unsigned long long)events[before].bytes_up, event_whys[before]);
 
     /* A CONNECT tunnel, then a request through it. */
     {

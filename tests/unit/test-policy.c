@@ -206,8 +206,9 @@ TEST(egress_mount)
 {
     struct cfg *c = cfg_new();
     struct err e = {0};
-    const char *json = "{\"egress\": {\"dir\": \"/run/gates\", \"port\": 3130}, \"profiles\":"
-                       " {\"net\": {\"egress\": {\"allow\": [\"pypi.org\"]}}, \"plain\": {}}}";
+    const char *json =
+        "{\"node_id\": \"n\", \"egress\": {\"dir\": \"/run\", \"port\": 3130}, \"profiles\":"
+        " {\"net\": {\"egress\": {\"allow\": [\"pypi.org\"]}}, \"plain\": {}}}";
 
     ASSERT_OK(cfg_load_json(c, json, strlen(json), &e));
     ASSERT_OK(cfg_validate(c, &e));
@@ -220,7 +221,7 @@ TEST(egress_mount)
     json_t *v;
 
     ASSERT_STREQ(gets(m, "Type"), "bind");
-    ASSERT_STREQ(gets(m, "Source"), "/run/gates/abc");
+    ASSERT_STREQ(gets(m, "Source"), "/run/n/abc");
     ASSERT_STREQ(gets(m, "Target"), "/run/sandpool/egress");
     ASSERT_TRUE(json_is_true(json_object_get(m, "ReadOnly")));
     ASSERT_STREQ(gets(json_object_get(b, "HostConfig"), "NetworkMode"), "none");
@@ -236,8 +237,8 @@ TEST(egress_mount)
     /* What the runtime mounted, as Docker reports it. */
     (void)json_object_set_new(in, "Mounts",
                               json_pack("[{s:s, s:s, s:s, s:b}]", "Type", "bind", "Source",
-                                        "/run/gates/abc", "Destination", "/run/sandpool/egress",
-                                        "RW", 0));
+                                        "/run/n/abc", "Destination", "/run/sandpool/egress", "RW",
+                                        0));
     ASSERT_OK(docker_policy_verify(in, net, 1000, &e));
     json_object_set_new(json_array_get(json_object_get(in, "Mounts"), 0), "RW", json_true());
     ASSERT_ERR(docker_policy_verify(in, net, 1000, &e), EPERM);
@@ -254,11 +255,11 @@ TEST(egress_mount)
         } else if (strcmp(drifts[k], "rw") == 0) {
             (void)json_object_set_new(cm, "ReadOnly", json_false());
         } else if (strcmp(drifts[k], "other-slot") == 0) {
-            (void)json_object_set_new(cm, "Source", json_string("/run/gates/def"));
+            (void)json_object_set_new(cm, "Source", json_string("/run/n/def"));
         } else if (strcmp(drifts[k], "two") == 0) {
-            (void)json_array_append_new(json_object_get(hc, "Mounts"),
-                                        json_pack("{s:s, s:s, s:s}", "Type", "bind", "Source",
-                                                  "/", "Target", "/host"));
+            (void)json_array_append_new(
+                json_object_get(hc, "Mounts"),
+                json_pack("{s:s, s:s, s:s}", "Type", "bind", "Source", "/", "Target", "/host"));
         } else if (strcmp(drifts[k], "binds") == 0) {
             (void)json_object_set_new(hc, "Binds", json_pack("[s]", "/:/host"));
         } else {

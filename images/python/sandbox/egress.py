@@ -94,36 +94,49 @@ class Forwarder:
         self.path = path
         self.max_conns = max_conns
         self.sel = selectors.DefaultSelector()
-        self.sel.register(lsock, selectors.EVENT_READ, None)
+        self.accepting = False
         self.peer = {}   # Side -> the other Side of its connection
         self.n = 0
+        self.listening(True)
+
+    def listening(self, on):
+        """Accepts while below MAX connections (and descriptors are left); past it the kernel's
+        backlog holds new ones until one ends."""
+        if on != self.accepting:
+            self.accepting = on
+            if on:
+                self.sel.register(self.lsock, selectors.EVENT_READ, None)
+            else:
+                self.sel.unregister(self.lsock)
 
     def accept(self):
-        while True:
+        while self.n < self.max_conns:
             try:
                 client, _ = self.lsock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
-                return  # out of descriptors: the client waits in the backlog
-            if self.n >= self.max_conns:
-                client.close()
-                continue
-            up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                break  # out of descriptors: listen again once a connection ends
             try:
-                up.connect(self.path)  # the daemon accepts from its loop: no wait here
+                up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            except OSError:
+                client.close()
+                break
+            up.setblocking(False)
+            try:
+                up.connect(self.path)  # at once, or the daemon's backlog is full
             except OSError:
                 up.close()
-                client.close()  # the daemon is away: nothing to reach
+                client.close()  # the daemon is away or overwhelmed: nothing to reach now
                 continue
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            for s in (client, up):
-                s.setblocking(False)
+            client.setblocking(False)
             a, b = Side(client), Side(up)
             self.peer[a], self.peer[b] = b, a
             self.n += 1
             self.watch(a, selectors.EVENT_READ)
             self.watch(b, selectors.EVENT_READ)
+        self.listening(False)
 
     def close(self, side):
         other = self.peer.pop(side, None)
@@ -134,6 +147,7 @@ class Forwarder:
             self.watch(s, 0)
             s.sock.close()
         self.n -= 1
+        self.listening(True)
 
     def watch(self, side, events):
         if events == side.events:
