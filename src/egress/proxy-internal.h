@@ -66,7 +66,7 @@ struct egress_conn {
     struct bufferevent *up;   /* the upstream's, from CONNECTING on */
     /* PIPING: each side's reads (its bufferevent only writes then), NULL before */
     struct event *rd_down, *rd_up;
-    struct event *timer;      /* the head's, then the resolve and connect deadline */
+    struct event *timer; /* the head's, then the resolve and connect deadline */
     struct evdns_getaddrinfo_request *dns;
     struct egress_head head;
     char *head_bytes; /* the head as read (the spans point into it) */

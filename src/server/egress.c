@@ -3,6 +3,7 @@
  * and counted in the metrics, the gate directories of vanished containers swept after each
  * reconcile. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -28,7 +29,10 @@ printable(const char *src, char *dst, size_t n)
     size_t i = 0;
 
     for (; src[i] != '\0' && i + 1 < n; i++) {
-        dst[i] = src[i] >= 0x20 && src[i] <= 0x7e ? src[i] : '?';
+        dst[i] = src[i];
+        if (src[i] < 0x20 || src[i] > 0x7e) {
+            dst[i] = '?';
+        }
     }
     dst[i] = '\0';
     return dst;

@@ -55,7 +55,7 @@ struct server {
     struct pool **pools;
     size_t n_pools;
     struct pool_budget budget;
-    struct pool_uids *uids; /* the node's sandbox uids, shared by the pools */
+    struct pool_uids *uids;      /* the node's sandbox uids, shared by the pools */
     struct egress_proxy *egress; /* NULL: no profile has an egress list (egress.c) */
     struct api *api;
     struct api_backend backend;
