@@ -1,8 +1,8 @@
 /* Warm pool, the way out of a profile with an egress list (docs/egress.md): each container's
  * gate, and the forwarder inside it.
  *
- * A slot of such a profile makes its gate (egress/proxy.h: <egress.dir>/<slot id>, with the
- * proxy's socket in it) before its container is created, since the create body mounts that
+ * A slot of such a profile makes its gate (egress/proxy.h: <egress.dir>/<node id>/<slot id>, with
+ * the proxy's socket in it) before its container is created, since the create body mounts that
  * directory (docker/policy.c). Once the container runs, the forwarder is started in it by exec,
  * under the relay's uid (the second of the sandbox's pair, uids.c: user code can neither signal
  * nor trace it): it listens on 127.0.0.1:<egress.port> and passes each connection to the socket.
