@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -82,10 +81,8 @@ egress_conn_end(struct egress_conn *c, enum egress_end end, const char *why)
     p->stats.ends[end]++;
     cancel_dns(c);
     event_free(c->timer);
-    if (c->rd_down != NULL) {
-        event_free(c->rd_down);
-        event_free(c->rd_up);
-    }
+    egress_flow_free(&c->flow[0]); /* before the bufferevents close their sockets */
+    egress_flow_free(&c->flow[1]);
     if (c->up != NULL) {
         bufferevent_free(c->up);
     }
@@ -164,38 +161,10 @@ refuse(struct egress_conn *c, enum egress_end end, int status, const char *fmt, 
     arm(c, 5000);
 }
 
-/* ---- piping ----------------------------------------------------------------------------------
- *
- * Each side's bytes are read by an event of ours, in reads of up to EGRESS_PIPE_READ straight into
- * the other side's output buffer, which its bufferevent writes: libevent 2.1's bufferevents read
- * at most 4096 bytes a call (EVBUFFER_MAX_READ), a system call and a loop turn per 4 KiB. A side
- * stops being read while the other's output holds EGRESS_HIGH_WATER bytes and is read again once
- * that fell to half (on_pipe_write). */
+/* ---- piping: two flows (flow.c) ------------------------------------------------------------- */
 
-static void on_pipe_write(struct bufferevent *bev, void *arg);
-static void on_pipe_event(struct bufferevent *bev, short what, void *arg);
-
-/* After src's end: dst gets no more bytes (its write side shut) once dst's output is written. */
-static void
-shut_when_flushed(struct egress_conn *c, struct bufferevent *dst)
-{
-    if (evbuffer_get_length(bufferevent_get_output(dst)) == 0) {
-        (void)shutdown(bufferevent_getfd(dst), SHUT_WR);
-    } else {
-        bufferevent_setwatermark(dst, EV_WRITE, 0, 0); /* on_pipe_write when it is empty */
-    }
-}
-
-static bool
-both_done(const struct egress_conn *c)
-{
-    return c->down_eof && c->up_eof && evbuffer_get_length(bufferevent_get_output(c->down)) == 0 &&
-           evbuffer_get_length(bufferevent_get_output(c->up)) == 0;
-}
-
-/* n more bytes from one side: counted, and false (c ended) past a byte limit. */
-static bool
-count_bytes(struct egress_conn *c, bool from_down, size_t n)
+bool
+egress_conn_moved(struct egress_conn *c, bool from_down, size_t n)
 {
     struct egress_gate *g = c->g;
     const struct egress_proxy_config *cfg = &g->p->cfg;
@@ -215,142 +184,56 @@ count_bytes(struct egress_conn *c, bool from_down, size_t n)
     return true;
 }
 
-static void
-pipe_read(struct egress_conn *c, bool from_down)
+void
+egress_conn_flow_done(struct egress_conn *c)
 {
-    struct bufferevent *src = from_down ? c->down : c->up, *dst = from_down ? c->up : c->down;
-    struct event *rd = from_down ? c->rd_down : c->rd_up;
-    struct evbuffer *out = bufferevent_get_output(dst);
-    struct evbuffer_iovec v[2];
-    struct iovec iov[2];
-    int nv = evbuffer_reserve_space(out, EGRESS_PIPE_READ, v, 2), used = 0;
-    ssize_t n;
-
-    if (nv <= 0) {
-        oom();
-    }
-    for (int i = 0; i < nv; i++) {
-        iov[i] = (struct iovec){.iov_base = v[i].iov_base, .iov_len = v[i].iov_len};
-    }
-    n = readv(bufferevent_getfd(src), iov, nv);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        return;
-    }
-    if (n < 0) {
-        egress_conn_end(c, EGRESS_END_DONE,
-                        from_down ? "the sandbox's side broke off" : "the upstream broke off");
-        return;
-    }
-    if (n == 0) {
-        event_del(rd);
-        *(from_down ? &c->down_eof : &c->up_eof) = true;
-        shut_when_flushed(c, dst);
-        if (both_done(c)) {
-            egress_conn_end(c, EGRESS_END_DONE, "ended");
-        }
-        return;
-    }
-    for (size_t left = (size_t)n; used < nv && left > 0; used++) { /* the spans it filled */
-        v[used].iov_len = MIN(v[used].iov_len, left);
-        left -= v[used].iov_len;
-    }
-    (void)evbuffer_commit_space(out, v, used);
-    if (!count_bytes(c, from_down, (size_t)n)) {
-        return;
-    }
-    if (evbuffer_get_length(out) >= EGRESS_HIGH_WATER) {
-        event_del(rd); /* on_pipe_write reads on once dst took half */
-    }
-}
-
-static void
-on_down_readable(evutil_socket_t fd, short what, void *arg)
-{
-    pipe_read(arg, true);
-}
-
-static void
-on_up_readable(evutil_socket_t fd, short what, void *arg)
-{
-    pipe_read(arg, false);
-}
-
-static void
-on_pipe_write(struct bufferevent *bev, void *arg)
-{
-    struct egress_conn *c = arg;
-    bool to_down = bev == c->down;
-    bool src_eof = to_down ? c->up_eof : c->down_eof;
-
-    if (!src_eof) {
-        (void)event_add(to_down ? c->rd_up : c->rd_down, NULL);
-    } else if (evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
-        (void)shutdown(bufferevent_getfd(bev), SHUT_WR);
-    }
-    if (both_done(c)) {
+    if (c->flow[0].done && c->flow[1].done) {
         egress_conn_end(c, EGRESS_END_DONE, "ended");
     }
 }
 
-static void
-on_pipe_event(struct bufferevent *bev, short what, void *arg)
-{
-    struct egress_conn *c = arg;
-
-    if (what & (BEV_EVENT_ERROR | BEV_EVENT_EOF)) { /* a write failed: nobody takes the bytes */
-        egress_conn_end(c, EGRESS_END_DONE,
-                        bev == c->down ? "the sandbox's side broke off" : "the upstream broke off");
-    }
-}
-
+/* The upstream is there: the bufferevents stop reading and writing (their sockets are the
+ * flows' now). What goes first: to the upstream the request's head (an absolute-form request,
+ * sent on in origin form) and what the sandbox sent after it, to the sandbox the 200 of a
+ * CONNECT. */
 static void
 pipe_start(struct egress_conn *c)
 {
+    struct evbuffer *to_up = OOM_CHECK(evbuffer_new());
+    struct evbuffer *to_down = OOM_CHECK(evbuffer_new());
     struct evbuffer *early = bufferevent_get_input(c->down);
-    struct event_base *base = c->g->p->base;
-    size_t n_early = evbuffer_get_length(early);
+    size_t n_up;
 
     event_del(c->timer); /* a tunnel lasts as long as its ends want */
     conn_set(c, EGRESS_CONN_PIPING);
+    bufferevent_disable(c->down, EV_READ | EV_WRITE);
+    bufferevent_disable(c->up, EV_READ | EV_WRITE);
+    bufferevent_setcb(c->down, NULL, NULL, NULL, NULL);
+    bufferevent_setcb(c->up, NULL, NULL, NULL, NULL);
     if (c->head.kind == EGRESS_HEAD_CONNECT) {
-        (void)evbuffer_add_printf(bufferevent_get_output(c->down),
-                                  "HTTP/1.1 200 Connection established\r\n\r\n");
+        (void)evbuffer_add_printf(to_down, "HTTP/1.1 200 Connection established\r\n\r\n");
     } else {
         struct buf req = BUF_INIT((size_t)2 * EGRESS_HEAD_MAX);
 
         if (egress_head_upstream(&c->head, c->head_bytes, &req) < 0) {
             buf_done(&req);
+            evbuffer_free(to_up);
+            evbuffer_free(to_down);
             refuse(c, EGRESS_END_MALFORMED, 400, "the request head is too long to send on");
             return;
         }
-        size_t len = req.len;
-
-        (void)bufferevent_write(c->up, req.buf, len);
+        (void)evbuffer_add(to_up, req.buf, req.len);
         buf_done(&req);
-        if (!count_bytes(c, true, len)) {
-            return;
-        }
     }
-    c->rd_down = OOM_CHECK(
-        event_new(base, bufferevent_getfd(c->down), EV_READ | EV_PERSIST, on_down_readable, c));
-    c->rd_up = OOM_CHECK(
-        event_new(base, bufferevent_getfd(c->up), EV_READ | EV_PERSIST, on_up_readable, c));
-    for (int i = 0; i < 2; i++) {
-        struct bufferevent *b = i ? c->up : c->down;
-
-        bufferevent_disable(b, EV_READ);
-        bufferevent_setwatermark(b, EV_WRITE, EGRESS_HIGH_WATER / 2, 0);
-        bufferevent_setcb(b, NULL, on_pipe_write, on_pipe_event, c);
-        bufferevent_enable(b, EV_WRITE);
+    (void)evbuffer_remove_buffer(early, to_up, evbuffer_get_length(early));
+    egress_flow_start(&c->flow[0], c, true, bufferevent_getfd(c->down), bufferevent_getfd(c->up),
+                      to_up);
+    egress_flow_start(&c->flow[1], c, false, bufferevent_getfd(c->up), bufferevent_getfd(c->down),
+                      to_down);
+    n_up = evbuffer_get_length(to_up);
+    if (n_up > 0) {
+        (void)egress_conn_moved(c, true, n_up); /* may end c: nothing follows */
     }
-    if (n_early > 0) { /* what the sandbox sent right after its head */
-        (void)bufferevent_write_buffer(c->up, early);
-        if (!count_bytes(c, true, n_early)) {
-            return;
-        }
-    }
-    (void)event_add(c->rd_down, NULL);
-    (void)event_add(c->rd_up, NULL);
 }
 
 /* ---- dialling -------------------------------------------------------------------------------- */

@@ -8,16 +8,22 @@
 #include "egress/proxy.h"
 
 struct bufferevent;
+struct evbuffer;
 struct evconnlistener;
 struct evdns_base;
 struct evdns_getaddrinfo_request;
 struct evutil_addrinfo;
 struct event;
 
-#define EGRESS_HIGH_WATER (256u << 10) /* bytes waiting for one side before the other waits */
-#define EGRESS_PIPE_READ  (128 << 10)  /* bytes read from one side at a time */
-#define EGRESS_OPEN_MAX   4096u        /* connections through every gate at once */
-#define EGRESS_ADDRS_MAX  8            /* addresses tried per connection */
+#define EGRESS_PIPE_SIZE   (256 << 10) /* a pipe's bytes: what one side holds for the other */
+#define EGRESS_PIPES_IDLE  16          /* pipes kept for the next busy flow */
+#define EGRESS_FLOW_ROUNDS 4           /* pipefuls one flow moves per loop turn */
+#define EGRESS_OPEN_MAX    4096u       /* connections through every gate at once */
+#define EGRESS_ADDRS_MAX   8           /* addresses tried per connection */
+
+struct egress_pipe {
+    int r, w;
+};
 
 struct egress_proxy {
     struct event_base *base;
@@ -29,6 +35,8 @@ struct egress_proxy {
     struct egress_cidr *cidrs;
     struct egress_proxy_config cfg; /* its pointers are the copies above */
     struct egress_stats stats;
+    struct egress_pipe idle_pipes[EGRESS_PIPES_IDLE]; /* empty, for the next busy flow (flow.c) */
+    size_t n_idle_pipes;
 };
 
 struct egress_conn;
@@ -58,22 +66,41 @@ enum egress_conn_state {
     EGRESS_CONN__COUNT,
 };
 
+enum egress_flow_wait {
+    EGRESS_FLOW_WAIT_NONE,
+    EGRESS_FLOW_WAIT_READ,  /* for its source (its pipe is empty) */
+    EGRESS_FLOW_WAIT_WRITE, /* for its destination (bytes wait for it) */
+};
+
+/* One direction of a piping connection (flow.c): src's bytes to dst, spliced through a pipe. Its
+ * wait is written by flow_wait() only. */
+struct egress_flow {
+    struct egress_conn *c;
+    bool from_down;          /* the sandbox's bytes, going up */
+    int src, dst;            /* the bufferevents' sockets (they neither read nor write now) */
+    struct evbuffer *first;  /* written to dst before any piped byte (owned) */
+    struct egress_pipe pipe; /* borrowed while bytes wait in it, else -1 */
+    size_t in_pipe;
+    struct event *rd, *wr; /* src readable, dst writable */
+    enum egress_flow_wait wait;
+    bool eof;  /* src ended */
+    bool done; /* ... and dst was shut for writing after the last byte */
+};
+
 struct egress_conn {
     LIST_ENTRY(egress_conn) link;
     struct egress_gate *g; /* NULL once the gate is gone */
     enum egress_conn_state state;
-    struct bufferevent *down; /* the sandbox's side */
-    struct bufferevent *up;   /* the upstream's, from CONNECTING on */
-    /* PIPING: each side's reads (its bufferevent only writes then), NULL before */
-    struct event *rd_down, *rd_up;
-    struct event *timer; /* the head's, then the resolve and connect deadline */
+    struct bufferevent *down;   /* the sandbox's side */
+    struct bufferevent *up;     /* the upstream's, from CONNECTING on */
+    struct egress_flow flow[2]; /* PIPING: [0] the sandbox's bytes up, [1] the upstream's down */
+    struct event *timer;        /* the head's, then the resolve and connect deadline */
     struct evdns_getaddrinfo_request *dns;
     struct egress_head head;
     char *head_bytes; /* the head as read (the spans point into it) */
     struct egress_addr addrs[EGRESS_ADDRS_MAX];
     size_t n_addrs, next_addr;
     char address[64]; /* the one dialled */
-    bool down_eof, up_eof;
     uint64_t up_bytes, down_bytes;
     uint64_t started_ms;
     enum egress_end end;
@@ -84,3 +111,17 @@ struct egress_conn {
 void egress_conn_accept(struct egress_gate *g, int fd);
 /* Ends c now (its event is sent, it is freed). */
 void egress_conn_end(struct egress_conn *c, enum egress_end end, const char *why);
+/* n more bytes from one side (flow.c): counted; false when that ended c (a byte limit). */
+bool egress_conn_moved(struct egress_conn *c, bool from_down, size_t n);
+/* One flow wrote its last byte and shut its destination: c ends when the other did too. */
+void egress_conn_flow_done(struct egress_conn *c);
+
+/* flow.c */
+/* Takes first (freed with f). */
+void egress_flow_start(struct egress_flow *f, struct egress_conn *c, bool from_down, int src,
+                       int dst, struct evbuffer *first);
+/* Its events and pipe freed (the pipe kept for another flow when empty). Accepts a flow never
+ * started (zeroed). */
+void egress_flow_free(struct egress_flow *f);
+/* The idle pipes closed (egress_proxy_free). */
+void egress_proxy_close_pipes(struct egress_proxy *p);

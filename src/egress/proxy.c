@@ -101,6 +101,7 @@ egress_proxy_free(struct egress_proxy *p)
         assert(p->stats.gates == 0);
         /* 1: requests in flight fail (their callbacks run, and find their connection gone) */
         evdns_base_free(p->dns, 1);
+        egress_proxy_close_pipes(p);
         free(p->hosts);
         free(p->cidrs);
         free(p->dir);
@@ -113,6 +114,19 @@ void
 egress_proxy_get_stats(const struct egress_proxy *p, struct egress_stats *ret)
 {
     *ret = p->stats;
+}
+
+unsigned long
+egress_descriptor_budget(unsigned long gates, unsigned max_connections)
+{
+    unsigned long accepted = MIN(gates * 2 * max_connections, (unsigned long)EGRESS_OPEN_MAX);
+    unsigned long piping = MIN(gates * max_connections, (unsigned long)EGRESS_OPEN_MAX);
+
+    if (gates == 0) {
+        return 0;
+    }
+    /* a listener per gate; per piping connection its upstream and two pipes (four ends) */
+    return gates + accepted + 5 * piping + 2 * EGRESS_PIPES_IDLE;
 }
 
 unsigned

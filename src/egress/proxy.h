@@ -75,6 +75,7 @@ struct egress_stats {
     uint64_t bytes_up, bytes_down;
     unsigned open; /* connections now */
     unsigned gates;
+    unsigned pipes; /* held by connections whose bytes wait for a side (flow.c) */
 };
 
 /* -errno with reterr when dir cannot be made or the resolver's file cannot be read. Everything
@@ -91,6 +92,10 @@ void egress_proxy_get_stats(const struct egress_proxy *p, struct egress_stats *r
  * whose creation is under way: a running container's mount holds its directory. */
 typedef bool egress_keep_fn(const char *slot, void *userdata);
 void egress_proxy_sweep(struct egress_proxy *p, egress_keep_fn *keep, void *userdata);
+/* The descriptors the proxy can hold at once for gates gates of max_connections each: their
+ * sockets, connections (refused ones linger past the limit, up to twice it), upstreams and the
+ * pipes of those whose bytes wait (flow.c), within the proxy's own bound on connections. */
+unsigned long egress_descriptor_budget(unsigned long gates, unsigned max_connections);
 /* egress.max_connections, as configured. */
 unsigned egress_proxy_max_connections(const struct egress_proxy *p);
 

@@ -30,6 +30,7 @@
 #include "audit/audit.h"
 #include "cluster/registry.h"
 #include "docker/client.h"
+#include "egress/proxy.h"
 #include "log/log.h"
 #include "pool/pool.h"
 #include "session/session.h"
@@ -274,11 +275,13 @@ unsigned long
 server_descriptor_budget(const struct cfg *c)
 {
     unsigned long n = 32; /* stdio, the loop, signals, Redis, the audit file, libraries */
-    unsigned long containers = 0;
+    unsigned long containers = 0, gates = 0;
 
     for (size_t i = 0; i < c->n_profiles; i++) {
         containers += c->profiles[i].max;
+        gates += c->profiles[i].egress != NULL ? c->profiles[i].max : 0;
     }
+    n += egress_descriptor_budget(gates, c->egress_max_connections);
     n += c->http_max_connections + API_CONNS_SLACK; /* slots (lingering ones within) */
     if (c->http_health_listen[0] != '\0') {
         n += API_HEALTH_MAX_CONNECTIONS + API_CONNS_SLACK;
@@ -329,10 +332,12 @@ reload_swap(struct server *s, struct cfg *fresh)
     if (nofile > 0 && nofile < budget) {
         /* As at start (cmd/sandpoold/main.c): past the limit, accept() and the engine's sockets
          * would fail for everyone. */
-        log_error("reload failed: the open files limit (%lu) is below the %lu descriptors the new "
-                  "configuration may hold (http.max_connections, the profiles' max, "
-                  "files.max_inflight, engine.max_concurrency); the running configuration stays",
-                  nofile, budget);
+        log_error(
+            "reload failed: the open files limit (%lu) is below the %lu descriptors the new "
+            "configuration may hold (http.max_connections, the profiles' max, "
+            "files.max_inflight, engine.max_concurrency, egress.max_connections); the running "
+            "configuration stays",
+            nofile, budget);
         cfg_diff_done(&d);
         cfg_free(fresh);
         return -EMFILE;

@@ -416,10 +416,21 @@ def forwarded_rtt(api, api_b, redis_sock, n):
 # B18's client: the same code on the host (direct) and in a sandbox (through its proxy). It reads
 # what /bytes/N sends in 1 MiB reads, and times small requests from connect to the last byte.
 EGRESS_CLIENT = r"""
-import http.client, json, time
+import http.client, json, socket, time
 
+# proxy: False (straight to the upstream), True (the sandbox's forwarder on 3128) or a unix
+# socket's path (a gate of the daemon's proxy, reached from the host).
 def egress_get(host, port, path, proxy):
-    c = http.client.HTTPConnection(*(("127.0.0.1", 3128) if proxy else (host, port)), timeout=120)
+    if isinstance(proxy, str):
+        class Gate(http.client.HTTPConnection):
+            def connect(self):
+                self.sock = socket.socket(socket.AF_UNIX)
+                self.sock.settimeout(self.timeout)
+                self.sock.connect(proxy)
+        c = Gate("gate", timeout=120)
+    else:
+        c = http.client.HTTPConnection(*(("127.0.0.1", 3128) if proxy else (host, port)),
+                                       timeout=120)
     c.request("GET", ("http://%s:%d%s" % (host, port, path)) if proxy else path,
               headers={"Host": "%s:%d" % (host, port)})
     r = c.getresponse()
@@ -448,10 +459,30 @@ def egress_setup(host, port, k, proxy):
 """
 
 
-def egress(api, upstream_port, rounds, k):
+def session_gate(gates_dir, host, port):
+    """The socket of the gate bound to a session (the others, warm containers', answer 403)."""
+    for slot in sorted(os.listdir(gates_dir)):
+        path = os.path.join(gates_dir, slot, "proxy.sock")
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(10)
+        try:
+            s.connect(path)
+            s.sendall(b"GET http://%s:%d/hello HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (
+                host.encode(), port, host.encode(), port))
+            if s.recv(64).startswith(b"HTTP/1.1 200"):
+                return path
+        except OSError:
+            pass
+        finally:
+            s.close()
+    raise AssertionError("no gate under %s answers for the session" % gates_dir)
+
+
+def egress(api, upstream_port, gates_dir, rounds, k):
     """B18: a 100 MB download and a small request's connection (connect to last byte) from a
     sandbox through its egress proxy (forwarder, the daemon's proxy, upstream on 127.0.0.1),
-    against the same client on the host reaching the same upstream directly over loopback;
+    against the same client on the host reaching the same upstream directly over loopback, and
+    from the host through the session's gate (the daemon's proxy without the forwarder);
     interleaved, in one run."""
     size = 100 * 1000 * 1000
     host = "upstream.bench"
@@ -461,7 +492,8 @@ def egress(api, upstream_port, rounds, k):
     run_code(api, sid, EGRESS_CLIENT)
     env = {}
     exec(EGRESS_CLIENT, env)  # noqa: S102 - our own client, the direct side
-    rates = {"direct": [], "proxied": []}
+    gate = session_gate(gates_dir, host, upstream_port)
+    rates = {"direct": [], "proxied": [], "gate": []}
     setup = {"direct": [], "proxied": []}
 
     def sandbox(expr):
@@ -473,11 +505,13 @@ def egress(api, upstream_port, rounds, k):
         rates["direct"].append(env["egress_download"]("127.0.0.1", upstream_port, size, False))
         rates["proxied"].append(sandbox("egress_download(%r, %d, %d, True)" % (
             host, upstream_port, size)))
+        rates["gate"].append(env["egress_download"](host, upstream_port, size, gate))
         setup["direct"] += env["egress_setup"]("127.0.0.1", upstream_port, k, False)
         setup["proxied"] += sandbox("egress_setup(%r, %d, %d, True)" % (host, upstream_port, k))
     api.call("DELETE", "/v1/sessions/" + sid)
     med = {w: sorted(v)[len(v) // 2] for w, v in rates.items()}
     return {"mb_per_s": med, "ratio": med["proxied"] / med["direct"],
+            "gate_ratio": med["gate"] / med["direct"],
             "rates": rates, "setup_direct": summary(setup["direct"]),
             "setup_proxied": summary(setup["proxied"])}
 
@@ -753,6 +787,8 @@ def main():
     ap.add_argument("--redis-sock", help="B17: the Redis both nodes share")
     ap.add_argument("--upstream-port", type=int,
                     help="B18: the HTTP upstream on 127.0.0.1 (tests/lib/egress-upstream.py)")
+    ap.add_argument("--egress-gates", default="",
+                    help="B18: this node's gate directories (egress.dir/node_id)")
     args = ap.parse_args()
     q = args.quick
     N = 200 if q else 1000
@@ -764,7 +800,8 @@ def main():
     if args.only == "B18":
         with open(args.out) as f:
             res = json.load(f)
-        res["metrics"]["B18"] = egress(api, args.upstream_port, 3 if q else 5, 50 if q else 200)
+        res["metrics"]["B18"] = egress(api, args.upstream_port, args.egress_gates, 3 if q else 5,
+                                       50 if q else 200)
         print("bench: B18 %s" % {k: v for k, v in res["metrics"]["B18"].items() if k != "rates"},
               file=sys.stderr, flush=True)
         with open(args.out, "w") as f:

@@ -141,7 +141,7 @@ if [ -n "$ONLY" ]; then
     echo '{"machine": {}, "metrics": {}, "baselines": {}}' >"$tmp/results.json"
     case $ONLY in
     B17) b17 ;;
-    B18) bench --only B18 --upstream-port "$upstream_port" ;;
+    B18) bench --only B18 --upstream-port "$upstream_port" --egress-gates "$tmp/egress/$NODE" ;;
     *) bench --only B16 ;;
     esac
     cat "$tmp/results.json"
@@ -155,7 +155,7 @@ daemon_pid=
 start_daemon
 bench --only B16
 b17
-bench --only B18 --upstream-port "$upstream_port"
+bench --only B18 --upstream-port "$upstream_port" --egress-gates "$tmp/egress/$NODE"
 # A quick run is a smoke test: its figures never replace the published ones.
 [ -n "$QUICK" ] && RESULTS=$tmp/results
 mkdir -p "$RESULTS"

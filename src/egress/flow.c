@@ -1,0 +1,231 @@
+/* One direction of a piping connection: the bytes one socket sends, moved to the other with
+ * splice(2) through a pipe, never copied into the daemon (proxy-internal.h, docs/egress.md).
+ *
+ * A pipe is borrowed from the proxy's idle ones only while bytes wait in it: a flow whose
+ * destination took everything gives its pipe back before it waits to read again, so idle
+ * connections (a client's kept-alive ones) hold no pipe, and the few busy ones share a handful.
+ * A flow whose destination is full keeps its pipe (at most EGRESS_PIPE_SIZE bytes) and stops
+ * reading its source until the destination took them: the kernel's socket buffers and that
+ * pipe are all a connection holds. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "egress/proxy-internal.h"
+#include "util/macro.h"
+
+#define SPLICE_FLAGS (SPLICE_F_NONBLOCK | SPLICE_F_MOVE)
+
+static bool
+would_block(void)
+{
+    return errno == EAGAIN || errno == EINTR; /* EWOULDBLOCK is EAGAIN here */
+}
+
+/* f gets a pipe: an idle one, else a new one (EGRESS_PIPE_SIZE if the kernel lets us). Returns
+ * false when no descriptor is left. */
+static bool
+pipe_borrow(struct egress_flow *f)
+{
+    struct egress_proxy *p = f->c->g->p;
+    int fds[2];
+
+    if (f->pipe.r >= 0) {
+        return true;
+    }
+    if (p->n_idle_pipes > 0) {
+        f->pipe = p->idle_pipes[--p->n_idle_pipes];
+    } else {
+        if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0) {
+            return false;
+        }
+        /* Past the user's pipe pages (fs.pipe-user-pages-soft) it stays small: slower, not
+         * wrong. */
+        (void)fcntl(fds[1], F_SETPIPE_SZ, EGRESS_PIPE_SIZE);
+        f->pipe = (struct egress_pipe){.r = fds[0], .w = fds[1]};
+    }
+    p->stats.pipes++;
+    return true;
+}
+
+/* f's pipe back to the idle ones when it is empty, else closed (its bytes dropped with it). */
+static void
+pipe_release(struct egress_flow *f)
+{
+    struct egress_proxy *p = f->c->g->p;
+
+    if (f->pipe.r < 0) {
+        return;
+    }
+    p->stats.pipes--;
+    if (f->in_pipe == 0 && p->n_idle_pipes < EGRESS_PIPES_IDLE) {
+        p->idle_pipes[p->n_idle_pipes++] = f->pipe;
+    } else {
+        (void)close(f->pipe.r);
+        (void)close(f->pipe.w);
+    }
+    f->pipe = (struct egress_pipe){.r = -1, .w = -1};
+    f->in_pipe = 0;
+}
+
+static void
+flow_wait(struct egress_flow *f, enum egress_flow_wait w)
+{
+    if (f->wait == w) {
+        return;
+    }
+    if (f->wait == EGRESS_FLOW_WAIT_READ) {
+        (void)event_del(f->rd);
+    } else if (f->wait == EGRESS_FLOW_WAIT_WRITE) {
+        (void)event_del(f->wr);
+    }
+    f->wait = w;
+    if (w == EGRESS_FLOW_WAIT_READ) {
+        (void)event_add(f->rd, NULL);
+    } else if (w == EGRESS_FLOW_WAIT_WRITE) {
+        (void)event_add(f->wr, NULL);
+    }
+}
+
+static void
+broke(struct egress_flow *f)
+{
+    egress_conn_end(f->c, EGRESS_END_DONE,
+                    f->from_down ? "the sandbox's side broke off" : "the upstream broke off");
+}
+
+/* What waits for dst (the bytes before the piped ones, then the pipe's) written. Returns 1 when
+ * all of it was, 0 when dst is full, -1 when f's connection ended. */
+static int
+flush(struct egress_flow *f)
+{
+    while (evbuffer_get_length(f->first) > 0) {
+        if (evbuffer_write(f->first, f->dst) < 0) {
+            if (would_block()) {
+                return 0;
+            }
+            broke(f);
+            return -1;
+        }
+    }
+    while (f->in_pipe > 0) {
+        ssize_t n = splice(f->pipe.r, NULL, f->dst, NULL, f->in_pipe, SPLICE_FLAGS);
+
+        if (n < 0 && would_block()) {
+            return 0;
+        }
+        if (n <= 0) {
+            broke(f);
+            return -1;
+        }
+        f->in_pipe -= (size_t)n;
+    }
+    return 1;
+}
+
+/* Moves what f can now, EGRESS_FLOW_ROUNDS pipefuls at most (the other connections' turn comes
+ * between); waits for whatever it lacks. May end f's connection (a byte limit, a side gone). */
+static void
+flow_run(struct egress_flow *f)
+{
+    for (int round = 0; round < EGRESS_FLOW_ROUNDS; round++) {
+        int r = flush(f);
+        ssize_t n;
+
+        if (r <= 0) {
+            if (r == 0) {
+                flow_wait(f, EGRESS_FLOW_WAIT_WRITE);
+            }
+            return;
+        }
+        if (f->eof) { /* all that src sent is written */
+            pipe_release(f);
+            flow_wait(f, EGRESS_FLOW_WAIT_NONE);
+            (void)shutdown(f->dst, SHUT_WR);
+            f->done = true;
+            egress_conn_flow_done(f->c);
+            return;
+        }
+        if (!pipe_borrow(f)) {
+            egress_conn_end(f->c, EGRESS_END_LIMIT,
+                            "the daemon is out of descriptors (no pipe for the bytes)");
+            return;
+        }
+        n = splice(f->src, NULL, f->pipe.w, NULL, EGRESS_PIPE_SIZE, SPLICE_FLAGS);
+        if (n < 0 && would_block()) {
+            pipe_release(f); /* empty: an idle connection holds none */
+            flow_wait(f, EGRESS_FLOW_WAIT_READ);
+            return;
+        }
+        if (n < 0) {
+            broke(f);
+            return;
+        }
+        if (n == 0) {
+            f->eof = true;
+            continue;
+        }
+        f->in_pipe = (size_t)n;
+        if (!egress_conn_moved(f->c, f->from_down, (size_t)n)) {
+            return;
+        }
+    }
+    /* More may be there: the loop's next turn goes on (level-triggered). */
+    flow_wait(f, f->in_pipe > 0 ? EGRESS_FLOW_WAIT_WRITE : EGRESS_FLOW_WAIT_READ);
+}
+
+static void
+on_ready(evutil_socket_t fd, short what, void *arg)
+{
+    flow_run(arg);
+}
+
+void
+egress_flow_start(struct egress_flow *f, struct egress_conn *c, bool from_down, int src, int dst,
+                  struct evbuffer *first)
+{
+    struct event_base *base = c->g->p->base;
+
+    *f = (struct egress_flow){
+        .c = c,
+        .from_down = from_down,
+        .src = src,
+        .dst = dst,
+        .first = first,
+        .pipe = {.r = -1, .w = -1},
+        .wait = EGRESS_FLOW_WAIT_NONE,
+    };
+    f->rd = OOM_CHECK(event_new(base, src, EV_READ | EV_PERSIST, on_ready, f));
+    f->wr = OOM_CHECK(event_new(base, dst, EV_WRITE | EV_PERSIST, on_ready, f));
+    /* The bytes before the piped ones go first: wait for dst if there are any, else for src. */
+    flow_wait(f, evbuffer_get_length(first) > 0 ? EGRESS_FLOW_WAIT_WRITE : EGRESS_FLOW_WAIT_READ);
+}
+
+void
+egress_flow_free(struct egress_flow *f)
+{
+    if (f->rd == NULL) {
+        return; /* never started */
+    }
+    pipe_release(f);
+    event_free(f->rd);
+    event_free(f->wr);
+    evbuffer_free(f->first);
+    f->rd = f->wr = NULL;
+}
+
+void
+egress_proxy_close_pipes(struct egress_proxy *p)
+{
+    while (p->n_idle_pipes > 0) {
+        struct egress_pipe *e = &p->idle_pipes[--p->n_idle_pipes];
+
+        (void)close(e->r);
+        (void)close(e->w);
+    }
+}
