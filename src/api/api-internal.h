@@ -494,10 +494,14 @@ struct api_create_body {
     const char *snapshot;    /* borrowed: the snapshot to restore it from, or NULL */
     const char *idle_action; /* borrowed: "end", "hibernate" (checked by the session), or NULL */
     char *metadata_json;     /* owned: 'metadata' as compact text with sorted keys, or NULL */
+    char *egress_json;       /* owned: 'egress' (a narrowing of the profile's list) as compact
+                              * text, or NULL; the session checks it against the profile */
 };
-/* Validates a create body (a JSON object): -EINVAL for an unknown field or a wrong type,
- * -EMSGSIZE for metadata over 4 KiB. The caller frees ret->metadata_json. */
+/* Validates a create body (a JSON object): -EINVAL for an unknown field, a wrong type or an
+ * 'egress' that is no narrowing (rules.h), -EMSGSIZE for metadata or egress over 4 KiB.
+ * api_create_body_done() frees what it holds. */
 int api_request_create(json_t *body, struct api_create_body *ret, struct err *reterr);
+void api_create_body_done(struct api_create_body *cb);
 /* Validates an execute body (a JSON object): exactly one of "code" (a string) and "command" (1 to
  * 4096 strings without NUL), and an optional "timeout_s". ret->code or ret->argv is borrowed from
  * body. -EINVAL otherwise. */

@@ -287,7 +287,7 @@ sandbox_create(struct api *a, struct evhttp_request *req, const struct cfg_tenan
         e2b_reply_error(req, r == -ENOENT ? 400 : e2b_status_of(r), "%s", e.msg);
         wait_end(w);
     }
-    free(meta.metadata_json);
+    api_create_body_done(&meta);
     json_decref(body);
 }
 

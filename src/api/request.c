@@ -21,8 +21,10 @@
 #include <jansson.h>
 
 #include "api/api-internal.h"
+#include "egress/rules.h"
 #include "files/files.h"
 #include "session/session.h"
+#include "store/schema.h"
 #include "util/macro.h"
 #include "util/utf8.h"
 
@@ -125,11 +127,44 @@ check_metadata(json_t *meta, char **ret_text, struct err *reterr)
     return 0;
 }
 
+/* egress: absent or null (*ret_text NULL), or a narrowing (rules.h), at most
+ * STORE_EGRESS_MAX bytes as compact text (*ret_text, owned by the caller). */
+static int
+check_egress(json_t *eg, char **ret_text, struct err *reterr)
+{
+    struct egress_narrowing n;
+    char *text;
+
+    *ret_text = NULL;
+    if (eg == NULL || json_is_null(eg)) {
+        return 0;
+    }
+    if (egress_narrowing_from_json(eg, "egress", &n, reterr) < 0) {
+        return -EINVAL;
+    }
+    egress_narrowing_done(&n);
+    text = OOM_CHECK(json_dumps(eg, JSON_COMPACT));
+    if (strlen(text) > STORE_EGRESS_MAX) {
+        free(text);
+        return err_set(reterr, -EMSGSIZE, "'egress' is larger than %d bytes", STORE_EGRESS_MAX);
+    }
+    *ret_text = text;
+    return 0;
+}
+
+void
+api_create_body_done(struct api_create_body *cb)
+{
+    free(cb->metadata_json);
+    free(cb->egress_json);
+    cb->metadata_json = cb->egress_json = NULL;
+}
+
 int
 api_request_create(json_t *body, struct api_create_body *ret, struct err *reterr)
 {
-    static const char *const allowed[] = {
-        "profile", "idle_timeout_s", "pause_after_s", "metadata", "snapshot", "idle_action", NULL};
+    static const char *const allowed[] = {"profile",  "idle_timeout_s", "pause_after_s", "metadata",
+                                          "snapshot", "idle_action",    "egress",        NULL};
     json_t *snapshot = json_object_get(body, "snapshot");
     json_t *idle_action = json_object_get(body, "idle_action");
     json_t *profile = json_object_get(body, "profile");
@@ -142,16 +177,20 @@ api_request_create(json_t *body, struct api_create_body *ret, struct err *reterr
         (r = check_metadata(json_object_get(body, "metadata"), &cb.metadata_json, reterr)) < 0) {
         return r;
     }
+    if ((r = check_egress(json_object_get(body, "egress"), &cb.egress_json, reterr)) < 0) {
+        api_create_body_done(&cb);
+        return r;
+    }
     if (profile != NULL && !json_is_string(profile)) {
-        free(cb.metadata_json);
+        api_create_body_done(&cb);
         return err_set(reterr, -EINVAL, "'profile' must be a string");
     }
     if (snapshot != NULL && !json_is_string(snapshot)) {
-        free(cb.metadata_json);
+        api_create_body_done(&cb);
         return err_set(reterr, -EINVAL, "'snapshot' must be a snapshot id (a string)");
     }
     if (idle_action != NULL && !json_is_string(idle_action)) {
-        free(cb.metadata_json);
+        api_create_body_done(&cb);
         return err_set(reterr, -EINVAL, "'idle_action' must be \"end\" or \"hibernate\"");
     }
     cb.profile = json_string_value(profile);

@@ -196,7 +196,7 @@ api_sessions_create(struct api *a, struct evhttp_request *req, const char *const
     /* Placement (docs/cluster.md#placement): no warm container here, or drained or leaving:
      * another node may take it. Stopping: this node forwards nothing new either. */
     if (drain != API_STOPPING && api_place(a, req, cb.profile, drain != API_SERVING)) {
-        free(cb.metadata_json);
+        api_create_body_done(&cb);
         json_decref(body);
         return;
     }
@@ -205,7 +205,7 @@ api_sessions_create(struct api *a, struct evhttp_request *req, const char *const
                         drain == API_DRAINED ? "this node is drained: it takes no new sessions; "
                                                "create the session on another node"
                                              : "this daemon is shutting down; retry on another");
-        free(cb.metadata_json);
+        api_create_body_done(&cb);
         json_decref(body);
         return;
     }
@@ -214,10 +214,11 @@ api_sessions_create(struct api *a, struct evhttp_request *req, const char *const
     cr.idle_timeout_s = cb.idle_timeout_s;
     cr.pause_after_s = cb.pause_after_s;
     cr.metadata_json = cb.metadata_json;
+    cr.egress_json = cb.egress_json;
     cr.idle_action = cb.idle_action;
     if (cb.snapshot != NULL && a->backend->snapshots == NULL) {
         api_reply_error(req, -ENOSYS, "snapshots are off on this node (snapshots.store)");
-        free(cb.metadata_json);
+        api_create_body_done(&cb);
         json_decref(body);
         return;
     }
@@ -229,7 +230,7 @@ api_sessions_create(struct api *a, struct evhttp_request *req, const char *const
         call_end(c);
     }
     json_decref(body);
-    free(cb.metadata_json);
+    api_create_body_done(&cb);
 }
 
 static void

@@ -383,15 +383,17 @@ static void
 checked(struct egress_conn *c)
 {
     struct egress_gate *g = c->g;
-    enum egress_verdict v = egress_rules_check(&g->rules, c->head.host, c->head.port);
+    const char *by;
+    enum egress_verdict v = egress_narrowed_check(&g->rules, g->narrowed ? &g->narrowing : NULL,
+                                                  c->head.host, c->head.port, &by);
 
     if (v == EGRESS_DENIED) {
-        refuse(c, EGRESS_END_DENIED, 403, "denied by name: %s:%u is denied by the profile",
-               c->head.host, c->head.port);
+        refuse(c, EGRESS_END_DENIED, 403, "denied by name: %s:%u is denied by the %s", c->head.host,
+               c->head.port, by);
     } else if (v == EGRESS_NOT_ALLOWED) {
         refuse(c, EGRESS_END_NOT_ALLOWED, 403,
-               "denied by name: %s:%u is not in the profile's egress list", c->head.host,
-               c->head.port);
+               "denied by name: %s:%u is not in the %s's egress list", c->head.host, c->head.port,
+               by);
     } else {
         arm(c, g->p->cfg.connect_timeout_ms);
         resolve(c);

@@ -52,7 +52,9 @@ struct egress_gate {
     /* its session, while bound */
     bool bound;
     char tenant[65], session[65];
-    struct egress_rules rules; /* copies */
+    struct egress_rules rules; /* copies: its profile's list */
+    bool narrowed;
+    struct egress_narrowing narrowing; /* the session's own (when narrowed) */
     uint64_t bytes, exec_bytes;
 };
 

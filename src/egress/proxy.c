@@ -126,7 +126,7 @@ egress_descriptor_budget(unsigned long gates, unsigned max_connections)
         return 0;
     }
     /* a listener per gate; per piping connection its upstream and two pipes (four ends) */
-    return gates + accepted + 5 * piping + 2 * EGRESS_PIPES_IDLE;
+    return gates + accepted + 5 * piping + 2ul * EGRESS_PIPES_IDLE;
 }
 
 unsigned
@@ -224,13 +224,17 @@ egress_gate_dir(const struct egress_gate *g)
 
 void
 egress_gate_bind(struct egress_gate *g, const char *tenant, const char *session,
-                 const struct egress_rules *rules)
+                 const struct egress_rules *rules, const struct egress_narrowing *narrowing)
 {
     egress_gate_unbind(g);
     g->bound = true;
     (void)snprintf(g->tenant, sizeof(g->tenant), "%s", tenant);
     (void)snprintf(g->session, sizeof(g->session), "%s", session);
     egress_rules_copy(&g->rules, rules);
+    g->narrowed = narrowing != NULL;
+    if (narrowing != NULL) {
+        egress_narrowing_copy(&g->narrowing, narrowing);
+    }
     g->bytes = g->exec_bytes = 0;
 }
 
@@ -249,6 +253,10 @@ egress_gate_unbind(struct egress_gate *g)
     if (g->bound) {
         end_all(g, EGRESS_END_NO_SESSION, "the session ended");
         egress_rules_done(&g->rules);
+        if (g->narrowed) {
+            egress_narrowing_done(&g->narrowing);
+            g->narrowed = false;
+        }
         g->bound = false;
         g->tenant[0] = g->session[0] = '\0';
     }

@@ -106,10 +106,11 @@ int egress_gate_new(struct egress_proxy *p, const char *slot, struct egress_gate
                     struct err *reterr);
 /* The host directory to bind-mount into the container (borrowed from the gate). */
 const char *egress_gate_dir(const struct egress_gate *g);
-/* Its session from now on (tenant, session and rules are copied; the rules must be a
- * profile's, see rules.h). Its byte counts start at 0. */
+/* Its session from now on (tenant, session, rules and narrowing are copied; the rules are its
+ * profile's, the narrowing the session's own, NULL when it has none: see rules.h). Its byte
+ * counts start at 0. */
 void egress_gate_bind(struct egress_gate *g, const char *tenant, const char *session,
-                      const struct egress_rules *rules);
+                      const struct egress_rules *rules, const struct egress_narrowing *narrowing);
 /* No session any more: its connections end (EGRESS_END_NO_SESSION), new ones are refused. */
 void egress_gate_unbind(struct egress_gate *g);
 /* An execution of its session starts: the per-execution byte count starts at 0. */

@@ -445,6 +445,60 @@ egress_rules_check(const struct egress_rules *r, const char *host, uint16_t port
     return allowed ? EGRESS_ALLOWED : EGRESS_NOT_ALLOWED;
 }
 
+int
+egress_narrowing_from_json(const json_t *obj, const char *where, struct egress_narrowing *ret,
+                           struct err *reterr)
+{
+    json_t *o;
+    int r;
+
+    if (!json_is_object(obj)) {
+        return err_set(reterr, -EINVAL, "%s must be an object with \"allow\" and/or \"deny\"",
+                       where);
+    }
+    *ret = (struct egress_narrowing){.allow_all = json_object_get(obj, "allow") == NULL};
+    o = OOM_CHECK(json_copy((json_t *)obj)); /* shallow: the lists are shared, not changed */
+    if (ret->allow_all) {
+        (void)json_object_set_new(o, "allow", OOM_CHECK(json_array()));
+    }
+    r = egress_rules_from_json(o, where, &ret->rules, reterr);
+    json_decref(o);
+    return r;
+}
+
+void
+egress_narrowing_done(struct egress_narrowing *n)
+{
+    egress_rules_done(&n->rules);
+}
+
+void
+egress_narrowing_copy(struct egress_narrowing *dst, const struct egress_narrowing *src)
+{
+    dst->allow_all = src->allow_all;
+    egress_rules_copy(&dst->rules, &src->rules);
+}
+
+enum egress_verdict
+egress_narrowed_check(const struct egress_rules *profile, const struct egress_narrowing *n,
+                      const char *host, uint16_t port, const char **ret_by)
+{
+    enum egress_verdict v = egress_rules_check(profile, host, port);
+    const char *by = "profile";
+
+    if (v == EGRESS_ALLOWED && n != NULL) {
+        v = egress_rules_check(&n->rules, host, port);
+        if (v == EGRESS_NOT_ALLOWED && n->allow_all) {
+            v = EGRESS_ALLOWED;
+        }
+        by = "session";
+    }
+    if (ret_by != NULL) {
+        *ret_by = by;
+    }
+    return v;
+}
+
 /* ---- the hosts map --------------------------------------------------------------------------- */
 
 struct hosts_parse {

@@ -77,6 +77,25 @@ void egress_rules_copy(struct egress_rules *dst, const struct egress_rules *src)
 enum egress_verdict egress_rules_check(const struct egress_rules *r, const char *host,
                                        uint16_t port);
 
+/* A session's narrowing of its profile's list, given at its creation (docs/egress.md):
+ * {"allow": [...], "deny": [...]}, entries as a profile's, both lists optional. A name is
+ * reached only when the profile allows it and the narrowing does not refuse it: a narrowing can
+ * take away, never add. Without "allow" it keeps what the profile allows, less its "deny". */
+struct egress_narrowing {
+    struct egress_rules rules;
+    bool allow_all; /* no "allow": only its deny entries narrow */
+};
+/* -EINVAL with the entry named in reterr (where: its place, e.g. "egress"). */
+int egress_narrowing_from_json(const json_t *obj, const char *where, struct egress_narrowing *ret,
+                               struct err *reterr);
+void egress_narrowing_done(struct egress_narrowing *n);
+void egress_narrowing_copy(struct egress_narrowing *dst, const struct egress_narrowing *src);
+/* The verdict for host on port under profile narrowed by n (NULL: not narrowed); *ret_by (when
+ * not NULL) says whose list refused it: "profile" or "session". */
+enum egress_verdict egress_narrowed_check(const struct egress_rules *profile,
+                                          const struct egress_narrowing *n, const char *host,
+                                          uint16_t port, const char **ret_by);
+
 /* ---- addresses ---- */
 
 /* Parses an address literal ("1.2.3.4", "::1"; no brackets): 0, or -EINVAL. */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "egress/rules.h"
 #include "kernel/kernel.h"
 #include "pool/pool.h"
 #include "session-internal.h"
@@ -107,6 +108,7 @@ new_record(struct session_manager *m, struct pool_slot *slot, const struct sessi
     (void)snprintf(rec->container, sizeof(rec->container), "%s", pool_slot_container(slot));
     (void)snprintf(rec->node, sizeof(rec->node), "%s", m->cfg->node_id);
     rec->metadata = xstrdup(req->metadata_json ? req->metadata_json : "{}");
+    rec->egress = xstrdup(req->egress_json ? req->egress_json : "");
     rec->created_at = rec->last_active_at = now;
     rec->idle_timeout_s = req->idle_timeout_s ? req->idle_timeout_s : p->idle_timeout_s;
     rec->pause_after_s = req->pause_after_s; /* 0: the profile's, as it is at the time */
@@ -161,6 +163,7 @@ create_cold_free(struct cold *c)
     TAILQ_REMOVE(&c->m->colds, c, link);
     free(c->metadata);
     free(c->ext);
+    free(c->egress);
     free(c);
 }
 
@@ -379,6 +382,7 @@ create_cold(struct session_manager *m, struct pool *pool, const struct session_c
     (void)snprintf(c->profile, sizeof(c->profile), "%s", p->name);
     c->metadata = req->metadata_json ? xstrdup(req->metadata_json) : NULL;
     c->ext = req->ext ? xstrdup(req->ext) : NULL;
+    c->egress = req->egress_json ? xstrdup(req->egress_json) : NULL;
     c->req = *req;
     c->req.tenant = c->tenant;
     c->req.profile = c->profile;
@@ -387,6 +391,7 @@ create_cold(struct session_manager *m, struct pool *pool, const struct session_c
                    req->idle_action ? req->idle_action : "");
     c->req.idle_action = req->idle_action ? c->idle_action : NULL;
     c->req.ext = c->ext;
+    c->req.egress_json = c->egress;
     TAILQ_INSERT_TAIL(&m->colds, c, link);
     r = pool_wait(pool, COLD_WAIT_FACTOR * m->cfg->engine_timeout_ms, on_cold_slot, c, &c->waiter);
     if (r < 0) {
@@ -403,6 +408,32 @@ create_cold(struct session_manager *m, struct pool *pool, const struct session_c
                        p->max);
     }
     return 0;
+}
+
+/* A session's egress narrowing: only of a profile with a list, and one that parses. */
+static int
+check_egress(const struct cfg_profile *p, const char *text, struct err *reterr)
+{
+    struct egress_narrowing n;
+    json_t *j;
+    int r;
+
+    if (p->egress == NULL) {
+        return err_set(reterr, -EINVAL,
+                       "'egress': profile '%s' has no egress list; a session can only narrow "
+                       "its profile's",
+                       p->name);
+    }
+    if (strlen(text) > STORE_EGRESS_MAX) {
+        return err_set(reterr, -EINVAL, "'egress' is larger than %u bytes", STORE_EGRESS_MAX);
+    }
+    j = json_loads(text, 0, NULL);
+    r = egress_narrowing_from_json(j, "egress", &n, reterr);
+    json_decref(j);
+    if (r == 0) {
+        egress_narrowing_done(&n);
+    }
+    return r;
 }
 
 int
@@ -473,6 +504,9 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     }
     if (req->ext != NULL && strlen(req->ext) > STORE_EXT_MAX) {
         return err_set(reterr, -EINVAL, "the session's extension record is too long");
+    }
+    if (req->egress_json != NULL && check_egress(p, req->egress_json, reterr) < 0) {
+        return -EINVAL;
     }
     if (!store_redis_is_up(m->redis)) {
         return err_set(reterr, -ENOTCONN, "redis is unavailable");

@@ -316,6 +316,7 @@ struct cold {
     char idle_action[16];
     char *metadata;
     char *ext;
+    char *egress;
     session_create_cb *cb;
     void *userdata;
     uint64_t started_us;
@@ -395,7 +396,8 @@ extern const struct kernel_handlers session_kernel_handlers;
 void session_set_state(struct session *s, enum session_state to);
 bool session_is_registered(const struct session *s);
 /* Binds the egress gate of s's container (if its profile has an egress list) to s: its tenant,
- * its id and its profile's list (docs/egress.md). */
+ * its id, its profile's list and its own narrowing of it (the record's "egress"; one that does
+ * not parse any more narrows to nothing) (docs/egress.md). */
 void session_bind_gate(struct session *s);
 struct session *session_alloc(struct session_manager *m, struct pool_slot *slot,
                               const struct cfg_profile *p, const struct store_session_rec *rec);

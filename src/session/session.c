@@ -184,10 +184,27 @@ void
 session_bind_gate(struct session *s)
 {
     struct egress_gate *g = pool_slot_gate(s->slot);
+    struct egress_narrowing n = {0};
+    struct err e = {0};
+    json_t *j;
 
-    if (g != NULL && s->profile->egress != NULL) {
-        egress_gate_bind(g, s->rec.tenant, s->rec.id, s->profile->egress);
+    if (g == NULL || s->profile->egress == NULL) {
+        return;
     }
+    if (s->rec.egress == NULL || s->rec.egress[0] == '\0') {
+        egress_gate_bind(g, s->rec.tenant, s->rec.id, s->profile->egress, NULL);
+        return;
+    }
+    j = json_loads(s->rec.egress, 0, NULL);
+    if (egress_narrowing_from_json(j, "egress", &n, &e) < 0) {
+        /* Checked at its creation: a record changed since narrows to nothing, never wider. */
+        log_error("session %s: its egress narrowing no longer parses (%s): nothing is reached",
+                  s->rec.id, e.msg);
+        n = (struct egress_narrowing){0};
+    }
+    json_decref(j);
+    egress_gate_bind(g, s->rec.tenant, s->rec.id, s->profile->egress, &n);
+    egress_narrowing_done(&n);
 }
 
 void

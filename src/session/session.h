@@ -200,6 +200,10 @@ struct session_create_req {
     const char *ext;           /* an edge's own data kept with the record (at most
                                 * STORE_EXT_MAX bytes), or NULL: session_ext() */
     const char *idle_action;   /* "end", "hibernate", or NULL: the profile's */
+    /* The session's narrowing of its profile's egress list (rules.h: struct egress_narrowing), a
+     * JSON object's text, or NULL; checked by session_create() (-EINVAL: the profile has no
+     * list, or the text is no narrowing). */
+    const char *egress_json;
 };
 
 /* r == 0 with the new session, or: -ENOENT unknown profile, -EINVAL idle timeout or lifetime

@@ -52,6 +52,13 @@ session_to_json(const struct session *s)
     if (s->restored != NULL) {
         (void)json_object_set(o, "restored", s->restored);
     }
+    if (r->egress != NULL && r->egress[0] != '\0') {
+        json_t *eg = json_loads(r->egress, 0, NULL);
+
+        if (eg != NULL) {
+            (void)json_object_set_new(o, "egress", eg);
+        }
+    }
     return o;
 }
 

@@ -139,6 +139,7 @@ static const struct field fields[] = {
     FS("snapshot_sha256", snapshot_sha256, false),
     {"metadata", offsetof(struct store_session_rec, metadata), STORE_METADATA_MAX, F_TEXT, false},
     {"ext", offsetof(struct store_session_rec, ext), STORE_EXT_MAX, F_TEXT, false},
+    {"egress", offsetof(struct store_session_rec, egress), STORE_EGRESS_MAX, F_TEXT, false},
 };
 
 static int
@@ -232,6 +233,9 @@ store_session_parse(const char *const *kv, const size_t *lens, size_t n,
     if (r.ext == NULL) {
         r.ext = xstrdup("");
     }
+    if (r.egress == NULL) {
+        r.egress = xstrdup("");
+    }
     *rec = r;
     return 0;
 }
@@ -251,6 +255,7 @@ store_session_fields(const struct store_session_rec *rec, char scratch[STORE_SCR
         {"state", state_names[rec->state]},
         {"metadata", rec->metadata != NULL ? rec->metadata : "{}"},
         {"ext", rec->ext != NULL ? rec->ext : ""},
+        {"egress", rec->egress != NULL ? rec->egress : ""},
         {"snapshot", rec->snapshot},
         {"snapshot_sha256", rec->snapshot_sha256},
         {"idle_action", idle_names[rec->idle_action]},
@@ -296,7 +301,8 @@ store_session_rec_done(struct store_session_rec *rec)
 {
     free(rec->metadata);
     free(rec->ext);
-    rec->metadata = rec->ext = NULL;
+    free(rec->egress);
+    rec->metadata = rec->ext = rec->egress = NULL;
 }
 
 void
@@ -305,6 +311,7 @@ store_session_rec_copy(struct store_session_rec *dst, const struct store_session
     *dst = *src;
     dst->metadata = xstrdup(src->metadata != NULL ? src->metadata : "{}");
     dst->ext = xstrdup(src->ext != NULL ? src->ext : "");
+    dst->egress = xstrdup(src->egress != NULL ? src->egress : "");
 }
 
 void

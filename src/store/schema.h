@@ -26,7 +26,8 @@
 #define STORE_METADATA_MAX 4096 /* a session's metadata text */
 #define STORE_SCRATCH      8    /* store_session_fields()'s number buffers */
 #define STORE_SNAPSHOT_ID  32   /* a snapshot id's characters (store/snapshots.h) */
-#define STORE_FIELDS_ARGV  38   /* argv entries store_session_fields() appends */
+#define STORE_EGRESS_MAX   4096 /* a session's own narrowing of its egress list (field "egress") */
+#define STORE_FIELDS_ARGV  40   /* argv entries store_session_fields() appends */
 
 /* What a session does at its idle deadline; stored as "end", "hibernate" or "" (the profile's). */
 enum store_idle_action {
@@ -69,6 +70,10 @@ struct store_session_rec {
      * layer's credentials and template, src/api/e2b.c), at most STORE_EXT_MAX bytes. "" when
      * none; optional in Redis. */
     char *ext;
+    /* What the session narrowed its profile's egress list to at its creation (an egress JSON
+     * object's text, docs/egress.md), at most STORE_EGRESS_MAX bytes; "" when it did not;
+     * optional in Redis. Kept here so that a restart or a wake narrows it again. */
+    char *egress;
 };
 
 /* Frees rec's texts (rec itself is the caller's); NULL texts are fine. */

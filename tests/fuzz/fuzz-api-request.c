@@ -68,7 +68,7 @@ check_create(json_t *body)
         }
         CHECK(json_equal(meta, json_object_get(body, "metadata")));
         json_decref(meta);
-        free(cb.metadata_json);
+        api_create_body_done(&cb);
     }
 }
 

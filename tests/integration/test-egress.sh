@@ -271,6 +271,41 @@ check_eq "another tenant's session goes out through its own gate" "$got" "hello 
 check "its audit line names its tenant and session, not the first one's" audit_has \
     "any(.action == \"egress.connection\" and .actor == \"tenant:b\" and .session == \"$s2\" and .verdict == \"done\")"
 
+# ---- a session that narrows its profile's list ----------------------------------------------------
+# narrow_probe: each URL's status (200, or the proxy's 403 with its reason's first words).
+narrow_probe() {
+    py "$TA" "$1" <<PY
+import json, urllib.error, urllib.request
+out = {}
+for name, url in (("allowed", "http://allowed.test:$PH/hello"), ("tls", "http://tls.test:$PT/hello"),
+                  ("denied", "http://unpinned.test:$PH/hello"),
+                  ("widened", "http://other.example:443/hello")):
+    try:
+        out[name] = "%d" % urllib.request.urlopen(url, timeout=20).status
+    except urllib.error.HTTPError as e:
+        out[name] = "%d %s" % (e.code, e.read().decode().strip())
+print(json.dumps(out))
+PY
+}
+s4=$(new_session "$TA" '{"profile": "net", "egress": {"allow": ["allowed.test:'"$PH"'", "other.example:443"], "deny": ["unpinned.test"]}}')
+check "a session that narrows its profile's egress list is created" test -n "$s4" -a "$s4" != null
+check_eq "its view shows its narrowing" "$(api GET "/v1/sessions/$s4" "$TA" | jq -c '.egress.allow')" \
+    "[\"allowed.test:$PH\",\"other.example:443\"]"
+got=$(narrow_probe "$s4")
+check_eq "a name both lists allow is reached" "$(jq -r .allowed <<<"$got")" 200
+check_eq "a name only its profile allows: 403, not in the session's list" "$(jq -r .tls <<<"$got")" \
+    "403 sandpool egress: denied by name: tls.test:$PT is not in the session's egress list"
+check_eq "a name its profile allows and it denies: 403, denied by the session" \
+    "$(jq -r .denied <<<"$got")" "403 sandpool egress: denied by name: unpinned.test:$PH is denied by the session"
+check_eq "a name only it lists is not reached: a narrowing adds nothing" "$(jq -r .widened <<<"$got")" \
+    "403 sandpool egress: denied by name: other.example:443 is not in the profile's egress list"
+api POST /v1/sessions "$TA" '{"profile": "plain", "egress": {"allow": ["allowed.test"]}}' >/dev/null
+check_eq "a narrowing for a profile without a list: 400" "$(status)" 400
+check "... saying so" grep -q "has no egress list" "$work/body"
+api POST /v1/sessions "$TA" '{"profile": "net", "egress": {"allow": ["not a name"]}}' >/dev/null
+check_eq "a narrowing that does not parse: 400" "$(status)" 400
+check "... naming the entry" grep -q "'not a name' is no name" "$work/body"
+
 # ---- pip install from an index on 127.0.0.1 -------------------------------------------------------
 got=$(py "$TA" "$s" <<PY
 import subprocess, sys
@@ -323,6 +358,10 @@ print(sandpool_egress_probe.VALUE, urllib.request.urlopen("http://allowed.test:$
 PY
 )
 check_eq "after kill -9 and a restart, the adopted session keeps its variables and goes out" "$got" "42 hello from upstream"
+got=$(narrow_probe "$s4")
+check_eq "after the restart, the narrowed session is still narrowed (from its record)" \
+    "$(jq -r '.allowed + " " + (.tls | .[0:3])' <<<"$got")" "200 403"
+api DELETE "/v1/sessions/$s4" "$TA" >/dev/null
 check_eq "still one forwarder in it (the first, found running)" \
     "$(py "$TA" "$s" <<<'import os; print(sum(b"egress.py" in open("/proc/%s/cmdline" % p, "rb").read() for p in os.listdir("/proc") if p.isdigit()))')" 1
 

@@ -67,6 +67,74 @@ TEST(rules)
     egress_rules_done(&r);
 }
 
+/* A session's narrowing takes away from its profile's list, never adds to it. */
+TEST(narrowing)
+{
+    static const struct {
+        const char *narrowing, *host;
+        uint16_t port;
+        enum egress_verdict want;
+        const char *by;
+    } cases[] = {
+        /* an allow list: what both allow */
+        {"{\"allow\": [\"pypi.org\"]}", "pypi.org", 443, EGRESS_ALLOWED, "session"},
+        {"{\"allow\": [\"pypi.org\"]}", "files.pythonhosted.org", 443, EGRESS_NOT_ALLOWED,
+         "session"},
+        /* naming what the profile does not allow adds nothing */
+        {"{\"allow\": [\"pypi.org\", \"evil.com\", \"pypi.org:8080\"]}", "evil.com", 443,
+         EGRESS_NOT_ALLOWED, "profile"},
+        {"{\"allow\": [\"pypi.org:8080\"]}", "pypi.org", 8080, EGRESS_NOT_ALLOWED, "profile"},
+        /* nor does a suffix wider than the profile's */
+        {"{\"allow\": [\"*.org\"]}", "pypi.org", 443, EGRESS_ALLOWED, "session"},
+        {"{\"allow\": [\"*.org\"]}", "x.example.org", 443, EGRESS_NOT_ALLOWED, "profile"},
+        /* deny only: the profile's list, less those */
+        {"{\"deny\": [\"*.pythonhosted.org\"]}", "files.pythonhosted.org", 443, EGRESS_DENIED,
+         "session"},
+        {"{\"deny\": [\"*.pythonhosted.org\"]}", "pypi.org", 443, EGRESS_ALLOWED, "session"},
+        /* the profile's deny stays */
+        {"{\"deny\": []}", "evil.pythonhosted.org", 443, EGRESS_DENIED, "profile"},
+        /* an empty allow list: nothing */
+        {"{\"allow\": []}", "pypi.org", 443, EGRESS_NOT_ALLOWED, "session"},
+    };
+    struct egress_rules profile =
+        rules_of("{\"allow\": [\"pypi.org\", \"*.pythonhosted.org\"], \"deny\": "
+                 "[\"evil.pythonhosted.org\"]}");
+    struct egress_narrowing n;
+    struct err e = {0};
+    const char *by = NULL;
+    json_t *j;
+
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        j = json_loads(cases[i].narrowing, 0, NULL);
+        ASSERT_OK(egress_narrowing_from_json(j, "egress", &n, &e));
+        json_decref(j);
+
+        enum egress_verdict v =
+            egress_narrowed_check(&profile, &n, cases[i].host, cases[i].port, &by);
+
+        TAP_CHECK(v == cases[i].want && strcmp(by, cases[i].by) == 0,
+                  "the profile narrowed by %s: %s:%u %s by the %s (%s by the %s)",
+                  cases[i].narrowing, cases[i].host, cases[i].port,
+                  egress_verdict_to_string(cases[i].want), cases[i].by, egress_verdict_to_string(v),
+                  by);
+        egress_narrowing_done(&n);
+    }
+    ASSERT_EQ_U(egress_narrowed_check(&profile, NULL, "pypi.org", 443, &by), EGRESS_ALLOWED);
+    ASSERT_STREQ(by, "profile");
+    /* refused shapes, with the entry named */
+    for (const char *const *t =
+             (const char *const[]){"[]", "{\"allow\": \"pypi.org\"}", "{\"allow\": [\"a b\"]}",
+                                   "{\"x\": []}", NULL};
+         *t != NULL; t++) {
+        j = json_loads(*t, 0, NULL);
+        e = (struct err){0};
+        TAP_CHECK(egress_narrowing_from_json(j, "egress", &n, &e) == -EINVAL && e.msg[0] != '\0',
+                  "narrowing %s refused: %s", *t, e.msg);
+        json_decref(j);
+    }
+    egress_rules_done(&profile);
+}
+
 TEST(rules_refused)
 {
     static const char *const bad[] = {
@@ -307,6 +375,7 @@ int
 main(void)
 {
     RUN(rules);
+    RUN(narrowing);
     RUN(rules_refused);
     RUN(hosts);
     RUN(ranges);

@@ -30,7 +30,7 @@ check(enum which w, const char *body, struct err *e)
 
         r = api_request_create(root, &cb, e);
         if (r == 0) {
-            free(cb.metadata_json);
+            api_create_body_done(&cb);
         }
     } else if (r == 0) {
         struct exec_req er;
@@ -111,7 +111,7 @@ TEST(metadata)
     ASSERT_STREQ(cb.metadata_json, "{\"a\":\"1\",\"b\":\"2\"}");
     ASSERT_STREQ(cb.profile, "py");
     ASSERT_EQ_U(cb.idle_timeout_s, 0);
-    free(cb.metadata_json);
+    api_create_body_done(&cb);
     json_decref(root);
 
     n += (size_t)snprintf(body, sizeof(body), "{\"metadata\":{\"big\":\"");
@@ -128,6 +128,38 @@ TEST(metadata)
     (void)snprintf(body + n, sizeof(body) - n, "}}");
     ASSERT_ERR(check(CREATE, body, &e), EINVAL);
     ASSERT_STREQ(e.msg, "'metadata' must be an object of at most 32 strings");
+}
+
+/* A session's narrowing of its profile's egress list: checked, kept as compact text. */
+TEST(egress)
+{
+    const char *ok = "{\"egress\": {\"allow\": [\"pypi.org\", \"*.pythonhosted.org:443\"]}}";
+    json_t *root = NULL;
+    struct api_create_body cb;
+    struct err e = {0};
+    char body[8192];
+    size_t n;
+
+    ASSERT_OK(api_request_json(ok, strlen(ok), true, &root, &e));
+    ASSERT_OK(api_request_create(root, &cb, &e));
+    ASSERT_STREQ(cb.egress_json, "{\"allow\":[\"pypi.org\",\"*.pythonhosted.org:443\"]}");
+    api_create_body_done(&cb);
+    json_decref(root);
+    ASSERT_OK(check(CREATE, "{\"egress\": null}", &e));
+    ASSERT_OK(check(CREATE, "{\"egress\": {\"deny\": [\"a.example\"]}}", &e));
+    ASSERT_ERR(check(CREATE, "{\"egress\": [\"pypi.org\"]}", &e), EINVAL);
+    ASSERT_STREQ(e.msg, "egress must be an object with \"allow\" and/or \"deny\"");
+    ASSERT_ERR(check(CREATE, "{\"egress\": {\"allow\": [\"a..b\"]}}", &e), EINVAL);
+    TAP_CHECK(strstr(e.msg, "'a..b'") != NULL, "the bad entry is named: %s", e.msg);
+    ASSERT_ERR(check(CREATE, "{\"egress\": {\"allow\": [], \"widen\": true}}", &e), EINVAL);
+    n = (size_t)snprintf(body, sizeof(body), "{\"egress\": {\"allow\": [");
+    for (int i = 0; i < 128; i++) {
+        n += (size_t)snprintf(body + n, sizeof(body) - n,
+                              "%s\"host-%03d.a-longer-subdomain.example.com\"", i ? "," : "", i);
+    }
+    (void)snprintf(body + n, sizeof(body) - n, "]}}");
+    ASSERT_ERR(check(CREATE, body, &e), EMSGSIZE);
+    ASSERT_STREQ(e.msg, "'egress' is larger than 4096 bytes");
 }
 
 TEST(exec_accepts)
@@ -191,6 +223,7 @@ main(void)
     RUN(refusals);
     RUN(null_body);
     RUN(metadata);
+    RUN(egress);
     RUN(exec_accepts);
     RUN(files_params);
     return tap_done();

@@ -101,8 +101,8 @@ TEST(record_rejects)
 {
     struct store_session_rec in = sample(), out = {0};
     char scratch[STORE_SCRATCH][24];
-    const char *argv[40];
-    size_t lens[40];
+    const char *argv[STORE_FIELDS_ARGV];
+    size_t lens[STORE_FIELDS_ARGV];
     int n = 0;
 
     store_session_fields(&in, scratch, argv, lens, &n);
@@ -114,8 +114,8 @@ TEST(record_rejects)
     {
         const char *bad[] = {"epoch", "x1"};
         size_t bl[] = {5, 2};
-        const char *kv[40];
-        size_t kl[40];
+        const char *kv[STORE_FIELDS_ARGV + 2];
+        size_t kl[STORE_FIELDS_ARGV + 2];
 
         memcpy(kv, argv, sizeof(argv[0]) * (size_t)n);
         memcpy(kl, lens, sizeof(lens[0]) * (size_t)n);
