@@ -231,7 +231,7 @@ sandbox_create(struct api *a, struct evhttp_request *req, const struct cfg_tenan
     char profile[49], ext[SESSION_EXT_MAX + 1];
     const struct cfg_profile *p;
     struct err e = {0};
-    json_t *body, *mbody;
+    json_t *body, *mbody, *net = NULL;
     enum api_drain drain;
     struct wait *w;
     int r;
@@ -261,9 +261,20 @@ sandbox_create(struct api *a, struct evhttp_request *req, const struct cfg_tenan
         json_decref(body);
         return;
     }
+    if (e2b_network_parse(body, &net, &e) < 0) {
+        e2b_reply_error(req, 400, "%s", e.msg);
+        json_decref(body);
+        return;
+    }
+    /* The SDK's network options narrow the profile's list, if it has one (else there is no way
+     * out to narrow). */
     mbody = OOM_CHECK(json_pack("{s:O?}", "metadata", c.metadata));
+    if (p->egress != NULL && net != NULL) {
+        (void)json_object_set(mbody, "egress", net);
+    }
     r = api_request_create(mbody, &meta, &e);
     json_decref(mbody);
+    json_decref(net);
     if (r < 0) {
         e2b_reply_error(req, e2b_status_of(r), "%s", e.msg);
         json_decref(body);
@@ -278,6 +289,7 @@ sandbox_create(struct api *a, struct evhttp_request *req, const struct cfg_tenan
     (void)e2b_ext_encode(&x, ext, sizeof(ext));
     cr.profile = profile;
     cr.metadata_json = meta.metadata_json;
+    cr.egress_json = meta.egress_json;
     cr.lifetime_s =
         MIN(c.timeout_s ? c.timeout_s : a->cfg->e2b_default_timeout_s, p->max_lifetime_s);
     cr.ext = ext;

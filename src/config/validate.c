@@ -337,11 +337,21 @@ validate_egress(struct cfg *c, struct err *reterr)
     free(c->egress_node_dir);
     c->egress_node_dir = b.buf;
     for (size_t i = 0; i < c->n_profiles; i++) {
-        if (c->profiles[i].egress != NULL && strlen(c->egress_node_dir) > EGRESS_DIR_MAX) {
+        const struct cfg_profile *p = &c->profiles[i];
+
+        if (p->egress != NULL && strlen(c->egress_node_dir) > EGRESS_DIR_MAX) {
             return err_set(reterr, -ENAMETOOLONG,
                            "'egress.dir' and the node id together ('%s') are longer than %d "
                            "characters: a gate's socket path must fit a unix socket address",
                            c->egress_node_dir, EGRESS_DIR_MAX);
+        }
+        if (p->egress != NULL && p->nofile < EGRESS_FORWARDER_FDS(c->egress_max_connections)) {
+            return err_set(reterr, -EINVAL,
+                           "profile '%s': its nofile (%u) is below the %lu descriptors its "
+                           "egress forwarder may hold with egress.max_connections %u: raise "
+                           "nofile or lower egress.max_connections",
+                           p->name, p->nofile, EGRESS_FORWARDER_FDS(c->egress_max_connections),
+                           c->egress_max_connections);
         }
     }
     return 0;

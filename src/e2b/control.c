@@ -217,7 +217,6 @@ e2b_create_parse(json_t *body, struct e2b_create *ret, struct err *reterr)
     } refused[] = {
         {"autoPause", "a sandbox is not paused at its timeout here, it ends (pause() it before)"},
         {"autoResume", "a paused sandbox here resumes on any call: nothing to enable"},
-        {"network", "sandboxes have no network"},
         {"mcp", "MCP is served by the daemon itself at /mcp"},
         {"volumeMounts", "volumes are not mounted into sandboxes"},
     };

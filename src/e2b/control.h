@@ -79,6 +79,14 @@ struct e2b_create {
     json_t *env_vars;        /* envVars: a non-empty object of strings, or NULL */
 };
 int e2b_create_parse(json_t *body, struct e2b_create *ret, struct err *reterr);
+/* The create body's allow_internet_access and network {allowOut, denyOut} as a narrowing of the
+ * sandbox's profile's egress list (egress/rules.h: struct egress_narrowing), *ret a new JSON
+ * object, or NULL when they narrow nothing. false, or a catch-all range (0.0.0.0/0, ::/0) in
+ * denyOut: only allowOut's entries (names, "*.name", addresses, ranges of one address), less
+ * denyOut's; denyOut's addresses alone: the profile's list less those; allowOut alone widens
+ * nothing. An allowOut entry wins over the same denyOut one (as E2B has it). -EINVAL for wider
+ * ranges, names in denyOut, network.rules and network.egressProxy (src/e2b/network.c). */
+int e2b_network_parse(json_t *body, json_t **ret, struct err *reterr);
 /* {"timeout": seconds} (POST .../timeout needs it; .../connect may omit it: *ret 0). */
 int e2b_timeout_parse(json_t *body, bool required, unsigned *ret, struct err *reterr);
 

@@ -92,11 +92,13 @@ flow_wait(struct egress_flow *f, enum egress_flow_wait w)
     }
 }
 
+/* A read from src (or, writing, a write to dst) failed: that side went away. */
 static void
-broke(struct egress_flow *f)
+broke(struct egress_flow *f, bool writing)
 {
     egress_conn_end(f->c, EGRESS_END_DONE,
-                    f->from_down ? "the sandbox's side broke off" : "the upstream broke off");
+                    f->from_down != writing ? "the sandbox's side broke off"
+                                            : "the upstream broke off");
 }
 
 /* What waits for dst (the bytes before the piped ones, then the pipe's) written. Returns 1 when
@@ -109,7 +111,7 @@ flush(struct egress_flow *f)
             if (would_block()) {
                 return 0;
             }
-            broke(f);
+            broke(f, true);
             return -1;
         }
     }
@@ -120,7 +122,7 @@ flush(struct egress_flow *f)
             return 0;
         }
         if (n <= 0) {
-            broke(f);
+            broke(f, true);
             return -1;
         }
         f->in_pipe -= (size_t)n;
@@ -163,7 +165,7 @@ flow_run(struct egress_flow *f)
             return;
         }
         if (n < 0) {
-            broke(f);
+            broke(f, false);
             return;
         }
         if (n == 0) {

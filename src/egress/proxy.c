@@ -224,7 +224,8 @@ egress_gate_dir(const struct egress_gate *g)
 
 void
 egress_gate_bind(struct egress_gate *g, const char *tenant, const char *session,
-                 const struct egress_rules *rules, const struct egress_narrowing *narrowing)
+                 const struct egress_rules *rules, const struct egress_narrowing *narrowing,
+                 uint64_t bytes)
 {
     egress_gate_unbind(g);
     g->bound = true;
@@ -235,7 +236,14 @@ egress_gate_bind(struct egress_gate *g, const char *tenant, const char *session,
     if (narrowing != NULL) {
         egress_narrowing_copy(&g->narrowing, narrowing);
     }
-    g->bytes = g->exec_bytes = 0;
+    g->bytes = bytes;
+    g->exec_bytes = 0;
+}
+
+uint64_t
+egress_gate_bytes(const struct egress_gate *g)
+{
+    return g->bytes;
 }
 
 /* Ends every connection of g. */

@@ -107,10 +107,13 @@ int egress_gate_new(struct egress_proxy *p, const char *slot, struct egress_gate
 /* The host directory to bind-mount into the container (borrowed from the gate). */
 const char *egress_gate_dir(const struct egress_gate *g);
 /* Its session from now on (tenant, session, rules and narrowing are copied; the rules are its
- * profile's, the narrowing the session's own, NULL when it has none: see rules.h). Its byte
- * counts start at 0. */
+ * profile's, the narrowing the session's own, NULL when it has none: see rules.h). Its session's
+ * byte count starts at bytes (what the session's earlier gates counted), its execution's at 0. */
 void egress_gate_bind(struct egress_gate *g, const char *tenant, const char *session,
-                      const struct egress_rules *rules, const struct egress_narrowing *narrowing);
+                      const struct egress_rules *rules, const struct egress_narrowing *narrowing,
+                      uint64_t bytes);
+/* The bytes its session moved through it (both ways), from bytes on. */
+uint64_t egress_gate_bytes(const struct egress_gate *g);
 /* No session any more: its connections end (EGRESS_END_NO_SESSION), new ones are refused. */
 void egress_gate_unbind(struct egress_gate *g);
 /* An execution of its session starts: the per-execution byte count starts at 0. */

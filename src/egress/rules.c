@@ -402,8 +402,12 @@ egress_rules_copy(struct egress_rules *dst, const struct egress_rules *src)
 {
     dst->allow = xcalloc(src->n_allow + 1, sizeof(*dst->allow));
     dst->deny = xcalloc(src->n_deny + 1, sizeof(*dst->deny));
-    memcpy(dst->allow, src->allow, src->n_allow * sizeof(*dst->allow));
-    memcpy(dst->deny, src->deny, src->n_deny * sizeof(*dst->deny));
+    if (src->n_allow > 0) { /* a list never given is NULL: no memcpy() from it */
+        memcpy(dst->allow, src->allow, src->n_allow * sizeof(*dst->allow));
+    }
+    if (src->n_deny > 0) {
+        memcpy(dst->deny, src->deny, src->n_deny * sizeof(*dst->deny));
+    }
     dst->n_allow = src->n_allow;
     dst->n_deny = src->n_deny;
 }

@@ -30,8 +30,15 @@
  * longest egress.dir leaves room for a 32-digit slot id and the socket's name in a unix socket's
  * address (sun_path: 108 bytes). */
 #define EGRESS_DIR_MAX 63
-#define EGRESS_MOUNT   "/run/sandpool/egress"
-#define EGRESS_SOCKET  "proxy.sock"
+/* The forwarder in a sandbox (images/python/sandbox/egress.py) holds egress.max_connections +
+ * EGRESS_FORWARDER_SLACK connections at once (so that the proxy's 429 reaches the sandbox), each
+ * with its two sockets and up to two pipes: the descriptors it may need, within the profile's
+ * nofile. */
+#define EGRESS_FORWARDER_SLACK 4u
+#define EGRESS_FORWARDER_FDS(max_connections) \
+    (6ul * ((unsigned long)(max_connections) + EGRESS_FORWARDER_SLACK) + 16ul)
+#define EGRESS_MOUNT  "/run/sandpool/egress"
+#define EGRESS_SOCKET "proxy.sock"
 
 /* An address: IPv4 (family AF_INET, the first 4 bytes) or IPv6 (AF_INET6, 16 bytes). */
 struct egress_addr {

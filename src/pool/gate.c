@@ -95,7 +95,8 @@ pool_slot_forwarder(struct pool_slot *slot)
     (void)snprintf(user, sizeof(user), "%u:%u", slot->uid + 1, slot->uid + 1);
     /* Connections it holds at once: a few more than the proxy takes per session, so that the
      * proxy's 429 reaches the sandbox. */
-    (void)snprintf(max, sizeof(max), "%u", egress_proxy_max_connections(p->egress) + 4u);
+    (void)snprintf(max, sizeof(max), "%u",
+                   egress_proxy_max_connections(p->egress) + EGRESS_FORWARDER_SLACK);
     slot->forwarder =
         docker_exec_run(p->docker, slot->container_id, &spec, NULL, 0, FORWARDER_OUTPUT_MAX,
                         docker_client_timeout_ms(p->docker), on_forwarder, slot);

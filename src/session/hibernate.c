@@ -188,6 +188,7 @@ on_hibernated(int r, void *userdata)
     if (hashmap_get(m->by_container, s->rec.container) == s) {
         (void)hashmap_remove(m->by_container, s->rec.container);
     }
+    session_keep_egress_bytes(s);
     s->slot = NULL;
     s->kernel = NULL;
     s->rec.container[0] = '\0';
@@ -370,6 +371,7 @@ hibernate_drop_container(struct session *s)
     if (hashmap_get(s->m->by_container, s->rec.container) == s) {
         (void)hashmap_remove(s->m->by_container, s->rec.container);
     }
+    session_keep_egress_bytes(s);
     s->slot = NULL;
     s->kernel = NULL;
     s->rec.container[0] = '\0';

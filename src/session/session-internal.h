@@ -216,6 +216,9 @@ struct session {
     struct pool_slot *slot;
     struct kernel *kernel; /* borrowed from slot */
     struct execution *exec;
+    /* Its egress bytes through the gates of the containers it gave up (hibernation): the next
+     * gate counts on from there (session_bind_gate(), session_keep_egress_bytes()). */
+    uint64_t egress_bytes;
     /* Written only by session_set_state(). */
     enum session_state state;
     /* Where a failed end goes back to (see session_end()). */
@@ -399,6 +402,8 @@ bool session_is_registered(const struct session *s);
  * its id, its profile's list and its own narrowing of it (the record's "egress"; one that does
  * not parse any more narrows to nothing) (docs/egress.md). */
 void session_bind_gate(struct session *s);
+/* Before s gives its container up (hibernation): what its gate counted is kept for the next. */
+void session_keep_egress_bytes(struct session *s);
 struct session *session_alloc(struct session_manager *m, struct pool_slot *slot,
                               const struct cfg_profile *p, const struct store_session_rec *rec);
 /* The timers of a session with a container exist (on) or not (off: a hibernated session's, so

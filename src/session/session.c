@@ -192,7 +192,7 @@ session_bind_gate(struct session *s)
         return;
     }
     if (s->rec.egress == NULL || s->rec.egress[0] == '\0') {
-        egress_gate_bind(g, s->rec.tenant, s->rec.id, s->profile->egress, NULL);
+        egress_gate_bind(g, s->rec.tenant, s->rec.id, s->profile->egress, NULL, s->egress_bytes);
         return;
     }
     j = json_loads(s->rec.egress, 0, NULL);
@@ -203,8 +203,18 @@ session_bind_gate(struct session *s)
         n = (struct egress_narrowing){0};
     }
     json_decref(j);
-    egress_gate_bind(g, s->rec.tenant, s->rec.id, s->profile->egress, &n);
+    egress_gate_bind(g, s->rec.tenant, s->rec.id, s->profile->egress, &n, s->egress_bytes);
     egress_narrowing_done(&n);
+}
+
+void
+session_keep_egress_bytes(struct session *s)
+{
+    const struct egress_gate *g = s->slot != NULL ? pool_slot_gate(s->slot) : NULL;
+
+    if (g != NULL) {
+        s->egress_bytes = egress_gate_bytes(g);
+    }
 }
 
 void

@@ -92,9 +92,9 @@ check_eq "control: a tenant's REST token is no E2B key → 401" "$(status)" 401
 ctl POST /v2/sandboxes "$KA" '{"templateID": "nosuch"}' >/dev/null
 check "control: an unknown template → 400 naming the known ones" \
     jq_true '.code == 400 and (.message | test("nosuch") and test("base") and test("code-interpreter-v1"))' "$work/body"
-ctl POST /v2/sandboxes "$KA" '{"templateID": "base", "network": {"allowOut": ["1.2.3.4"]}}' >/dev/null
-check "control: a network policy → 400 saying sandboxes have no network" \
-    jq_true '.code == 400 and (.message | test("network"))' "$work/body"
+ctl POST /v2/sandboxes "$KA" '{"templateID": "base", "network": {"denyOut": ["10.0.0.0/8"]}}' >/dev/null
+check "control: a network policy by range → 400 saying ways out are checked by name" \
+    jq_true '.code == 400 and (.message | test("network.denyOut") and test("by name"))' "$work/body"
 ctl POST /v2/sandboxes "$KA" '{"templateID": "base", "autoPause": true}' >/dev/null
 check_eq "control: autoPause true → 400" "$(status)" 400
 ctl POST /v2/sandboxes "$KA" '{"templateID": "base", "timeout": "soon"}' >/dev/null

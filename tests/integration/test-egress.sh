@@ -18,9 +18,11 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+interop=$(cd "$here/../interop" && pwd)
 . "$here/../lib/tap.sh"
 NODE=sandpool-test-egress
 . "$here/../lib/api.sh"
+. "$here/../lib/interop.sh"
 command -v openssl >/dev/null || { echo "1..0 # SKIP openssl not installed"; exit 77; }
 
 # ---- the upstreams: HTTP, TLS and a package index, on 127.0.0.1 ---------------------------------
@@ -34,12 +36,16 @@ read -r PH PT PI <"$work/ports"
 trap 'kill "$upstream_pid" 2>/dev/null; cleanup' EXIT
 
 TADM=token-adm-$$-$RANDOM
+KA=e2b_$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
+TENANT_A_JSON="\"e2b_keys_sha256\": [\"$(sha "$KA")\"]"
 EGRESS_DIR=$work/egress
 cat >"$work/config.json" <<JSON
 {
 $(config_base)
   "admin_token_sha256": "$(sha "$TADM")",
   "audit": {"file": "$work/audit.jsonl"},
+  "snapshots": {"store": "dir", "dir": "$work/snaps"},
+  "e2b": {"templates": "net=net"},
   "egress": {"dir": "$EGRESS_DIR", "resolv_conf": "",
              "hosts": "allowed.test=127.0.0.1,tls.test=127.0.0.1,index.test=127.0.0.1,refused.test=127.0.0.2,denied.test=127.0.0.1",
              "allow_cidrs": "127.0.0.1/32", "max_connections": 4,
@@ -306,6 +312,14 @@ api POST /v1/sessions "$TA" '{"profile": "net", "egress": {"allow": ["not a name
 check_eq "a narrowing that does not parse: 400" "$(status)" 400
 check "... naming the entry" grep -q "'not a name' is no name" "$work/body"
 
+# ---- the E2B SDK's network options narrow the list too ---------------------------------------------
+if command -v node >/dev/null && ensure_clients; then
+    E2B_API_KEY=$KA E2B_API_URL=$U/e2b/api E2B_SANDBOX_URL=$U/e2b/sbx EGRESS_HTTP_PORT=$PH \
+        EGRESS_TLS_PORT=$PT EGRESS_TLS_CA=$work/tls.crt node_suite "e2b network" e2b-egress.test.mjs
+else
+    not_ok "the E2B SDK's network options: node or the interop clients are missing"
+fi
+
 # ---- pip install from an index on 127.0.0.1 -------------------------------------------------------
 got=$(py "$TA" "$s" <<PY
 import subprocess, sys
@@ -418,9 +432,13 @@ check "an execution's download over egress.max_exec_bytes (4 MiB) is cut, after 
     grep -qE '^cut after [1-9][0-9]{5,}$' <<<"$got"
 check "its audit line says limit" audit_has 'any(.action == "egress.connection" and .verdict == "limit" and (.why | test("execution")))'
 check_eq "the next execution has its own budget: 3 MiB" "$(fetch_mib 3)" 3145728
+api POST "/v1/sessions/$s3/hibernate" "$TA" >/dev/null
+check_eq "the session hibernates (its container and gate given up)" "$(jq -r .state "$work/body")" hibernated
+api POST "/v1/sessions/$s3/wake" "$TA" >/dev/null
+check_eq "and wakes in a new container, with a new gate" "$(jq -r .state "$work/body")" ready
 got=$(fetch_mib 3)
 got2=$(fetch_mib 3)
-check "the session's budget (egress.max_bytes 12 MiB) cuts a later execution" \
+check "the session's budget (egress.max_bytes 12 MiB, counted across the wake) cuts a later execution" \
     grep -qE '(^| )cut after [0-9]+$' <<<"$got $got2"
 check "its audit line names egress.max_bytes" audit_has \
     "any(.action == \"egress.connection\" and .session == \"$s3\" and .verdict == \"limit\" and (.why | test(\"egress.max_bytes\")))"

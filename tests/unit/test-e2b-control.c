@@ -468,10 +468,70 @@ TEST(create_env_vars)
     json_decref(body);
 }
 
+/* allow_internet_access and network {allowOut, denyOut}: a narrowing of the profile's egress
+ * list (src/e2b/network.c). */
+TEST(network)
+{
+    static const struct {
+        const char *body, *want; /* want: the narrowing as compact JSON, "null", or "!" + why */
+    } cases[] = {
+        {"{}", "null"},
+        {"{\"allow_internet_access\":true,\"network\":null}", "null"},
+        {"{\"allow_internet_access\":false}", "{\"allow\":[],\"deny\":[]}"},
+        {"{\"network\":{\"allowOut\":[\"pypi.org\"],\"denyOut\":[\"0.0.0.0/0\"]}}",
+         "{\"allow\":[\"pypi.org\"],\"deny\":[]}"},
+        {"{\"allow_internet_access\":false,\"network\":{\"allowOut\":[\"*.example.com\","
+         "\"10.1.2.3/32\",\"::1\"]}}",
+         "{\"allow\":[\"*.example.com\",\"10.1.2.3\",\"::1\"],\"deny\":[]}"},
+        /* allowOut alone widens nothing */
+        {"{\"network\":{\"allowOut\":[\"pypi.org\"]}}", "null"},
+        /* addresses in denyOut alone: the profile's list less those */
+        {"{\"network\":{\"denyOut\":[\"10.1.2.3\",\"fd00::1/128\"]}}",
+         "{\"deny\":[\"10.1.2.3\",\"fd00::1\"]}"},
+        /* an allowOut entry wins over the same denyOut one */
+        {"{\"network\":{\"allowOut\":[\"10.1.2.3\"],\"denyOut\":[\"::/0\",\"10.1.2.3\"]}}",
+         "{\"allow\":[\"10.1.2.3\"],\"deny\":[]}"},
+        /* a catch-all in allowOut wins over everything denied */
+        {"{\"allow_internet_access\":false,\"network\":{\"allowOut\":[\"0.0.0.0/0\"],"
+         "\"denyOut\":[\"10.1.2.3\"]}}",
+         "null"},
+        {"{\"network\":{\"allowPublicTraffic\":false,\"rules\":{},\"egressProxy\":null}}", "null"},
+        {"{\"network\":{\"denyOut\":[\"10.0.0.0/8\"]}}", "!a range of more than one address"},
+        {"{\"network\":{\"allowOut\":[\"1.2.3.0/24\"]}}", "!a range of more than one address"},
+        {"{\"network\":{\"denyOut\":[\"evil.com\"]}}", "!takes no names there"},
+        {"{\"network\":{\"allowOut\":[\"a b\"],\"denyOut\":[\"0.0.0.0/0\"]}}", "!'a b' is no name"},
+        {"{\"network\":{\"rules\":{\"api.x.com\":[{}]}}}", "!network.rules' is not supported"},
+        {"{\"network\":{\"egressProxy\":{\"address\":\"p:1080\"}}}",
+         "!network.egressProxy' is not supported"},
+        {"{\"network\":[]}", "!'network' must be an object"},
+        {"{\"network\":{\"allowOut\":\"pypi.org\"}}", "!must be an array"},
+        {"{\"network\":{\"allowOut\":[1]}}", "!must hold strings"},
+        {"{\"allow_internet_access\":\"no\"}", "!must be true or false"},
+    };
+
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        json_t *body = j(cases[i].body), *net = (json_t *)&net;
+        struct err e = {0};
+        int r = e2b_network_parse(body, &net, &e);
+
+        if (cases[i].want[0] == '!') {
+            TAP_CHECK(r == -EINVAL && strstr(e.msg, cases[i].want + 1) != NULL &&
+                          net == (json_t *)&net,
+                      "%s refused: %s", cases[i].body, e.msg);
+        } else {
+            char *got = net != NULL ? json_dumps(net, JSON_COMPACT) : strdup("null");
+
+            TAP_CHECK(r == 0 && strcmp(got, cases[i].want) == 0, "%s => %s", cases[i].body, got);
+            free(got);
+            json_decref(net);
+        }
+        json_decref(body);
+    }
+}
+
 TEST(create_refused_members)
 {
-    static const char *const names[] = {"autoPause", "autoResume", "network", "volumeMounts",
-                                        "mcp"};
+    static const char *const names[] = {"autoPause", "autoResume", "volumeMounts", "mcp"};
     static const char *const asks[] = {
         "true", "1", "\"x\"", "{\"enabled\":true}", "{\"enabled\":false,\"x\":1}", "{\"x\":1}",
         "[1]",  "0", "\"\"",
@@ -502,10 +562,6 @@ TEST(create_refused_members)
         }
     }
     /* each says why */
-    body = j("{\"network\":{\"allowOut\":[\"1.1.1.1\"]}}");
-    ASSERT_ERR(e2b_create_parse(body, &c, &e), EINVAL);
-    ASSERT_MSG(e, "sandboxes have no network");
-    json_decref(body);
     body = j("{\"mcp\":{\"github/x\":{}}}");
     ASSERT_ERR(e2b_create_parse(body, &c, &e), EINVAL);
     ASSERT_MSG(e, "/mcp");
@@ -1135,6 +1191,7 @@ main(void)
     RUN(create);
     RUN(create_refused);
     RUN(create_env_vars);
+    RUN(network);
     RUN(create_refused_members);
     RUN(timeout);
     RUN(list);

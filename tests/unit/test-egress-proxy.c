@@ -502,7 +502,7 @@ main(void)
     j = json_loads(rules_text, 0, NULL);
     ASSERT_OK(egress_rules_from_json(j, "egress", &rules, &e));
     json_decref(j);
-    egress_gate_bind(gate, "tenant-a", "session-1", &rules, NULL);
+    egress_gate_bind(gate, "tenant-a", "session-1", &rules, NULL, 0);
     egress_rules_done(&rules);
     stop = event_new(base, stop_pipe[0], EV_READ, on_stop, NULL);
     event_add(stop, NULL);
