@@ -248,7 +248,7 @@ else
 fi
 
 # The core suites again, against Podman's Docker-compatible API (docs/engines.md), with the gcc
-# build: sessions, stateful execution, streaming, files, restart recovery, abuse. What Podman
+# build: sessions, stateful execution, streaming, files, restart recovery, abuse, egress. What Podman
 # cannot do is TAP TODO in the suites, with the reason; a TODO that passes fails here.
 podman_stage() {
     local sock=$tmp/podman/podman.sock t out start
@@ -268,7 +268,7 @@ podman_stage() {
         tail -20 "$tmp/podman-direct.out"
         fail "podman: images/build.sh with DOCKER_HOST at Podman"
     fi
-    for t in api sandbox daemon abuse; do
+    for t in api sandbox daemon abuse egress; do
         out=$tmp/podman-$t.out
         start=$SECONDS
         if SANDPOOL_TEST_ENGINE_SOCKET=$sock SANDPOOLD=$BUILD_GCC/sandpoold \

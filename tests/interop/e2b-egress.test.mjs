@@ -34,7 +34,7 @@ ctx = ssl.create_default_context(cafile="/workspace/tls.crt")
 out = {}
 for name, url in (("allowed", "http://allowed.test:${PH}/hello"), ("tls", "https://tls.test:${PT}/hello")):
     try:
-        out[name] = "200 " + urllib.request.urlopen(url, timeout=20, context=ctx).read().decode()
+        out[name] = "200 " + urllib.request.urlopen(url, timeout=20, context=ctx).read().decode().strip()
     except urllib.error.HTTPError as e:
         out[name] = "%d %s" % (e.code, e.read().decode().strip())
     except urllib.error.URLError as e:
