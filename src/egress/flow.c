@@ -27,7 +27,18 @@ would_block(void)
     return errno == EAGAIN || errno == EINTR; /* EWOULDBLOCK is EAGAIN here */
 }
 
-/* f gets a pipe: an idle one, else a new one (EGRESS_PIPE_SIZE if the kernel lets us). Returns
+static void
+close_pipe(struct egress_proxy *p, const struct egress_pipe *e)
+{
+    (void)close(e->r);
+    (void)close(e->w);
+    if (e->large) {
+        p->n_large_pipes--;
+    }
+}
+
+/* f gets a pipe: an idle one, else a new one (EGRESS_PIPE_SIZE if the kernel lets us and fewer
+ * than EGRESS_PIPES_LARGE are). Returns
  * false when no descriptor is left. */
 static bool
 pipe_borrow(struct egress_flow *f)
@@ -44,10 +55,14 @@ pipe_borrow(struct egress_flow *f)
         if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0) {
             return false;
         }
+        f->pipe = (struct egress_pipe){.r = fds[0], .w = fds[1]};
         /* Past the user's pipe pages (fs.pipe-user-pages-soft) it stays small: slower, not
          * wrong. */
-        (void)fcntl(fds[1], F_SETPIPE_SZ, EGRESS_PIPE_SIZE);
-        f->pipe = (struct egress_pipe){.r = fds[0], .w = fds[1]};
+        if (p->n_large_pipes < EGRESS_PIPES_LARGE &&
+            fcntl(fds[1], F_SETPIPE_SZ, EGRESS_PIPE_SIZE) >= EGRESS_PIPE_SIZE) {
+            f->pipe.large = true;
+            p->n_large_pipes++;
+        }
     }
     p->stats.pipes++;
     return true;
@@ -66,8 +81,7 @@ pipe_release(struct egress_flow *f)
     if (f->in_pipe == 0 && p->n_idle_pipes < EGRESS_PIPES_IDLE) {
         p->idle_pipes[p->n_idle_pipes++] = f->pipe;
     } else {
-        (void)close(f->pipe.r);
-        (void)close(f->pipe.w);
+        close_pipe(p, &f->pipe);
     }
     f->pipe = (struct egress_pipe){.r = -1, .w = -1};
     f->in_pipe = 0;
@@ -225,9 +239,6 @@ void
 egress_proxy_close_pipes(struct egress_proxy *p)
 {
     while (p->n_idle_pipes > 0) {
-        struct egress_pipe *e = &p->idle_pipes[--p->n_idle_pipes];
-
-        (void)close(e->r);
-        (void)close(e->w);
+        close_pipe(p, &p->idle_pipes[--p->n_idle_pipes]);
     }
 }

@@ -15,14 +15,19 @@ struct evdns_getaddrinfo_request;
 struct evutil_addrinfo;
 struct event;
 
-#define EGRESS_PIPE_SIZE   (256 << 10) /* a pipe's bytes: what one side holds for the other */
-#define EGRESS_PIPES_IDLE  16          /* pipes kept for the next busy flow */
-#define EGRESS_FLOW_ROUNDS 4           /* pipefuls one flow moves per loop turn */
-#define EGRESS_OPEN_MAX    4096u       /* connections through every gate at once */
-#define EGRESS_ADDRS_MAX   8           /* addresses tried per connection */
+#define EGRESS_PIPE_SIZE  (256 << 10) /* a pipe's bytes: what one side holds for the other */
+#define EGRESS_PIPES_IDLE 16          /* pipes kept for the next busy flow */
+/* Pipes made EGRESS_PIPE_SIZE at once (the others keep the kernel's 64 KiB): pipes count against
+ * the daemon user's fs.pipe-user-pages-soft by their size, and sandboxes that stop reading hold
+ * theirs; these take at most a quarter of its default 16,384 pages. */
+#define EGRESS_PIPES_LARGE 64
+#define EGRESS_FLOW_ROUNDS 4     /* pipefuls one flow moves per loop turn */
+#define EGRESS_OPEN_MAX    4096u /* connections through every gate at once */
+#define EGRESS_ADDRS_MAX   8     /* addresses tried per connection */
 
 struct egress_pipe {
     int r, w;
+    bool large; /* made EGRESS_PIPE_SIZE */
 };
 
 struct egress_proxy {
@@ -37,6 +42,7 @@ struct egress_proxy {
     struct egress_stats stats;
     struct egress_pipe idle_pipes[EGRESS_PIPES_IDLE]; /* empty, for the next busy flow (flow.c) */
     size_t n_idle_pipes;
+    unsigned n_large_pipes; /* open pipes made EGRESS_PIPE_SIZE, idle ones included */
 };
 
 struct egress_conn;
