@@ -247,11 +247,11 @@ main(int argc, char **argv)
     if (nofile > 0 && nofile < budget) {
         /* Past the limit, accept() and the engine's sockets fail for everyone: refuse to start
          * rather than let a client reach it. */
-        log_error(
-            "cannot start: the open files limit (%lu) is below the %lu descriptors this "
-            "configuration may hold (http.max_connections, the profiles' max, "
-            "files.max_inflight, egress.max_connections); raise it (LimitNOFILE=, ulimit -n) or lower those",
-            nofile, budget);
+        log_error("cannot start: the open files limit (%lu) is below the %lu descriptors this "
+                  "configuration may hold (http.max_connections, the profiles' max, "
+                  "files.max_inflight, egress.max_connections); raise it (LimitNOFILE=, ulimit -n) "
+                  "or lower those",
+                  nofile, budget);
         cfg_free(c);
         audit_close();
         return EXIT_FAILURE;

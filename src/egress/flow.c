@@ -38,8 +38,7 @@ close_pipe(struct egress_proxy *p, const struct egress_pipe *e)
 }
 
 /* f gets a pipe: an idle one, else a new one (EGRESS_PIPE_SIZE if the kernel lets us and fewer
- * than EGRESS_PIPES_LARGE are). Returns
- * false when no descriptor is left. */
+ * than EGRESS_PIPES_LARGE are). Returns false when no descriptor is left. */
 static bool
 pipe_borrow(struct egress_flow *f)
 {
