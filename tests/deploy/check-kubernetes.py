@@ -498,6 +498,7 @@ class Checker:
             if "emptyDir" in v and not any(
                     self.in_mount(o, sock) for o in self.containers_of(pod) if o is not c):
                 self.bad(where, f"engine.socket {sock}: no other container shares the emptyDir")
+        self.check_egress(where, pod, c, volumes, cfg)
         need = cfg["shutdown_delay_s"] + cfg["drain_timeout_s"] + DRAIN_CUT_S + MARGIN_S
         grace = pod.get("terminationGracePeriodSeconds", 30)
         if grace < need:
@@ -541,6 +542,40 @@ class Checker:
                 if self.admits(dep, src, port):
                     self.bad(where, f"the NetworkPolicies admit sandpoold's port {port} from "
                              f"{'client pods' if src else 'any pod'}: only {only} may reach it")
+
+    def check_egress(self, where, pod, c, volumes, cfg):
+        """A profile with an egress list: the engine bind-mounts each sandbox's gate from
+        egress.dir by its path, so sandpoold and the engine must see that path as one
+        directory: an emptyDir another container (the engine) mounts at the same path, or a
+        hostPath of that very path (the node's engine)."""
+        with_egress = sorted(n for n, p in (cfg.get("profiles") or {}).items() if p.get("egress"))
+        if not with_egress:
+            return
+        d = cfg["egress"]["dir"]
+        what = f"egress.dir {d} (profile {with_egress[0]} has an egress list)"
+        mount = self.in_mount(c, d)
+        if mount is None:
+            self.bad(where, f"{what} is in no volumeMount: the engine would mount gates from a "
+                     "directory sandpoold never made")
+            return
+        v = volumes.get(mount.get("name")) or {}
+        rest = d[len(mount.get("mountPath", "").rstrip("/")):]
+        if "hostPath" in v:
+            if v["hostPath"].get("path", "").rstrip("/") + rest != d:
+                self.bad(where, f"{what}: hostPath {v['hostPath'].get('path')} is mounted at "
+                         f"{mount.get('mountPath')}, another path than the node's engine sees")
+        elif "emptyDir" in v:
+            if not any(m.get("name") == mount.get("name") and
+                       m.get("mountPath", "").rstrip("/") == mount.get("mountPath", "").rstrip("/")
+                       for o in self.containers_of(pod) if o is not c
+                       for m in o.get("volumeMounts") or []):
+                self.bad(where, f"{what}: no other container (the engine) mounts emptyDir "
+                         f"{mount.get('name')} at {mount.get('mountPath')}")
+        else:
+            self.bad(where, f"{what}: volume {mount.get('name')} is neither an emptyDir shared "
+                     "with the engine nor a hostPath")
+        if mount.get("readOnly"):
+            self.bad(where, f"{what}: mounted read-only, sandpoold makes the gates there")
 
     def check_cluster(self, where, wl, c, cfg, headless, api):
         """The cluster layout: each pod a node that the others and the clients reach."""

@@ -90,6 +90,15 @@ check "an overlay with an external Redis validates" check_k8s "$work/external/ov
 check_eq "... without the Redis objects, with the external URL" \
     "$("$KUBECTL" kustomize "$work/external/overlays/hostpath" 2>/dev/null | grep -c 'sandpool-redis\|redis.example.internal')" 1
 
+# A profile with an egress list (docs/egress.md): every layout shares egress.dir with its engine
+# at the same path (an emptyDir with dind, the node's own directory with the node's engine).
+cp -r "$root/deploy/kubernetes" "$work/egress"
+sed -i 's|"exec_timeout_s": 30}|"exec_timeout_s": 30, "egress": {"allow": ["pypi.org", "files.pythonhosted.org"]}}|' \
+    "$work/egress/base/sandpoold.json" "$work/egress/cluster/sandpoold.json"
+for o in overlays/dind overlays/hostpath cluster; do
+    check "$o with an egress profile validates (egress.dir shared with the engine)" check_k8s "$work/egress/$o"
+done
+
 # broken NAME OVERLAY EXPECTED-MESSAGE PYTHON-EDIT: a copy of deploy/kubernetes, changed by the
 # python snippet (run in the copy's directory with `sub(path, old, new)`), must fail the check
 # with a line containing EXPECTED-MESSAGE.
@@ -148,6 +157,16 @@ broken dind-tcp dind "the engine's arguments must start with 'dockerd'" \
     "sub('overlays/dind/engine.yaml', '            - dockerd\n', '')"
 broken dind-nonroot dind "the pod's runAsNonRoot applies to the root engine" \
     "sub('overlays/dind/engine.yaml', '            runAsNonRoot: false\n', '')"
+EGRESS_ON="sub('base/sandpoold.json', '\"exec_timeout_s\": 30}', '\"exec_timeout_s\": 30, \"egress\": {\"allow\": [\"pypi.org\"]}}')"
+broken egress-no-gates-mount dind "egress.dir /run/sandpool/egress (profile python has an egress list) is in no volumeMount" \
+    "$EGRESS_ON
+sub('overlays/dind/engine.yaml', '            - name: egress-gates\n              mountPath: /run/sandpool/egress\n      volumes:', '      volumes:')"
+broken egress-engine-unshared dind "no other container (the engine) mounts emptyDir egress-gates" \
+    "$EGRESS_ON
+sub('overlays/dind/engine.yaml', '            - name: egress-gates\n              mountPath: /run/sandpool/egress\n      containers:', '      containers:')"
+broken egress-hostpath-elsewhere hostpath "another path than the node's engine sees" \
+    "$EGRESS_ON
+sub('overlays/hostpath/engine.yaml', 'path: /run/sandpool/egress\n', 'path: /var/lib/sandpool-egress\n')"
 broken not-a-yaml dind "kubectl kustomize failed" \
     "sub('base/service.yaml', 'spec:', 'spec: [')"
 
