@@ -207,9 +207,10 @@ rss1=$(awk '/^VmRSS/ {print $2}' "/proc/$daemon_pid/status")
 check_eq "envd: a chunked 12 MB multipart upload (over http.max_body_bytes) → 200" "$(status)" 200
 envd GET "/files?path=/home/user/big" >/dev/null
 check_eq "envd: ... it reads back byte for byte" "$(sha256sum <"$work/body" | cut -c1-64)" "$(sha256sum <"$work/big" | cut -c1-64)"
-# (a held body would cost its 12 MB; under ASan, freed memory sits in its quarantine for a while)
-check "envd: ... the daemon's RSS grew by less than half of it meanwhile ($rss0 → $rss1 KB)" \
-    num_le "$((rss1 - rss0))" 6000
+# (a held body would cost its 12 MB; under ASan, freed memory sits in its 4 MiB quarantine
+# (api.sh) for a while, and the allocator keeps its slack: an ASan run grew by 6,136 KB once)
+check "envd: ... the daemon's RSS grew by less than three quarters of it meanwhile ($rss0 → $rss1 KB)" \
+    num_le "$((rss1 - rss0))" 9000
 head -c 17000000 /dev/zero >"$work/huge"
 envd POST "/files?path=/home/user/huge" -H 'Transfer-Encoding: chunked' -F "file=@$work/huge" >/dev/null
 check_eq "envd: a file over the profile's max_file_bytes → 413, nothing written" \
