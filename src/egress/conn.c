@@ -23,11 +23,9 @@
 #include "util/time.h"
 
 static const char *const state_names[EGRESS_CONN__COUNT] = {
-    [EGRESS_CONN_HEAD] = "head",
-    [EGRESS_CONN_RESOLVING] = "resolving",
-    [EGRESS_CONN_CONNECTING] = "connecting",
-    [EGRESS_CONN_PIPING] = "piping",
-    [EGRESS_CONN_CLOSING] = "closing",
+    [EGRESS_CONN_FIRST] = "first",         [EGRESS_CONN_HEAD] = "head",
+    [EGRESS_CONN_RESOLVING] = "resolving", [EGRESS_CONN_CONNECTING] = "connecting",
+    [EGRESS_CONN_PIPING] = "piping",       [EGRESS_CONN_CLOSING] = "closing",
 };
 
 static void
@@ -86,7 +84,15 @@ egress_conn_end(struct egress_conn *c, enum egress_end end, const char *why)
     if (c->up != NULL) {
         bufferevent_free(c->up);
     }
-    bufferevent_free(c->down);
+    if (c->first != NULL) {
+        event_free(c->first);
+    }
+    if (c->gate_fd >= 0) {
+        (void)close(c->gate_fd);
+    }
+    if (c->down != NULL) {
+        bufferevent_free(c->down);
+    }
     if (p->cb != NULL) {
         p->cb(&ev, p->userdata);
     }
@@ -429,6 +435,131 @@ on_head_event(struct bufferevent *bev, short what, void *arg)
     egress_conn_end(arg, EGRESS_END_MALFORMED, "the sandbox closed before its request's head");
 }
 
+/* ---- the first byte: a forwarder's handoff, or a head's start -------------------------------- */
+
+/* The head is read from fd (the sandbox's TCP connection handed over, or the gate's connection),
+ * after the n bytes already read from it. */
+static void
+head_start(struct egress_conn *c, int fd, const char *early, size_t n)
+{
+    c->down = OOM_CHECK(
+        bufferevent_socket_new(c->g->p->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS));
+    (void)evbuffer_prepend(bufferevent_get_input(c->down), early, n); /* its end is the socket's */
+    conn_set(c, EGRESS_CONN_HEAD);
+    bufferevent_setwatermark(c->down, EV_READ, 0, EGRESS_HEAD_MAX);
+    bufferevent_setcb(c->down, on_head_read, NULL, on_head_event, c);
+    bufferevent_enable(c->down, EV_READ);
+}
+
+/* The one descriptor m carries (SCM_RIGHTS), or -1; any other is closed. */
+static int
+passed_fd(struct msghdr *m)
+{
+    int fd = -1, n_fds = 0;
+
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(m); h != NULL; h = CMSG_NXTHDR(m, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) {
+            continue;
+        }
+        for (size_t i = 0; i < (h->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+            int one;
+
+            memcpy(&one, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+            if (n_fds++ == 0) {
+                fd = one;
+            } else {
+                (void)close(one);
+            }
+        }
+    }
+    if (n_fds > 1 || (m->msg_flags & MSG_CTRUNC)) {
+        if (fd >= 0) {
+            (void)close(fd);
+        }
+        return -1;
+    }
+    return fd;
+}
+
+/* Whether the handoff of tcp over gate connection fd is taken: fd's peer is the gate's relay
+ * (the forwarder: user code has another uid, and could keep a copy of what it hands over, to
+ * make the proxy's reads block), and tcp a TCP socket (what else would the proxy be asked to
+ * read?). */
+static bool
+handoff_trusted(const struct egress_gate *g, int fd, int tcp)
+{
+    struct ucred cred;
+    int domain, type, protocol;
+    socklen_t len = sizeof(cred), ilen = sizeof(int);
+
+    return g->relay != (uid_t)-1 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+           cred.uid == g->relay && getsockopt(tcp, SOL_SOCKET, SO_DOMAIN, &domain, &ilen) == 0 &&
+           (domain == AF_INET || domain == AF_INET6) &&
+           getsockopt(tcp, SOL_SOCKET, SO_TYPE, &type, &ilen) == 0 && type == SOCK_STREAM &&
+           getsockopt(tcp, SOL_SOCKET, SO_PROTOCOL, &protocol, &ilen) == 0 &&
+           protocol == IPPROTO_TCP;
+}
+
+static bool
+answer(int fd, char byte)
+{
+    return send(fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1;
+}
+
+static void
+on_first(evutil_socket_t fd, short what, void *arg)
+{
+    struct egress_conn *c = arg;
+    struct egress_stats *st = &c->g->p->stats;
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    char byte;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl)};
+    ssize_t n = recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    int tcp;
+
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        (void)event_add(c->first, NULL);
+        return;
+    }
+    if (n <= 0) {
+        egress_conn_end(c, EGRESS_END_MALFORMED, "the sandbox closed before its request's head");
+        return;
+    }
+    event_free(c->first);
+    c->first = NULL;
+    c->gate_fd = -1; /* the bufferevent's from here, or closed */
+    tcp = passed_fd(&m);
+    if (byte != EGRESS_HANDOFF) {
+        if (tcp >= 0) {
+            (void)close(tcp);
+        }
+        head_start(c, fd, &byte, 1);
+        return;
+    }
+    if (tcp >= 0 && handoff_trusted(c->g, fd, tcp) && answer(fd, EGRESS_HANDOFF_TAKEN)) {
+        st->handoffs++;
+        (void)close(fd);
+        (void)evutil_make_socket_nonblocking(tcp);
+        head_start(c, tcp, NULL, 0);
+        return;
+    }
+    if (tcp >= 0) {
+        (void)close(tcp);
+    }
+    st->handoffs_refused++;
+    if (!answer(fd, EGRESS_HANDOFF_RELAY)) {
+        (void)close(fd);
+        egress_conn_end(c, EGRESS_END_MALFORMED, "the forwarder went away during its handoff");
+        return;
+    }
+    head_start(c, fd, NULL, 0);
+}
+
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
@@ -441,6 +572,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
         return;
     }
     switch (c->state) {
+    case EGRESS_CONN_FIRST:
     case EGRESS_CONN_HEAD:
         egress_conn_end(c, EGRESS_END_LIMIT, "no request head within egress.head_timeout_ms");
         break;
@@ -471,24 +603,28 @@ egress_conn_accept(struct egress_gate *g, int fd)
     }
     c = xcalloc(1, sizeof(*c));
     c->g = g;
+    c->gate_fd = -1;
     c->started_ms = time_now_ms();
-    c->down = OOM_CHECK(
-        bufferevent_socket_new(p->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS));
     c->timer = OOM_CHECK(event_new(p->base, -1, 0, on_timer, c));
     LIST_INSERT_HEAD(&g->conns, c, link);
     g->n_conns++;
     p->stats.open++;
-    conn_set(c, EGRESS_CONN_HEAD);
-    if (!g->bound) {
-        refuse(c, EGRESS_END_NO_SESSION, 403, "this sandbox serves no session");
-    } else if (g->n_conns > p->cfg.max_connections) {
-        refuse(c, EGRESS_END_LIMIT, 429,
-               "the session has %u egress connections open (egress.max_connections)",
-               g->n_conns - 1);
-    } else {
-        bufferevent_setwatermark(c->down, EV_READ, 0, EGRESS_HEAD_MAX);
-        bufferevent_setcb(c->down, on_head_read, NULL, on_head_event, c);
-        bufferevent_enable(c->down, EV_READ);
-        arm(c, p->cfg.head_timeout_ms);
+    if (!g->bound || g->n_conns > p->cfg.max_connections) {
+        /* Answered on the gate's connection (a forwarder's handoff is dropped with the bytes
+         * read after the answer: the forwarder relays the answer). */
+        c->down = OOM_CHECK(
+            bufferevent_socket_new(p->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS));
+        if (!g->bound) {
+            refuse(c, EGRESS_END_NO_SESSION, 403, "this sandbox serves no session");
+        } else {
+            refuse(c, EGRESS_END_LIMIT, 429,
+                   "the session has %u egress connections open (egress.max_connections)",
+                   g->n_conns - 1);
+        }
+        return;
     }
+    c->gate_fd = fd;
+    c->first = OOM_CHECK(event_new(p->base, fd, EV_READ, on_first, c));
+    (void)event_add(c->first, NULL);
+    arm(c, p->cfg.head_timeout_ms);
 }

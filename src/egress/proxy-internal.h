@@ -53,6 +53,7 @@ struct egress_gate {
     char dir[4096];
     char path[4096]; /* dir/EGRESS_SOCKET */
     struct evconnlistener *listener;
+    uid_t relay; /* whose connections may hand theirs over ((uid_t)-1: nobody's) */
     LIST_HEAD(, egress_conn) conns;
     unsigned n_conns;
     /* its session, while bound */
@@ -66,6 +67,7 @@ struct egress_gate {
 
 /* One state machine, one setter (conn.c: conn_set()). */
 enum egress_conn_state {
+    EGRESS_CONN_FIRST,      /* its first byte: a forwarder's handoff, or a head's start */
     EGRESS_CONN_HEAD,       /* reading the request head */
     EGRESS_CONN_RESOLVING,  /* the name's addresses */
     EGRESS_CONN_CONNECTING, /* dialling them, one after the other */
@@ -99,7 +101,9 @@ struct egress_conn {
     LIST_ENTRY(egress_conn) link;
     struct egress_gate *g; /* NULL once the gate is gone */
     enum egress_conn_state state;
-    struct bufferevent *down;   /* the sandbox's side */
+    int gate_fd;                /* FIRST: the gate's connection (then down's, or closed) */
+    struct event *first;        /* FIRST: gate_fd readable */
+    struct bufferevent *down;   /* the sandbox's side (from HEAD on) */
     struct bufferevent *up;     /* the upstream's, from CONNECTING on */
     struct egress_flow flow[2]; /* PIPING: [0] the sandbox's bytes up, [1] the upstream's down */
     struct event *timer;        /* the head's, then the resolve and connect deadline */

@@ -170,7 +170,7 @@ on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
 }
 
 int
-egress_gate_new(struct egress_proxy *p, const char *slot, struct egress_gate **ret,
+egress_gate_new(struct egress_proxy *p, const char *slot, uid_t relay, struct egress_gate **ret,
                 struct err *reterr)
 {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
@@ -182,6 +182,7 @@ egress_gate_new(struct egress_proxy *p, const char *slot, struct egress_gate **r
     }
     g = xcalloc(1, sizeof(*g));
     g->p = p;
+    g->relay = relay;
     LIST_INIT(&g->conns);
     (void)snprintf(g->slot, sizeof(g->slot), "%s", slot);
     if (snprintf(g->dir, sizeof(g->dir), "%s/%s", p->dir, slot) >= (int)sizeof(g->dir) ||

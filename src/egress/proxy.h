@@ -3,8 +3,9 @@
  * A container of a profile with an egress list gets a gate: a directory of its own on the host,
  * bind-mounted into the container, holding the unix socket this proxy listens on for it. The
  * container keeps `--network none`; a forwarder inside it (under the relay's uid) passes each TCP
- * connection made to 127.0.0.1:<port> to that socket. One socket per container, so the proxy
- * knows which session asks: a gate is bound to its session while the session holds the
+ * connection made to 127.0.0.1:<port> to that socket: it hands the connection itself over (its
+ * descriptor, SCM_RIGHTS), or relays its bytes where it cannot. One socket per container, so the
+ * proxy knows which session asks: a gate is bound to its session while the session holds the
  * container, and refuses everything before and after.
  *
  * Each connection: the request head (CONNECT host:port, or an absolute http:// URI; head.h), the
@@ -22,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "egress/rules.h"
 
@@ -58,6 +60,17 @@ enum egress_end {
 };
 const char *egress_end_to_string(enum egress_end e);
 
+/* A forwarder's handoff (conn.c, images/python/sandbox/egress.py): on a new connection to its
+ * gate, the byte EGRESS_HANDOFF with the sandbox's TCP connection attached (SCM_RIGHTS). The
+ * proxy answers one byte: TAKEN (it serves that connection itself; the forwarder closes its
+ * copy and the gate's connection) or RELAY (not taken: the forwarder relays the connection's
+ * bytes over this gate connection, and offers no more). Any other answer is the proxy's own
+ * (a refusal), relayed likewise. A connection whose first byte is not EGRESS_HANDOFF is a
+ * request's head, relayed. */
+#define EGRESS_HANDOFF       0x00
+#define EGRESS_HANDOFF_TAKEN 0x01
+#define EGRESS_HANDOFF_RELAY 0x02
+
 struct egress_event {
     const char *tenant, *session; /* "" when none */
     const char *host;             /* as checked; "" when the head was not read */
@@ -75,7 +88,9 @@ struct egress_stats {
     uint64_t bytes_up, bytes_down;
     unsigned open; /* connections now */
     unsigned gates;
-    unsigned pipes; /* held by connections whose bytes wait for a side (flow.c) */
+    unsigned pipes;            /* held by connections whose bytes wait for a side (flow.c) */
+    uint64_t handoffs;         /* sandbox connections handed over by a forwarder (conn.c) */
+    uint64_t handoffs_refused; /* offered by another uid, or not a TCP socket: relayed instead */
 };
 
 /* -errno with reterr when dir cannot be made or the resolver's file cannot be read. Everything
@@ -101,8 +116,10 @@ unsigned egress_proxy_max_connections(const struct egress_proxy *p);
 
 /* The gate of container slot (a name): its directory <dir>/<slot> (made 0711; kept when it
  * exists: a running container's bind mount holds it) and its socket "proxy.sock" in it, made
- * afresh and listened on. -errno with reterr. */
-int egress_gate_new(struct egress_proxy *p, const char *slot, struct egress_gate **ret,
+ * afresh and listened on. A connection from a process of uid relay (its forwarder's) may hand
+ * its sandbox's TCP connection over (conn.c); (uid_t)-1: no handoff from anyone. -errno with
+ * reterr. */
+int egress_gate_new(struct egress_proxy *p, const char *slot, uid_t relay, struct egress_gate **ret,
                     struct err *reterr);
 /* The host directory to bind-mount into the container (borrowed from the gate). */
 const char *egress_gate_dir(const struct egress_gate *g);

@@ -49,7 +49,9 @@ pool_slot_gate_open(struct pool_slot *slot, struct err *reterr)
 {
     egress_gate_free(slot->gate, false); /* an adoption's earlier try; the directory stays */
     slot->gate = NULL;
-    return egress_gate_new(slot->pool->egress, slot->slot_id, &slot->gate, reterr);
+    /* Its forwarder runs as the relay's uid (uids.c, pool_slot_forwarder()): its handoffs are
+     * taken, nobody else's. */
+    return egress_gate_new(slot->pool->egress, slot->slot_id, slot->uid + 1, &slot->gate, reterr);
 }
 
 static void
@@ -87,7 +89,9 @@ pool_slot_forwarder(struct pool_slot *slot)
     struct pool *p = slot->pool;
     char port[12], user[24], max[12];
     static const char sock[] = EGRESS_MOUNT "/" EGRESS_SOCKET; /* as the container sees it */
-    const char *argv[] = {"python3", "-I", "-S", POOL_FORWARDER, port, sock, max, NULL};
+    /* "handoff": this daemon takes the connections themselves (egress/proxy.h); a forwarder
+     * started without it relays their bytes, as for a daemon that predates handoffs. */
+    const char *argv[] = {"python3", "-I", "-S", POOL_FORWARDER, port, sock, max, "handoff", NULL};
     struct docker_exec_spec spec = {.argv = argv, .user = user};
 
     (void)snprintf(port, sizeof(port), "%u", p->profile->egress_port);

@@ -270,6 +270,11 @@ metrics_egress(struct server *s, struct buf *out)
          "Egress connections open now.",
          {{NULL, st.open}}},
         {"sandpool_egress_gates", "gauge", "Containers with an egress gate.", {{NULL, st.gates}}},
+        {"sandpool_egress_handoffs_total",
+         "counter",
+         "Sandbox connections a forwarder handed over: taken (served without its hop), relayed "
+         "(refused: another uid's).",
+         {{"result=\"taken\"", st.handoffs}, {"result=\"relayed\"", st.handoffs_refused}}},
     };
 
     static_assert(EGRESS_END__COUNT == 9, "a verdict without a series");

@@ -121,10 +121,12 @@ class Engine:
             raise RuntimeError("%s %s -> %d %s" % (method, path, r.status, data[:200]))
         return json.loads(data) if data else None
 
-    def exec_output(self, cid, argv):
+    def exec_output(self, cid, argv, user=None):
         """exec create + start (output collected) + inspect: one gateway-style execution."""
-        e = self.call("POST", "/containers/%s/exec" % cid,
-                      {"AttachStdout": True, "AttachStderr": True, "Cmd": argv})
+        spec = {"AttachStdout": True, "AttachStderr": True, "Cmd": argv}
+        if user is not None:
+            spec["User"] = user
+        e = self.call("POST", "/containers/%s/exec" % cid, spec)
         conn = UnixHTTPConnection(self.sock)
         conn.request("POST", self.prefix + "/exec/%s/start" % e["Id"],
                      body=json.dumps({"Detach": False, "Tty": False}),
@@ -418,8 +420,8 @@ def forwarded_rtt(api, api_b, redis_sock, n):
 EGRESS_CLIENT = r"""
 import http.client, json, socket, time
 
-# proxy: False (straight to the upstream), True (the sandbox's forwarder on 3128) or a unix
-# socket's path (a gate of the daemon's proxy, reached from the host).
+# proxy: False (straight to the upstream), a port (a forwarder on the sandbox's loopback: 3128,
+# the sandbox's own) or a unix socket's path (a gate of the daemon's proxy, reached from the host).
 def egress_get(host, port, path, proxy):
     if isinstance(proxy, str):
         class Gate(http.client.HTTPConnection):
@@ -429,7 +431,7 @@ def egress_get(host, port, path, proxy):
                 self.sock.connect(proxy)
         c = Gate("gate", timeout=120)
     else:
-        c = http.client.HTTPConnection(*(("127.0.0.1", 3128) if proxy else (host, port)),
+        c = http.client.HTTPConnection(*(("127.0.0.1", proxy) if proxy else (host, port)),
                                        timeout=120)
     c.request("GET", ("http://%s:%d%s" % (host, port, path)) if proxy else path,
               headers={"Host": "%s:%d" % (host, port)})
@@ -478,11 +480,55 @@ def session_gate(gates_dir, host, port):
     raise AssertionError("no gate under %s answers for the session" % gates_dir)
 
 
-def egress(api, upstream_port, gates_dir, rounds, k):
+RELAY_PORT = 3129  # B18's second forwarder, started without "handoff": it relays every byte
+
+
+def relaying_forwarder(engine, gate):
+    """Starts a second forwarder in the container whose mount holds gate, as its relay's uid
+    (the sandbox's user + 1) on RELAY_PORT, without "handoff": the path every connection took
+    before the daemon took them over. Returns the container's init pid."""
+    gate_dir = os.path.dirname(gate)
+    for c in engine.call("GET", "/containers/json"):
+        if any(m.get("Source") == gate_dir for m in c.get("Mounts", [])):
+            info = engine.call("GET", "/containers/%s/json" % c["Id"])
+            relay = int(info["Config"]["User"].split(":")[0]) + 1
+            out, code = engine.exec_output(c["Id"], [
+                "python3", "-I", "-S", "/opt/sandpool/egress.py", str(RELAY_PORT),
+                "/run/sandpool/egress/proxy.sock", "8"], user="%d:%d" % (relay, relay))
+            assert code == 0 and b"ready" in out, (code, out)
+            return info["State"]["Pid"]
+    raise AssertionError("no container mounts %s" % gate_dir)
+
+
+def cgroup_cpu_ns(pid):
+    """CPU time used so far by the cgroup of process pid (v1 cpuacct, or v2 cpu.stat)."""
+    with open("/proc/%d/cgroup" % pid) as f:
+        for line in f:
+            _, ctrl, path = line.rstrip("\n").split(":", 2)
+            if "cpuacct" in ctrl.split(","):
+                with open("/sys/fs/cgroup/%s%s/cpuacct.usage" % (ctrl, path)) as u:
+                    return int(u.read())
+            if ctrl == "":
+                with open("/sys/fs/cgroup%s/cpu.stat" % path) as u:
+                    return 1000 * int(u.readline().split()[1])  # usage_usec
+    raise AssertionError("no cpu accounting for pid %d" % pid)
+
+
+def process_cpu_ns(pid):
+    """CPU time used so far by process pid, all its threads (schedstat)."""
+    total = 0
+    for t in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+            total += int(f.read().split()[0])
+    return total
+
+
+def egress(api, engine, daemon_pid, upstream_port, gates_dir, rounds, k):
     """B18: a 100 MB download and a small request's connection (connect to last byte) from a
-    sandbox through its egress proxy (forwarder, the daemon's proxy, upstream on 127.0.0.1),
-    against the same client on the host reaching the same upstream directly over loopback, and
-    from the host through the session's gate (the daemon's proxy without the forwarder);
+    sandbox through its egress proxy (the forwarder hands the connection to the daemon's proxy,
+    upstream on 127.0.0.1), against the same client on the host reaching the same upstream
+    directly over loopback; and the download through a forwarder that relays every byte (no
+    handoff), and from the host through the session's gate (the daemon's proxy alone);
     interleaved, in one run."""
     size = 100 * 1000 * 1000
     host = "upstream.bench"
@@ -493,8 +539,11 @@ def egress(api, upstream_port, gates_dir, rounds, k):
     env = {}
     exec(EGRESS_CLIENT, env)  # noqa: S102 - our own client, the direct side
     gate = session_gate(gates_dir, host, upstream_port)
-    rates = {"direct": [], "proxied": [], "gate": []}
-    setup = {"direct": [], "proxied": []}
+    pid = relaying_forwarder(engine, gate)
+    rates = {"direct": [], "proxied": [], "relayed": [], "gate": []}
+    setup = {"direct": [], "proxied": [], "relayed": []}
+    cpu = {"proxied": [], "relayed": []}  # the sandbox's CPU ms per download (its cap's)
+    dcpu = {"proxied": [], "relayed": [], "gate": []}  # the daemon's
 
     def sandbox(expr):
         r = run_code(api, sid, "print(json.dumps(%s))" % expr)
@@ -503,17 +552,30 @@ def egress(api, upstream_port, gates_dir, rounds, k):
 
     for _ in range(rounds):
         rates["direct"].append(env["egress_download"]("127.0.0.1", upstream_port, size, False))
-        rates["proxied"].append(sandbox("egress_download(%r, %d, %d, True)" % (
-            host, upstream_port, size)))
+        for w, port in (("proxied", 3128), ("relayed", RELAY_PORT)):
+            c0, d0 = cgroup_cpu_ns(pid), process_cpu_ns(daemon_pid)
+            rates[w].append(sandbox("egress_download(%r, %d, %d, %d)" % (
+                host, upstream_port, size, port)))
+            cpu[w].append((cgroup_cpu_ns(pid) - c0) / 1e6)
+            dcpu[w].append((process_cpu_ns(daemon_pid) - d0) / 1e6)
+        d0 = process_cpu_ns(daemon_pid)
         rates["gate"].append(env["egress_download"](host, upstream_port, size, gate))
+        dcpu["gate"].append((process_cpu_ns(daemon_pid) - d0) / 1e6)
         setup["direct"] += env["egress_setup"]("127.0.0.1", upstream_port, k, False)
-        setup["proxied"] += sandbox("egress_setup(%r, %d, %d, True)" % (host, upstream_port, k))
+        setup["proxied"] += sandbox("egress_setup(%r, %d, %d, 3128)" % (host, upstream_port, k))
+        setup["relayed"] += sandbox("egress_setup(%r, %d, %d, %d)" % (
+            host, upstream_port, k, RELAY_PORT))
     api.call("DELETE", "/v1/sessions/" + sid)
     med = {w: sorted(v)[len(v) // 2] for w, v in rates.items()}
     return {"mb_per_s": med, "ratio": med["proxied"] / med["direct"],
+            "relayed_ratio": med["relayed"] / med["direct"],
             "gate_ratio": med["gate"] / med["direct"],
             "rates": rates, "setup_direct": summary(setup["direct"]),
-            "setup_proxied": summary(setup["proxied"])}
+            "setup_proxied": summary(setup["proxied"]),
+            "setup_relayed": summary(setup["relayed"]),
+            "sandbox_cpu_ms": {w: sorted(v)[len(v) // 2] for w, v in cpu.items()},
+            "daemon_cpu_ms": {w: sorted(v)[len(v) // 2] for w, v in dcpu.items()},
+            "sandbox_cpu": cpu, "daemon_cpu": dcpu}
 
 
 def first_sse_byte(port, token, sid, n):
@@ -800,8 +862,8 @@ def main():
     if args.only == "B18":
         with open(args.out) as f:
             res = json.load(f)
-        res["metrics"]["B18"] = egress(api, args.upstream_port, args.egress_gates, 3 if q else 5,
-                                       50 if q else 200)
+        res["metrics"]["B18"] = egress(api, Engine(args.engine), args.daemon_pid, args.upstream_port,
+                                       args.egress_gates, 3 if q else 5, 50 if q else 200)
         print("bench: B18 %s" % {k: v for k, v in res["metrics"]["B18"].items() if k != "rates"},
               file=sys.stderr, flush=True)
         with open(args.out, "w") as f:

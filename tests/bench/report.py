@@ -124,11 +124,16 @@ def b18_row(x):
     m = x["mb_per_s"]
     return row("B18", metric, "%.0f MB/s proxied; %.0f MB/s direct" % (m["proxied"], m["direct"]),
                goal, x["ratio"] >= 0.5,
-               "%.0f %% of direct (medians of %d); the daemon's proxy alone (a host client at the"
-               " session's gate) %.0f MB/s, %.0f %%; a request's connect to last byte: proxied %s,"
-               " direct %s" % (100 * x["ratio"], len(x["rates"]["direct"]),
-                               m.get("gate", 0), 100 * x.get("gate_ratio", 0),
-                               lat(x["setup_proxied"]), lat(x["setup_direct"])))
+               "%.0f %% of direct (medians of %d); a forwarder relaying every byte (no handoff)"
+               " %.0f MB/s, %.0f %%; the daemon's proxy alone (a host client at the session's"
+               " gate) %.0f MB/s, %.0f %%; the sandbox's CPU per download: %.0f ms handed over,"
+               " %.0f ms relayed; a request's connect to last byte: proxied %s, direct %s" % (
+                   100 * x["ratio"], len(x["rates"]["direct"]),
+                   m.get("relayed", 0), 100 * x.get("relayed_ratio", 0),
+                   m.get("gate", 0), 100 * x.get("gate_ratio", 0),
+                   x.get("sandbox_cpu_ms", {}).get("proxied", 0),
+                   x.get("sandbox_cpu_ms", {}).get("relayed", 0),
+                   lat(x["setup_proxied"]), lat(x["setup_direct"])))
 
 
 def main(src, md_out, png_out):

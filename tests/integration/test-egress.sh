@@ -210,6 +210,30 @@ PY
 )
 check "user code connecting to the gate's socket itself meets the same checks (403)" \
     starts "$got" "HTTP/1.1 403"
+# A handoff is the forwarder's only (the relay's uid): user code that hands over a TCP connection
+# of its own (whose flags it could change under the daemon) is answered RELAY and its descriptor
+# closed, and what it sends next is checked as a head.
+relayed0=$(metric 'sandpool_egress_handoffs_total{result="relayed"}')
+got=$(py "$TA" "$s" <<PY
+import array, socket
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+c = socket.create_connection(l.getsockname()); a, _ = l.accept()
+u = socket.socket(socket.AF_UNIX)
+u.connect("/run/sandpool/egress/proxy.sock")
+u.sendmsg([b"\\x00"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [a.fileno()]))])
+a.close()
+answer = u.recv(1)
+c.settimeout(5)
+closed = c.recv(1) == b""
+u.sendall(b"CONNECT denied.test:$PH HTTP/1.1\\r\\n\\r\\n")
+print(answer.hex(), closed, u.makefile("rb").readline().decode().strip())
+PY
+)
+check_eq "user code handing the gate a TCP connection of its own: RELAY, its connection closed" \
+    "$(cut -d' ' -f1,2 <<<"$got")" "02 True"
+check "... then its head meets the same checks (403)" starts "$(cut -d' ' -f3- <<<"$got")" "HTTP/1.1 403"
+check_eq "sandpool_egress_handoffs_total{result=\"relayed\"} counts it" \
+    "$(metric 'sandpool_egress_handoffs_total{result="relayed"}')" "$((relayed0 + 1))"
 fds0=$(find "/proc/$daemon_pid/fd" -mindepth 1 | wc -l)
 storm=$(jq -Rs '{code: ., timeout_s: 100}' <<'PY'
 import socket, time
@@ -450,5 +474,7 @@ check "sandpool_egress_bytes_total counts what came down" \
     test "$(metric 'sandpool_egress_bytes_total{direction="down"}')" -ge 1
 check "sandpool_egress_gates counts the egress profile's containers" \
     test "$(metric sandpool_egress_gates)" -ge 1
+check "the forwarders handed their connections over (sandpool_egress_handoffs_total taken)" \
+    test "$(metric 'sandpool_egress_handoffs_total{result="taken"}')" -ge 10
 
 tap_done

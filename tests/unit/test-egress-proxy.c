@@ -5,11 +5,14 @@
  * through the hosts map, so nothing here can reach a real resolver, and traffic goes to
  * 127.0.0.1 only (10.0.0.1 is pinned to prove it is refused before any dial). */
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -37,7 +40,9 @@ static char event_tenants[EVENTS_MAX][65], event_addrs[EVENTS_MAX][64];
 static size_t n_events;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int stop_pipe[2], unbind_pipe[2], exec_pipe[2], stats_pipe[2], stats_done[2];
-static struct egress_stats seen; /* the proxy's, copied on the loop's thread (on_stats) */
+static struct egress_stats seen;  /* the proxy's, copied on the loop's thread (on_stats) */
+static struct egress_gate *other; /* a second gate (handoff), made on the loop's thread */
+static struct egress_rules test_rules;
 
 static void
 on_event(const struct egress_event *ev, void *userdata)
@@ -115,19 +120,25 @@ loop_thread(void *arg)
  */
 
 static int
-dial(void)
+dial_path(const char *path)
 {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     struct timeval tv = {.tv_sec = 5};
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-    memcpy(sun.sun_path, sock_path, strlen(sock_path) + 1);
+    memcpy(sun.sun_path, path, strlen(path) + 1);
     (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
         close(fd);
         return -1;
     }
     return fd;
+}
+
+static int
+dial(void)
+{
+    return dial_path(sock_path);
 }
 
 /* Reads until the peer closes (or n - 1 bytes); returns the count. */
@@ -353,14 +364,232 @@ TEST(limits)
               event_whys[before]);
 }
 
+/* ---- handoffs: a forwarder passes the sandbox's connection itself --------------------------- */
+
+/* A TCP connection on 127.0.0.1: *client is the sandbox's end; returns the other (the one a
+ * forwarder accepted), or -1. */
+static int
+tcp_pair(int *client)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    struct timeval tv = {.tv_sec = 5};
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), accepted = -1;
+
+    *client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (l >= 0 && *client >= 0 && bind(l, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+        listen(l, 1) == 0 && getsockname(l, (struct sockaddr *)&sin, &len) == 0 &&
+        connect(*client, (struct sockaddr *)&sin, sizeof(sin)) == 0) {
+        accepted = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+    }
+    (void)setsockopt(*client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    close(l);
+    return accepted;
+}
+
+/* Sends byte with n_fds descriptors on gate connection u and closes those descriptors (as the
+ * forwarder does); false when it could not. */
+static bool
+send_fds(int u, char byte, const int *fds, size_t n_fds)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+    } ctl = {0};
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+
+    if (n_fds > 0) {
+        m.msg_control = ctl.buf;
+        m.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
+        ctl.h.cmsg_level = SOL_SOCKET;
+        ctl.h.cmsg_type = SCM_RIGHTS;
+        ctl.h.cmsg_len = CMSG_LEN(n_fds * sizeof(int));
+        memcpy(CMSG_DATA(&ctl.h), fds, n_fds * sizeof(int));
+    }
+    if (sendmsg(u, &m, MSG_NOSIGNAL) != 1) {
+        return false;
+    }
+    for (size_t i = 0; i < n_fds; i++) {
+        close(fds[i]);
+    }
+    return true;
+}
+
+/* send_fds(), then the first byte of the answer (-1: none). */
+static int
+offer(int u, char byte, const int *fds, size_t n_fds)
+{
+    unsigned char answer;
+
+    return send_fds(u, byte, fds, n_fds) && read(u, &answer, 1) == 1 ? answer : -1;
+}
+
+/* Whether the proxy closed its copy of a pipe's write end: its read end r sees the end. */
+static bool
+closed_by_proxy(int r)
+{
+    char x;
+    struct timeval tv = {.tv_sec = 5};
+    fd_set set;
+
+    FD_ZERO(&set);
+    FD_SET(r, &set);
+    return select(r + 1, &set, NULL, NULL, &tv) == 1 && read(r, &x, 1) == 0;
+}
+
+static void on_loop(char cmd);
+
+TEST(handoff)
+{
+    static char out[1 << 22];
+    char req[256], path2[4200];
+    struct egress_stats st0 = stats(), st1;
+    size_t before = n_events;
+    int client, accepted, u, p1[2], p2[2], a;
+
+    ASSERT_TRUE(write(exec_pipe[1], "x", 1) == 1);
+    /* Taken: the proxy answers TAKEN, and the sandbox's own connection carries the request. */
+    accepted = tcp_pair(&client);
+    u = dial();
+    ASSERT_TRUE(accepted >= 0 && u >= 0);
+    a = offer(u, EGRESS_HANDOFF, &accepted, 1);
+    TAP_CHECK(a == EGRESS_HANDOFF_TAKEN, "a handoff from the gate's relay uid is taken (%d)", a);
+    TAP_CHECK(read(u, out, 1) == 0, "... and the gate's connection closed");
+    close(u);
+    (void)snprintf(req, sizeof(req), "CONNECT pinned.test:%u HTTP/1.1\r\n\r\n", up_port);
+    ASSERT_TRUE(write(client, req, strlen(req)) == (ssize_t)strlen(req));
+    ASSERT_TRUE(read(client, out, 39) == 39);
+    TAP_CHECK(starts(out, "HTTP/1.1 200 Connection established\r\n\r\n"),
+              "CONNECT on the handed-over connection: 200 (%.30s)", out);
+    (void)snprintf(req, sizeof(req),
+                   "GET /pattern HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    ASSERT_TRUE(write(client, req, strlen(req)) == (ssize_t)strlen(req));
+    {
+        size_t got = count_all(client, out, sizeof(out)), body = (size_t)PATTERN_CHUNKS << 16;
+        const char *b = got > body ? out + got - body : NULL;
+        bool same = b != NULL;
+
+        for (size_t i = 0; same && i < body; i++) {
+            same = b[i] == (char)((i % 65536) * 7 + 3);
+        }
+        TAP_CHECK(same, "... 3 MiB through it arrive whole and in order (%zu bytes)", got);
+    }
+    close(client);
+    ASSERT_EQ_I(wait_events(before + 1), EGRESS_END_DONE);
+    TAP_CHECK(events[before].bytes_down > (3u << 20), "... counted: %llu bytes down",
+              (unsigned long long)events[before].bytes_down);
+    st1 = stats();
+    TAP_CHECK(st1.handoffs == st0.handoffs + 1 && st1.handoffs_refused == st0.handoffs_refused,
+              "... one handoff counted (%llu)", (unsigned long long)st1.handoffs);
+
+    /* Not a TCP socket (a pipe's end), or two descriptors: closed, RELAY answered, and the head
+     * is read from the gate's connection. */
+    ASSERT_TRUE(pipe2(p1, O_CLOEXEC) == 0 && pipe2(p2, O_CLOEXEC) == 0);
+    u = dial();
+    a = offer(u, EGRESS_HANDOFF, &p1[1], 1);
+    TAP_CHECK(a == EGRESS_HANDOFF_RELAY && closed_by_proxy(p1[0]),
+              "a pipe handed over: RELAY answered (%d), the pipe closed", a);
+    (void)snprintf(req, sizeof(req), "GET http://pinned.test:%u/relayed HTTP/1.1\r\n\r\n", up_port);
+    ASSERT_TRUE(write(u, req, strlen(req)) == (ssize_t)strlen(req));
+    (void)read_all(u, out, 4096);
+    TAP_CHECK(strstr(out, "hello /relayed") != NULL, "... then its head relayed: %.40s", out);
+    close(u);
+    accepted = tcp_pair(&client);
+    u = dial();
+    {
+        int two[2] = {accepted, p2[1]};
+
+        a = offer(u, EGRESS_HANDOFF, two, 2);
+    }
+    TAP_CHECK(a == EGRESS_HANDOFF_RELAY && closed_by_proxy(p2[0]) && read(client, out, 1) == 0,
+              "two descriptors: RELAY (%d), both closed", a);
+    close(u);
+    close(client);
+    close(p1[0]);
+    close(p2[0]);
+
+    /* A head's first byte with a descriptor: the descriptor is closed, the head read. */
+    ASSERT_TRUE(pipe2(p1, O_CLOEXEC) == 0);
+    u = dial();
+    (void)snprintf(req, sizeof(req), "ET http://pinned.test:%u/g HTTP/1.1\r\n\r\n", up_port);
+    a = send_fds(u, 'G', &p1[1], 1) ? (int)write(u, req, strlen(req)) : -1;
+    (void)read_all(u, out, 4096);
+    TAP_CHECK(a > 0 && closed_by_proxy(p1[0]) && strstr(out, "hello /g") != NULL,
+              "a head's first byte with a descriptor: the descriptor closed, the head read (%.40s)",
+              out);
+    close(u);
+    close(p1[0]);
+
+    /* A gate whose relay is another uid: its offers are refused; unbound, it answers 403. */
+    on_loop('n');
+    ASSERT_TRUE(other != NULL);
+    (void)snprintf(path2, sizeof(path2), "%s/proxy.sock", egress_gate_dir(other));
+    accepted = tcp_pair(&client);
+    u = dial_path(path2);
+    a = offer(u, EGRESS_HANDOFF, &accepted, 1);
+    (void)read_all(u, out + 1, 4096);
+    out[0] = (char)a;
+    TAP_CHECK(starts(out, "HTTP/1.1 403") && strstr(out, "no session") != NULL &&
+                  read(client, out + 8192, 1) == 0,
+              "an offer to an unbound gate: its 403 is the answer, the connection closed (%.40s)",
+              out);
+    close(u);
+    close(client);
+    st0 = stats();
+    on_loop('b');
+    accepted = tcp_pair(&client);
+    u = dial_path(path2);
+    a = offer(u, EGRESS_HANDOFF, &accepted, 1);
+    st1 = stats();
+    TAP_CHECK(a == EGRESS_HANDOFF_RELAY && read(client, out, 1) == 0 &&
+                  st1.handoffs_refused == st0.handoffs_refused + 1,
+              "an offer from another uid than the gate's relay: RELAY (%d), the connection closed",
+              a);
+    close(u);
+    close(client);
+    on_loop('f');
+    ASSERT_TRUE(wait_events(before + 6) >= 0);
+}
+
 static void
 on_unbind(evutil_socket_t fd, short what, void *arg)
 {
+    struct err e = {0};
     char x;
 
-    if (read(fd, &x, 1) == 1) {
-        egress_gate_unbind(gate);
+    if (read(fd, &x, 1) != 1) {
+        return;
     }
+    switch (x) {
+    case 'x':
+        egress_gate_unbind(gate);
+        return; /* nobody waits */
+    case 'n':   /* a second gate, whose relay is another uid than this process's */
+        if (egress_gate_new(proxy, "slot-2", getuid() + 1, &other, &e) < 0) {
+            other = NULL;
+        }
+        break;
+    case 'b':
+        egress_gate_bind(other, "tenant-b", "session-2", &test_rules, NULL, 0);
+        break;
+    default:
+        egress_gate_free(other, true);
+        other = NULL;
+        break;
+    }
+    if (write(stats_done[1], "x", 1) != 1) {
+        abort(); /* the main thread would wait for ever */
+    }
+}
+
+/* Has the loop's thread do cmd to the second gate (on_unbind), and waits until it is done. */
+static void
+on_loop(char cmd)
+{
+    char x;
+
+    ASSERT_TRUE(write(unbind_pipe[1], &cmd, 1) == 1 && read(stats_done[0], &x, 1) == 1);
 }
 
 /* Bytes that wait for a side wait in a pipe; none is held once they went, nor by an idle
@@ -493,7 +722,7 @@ main(void)
                                        .connect_timeout_ms = 3000,
                                        .head_timeout_ms = 3000};
     ASSERT_OK(egress_proxy_new(base, &cfg, on_event, NULL, &proxy, &e));
-    ASSERT_OK(egress_gate_new(proxy, "slot-1", &gate, &e));
+    ASSERT_OK(egress_gate_new(proxy, "slot-1", getuid(), &gate, &e));
     (void)snprintf(sock_path, sizeof(sock_path), "%s/proxy.sock", egress_gate_dir(gate));
     (void)snprintf(rules_text, sizeof(rules_text),
                    "{\"allow\": [\"*.pinned.test:%u\", \"pinned.test:%u\", \"private.test:%u\","
@@ -503,7 +732,7 @@ main(void)
     ASSERT_OK(egress_rules_from_json(j, "egress", &rules, &e));
     json_decref(j);
     egress_gate_bind(gate, "tenant-a", "session-1", &rules, NULL, 0);
-    egress_rules_done(&rules);
+    test_rules = rules; /* for the second gate (handoff), done at the end */
     stop = event_new(base, stop_pipe[0], EV_READ, on_stop, NULL);
     event_add(stop, NULL);
     unbind = event_new(base, unbind_pipe[0], EV_READ | EV_PERSIST, on_unbind, NULL);
@@ -517,12 +746,14 @@ main(void)
     RUN(allowed);
     RUN(refused);
     RUN(flows);
+    RUN(handoff);
     RUN(limits);
     RUN(unbound);
 
     ASSERT_TRUE(write(stop_pipe[1], "x", 1) == 1);
     pthread_join(thread, NULL);
     egress_gate_free(gate, true);
+    egress_rules_done(&test_rules);
     /* Its connections' bufferevents are freed from the loop (their callbacks are deferred): a
      * turn of it, as the daemon's loop goes on after a gate is freed. */
     (void)event_base_loop(base, EVLOOP_NONBLOCK);

@@ -1,23 +1,34 @@
 #!/usr/bin/env python3
 """sandpool egress forwarder: a sandbox's TCP way to the daemon's egress proxy (docs/egress.md).
 
-Run by sandpoold with exec as `python3 -I -S /opt/sandpool/egress.py PORT SOCKET MAX`, under the
-relay's uid (which user code can neither signal nor trace), in a container of a profile with an
-egress list. The container has no network but `lo`; this listens on 127.0.0.1:PORT (what the
-sandbox's HTTP_PROXY, HTTPS_PROXY and ALL_PROXY name) and joins each connection to the unix
-socket SOCKET, which the daemon bind-mounted into this container alone: the daemon's proxy
-checks what it asks for. It forwards bytes and nothing else; it reads no request.
+Run by sandpoold with exec as `python3 -I -S /opt/sandpool/egress.py PORT SOCKET MAX handoff`,
+under the relay's uid (which user code can neither signal nor trace), in a container of a
+profile with an egress list. The container has no network but `lo`; this listens on
+127.0.0.1:PORT (what the sandbox's HTTP_PROXY, HTTPS_PROXY and ALL_PROXY name) and passes each
+connection to the unix socket SOCKET, which the daemon bind-mounted into this container alone:
+the daemon's proxy checks what it asks for. It reads no request.
+
+With "handoff" (said by a daemon that takes connections), it hands each connection itself over:
+on a new connection to SOCKET, one byte 0 with the connection's descriptor (SCM_RIGHTS). The
+daemon answers 1 when it took it (it reads and writes the sandbox's socket itself: no second hop
+through this process, nor through the sandbox's CPU share), 2 when it did not (this uid is not
+the one it expects: then this relays that connection, and the following ones, over SOCKET). Any
+other answer is the daemon's own (a refusal), relayed to the sandbox. Where sending the descriptor
+fails (a runtime whose sockets are not the host kernel's), and without "handoff", it relays.
+See egress/proxy.h in the sources.
 
 It answers the exec once it listens: "ready" (then runs on in the background, the exec's streams
 closed) or "running" when another forwarder of its uid already listens there (an adopted
 container: the one started at its creation), and exits 1 with the reason when it cannot listen
 (user code holds the port). At most MAX connections at once (more wait in the kernel's backlog).
 
-Bytes move with splice(2) through a pipe, never through Python: a side's bytes wait in a pipe (at
-most CHUNK of them) until the other side took them, and the pipe goes back to a few idle ones
-once it is empty, so idle connections hold none. Its memory stays inside the sandbox's limit.
+Relayed bytes move with splice(2) through a pipe, never through Python: a side's bytes wait in a
+pipe (at most CHUNK of them) until the other side took them, and the pipe goes back to a few idle
+ones once it is empty, so idle connections hold none. Its memory stays inside the sandbox's
+limit.
 """
 
+import array
 import errno
 import fcntl
 import os
@@ -28,6 +39,9 @@ import sys
 CHUNK = 262144  # bytes read from one side before they are written to the other (a pipe's)
 IDLE_PIPES = 4  # empty pipes kept for the next busy side
 SPLICE = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK
+HANDOFF = b"\x00"  # with the connection's descriptor (egress/proxy.h: EGRESS_HANDOFF*)
+TAKEN = b"\x01"
+RELAY = b"\x02"
 
 
 def listener_uid(port):
@@ -95,15 +109,24 @@ class Side:
         self.events = 0       # what the selector watches it for (0: not registered)
 
 
+class Offer:
+    """A connection handed over to the daemon, until it answers."""
+
+    def __init__(self, client, up):
+        self.client = client
+        self.up = up
+
+
 class Forwarder:
-    def __init__(self, lsock, path, max_conns):
+    def __init__(self, lsock, path, max_conns, handoff):
         self.lsock = lsock
         self.path = path
         self.max_conns = max_conns
         self.sel = selectors.DefaultSelector()
         self.accepting = False
+        self.handoff = handoff  # until the daemon answers RELAY, or no descriptor passes
         self.peer = {}   # Side -> the other Side of its connection
-        self.n = 0
+        self.n = 0       # connections held: relayed ones and offers
         self.idle = []   # empty pipes
         self.listening(True)
 
@@ -138,13 +161,52 @@ class Forwarder:
                 client.close()  # the daemon is away or overwhelmed: nothing to reach now
                 continue
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            client.setblocking(False)
-            a, b = Side(client), Side(up)
-            self.peer[a], self.peer[b] = b, a
             self.n += 1
-            self.watch(a, selectors.EVENT_READ)
-            self.watch(b, selectors.EVENT_READ)
+            if self.handoff and self.offer(client, up):
+                continue
+            self.relay(client, up)
         self.listening(False)
+
+    def offer(self, client, up):
+        """Hands client over through up; False when it cannot be (then it is relayed)."""
+        fds = array.array("i", [client.fileno()])
+        try:
+            up.sendmsg([HANDOFF], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            self.handoff = False  # no descriptor passes here: relay from now on
+            return False
+        self.sel.register(up, selectors.EVENT_READ, Offer(client, up))
+        return True
+
+    def answered(self, o):
+        """The daemon's answer to an offer: taken (nothing more to do here), or relayed."""
+        try:
+            b = o.up.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            b = b""
+        self.sel.unregister(o.up)
+        if b == TAKEN:
+            o.client.close()
+            o.up.close()
+            self.n -= 1
+            self.listening(True)
+            return
+        if b == RELAY:
+            o.up.recv(1)
+            self.handoff = False  # this daemon takes none of this uid's
+        self.relay(o.client, o.up)  # a refusal (or the end) goes to the sandbox
+
+    def relay(self, client, up):
+        """Relays the bytes of client and up, each to the other."""
+        client.setblocking(False)
+        a, b = Side(client), Side(up)
+        self.peer[a], self.peer[b] = b, a
+        self.watch(a, selectors.EVENT_READ)
+        self.watch(b, selectors.EVENT_READ)
 
     def close(self, side):
         other = self.peer.pop(side, None)
@@ -247,6 +309,9 @@ class Forwarder:
                 if side is None:
                     self.accept()
                     continue
+                if isinstance(side, Offer):
+                    self.answered(side)
+                    continue
                 if side not in self.peer:
                     continue  # closed by an earlier event of this round
                 try:
@@ -260,9 +325,10 @@ class Forwarder:
 
 def main():
     port, path, max_conns = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    handoff = sys.argv[4:5] == ["handoff"]
     lsock = listen(port)
     detach()
-    Forwarder(lsock, path, max_conns).run()
+    Forwarder(lsock, path, max_conns, handoff).run()
 
 
 if __name__ == "__main__":
