@@ -252,6 +252,7 @@ static const struct route routes[] = {
     {EVHTTP_REQ_POST, 0, "/e2b/api/**", api_e2b_control},
     {EVHTTP_REQ_GET, 0, "/e2b/api/**", api_e2b_control},
     {EVHTTP_REQ_DELETE, 0, "/e2b/api/**", api_e2b_control},
+    {EVHTTP_REQ_PUT, 0, "/e2b/api/**", api_e2b_control},
     /* before the catch-all below: the first route a path matches gives its flags */
     {EVHTTP_REQ_POST, API_ROUTE_STREAMED_BODY | API_ROUTE_STREAMED_CHUNKED, "/e2b/sbx/files",
      api_e2b_upload},

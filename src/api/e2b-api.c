@@ -3,7 +3,7 @@
  * to, paused (a hibernation: docs/hibernate.md; a connect or any envd call resumes it) and killed,
  * with a tenant's E2B key in X-API-KEY (its SHA-256 in the tenant's
  * e2b_keys_sha256). A sandbox is a session of the key's tenant whose ext is an E2B record; its
- * lease is the session's expires_at. Asynchronous handlers keep a struct wait that watches the
+ * lease is the session's expires_at. Asynchronous handlers keep a struct e2b_wait that watches the
  * connection, as sessions.c's calls do: a reply only to a live request. */
 #include <errno.h>
 #include <stdio.h>
@@ -21,54 +21,6 @@
 #include "util/macro.h"
 #include "util/random.h"
 #include "util/time.h"
-
-/* ---- waits ----------------------------------------------------------------------------------- */
-
-/* An asynchronous control-plane request: its client may leave before the answer. */
-struct wait {
-    struct api *a;
-    struct evhttp_request *req; /* NULL once the client went away */
-    struct evhttp_connection *conn;
-    char tenant[65];
-    char id[SESSION_ID_MAX + 1];
-    char actor[80];
-    bool connect; /* a connect's answer is the sandbox */
-    char request[LOG_REQUEST_ID_MAX + 1];
-};
-
-static void
-on_wait_close(struct evhttp_connection *conn, void *arg)
-{
-    struct wait *w = arg;
-
-    e2b_request_gone(&w->req);
-}
-
-static struct wait *
-wait_new(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t, const char *id)
-{
-    struct wait *w = xcalloc(1, sizeof(*w));
-
-    w->a = a;
-    w->req = req;
-    w->conn = evhttp_request_get_connection(req);
-    (void)snprintf(w->tenant, sizeof(w->tenant), "%s", t->id);
-    (void)snprintf(w->id, sizeof(w->id), "%s", id ? id : "");
-    (void)snprintf(w->actor, sizeof(w->actor), "tenant:%s", t->id);
-    (void)snprintf(w->request, sizeof(w->request), "%s", log_request() ? log_request() : "");
-    evhttp_connection_set_closecb(w->conn, on_wait_close, w);
-    return w;
-}
-
-/* The answer is given (or nobody waits for it): stop watching and free. */
-static void
-wait_end(struct wait *w)
-{
-    if (w->req != NULL) {
-        evhttp_connection_set_closecb(w->conn, NULL, NULL);
-    }
-    free(w);
-}
 
 /* ---- the control plane ----------------------------------------------------------------------- */
 
@@ -154,7 +106,7 @@ detail_json(struct api *a, struct session *s, const struct e2b_ext *x)
 static void
 on_created(int r, struct session *s, const struct err *e, void *userdata)
 {
-    struct wait *w = userdata;
+    struct e2b_wait *w = userdata;
     struct e2b_ext x;
 
     log_set_request(w->request);
@@ -181,7 +133,7 @@ on_created(int r, struct session *s, const struct err *e, void *userdata)
         session_set_end_cause(s, NULL, "abandoned");
         (void)session_end(s, NULL, NULL, NULL);
     }
-    wait_end(w);
+    e2b_wait_end(w);
     log_set_request(NULL);
 }
 
@@ -233,7 +185,7 @@ sandbox_create(struct api *a, struct evhttp_request *req, const struct cfg_tenan
     struct err e = {0};
     json_t *body, *mbody, *net = NULL;
     enum api_drain drain;
-    struct wait *w;
+    struct e2b_wait *w;
     int r;
 
     if ((body = e2b_body_json(req)) == NULL) {
@@ -293,11 +245,11 @@ sandbox_create(struct api *a, struct evhttp_request *req, const struct cfg_tenan
     cr.lifetime_s =
         MIN(c.timeout_s ? c.timeout_s : a->cfg->e2b_default_timeout_s, p->max_lifetime_s);
     cr.ext = ext;
-    w = wait_new(a, req, t, NULL);
+    w = e2b_wait_new(a, req, t, NULL);
     r = session_create(a->backend->sessions, &cr, on_created, w, &e);
     if (r < 0) {
         e2b_reply_error(req, r == -ENOENT ? 400 : e2b_status_of(r), "%s", e.msg);
-        wait_end(w);
+        e2b_wait_end(w);
     }
     api_create_body_done(&meta);
     json_decref(body);
@@ -439,7 +391,7 @@ sandbox_list(struct api *a, struct evhttp_request *req, const struct cfg_tenant 
 static void
 on_killed(int r, const struct err *e, void *userdata)
 {
-    struct wait *w = userdata;
+    struct e2b_wait *w = userdata;
 
     log_set_request(w->request);
     if (r == 0) {
@@ -450,7 +402,7 @@ on_killed(int r, const struct err *e, void *userdata)
     } else if (w->req != NULL) {
         evhttp_send_reply(w->req, 204, "No Content", NULL);
     }
-    wait_end(w);
+    e2b_wait_end(w);
     log_set_request(NULL);
 }
 
@@ -458,7 +410,7 @@ static void
 sandbox_kill(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t,
              struct session *s)
 {
-    struct wait *w = wait_new(a, req, t, session_id(s));
+    struct e2b_wait *w = e2b_wait_new(a, req, t, session_id(s));
     struct err e = {0};
     int r;
 
@@ -466,19 +418,19 @@ sandbox_kill(struct api *a, struct evhttp_request *req, const struct cfg_tenant 
     r = session_end(s, on_killed, w, &e);
     if (r < 0) {
         e2b_reply_error(req, e2b_status_of(r), "%s", e.msg);
-        wait_end(w);
+        e2b_wait_end(w);
     }
 }
 
 static void
 on_lease_set(int r, uint64_t expires_at, void *userdata)
 {
-    struct wait *w = userdata;
+    struct e2b_wait *w = userdata;
     struct session *s;
     struct e2b_ext x;
 
     if (r == -ECANCELED) { /* the daemon is stopping: the api (and its clients) may be gone */
-        wait_end(w);
+        e2b_wait_end(w);
         return;
     }
     s = session_find(w->a->backend->sessions, w->tenant, w->id);
@@ -501,14 +453,14 @@ on_lease_set(int r, uint64_t expires_at, void *userdata)
     } else if (w->req != NULL) {
         evhttp_send_reply(w->req, 204, "No Content", NULL);
     }
-    wait_end(w);
+    e2b_wait_end(w);
     log_set_request(NULL);
 }
 
 static void
 on_paused(int r, const struct err *e, void *userdata)
 {
-    struct wait *w = userdata;
+    struct e2b_wait *w = userdata;
 
     log_set_request(w->request);
     if (r == 0) {
@@ -521,7 +473,7 @@ on_paused(int r, const struct err *e, void *userdata)
     } else if (w->req != NULL) {
         evhttp_send_reply(w->req, 204, "No Content", NULL);
     }
-    wait_end(w);
+    e2b_wait_end(w);
     log_set_request(NULL);
 }
 
@@ -532,7 +484,7 @@ sandbox_pause(struct api *a, struct evhttp_request *req, const struct cfg_tenant
               struct session *s)
 {
     struct session_waiter *waiter = NULL;
-    struct wait *w;
+    struct e2b_wait *w;
     struct err e = {0};
     int r;
 
@@ -540,7 +492,7 @@ sandbox_pause(struct api *a, struct evhttp_request *req, const struct cfg_tenant
         e2b_reply_error(req, 409, "sandbox %s is already paused", session_id(s));
         return;
     }
-    w = wait_new(a, req, t, session_id(s));
+    w = e2b_wait_new(a, req, t, session_id(s));
     r = session_hibernate(s, w->actor, on_paused, w, &waiter, &e);
     if (r <= 0) {
         if (r == 0) {
@@ -548,7 +500,7 @@ sandbox_pause(struct api *a, struct evhttp_request *req, const struct cfg_tenant
         } else {
             e2b_reply_error(req, e2b_status_of(r), "%s", e.msg);
         }
-        wait_end(w);
+        e2b_wait_end(w);
     }
 }
 
@@ -563,7 +515,7 @@ sandbox_lease(struct api *a, struct evhttp_request *req, const struct cfg_tenant
     struct err e = {0};
     unsigned timeout_s;
     json_t *body = e2b_body_json(req);
-    struct wait *w;
+    struct e2b_wait *w;
     int r;
 
     if (body == NULL) {
@@ -581,12 +533,12 @@ sandbox_lease(struct api *a, struct evhttp_request *req, const struct cfg_tenant
         api_reply_json_new(req, 200, sandbox_json(a, s, &x));
         return;
     }
-    w = wait_new(a, req, t, session_id(s));
+    w = e2b_wait_new(a, req, t, session_id(s));
     w->connect = connect;
     r = session_set_expiry(s, at, on_lease_set, w, &e);
     if (r < 0) {
         e2b_reply_error(req, e2b_status_of(r), "%s", e.msg);
-        wait_end(w);
+        e2b_wait_end(w);
     }
 }
 
@@ -636,11 +588,13 @@ api_e2b_control(struct api *a, struct evhttp_request *req, const char *const *pa
         return;
     }
     if (route < 0 || route == E2B_ROUTE_SANDBOXES ||
-        (route == E2B_ROUTE_SANDBOX && m == EVHTTP_REQ_POST) ||
-        (route > E2B_ROUTE_SANDBOX && m != EVHTTP_REQ_POST)) {
+        (route == E2B_ROUTE_SANDBOX && (m == EVHTTP_REQ_POST || m == EVHTTP_REQ_PUT)) ||
+        (route == E2B_ROUTE_NETWORK) != (m == EVHTTP_REQ_PUT) ||
+        (route > E2B_ROUTE_SANDBOX && route != E2B_ROUTE_NETWORK && m != EVHTTP_REQ_POST)) {
         e2b_reply_error(req, 404, "%s /%.100s is not supported here (docs/e2b.md lists what is)",
                         m == EVHTTP_REQ_GET    ? "GET"
                         : m == EVHTTP_REQ_POST ? "POST"
+                        : m == EVHTTP_REQ_PUT  ? "PUT"
                                                : "DELETE",
                         rest);
         return;
@@ -671,6 +625,10 @@ api_e2b_control(struct api *a, struct evhttp_request *req, const char *const *pa
     }
     if (route == E2B_ROUTE_PAUSE) {
         sandbox_pause(a, req, t, s);
+        return;
+    }
+    if (route == E2B_ROUTE_NETWORK) {
+        e2b_sandbox_network(a, req, t, s);
         return;
     }
     if (route == E2B_ROUTE_SANDBOX && m == EVHTTP_REQ_GET) {

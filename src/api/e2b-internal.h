@@ -56,6 +56,26 @@ const char *e2b_connect_code(int r);
 /* In a connection's close callback: the request is gone (freed if evhttp left it to its
  * handler), *req NULL. */
 void e2b_request_gone(struct evhttp_request **req);
+/* An asynchronous control-plane request (e2b-api.c): its client may leave before the answer; a
+ * reply only to a live request (w->req not NULL), as sessions.c's calls do. */
+struct e2b_wait {
+    struct api *a;
+    struct evhttp_request *req; /* NULL once the client went away */
+    struct evhttp_connection *conn;
+    char tenant[65];
+    char id[SESSION_ID_MAX + 1];
+    char actor[80];
+    bool connect; /* a connect's answer is the sandbox */
+    char request[LOG_REQUEST_ID_MAX + 1];
+};
+/* PUT sandboxes/ID/network for t's sandbox s (e2b-network.c). */
+void e2b_sandbox_network(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t,
+                         struct session *s);
+/* Watches req's connection for t's request about sandbox id (NULL: none). */
+struct e2b_wait *e2b_wait_new(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t,
+                              const char *id);
+/* The answer is given (or nobody waits for it): stop watching and free. */
+void e2b_wait_end(struct e2b_wait *w);
 /* The request's body as JSON (an empty body is {}), or NULL after replying 400. */
 json_t *e2b_body_json(struct evhttp_request *req);
 /* An "e2b.refused" audit line (fields stolen), at most E2B_AUDIT_REFUSED_PER_S a second: the

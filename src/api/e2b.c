@@ -175,6 +175,39 @@ e2b_request_gone(struct evhttp_request **req)
     *req = NULL;
 }
 
+static void
+on_wait_close(struct evhttp_connection *conn, void *arg)
+{
+    struct e2b_wait *w = arg;
+
+    e2b_request_gone(&w->req);
+}
+
+struct e2b_wait *
+e2b_wait_new(struct api *a, struct evhttp_request *req, const struct cfg_tenant *t, const char *id)
+{
+    struct e2b_wait *w = xcalloc(1, sizeof(*w));
+
+    w->a = a;
+    w->req = req;
+    w->conn = evhttp_request_get_connection(req);
+    (void)snprintf(w->tenant, sizeof(w->tenant), "%s", t->id);
+    (void)snprintf(w->id, sizeof(w->id), "%s", id ? id : "");
+    (void)snprintf(w->actor, sizeof(w->actor), "tenant:%s", t->id);
+    (void)snprintf(w->request, sizeof(w->request), "%s", log_request() ? log_request() : "");
+    evhttp_connection_set_closecb(w->conn, on_wait_close, w);
+    return w;
+}
+
+void
+e2b_wait_end(struct e2b_wait *w)
+{
+    if (w->req != NULL) {
+        evhttp_connection_set_closecb(w->conn, NULL, NULL);
+    }
+    free(w);
+}
+
 json_t *
 e2b_body_json(struct evhttp_request *req)
 {

@@ -179,6 +179,9 @@ e2b_control_route(const char *path, char id[E2B_ID_MAX + 1])
     if (strcmp(path, "/pause") == 0) {
         return E2B_ROUTE_PAUSE;
     }
+    if (strcmp(path, "/network") == 0) {
+        return E2B_ROUTE_NETWORK;
+    }
     return strcmp(path, "/connect") == 0 ? E2B_ROUTE_CONNECT : E2B_ROUTE__INVALID;
 }
 

@@ -64,6 +64,7 @@ enum e2b_route {
     E2B_ROUTE_TIMEOUT,   /* sandboxes/ID/timeout (POST) */
     E2B_ROUTE_CONNECT,   /* sandboxes/ID/connect (POST) */
     E2B_ROUTE_PAUSE,     /* sandboxes/ID/pause (POST): a hibernation */
+    E2B_ROUTE_NETWORK,   /* sandboxes/ID/network (PUT): updateNetwork */
     E2B_ROUTE__COUNT,
     E2B_ROUTE__INVALID = -22, /* anything else */
 };
@@ -87,6 +88,10 @@ int e2b_create_parse(json_t *body, struct e2b_create *ret, struct err *reterr);
  * nothing. An allowOut entry wins over the same denyOut one (as E2B has it). -EINVAL for wider
  * ranges, names in denyOut, network.rules and network.egressProxy (src/e2b/network.c). */
 int e2b_network_parse(json_t *body, json_t **ret, struct err *reterr);
+/* PUT sandboxes/ID/network (the SDK's updateNetwork): allowOut, denyOut (and the refused rules,
+ * egressProxy) at the body's top level, with allow_internet_access; what it omits is cleared, so
+ * an empty body narrows nothing (the profile's list again). As e2b_network_parse(). */
+int e2b_network_update_parse(json_t *body, json_t **ret, struct err *reterr);
 /* {"timeout": seconds} (POST .../timeout needs it; .../connect may omit it: *ret 0). */
 int e2b_timeout_parse(json_t *body, bool required, unsigned *ret, struct err *reterr);
 

@@ -190,3 +190,28 @@ e2b_network_parse(json_t *body, json_t **ret, struct err *reterr)
     *ret = out;
     return 0;
 }
+
+int
+e2b_network_update_parse(json_t *body, json_t **ret, struct err *reterr)
+{
+    static const char *const members[] = {"allowOut", "denyOut", "rules", "egressProxy"};
+    json_t *net, *wrapped, *v;
+    int r;
+
+    if (!json_is_object(body)) {
+        return err_set(reterr, -EINVAL, "the body must be a JSON object");
+    }
+    net = OOM_CHECK(json_object());
+    for (size_t i = 0; i < ELEMENTSOF(members); i++) {
+        if ((v = json_object_get(body, members[i])) != NULL) {
+            (void)json_object_set(net, members[i], v);
+        }
+    }
+    wrapped = OOM_CHECK(json_pack("{s:o}", "network", net));
+    if ((v = json_object_get(body, "allow_internet_access")) != NULL) {
+        (void)json_object_set(wrapped, "allow_internet_access", v);
+    }
+    r = e2b_network_parse(wrapped, ret, reterr);
+    json_decref(wrapped);
+    return r;
+}

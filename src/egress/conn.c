@@ -444,7 +444,9 @@ head_start(struct egress_conn *c, int fd, const char *early, size_t n)
 {
     c->down = OOM_CHECK(
         bufferevent_socket_new(c->g->p->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS));
-    (void)evbuffer_prepend(bufferevent_get_input(c->down), early, n); /* its end is the socket's */
+    if (n > 0) { /* before what the socket brings (the input's end is frozen: the socket's) */
+        (void)evbuffer_prepend(bufferevent_get_input(c->down), early, n);
+    }
     conn_set(c, EGRESS_CONN_HEAD);
     bufferevent_setwatermark(c->down, EV_READ, 0, EGRESS_HEAD_MAX);
     bufferevent_setcb(c->down, on_head_read, NULL, on_head_event, c);

@@ -119,6 +119,17 @@ struct egress_conn {
     char why[160];
 };
 
+#ifndef SO_PASSRIGHTS
+#define EGRESS_SO_PASSRIGHTS 83 /* asm-generic/socket.h, Linux 6.16 */
+#else
+#define EGRESS_SO_PASSRIGHTS SO_PASSRIGHTS
+#endif
+
+/* proxy.c: path (a unix socket) made readable and writable (connectable) by its owner and uid
+ * only: mode 0600, then chowned to uid (with may_chown, where the daemon may), else a POSIX ACL
+ * entry for uid. 0 or -errno. */
+int egress_socket_restrict(const char *path, uid_t uid, bool may_chown);
+
 /* conn.c */
 void egress_conn_accept(struct egress_gate *g, int fd);
 /* Ends c now (its event is sent, it is freed). */

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <event2/dns.h>
@@ -169,6 +170,72 @@ on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
     egress_conn_accept(arg, fd);
 }
 
+/* The POSIX ACL of a file that its owner and uid may read and write, and nobody else
+ * (linux/posix_acl_xattr.h: version 2, then entries sorted by tag; little-endian fields). */
+static size_t
+acl_owner_and(uid_t uid, uint8_t out[4 + 5 * 8])
+{
+    static const struct {
+        uint16_t tag, perm;
+    } entries[] = {{0x01, 6}, {0x02, 6}, {0x04, 0}, {0x10, 6}, {0x20, 0}};
+    size_t n = 0;
+
+    out[n++] = 2, out[n++] = 0, out[n++] = 0, out[n++] = 0;
+    for (size_t i = 0; i < ELEMENTSOF(entries); i++) {
+        uint32_t id = entries[i].tag == 0x02 ? (uint32_t)uid : UINT32_MAX;
+
+        out[n++] = (uint8_t)entries[i].tag, out[n++] = (uint8_t)(entries[i].tag >> 8);
+        out[n++] = (uint8_t)entries[i].perm, out[n++] = 0;
+        for (int b = 0; b < 32; b += 8) {
+            out[n++] = (uint8_t)(id >> b);
+        }
+    }
+    return n;
+}
+
+int
+egress_socket_restrict(const char *path, uid_t uid, bool may_chown)
+{
+    uint8_t acl[4 + 5 * 8];
+    size_t n;
+
+    if (chmod(path, 0600) < 0) {
+        return -errno;
+    }
+    if (may_chown && chown(path, uid, (gid_t)-1) == 0) {
+        return 0;
+    }
+    n = acl_owner_and(uid, acl);
+    return setxattr(path, "system.posix_acl_access", acl, n, 0) == 0 ? 0 : -errno;
+}
+
+/* Only the gate's relay may connect (and so pass descriptors): user code could otherwise hand
+ * the daemon a socket set to linger on close, whose last close (the daemon's, or the kernel's
+ * on its behalf as it reads or drops the message) would stall the whole loop. Where the socket
+ * cannot be made the relay's alone (no CAP_CHOWN, no ACLs on egress.dir), it stays open to the
+ * sandbox on a kernel that refuses descriptors to it (SO_PASSRIGHTS, Linux 6.16): no handoff
+ * then. Neither: -EPERM, the gate is not made. */
+static int
+gate_open_to_relay(struct egress_gate *g, struct err *reterr)
+{
+    static const int off = 0;
+    int fd = evconnlistener_get_fd(g->listener), r = -EINVAL;
+
+    if (g->relay != (uid_t)-1 && (r = egress_socket_restrict(g->path, g->relay, true)) == 0) {
+        return 0;
+    }
+    if (setsockopt(fd, SOL_SOCKET, EGRESS_SO_PASSRIGHTS, &off, sizeof(off)) == 0 &&
+        chmod(g->path, 0666) == 0) {
+        g->relay = (uid_t)-1; /* nobody can pass a descriptor here: the forwarder relays */
+        return 0;
+    }
+    return err_set(reterr, -EPERM,
+                   "cannot make %s its forwarder's alone (%s: give the daemon CAP_CHOWN, or an "
+                   "egress.dir with POSIX ACLs), and this kernel cannot refuse descriptors to "
+                   "it (SO_PASSRIGHTS, Linux 6.16): a sandbox could stall the daemon",
+                   g->path, strerror(-r));
+}
+
 int
 egress_gate_new(struct egress_proxy *p, const char *slot, uid_t relay, struct egress_gate **ret,
                 struct err *reterr)
@@ -206,10 +273,7 @@ egress_gate_new(struct egress_proxy *p, const char *slot, uid_t relay, struct eg
         return r;
     }
     p->stats.gates++;
-    /* Any uid may connect (the sandbox's relay's and its user code's: the proxy checks what
-     * they ask, not who they are); only through this container's bind mount does one reach it. */
-    if (chmod(g->path, 0666) < 0) {
-        r = err_set(reterr, -errno, "cannot open %s to the sandbox: %s", g->path, strerror(errno));
+    if ((r = gate_open_to_relay(g, reterr)) < 0) {
         egress_gate_free(g, false);
         return r;
     }
@@ -223,11 +287,24 @@ egress_gate_dir(const struct egress_gate *g)
     return g->dir;
 }
 
+/* Ends every connection of g. */
+static void
+end_all(struct egress_gate *g, enum egress_end end, const char *why)
+{
+    while (!LIST_EMPTY(&g->conns)) {
+        egress_conn_end(LIST_FIRST(&g->conns), end, why);
+    }
+}
+
 void
 egress_gate_bind(struct egress_gate *g, const char *tenant, const char *session,
                  const struct egress_rules *rules, const struct egress_narrowing *narrowing,
                  uint64_t bytes)
 {
+    if (g->bound && strcmp(g->session, session) == 0) {
+        /* Its list changed: what the old one let through is cut, then checked afresh. */
+        end_all(g, EGRESS_END_DONE, "cut: the session's egress list changed");
+    }
     egress_gate_unbind(g);
     g->bound = true;
     (void)snprintf(g->tenant, sizeof(g->tenant), "%s", tenant);
@@ -245,15 +322,6 @@ uint64_t
 egress_gate_bytes(const struct egress_gate *g)
 {
     return g->bytes;
-}
-
-/* Ends every connection of g. */
-static void
-end_all(struct egress_gate *g, enum egress_end end, const char *why)
-{
-    while (!LIST_EMPTY(&g->conns)) {
-        egress_conn_end(LIST_FIRST(&g->conns), end, why);
-    }
 }
 
 void

@@ -64,7 +64,7 @@ const char *egress_end_to_string(enum egress_end e);
  * gate, the byte EGRESS_HANDOFF with the sandbox's TCP connection attached (SCM_RIGHTS). The
  * proxy answers one byte: TAKEN (it serves that connection itself; the forwarder closes its
  * copy and the gate's connection) or RELAY (not taken: the forwarder relays the connection's
- * bytes over this gate connection, and offers no more). Any other answer is the proxy's own
+ * bytes over this gate connection, and the next few). Any other answer is the proxy's own
  * (a refusal), relayed likewise. A connection whose first byte is not EGRESS_HANDOFF is a
  * request's head, relayed. */
 #define EGRESS_HANDOFF       0x00
@@ -125,7 +125,8 @@ int egress_gate_new(struct egress_proxy *p, const char *slot, uid_t relay, struc
 const char *egress_gate_dir(const struct egress_gate *g);
 /* Its session from now on (tenant, session, rules and narrowing are copied; the rules are its
  * profile's, the narrowing the session's own, NULL when it has none: see rules.h). Its session's
- * byte count starts at bytes (what the session's earlier gates counted), its execution's at 0. */
+ * byte count starts at bytes (what the session's earlier gates counted), its execution's at 0.
+ * Bound again to the same session (its narrowing changed), its connections are cut. */
 void egress_gate_bind(struct egress_gate *g, const char *tenant, const char *session,
                       const struct egress_rules *rules, const struct egress_narrowing *narrowing,
                       uint64_t bytes);

@@ -32,11 +32,11 @@
 #define EGRESS_DIR_MAX 63
 /* The forwarder in a sandbox (images/python/sandbox/egress.py) holds egress.max_connections +
  * EGRESS_FORWARDER_SLACK connections at once (so that the proxy's 429 reaches the sandbox), each
- * with its two sockets and up to two pipes: the descriptors it may need, within the profile's
- * nofile. */
+ * with its two sockets and up to two pipes when it relays, and as many refused ones while their
+ * refusal is read (one socket each): the descriptors it may need, within the profile's nofile. */
 #define EGRESS_FORWARDER_SLACK 4u
 #define EGRESS_FORWARDER_FDS(max_connections) \
-    (6ul * ((unsigned long)(max_connections) + EGRESS_FORWARDER_SLACK) + 16ul)
+    (7ul * ((unsigned long)(max_connections) + EGRESS_FORWARDER_SLACK) + 16ul)
 #define EGRESS_MOUNT  "/run/sandpool/egress"
 #define EGRESS_SOCKET "proxy.sock"
 

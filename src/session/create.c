@@ -410,9 +410,8 @@ create_cold(struct session_manager *m, struct pool *pool, const struct session_c
     return 0;
 }
 
-/* A session's egress narrowing: only of a profile with a list, and one that parses. */
-static int
-check_egress(const struct cfg_profile *p, const char *text, struct err *reterr)
+int
+session_check_egress(const struct cfg_profile *p, const char *text, struct err *reterr)
 {
     struct egress_narrowing n;
     json_t *j;
@@ -505,7 +504,7 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     if (req->ext != NULL && strlen(req->ext) > STORE_EXT_MAX) {
         return err_set(reterr, -EINVAL, "the session's extension record is too long");
     }
-    if (req->egress_json != NULL && check_egress(p, req->egress_json, reterr) < 0) {
+    if (req->egress_json != NULL && session_check_egress(p, req->egress_json, reterr) < 0) {
         return -EINVAL;
     }
     if (!store_redis_is_up(m->redis)) {

@@ -82,6 +82,7 @@ sop_free(struct sop *op)
     if (op->m != NULL) {
         TAILQ_REMOVE(&op->m->sops, op, link);
     }
+    free(op->egress);
     free(op);
 }
 

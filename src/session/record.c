@@ -134,3 +134,57 @@ session_set_ext(struct session *s, const char *ext, session_ext_cb *cb, void *us
     store_session_rec_set(&s->rec.ext, ext);
     return 0;
 }
+
+static void
+on_egress_set(int r, void *userdata)
+{
+    struct sop *op = userdata;
+    struct session *s = op->m != NULL ? hashmap_get(op->m->by_id, op->id) : NULL;
+
+    if (op->m == NULL && r == 0) {
+        r = -ECANCELED;
+    }
+    if (r == 0 && s != NULL) {
+        store_session_rec_set(&s->rec.egress, op->egress);
+        if (s->slot != NULL) {
+            session_keep_egress_bytes(s); /* the count goes on through the gate bound again */
+            session_bind_gate(s);
+        }
+    }
+    op->ext_cb(r, op->userdata);
+    sop_free(op);
+}
+
+int
+session_set_egress(struct session *s, const char *text, session_ext_cb *cb, void *userdata,
+                   struct err *reterr)
+{
+    struct sop *op;
+    int r;
+
+    if (s->profile->egress == NULL) {
+        return err_set(reterr, -EINVAL, "profile '%s' has no egress list to narrow",
+                       s->profile->name);
+    }
+    if (text[0] != '\0' && (r = session_check_egress(s->profile, text, reterr)) < 0) {
+        return r;
+    }
+    if (s->state == SESSION_ENDING || s->state == SESSION_DYING) {
+        return err_set(reterr, -ENOENT, "the session is ending");
+    }
+    op = sop_new(s->m, SOP_EGRESS, s->rec.id);
+    op->ext_cb = cb;
+    op->userdata = userdata;
+    op->egress = xstrdup(text);
+    if (store_sessions_set_egress(s->m->store, s->rec.id, text, on_egress_set, op) < 0) {
+        sop_free(op);
+        return err_set(reterr, -ENOTCONN, "redis is unavailable");
+    }
+    return 0;
+}
+
+bool
+session_has_egress(const struct session *s)
+{
+    return s->profile->egress != NULL;
+}

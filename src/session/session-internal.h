@@ -288,6 +288,7 @@ enum sop_kind {
     SOP_HISTORY,
     SOP_EXPIRY,
     SOP_EXT,
+    SOP_EGRESS,
     SOP_HIBERNATE,
 };
 
@@ -302,9 +303,10 @@ struct sop {
     session_create_cb *create_cb;
     /* SOP_END */
     session_end_cb *end_cb;
-    /* SOP_EXPIRY, SOP_EXT */
+    /* SOP_EXPIRY, SOP_EXT, SOP_EGRESS */
     session_expiry_cb *expiry_cb;
     session_ext_cb *ext_cb;
+    char *egress; /* SOP_EGRESS: the narrowing's text, applied once Redis has it (owned) */
     uint64_t expires_at;
     void *userdata;
 };
@@ -404,6 +406,9 @@ bool session_is_registered(const struct session *s);
 void session_bind_gate(struct session *s);
 /* Before s gives its container up (hibernation): what its gate counted is kept for the next. */
 void session_keep_egress_bytes(struct session *s);
+/* A narrowing's text for profile p (create.c): only of a profile with a list, one that parses,
+ * at most STORE_EGRESS_MAX bytes. */
+int session_check_egress(const struct cfg_profile *p, const char *text, struct err *reterr);
 struct session *session_alloc(struct session_manager *m, struct pool_slot *slot,
                               const struct cfg_profile *p, const struct store_session_rec *rec);
 /* The timers of a session with a container exist (on) or not (off: a hibernated session's, so

@@ -248,6 +248,15 @@ const char *session_ext(const struct session *s);
 typedef void session_ext_cb(int r, void *userdata);
 int session_set_ext(struct session *s, const char *ext, session_ext_cb *cb, void *userdata,
                     struct err *reterr);
+/* Replaces its own narrowing of its profile's egress list (text: an "egress" object as at its
+ * creation, "" for none: the profile's list), in Redis first, then in memory, its gate bound
+ * again (its connections cut: they were let through by the list it had). -EINVAL no egress list
+ * or a narrowing that does not parse, -ENOENT ending, -ENOTCONN Redis down (nothing changed, no
+ * callback). cb may run after the session ended. */
+int session_set_egress(struct session *s, const char *text, session_ext_cb *cb, void *userdata,
+                       struct err *reterr);
+/* Whether its profile has an egress list (a way out to narrow). */
+bool session_has_egress(const struct session *s);
 /* ---- pause (the cgroup freezer; docs/hibernate.md) ------------------------------------------- */
 
 /* A call that needs the session's container waits for it: r == 0 when it is live (the call goes

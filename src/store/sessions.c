@@ -478,6 +478,25 @@ store_sessions_set_ext(struct store_sessions *s, const char *id, const char *ext
 }
 
 int
+store_sessions_set_egress(struct store_sessions *s, const char *id, const char *egress,
+                          store_sessions_cb *cb, void *userdata)
+{
+    static const char lua[] = "local st = redis.call('HGET', KEYS[1], 'state')\n"
+                              "if st ~= 'active' and st ~= 'hibernated' then\n"
+                              "  return 0\n"
+                              "end\n"
+                              "redis.call('HSET', KEYS[1], 'egress', ARGV[1])\n"
+                              "return 1\n";
+    char key[KEY_MAX];
+    const char *args[2] = {key, egress};
+
+    if (session_key(s, id, key) < 0) {
+        return -ENAMETOOLONG;
+    }
+    return eval(s, OP_TOUCH, (void (*)(void))cb, userdata, lua, 1, args, NULL, 2);
+}
+
+int
 store_sessions_mark_ending(struct store_sessions *s, const char *id, store_sessions_cb *cb,
                            void *userdata)
 {

@@ -50,6 +50,10 @@ int store_sessions_set_expiry(struct store_sessions *s, const char *id, uint64_t
 /* Replaces the record's "ext" (schema.h). -ENOENT when the session is not active. */
 int store_sessions_set_ext(struct store_sessions *s, const char *id, const char *ext,
                            store_sessions_cb *cb, void *userdata);
+/* Replaces the record's "egress" (schema.h: a narrowing's text, "" for none). -ENOENT when the
+ * session is neither active nor hibernated. */
+int store_sessions_set_egress(struct store_sessions *s, const char *id, const char *egress,
+                              store_sessions_cb *cb, void *userdata);
 /* Records a new kernel epoch and the worker generation it was observed at. */
 int store_sessions_set_epoch(struct store_sessions *s, const char *id, uint64_t epoch, int64_t gen,
                              store_sessions_cb *cb, void *userdata);

@@ -56,6 +56,26 @@ check_network(json_t *body)
     json_decref(sentinel);
 }
 
+/* updateNetwork's body: as check_network(). */
+static void
+check_network_update(json_t *body)
+{
+    json_t *sentinel = json_object(), *net = sentinel;
+    struct egress_narrowing n;
+    struct err e = {0};
+    int r = e2b_network_update_parse(body, &net, &e);
+
+    if (r < 0) {
+        CHECK(r == -EINVAL && e.msg[0] != '\0' && net == sentinel);
+    } else if (net != NULL) {
+        CHECK(json_is_object(net) && json_object_size(net) <= 2);
+        CHECK(egress_narrowing_from_json(net, "network", &n, &e) == 0);
+        egress_narrowing_done(&n);
+        json_decref(net);
+    }
+    json_decref(sentinel);
+}
+
 static void
 check_create(json_t *body)
 {
@@ -171,6 +191,7 @@ check_json(json_t *v)
 {
     check_create(v);
     check_network(v);
+    check_network_update(v);
     check_timeout(v);
     check_start(v);
     check_execute(v);
@@ -230,9 +251,9 @@ static void
 check_route(const char *s)
 {
     static const char *const suffix[] = {
-        [E2B_ROUTE_SANDBOX] = "",
-        [E2B_ROUTE_TIMEOUT] = "/timeout",
-        [E2B_ROUTE_CONNECT] = "/connect",
+        [E2B_ROUTE_SANDBOX] = "",         [E2B_ROUTE_TIMEOUT] = "/timeout",
+        [E2B_ROUTE_CONNECT] = "/connect", [E2B_ROUTE_PAUSE] = "/pause",
+        [E2B_ROUTE_NETWORK] = "/network",
     };
     char id[E2B_ID_MAX + 1], want[E2B_ID_MAX + 32];
     const char *p = strncmp(s, "v2/", 3) == 0 ? s + 3 : s;
@@ -248,6 +269,8 @@ check_route(const char *s)
     case E2B_ROUTE_SANDBOX:
     case E2B_ROUTE_TIMEOUT:
     case E2B_ROUTE_CONNECT:
+    case E2B_ROUTE_PAUSE:
+    case E2B_ROUTE_NETWORK:
         n = strnlen(id, sizeof(id));
         CHECK(n >= 1 && n <= E2B_ID_MAX && strspn(id, HEX) == n);
         CHECK(snprintf(want, sizeof(want), "sandboxes/%s%s", id, suffix[r]) > 0);

@@ -1,8 +1,9 @@
 // The E2B SDK's network options against sandpoold's egress (docs/e2b.md, docs/egress.md), run by
 // tests/integration/test-egress.sh: template "net" names a profile whose egress list allows the
 // suite's upstreams on 127.0.0.1 (allowed.test and tls.test, pinned in egress.hosts). The SDK's
-// allowInternetAccess and network {allowOut, denyOut} narrow that list for one sandbox; they never
-// widen it. Every request here goes to 127.0.0.1 (the daemon, and through it the upstreams).
+// allowInternetAccess and network {allowOut, denyOut} narrow that list for one sandbox, and
+// updateNetwork replaces that narrowing on a running one; they never widen it. Every request here
+// goes to 127.0.0.1 (the daemon, and through it the upstreams).
 import './no-dns.mjs';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -82,4 +83,32 @@ except urllib.error.HTTPError as e:
         "403 sandpool egress: denied by name: other.example:80 is not in the profile's egress list");
     await assert.rejects(Sandbox.create('net', { network: { denyOut: ['10.0.0.0/8'] } }),
         (e) => /network\.denyOut.*checked by name/.test(e.message));
+});
+
+test('updateNetwork narrows a running sandbox (its open tunnels cut), and an empty one clears it', async (t) => {
+    const sbx = await create(t);
+    const tunnel = await sbx.runCode(`
+import socket
+tun = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+tun.sendall(b"CONNECT allowed.test:${PH} HTTP/1.1\\r\\n\\r\\n")
+print(tun.recv(200).decode().split("\\r\\n")[0])
+`);
+    assert.equal(tunnel.logs.stdout.join('').trim(), 'HTTP/1.1 200 Connection established');
+    await sbx.updateNetwork({ allowOut: [`tls.test:${PT}`], denyOut: ['0.0.0.0/0'] });
+    const cut = await sbx.runCode('print(repr(tun.recv(100)))');
+    assert.equal(cut.logs.stdout.join('').trim(), "b''"); // the tunnel the old list let through
+    let got = await probe(sbx);
+    assert.equal(got.allowed, `403 sandpool egress: denied by name: allowed.test:${PH} is not in the session's egress list`);
+    assert.equal(got.tls, '200 hello from upstream');
+    await sbx.updateNetwork({}); // what it omits is cleared: the profile's list again
+    got = await probe(sbx);
+    assert.equal(got.allowed, '200 hello from upstream');
+    assert.equal(got.tls, '200 hello from upstream');
+    await sbx.updateNetwork({ allowOut: ['other.example'], denyOut: ['0.0.0.0/0'] });
+    got = await probe(sbx); // allowOut never widens: other.example is not the profile's either
+    assert.match(got.allowed, /^403 .*is not in the session's egress list/);
+    await assert.rejects(sbx.updateNetwork({ denyOut: ['10.0.0.0/8'] }),
+        (e) => /network\.denyOut.*checked by name/.test(e.message));
+    got = await probe(sbx); // a refused update changed nothing
+    assert.match(got.allowed, /^403 /);
 });

@@ -121,16 +121,16 @@ TEST(egress)
                     &e),
                ENAMETOOLONG);
     ASSERT_TRUE(strstr(e.msg, "egress.dir") != NULL);
-    /* The forwarder's descriptors must fit the profile's nofile: 6 * (200 + 4) + 16 > 1024. */
+    /* The forwarder's descriptors must fit the profile's nofile: 7 * (200 + 4) + 16 > 1024. */
     ASSERT_ERR(load(&c,
                     "{\"egress\": {\"max_connections\": 200}, \"profiles\": {\"p\": {\"egress\": "
                     "{\"allow\": [\"a.com\"]}}}}",
                     &e),
                EINVAL);
-    TAP_CHECK(strstr(e.msg, "nofile (1024) is below the 1240 descriptors") != NULL, "%s", e.msg);
+    TAP_CHECK(strstr(e.msg, "nofile (1024) is below the 1444 descriptors") != NULL, "%s", e.msg);
     ASSERT_OK(load(&c,
                    "{\"egress\": {\"max_connections\": 200}, \"profiles\": {\"p\": {\"nofile\": "
-                   "1240, \"egress\": {\"allow\": [\"a.com\"]}}}}",
+                   "1444, \"egress\": {\"allow\": [\"a.com\"]}}}}",
                    &e));
     cfg_free(c);
     /* Every profile knows where its gates are and the forwarder's port (docker/policy.c). */

@@ -299,6 +299,9 @@ static const struct route_row route_rows[] = {
     {"sandboxes/abc/kill", E2B_ROUTE__INVALID, NULL},
     {"sandboxes/abc/metrics", E2B_ROUTE__INVALID, NULL},
     {"sandboxes/abc/pause/x", E2B_ROUTE__INVALID, NULL},
+    {"sandboxes/abc/network", E2B_ROUTE_NETWORK, "abc"},
+    {"v2/sandboxes/abc/network", E2B_ROUTE_NETWORK, "abc"},
+    {"sandboxes/abc/network/x", E2B_ROUTE__INVALID, NULL},
     {"sandboxes/abc/xyz/timeout", E2B_ROUTE__INVALID, NULL},
     {"templates", E2B_ROUTE__INVALID, NULL},
 };
@@ -522,6 +525,48 @@ TEST(network)
             char *got = net != NULL ? json_dumps(net, JSON_COMPACT) : strdup("null");
 
             TAP_CHECK(r == 0 && strcmp(got, cases[i].want) == 0, "%s => %s", cases[i].body, got);
+            free(got);
+            json_decref(net);
+        }
+        json_decref(body);
+    }
+}
+
+/* updateNetwork's body: the members at its top level; what it omits is cleared. */
+TEST(network_update)
+{
+    static const struct {
+        const char *body, *want; /* as in TEST(network) */
+    } cases[] = {
+        {"{}", "null"}, /* everything cleared: the profile's list again */
+        {"{\"allow_internet_access\":false}", "{\"allow\":[],\"deny\":[]}"},
+        {"{\"allowOut\":[\"pypi.org\"],\"denyOut\":[\"0.0.0.0/0\"]}",
+         "{\"allow\":[\"pypi.org\"],\"deny\":[]}"},
+        {"{\"denyOut\":[\"10.1.2.3\"],\"someday\":1}", "{\"deny\":[\"10.1.2.3\"]}"},
+        {"{\"allowOut\":[\"pypi.org\"]}", "null"},
+        {"{\"network\":{\"denyOut\":[\"0.0.0.0/0\"]}}", "null"}, /* create's shape: not read */
+        {"{\"rules\":{\"api.x.com\":[{}]}}", "!network.rules' is not supported"},
+        {"{\"egressProxy\":{\"address\":\"p:1080\"}}", "!network.egressProxy' is not supported"},
+        {"{\"denyOut\":[\"10.0.0.0/8\"]}", "!a range of more than one address"},
+        {"{\"allowOut\":\"pypi.org\"}", "!must be an array"},
+        {"[]", "!must be a JSON object"},
+        {"{\"allow_internet_access\":1}", "!must be true or false"},
+    };
+
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        json_t *body = j(cases[i].body), *net = (json_t *)&net;
+        struct err e = {0};
+        int r = e2b_network_update_parse(body, &net, &e);
+
+        if (cases[i].want[0] == '!') {
+            TAP_CHECK(r == -EINVAL && strstr(e.msg, cases[i].want + 1) != NULL &&
+                          net == (json_t *)&net,
+                      "update %s refused: %s", cases[i].body, e.msg);
+        } else {
+            char *got = net != NULL ? json_dumps(net, JSON_COMPACT) : strdup("null");
+
+            TAP_CHECK(r == 0 && strcmp(got, cases[i].want) == 0, "update %s => %s", cases[i].body,
+                      got);
             free(got);
             json_decref(net);
         }
@@ -1192,6 +1237,7 @@ main(void)
     RUN(create_refused);
     RUN(create_env_vars);
     RUN(network);
+    RUN(network_update);
     RUN(create_refused_members);
     RUN(timeout);
     RUN(list);

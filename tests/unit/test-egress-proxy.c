@@ -6,6 +6,7 @@
  * 127.0.0.1 only (10.0.0.1 is pinned to prove it is refused before any dial). */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -14,8 +15,10 @@
 #include <string.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -23,7 +26,7 @@
 #include <event2/http.h>
 #include <jansson.h>
 
-#include "egress/proxy.h"
+#include "egress/proxy-internal.h" /* egress_socket_restrict() */
 #include "tap.h"
 
 #define EVENTS_MAX     64
@@ -438,6 +441,87 @@ closed_by_proxy(int r)
     return select(r + 1, &set, NULL, NULL, &tv) == 1 && read(r, &x, 1) == 0;
 }
 
+/* Whether a process of uid may connect to the unix socket at path (a child of this one, which
+ * must be root); -errno of its connect. */
+static int
+connect_as(const char *path, uid_t uid)
+{
+    pid_t pid = fork();
+    int status;
+
+    if (pid == 0) {
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+        memcpy(sun.sun_path, path, strlen(path) + 1);
+        if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 ||
+            setresuid(uid, uid, uid) < 0) {
+            _exit(100);
+        }
+        _exit(connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0 ? 0 : errno);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+        return -EIO;
+    }
+    return -WEXITSTATUS(status);
+}
+
+/* A listening unix socket at dir/name; its path into out. */
+static int
+listen_at(const char *dir, const char *name, char *out, size_t n)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    (void)snprintf(out, n, "%s/%s", dir, name);
+    memcpy(sun.sun_path, out, strlen(out) + 1);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || listen(fd, 4) < 0) {
+        return -1;
+    }
+    return fd;
+}
+
+/* Only a gate's relay may connect to it: no other uid can hand the daemon a descriptor (one set
+ * to linger on close would stall the daemon when it let go of it). */
+TEST(restricted)
+{
+    const char *dir = egress_gate_dir(gate);
+    struct stat st;
+    char path[4200];
+    int fd, r;
+
+    r = stat(sock_path, &st);
+    TAP_CHECK(r == 0 && (st.st_mode & 0777) == 0600 && st.st_uid == getuid(),
+              "the gate's socket is its relay's alone: mode %o, uid %u", st.st_mode & 0777,
+              (unsigned)st.st_uid);
+    if (getuid() != 0) {
+        tap_skip(4, "not root: no other uid to connect as");
+        return;
+    }
+    fd = listen_at(dir, "chowned.sock", path, sizeof(path));
+    ASSERT_TRUE(fd >= 0 && egress_socket_restrict(path, 54321, true) == 0);
+    r = stat(path, &st);
+    TAP_CHECK(r == 0 && st.st_uid == 54321 && (st.st_mode & 0777) == 0600,
+              "chowned: the relay's, mode 0600 (uid %u, %o)", (unsigned)st.st_uid,
+              st.st_mode & 0777);
+    TAP_CHECK(connect_as(path, 54321) == 0 && connect_as(path, 54320) == -EACCES,
+              "... its relay connects, the sandbox's user code's uid gets EACCES");
+    close(fd);
+    (void)unlink(path);
+    fd = listen_at(dir, "acl.sock", path, sizeof(path));
+    ASSERT_TRUE(fd >= 0);
+    r = egress_socket_restrict(path, 54321, false); /* as a daemon without CAP_CHOWN */
+    if (r == -EOPNOTSUPP) {
+        tap_skip(1, "no POSIX ACLs on this file system");
+    } else {
+        TAP_CHECK(r == 0 && connect_as(path, 54321) == 0 && connect_as(path, 54320) == -EACCES &&
+                      connect_as(path, 65534) == -EACCES,
+                  "an ACL entry instead (%d): its relay connects, other uids get EACCES", r);
+    }
+    close(fd);
+    (void)unlink(path);
+}
+
 static void on_loop(char cmd);
 
 TEST(handoff)
@@ -695,8 +779,9 @@ main(void)
     http = evhttp_new(base);
     evhttp_set_gencb(http, on_upstream, NULL);
     bound = evhttp_bind_socket_with_handle(http, "127.0.0.1", 0);
-    if (bound == NULL || mkdtemp(dir) == NULL || pipe(stop_pipe) < 0 || pipe(unbind_pipe) < 0 ||
-        pipe(exec_pipe) < 0 || pipe(stats_pipe) < 0 || pipe(stats_done) < 0) {
+    if (bound == NULL || mkdtemp(dir) == NULL || chmod(dir, 0711) < 0 || pipe(stop_pipe) < 0 ||
+        pipe(unbind_pipe) < 0 || pipe(exec_pipe) < 0 || pipe(stats_pipe) < 0 ||
+        pipe(stats_done) < 0) {
         TAP_SKIP_ALL("no loopback listener or temporary directory");
     }
     {
@@ -747,6 +832,7 @@ main(void)
     RUN(refused);
     RUN(flows);
     RUN(handoff);
+    RUN(restricted);
     RUN(limits);
     RUN(unbound);
 

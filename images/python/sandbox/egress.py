@@ -11,16 +11,18 @@ the daemon's proxy checks what it asks for. It reads no request.
 With "handoff" (said by a daemon that takes connections), it hands each connection itself over:
 on a new connection to SOCKET, one byte 0 with the connection's descriptor (SCM_RIGHTS). The
 daemon answers 1 when it took it (it reads and writes the sandbox's socket itself: no second hop
-through this process, nor through the sandbox's CPU share), 2 when it did not (this uid is not
-the one it expects: then this relays that connection, and the following ones, over SOCKET). Any
-other answer is the daemon's own (a refusal), relayed to the sandbox. Where sending the descriptor
-fails (a runtime whose sockets are not the host kernel's), and without "handoff", it relays.
+through this process, nor through the sandbox's CPU share), 2 when it did not (then this relays
+that connection, and the next RELAYED_BEFORE_OFFER, over SOCKET). Any other answer is the
+daemon's own (a refusal, which it ends), passed to the sandbox. Where sending the descriptor fails (a runtime
+whose sockets are not the host kernel's), and without "handoff", it relays. Only this uid may
+connect to SOCKET (the daemon made it so): user code cannot pass the daemon descriptors.
 See egress/proxy.h in the sources.
 
 It answers the exec once it listens: "ready" (then runs on in the background, the exec's streams
 closed) or "running" when another forwarder of its uid already listens there (an adopted
 container: the one started at its creation), and exits 1 with the reason when it cannot listen
-(user code holds the port). At most MAX connections at once (more wait in the kernel's backlog).
+(user code holds the port). At most MAX connections at once (more wait in the kernel's backlog),
+and at most MAX refused ones while the sandbox reads their refusal.
 
 Relayed bytes move with splice(2) through a pipe, never through Python: a side's bytes wait in a
 pipe (at most CHUNK of them) until the other side took them, and the pipe goes back to a few idle
@@ -35,9 +37,14 @@ import os
 import selectors
 import socket
 import sys
+import time
 
 CHUNK = 262144  # bytes read from one side before they are written to the other (a pipe's)
 IDLE_PIPES = 4  # empty pipes kept for the next busy side
+RELAYED_BEFORE_OFFER = 64  # connections relayed after a RELAY answer before offering again
+REFUSAL_MAX = 4096  # bytes of the daemon's answer to an offer that is a refusal
+LINGER_S = 5.0  # after a refusal, how long what the sandbox still sends is read and dropped
+RETRY_ACCEPT_S = 0.5  # after accept() failed (no descriptor, no memory), listening again
 SPLICE = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK
 HANDOFF = b"\x00"  # with the connection's descriptor (egress/proxy.h: EGRESS_HANDOFF*)
 TAKEN = b"\x01"
@@ -115,6 +122,8 @@ class Offer:
     def __init__(self, client, up):
         self.client = client
         self.up = up
+        self.answer = b""  # a refusal's bytes so far
+        self.done = False  # answered (then draining the sandbox's side, or closed)
 
 
 class Forwarder:
@@ -124,7 +133,10 @@ class Forwarder:
         self.max_conns = max_conns
         self.sel = selectors.DefaultSelector()
         self.accepting = False
-        self.handoff = handoff  # until the daemon answers RELAY, or no descriptor passes
+        self.handoff = handoff  # False once no descriptor passes here
+        self.relay_first = 0    # connections to relay before the next offer (after a RELAY)
+        self.retry_at = None    # when to listen again after accept() failed
+        self.draining = {}      # Offer -> until when its refused connection is drained
         self.peer = {}   # Side -> the other Side of its connection
         self.n = 0       # connections held: relayed ones and offers
         self.idle = []   # empty pipes
@@ -141,17 +153,21 @@ class Forwarder:
                 self.sel.unregister(self.lsock)
 
     def accept(self):
+        """Takes connections while below MAX; when accept() or a socket fails (descriptors,
+        memory), listens again RETRY_ACCEPT_S later (or once a connection ends)."""
         while self.n < self.max_conns:
             try:
                 client, _ = self.lsock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
-                break  # out of descriptors: listen again once a connection ends
+                self.retry_at = time.monotonic() + RETRY_ACCEPT_S  # out of descriptors, memory
+                break
             try:
                 up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             except OSError:
                 client.close()
+                self.retry_at = time.monotonic() + RETRY_ACCEPT_S
                 break
             up.setblocking(False)
             try:
@@ -162,8 +178,9 @@ class Forwarder:
                 continue
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.n += 1
-            if self.handoff and self.offer(client, up):
+            if self.handoff and self.relay_first == 0 and self.offer(client, up):
                 continue
+            self.relay_first = max(0, self.relay_first - 1)
             self.relay(client, up)
         self.listening(False)
 
@@ -172,33 +189,75 @@ class Forwarder:
         fds = array.array("i", [client.fileno()])
         try:
             up.sendmsg([HANDOFF], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-        except (BlockingIOError, InterruptedError):
-            return False
-        except OSError:
-            self.handoff = False  # no descriptor passes here: relay from now on
+        except (BrokenPipeError, ConnectionResetError):
+            client.close()  # the daemon closed it unanswered (past its bound): nothing to reach
+            up.close()
+            self.n -= 1
+            return True
+        except OSError as e:
+            if e.errno in (errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
+                self.handoff = False  # no descriptor passes here: relay from now on
             return False
         self.sel.register(up, selectors.EVENT_READ, Offer(client, up))
         return True
 
     def answered(self, o):
-        """The daemon's answer to an offer: taken (nothing more to do here), or relayed."""
+        """The daemon's answer to an offer: taken, or closed unanswered (past its bound):
+        nothing more to do here; RELAY: relayed; else a refusal (short, and the daemon ends it):
+        read whole and passed to the sandbox, which is closed after it (drain())."""
         try:
-            b = o.up.recv(1, socket.MSG_PEEK)
+            first = o.up.recv(1, socket.MSG_PEEK) if not o.answer else b"-"
+            if first == RELAY:
+                o.up.recv(1)
+                self.sel.unregister(o.up)
+                self.relay_first = RELAYED_BEFORE_OFFER  # not taken now: ask again later
+                self.relay(o.client, o.up)
+                return
+            more = b"" if first == TAKEN else o.up.recv(REFUSAL_MAX - len(o.answer))
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
-            b = b""
+            more = b""
+        o.answer += more
+        if more and len(o.answer) < REFUSAL_MAX:
+            return  # the rest of the refusal, up to the daemon's end of it
         self.sel.unregister(o.up)
-        if b == TAKEN:
+        o.up.close()
+        o.done = True
+        self.n -= 1  # a drained connection holds one descriptor, and counts in draining only
+        self.listening(True)
+        if not o.answer:
             o.client.close()
-            o.up.close()
-            self.n -= 1
-            self.listening(True)
             return
-        if b == RELAY:
-            o.up.recv(1)
-            self.handoff = False  # this daemon takes none of this uid's
-        self.relay(o.client, o.up)  # a refusal (or the end) goes to the sandbox
+        # As the daemon does: the answer, the sandbox's side shut for writing, then what it still
+        # sends read and dropped until it closes (or LINGER_S), so that it reads the answer
+        # rather than a reset; at most MAX at once (the oldest is closed first).
+        try:
+            o.client.send(o.answer)  # a few hundred bytes to a new connection: no wait
+            o.client.shutdown(socket.SHUT_WR)
+            o.client.setblocking(False)
+            self.sel.register(o.client, selectors.EVENT_READ, o)
+        except OSError:
+            o.client.close()
+            return
+        self.draining[o] = time.monotonic() + LINGER_S
+        if len(self.draining) > self.max_conns:
+            self.drained(next(iter(self.draining)))
+
+    def drain(self, o):
+        try:
+            if o.client.recv(65536):
+                return
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            pass
+        self.drained(o)
+
+    def drained(self, o):
+        del self.draining[o]
+        self.sel.unregister(o.client)
+        o.client.close()
 
     def relay(self, client, up):
         """Relays the bytes of client and up, each to the other."""
@@ -304,13 +363,23 @@ class Forwarder:
 
     def run(self):
         while True:
-            for key, events in self.sel.select():
+            now = time.monotonic()
+            for o in [o for o, t in self.draining.items() if t <= now]:
+                self.drained(o)
+            if self.retry_at is not None and self.retry_at <= now:
+                self.retry_at = None
+                self.listening(self.n < self.max_conns)
+            waits = list(self.draining.values()) + [t for t in (self.retry_at,) if t is not None]
+            for key, events in self.sel.select(max(0.0, min(waits) - now) if waits else None):
                 side = key.data
                 if side is None:
                     self.accept()
                     continue
                 if isinstance(side, Offer):
-                    self.answered(side)
+                    if side in self.draining:
+                        self.drain(side)
+                    elif not side.done:
+                        self.answered(side)
                     continue
                 if side not in self.peer:
                     continue  # closed by an earlier event of this round
