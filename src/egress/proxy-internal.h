@@ -119,10 +119,13 @@ struct egress_conn {
     char why[160];
 };
 
-#ifndef SO_PASSRIGHTS
-#define EGRESS_SO_PASSRIGHTS 83 /* asm-generic/socket.h, Linux 6.16 */
-#else
+/* SO_PASSRIGHTS (Linux 6.16): its asm-generic number where the headers predate it, and only on
+ * the architectures that use those numbers (others give another option that number). */
+#if defined(SO_PASSRIGHTS)
 #define EGRESS_SO_PASSRIGHTS SO_PASSRIGHTS
+#elif defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__riscv) || \
+    defined(__arm__) || defined(__s390x__) || defined(__loongarch__)
+#define EGRESS_SO_PASSRIGHTS 83
 #endif
 
 /* proxy.c: path (a unix socket) made readable and writable (connectable) by its owner and uid

@@ -209,26 +209,32 @@ egress_socket_restrict(const char *path, uid_t uid, bool may_chown)
     return setxattr(path, "system.posix_acl_access", acl, n, 0) == 0 ? 0 : -errno;
 }
 
-/* Only the gate's relay may connect (and so pass descriptors): user code could otherwise hand
+/* Only the gate's relay may connect to fd (bound, not listening yet), and so pass descriptors:
+ * user code could otherwise hand
  * the daemon a socket set to linger on close, whose last close (the daemon's, or the kernel's
  * on its behalf as it reads or drops the message) would stall the whole loop. Where the socket
  * cannot be made the relay's alone (no CAP_CHOWN, no ACLs on egress.dir), it stays open to the
  * sandbox on a kernel that refuses descriptors to it (SO_PASSRIGHTS, Linux 6.16): no handoff
  * then. Neither: -EPERM, the gate is not made. */
 static int
-gate_open_to_relay(struct egress_gate *g, struct err *reterr)
+gate_open_to_relay(struct egress_gate *g, int fd, struct err *reterr)
 {
-    static const int off = 0;
-    int fd = evconnlistener_get_fd(g->listener), r = -EINVAL;
+    int r = -EINVAL;
 
     if (g->relay != (uid_t)-1 && (r = egress_socket_restrict(g->path, g->relay, true)) == 0) {
         return 0;
     }
-    if (setsockopt(fd, SOL_SOCKET, EGRESS_SO_PASSRIGHTS, &off, sizeof(off)) == 0 &&
-        chmod(g->path, 0666) == 0) {
-        g->relay = (uid_t)-1; /* nobody can pass a descriptor here: the forwarder relays */
-        return 0;
+#ifdef EGRESS_SO_PASSRIGHTS
+    {
+        static const int off = 0;
+
+        if (setsockopt(fd, SOL_SOCKET, EGRESS_SO_PASSRIGHTS, &off, sizeof(off)) == 0 &&
+            chmod(g->path, 0666) == 0) {
+            g->relay = (uid_t)-1; /* nobody can pass a descriptor here: the forwarder relays */
+            return 0;
+        }
     }
+#endif
     return err_set(reterr, -EPERM,
                    "cannot make %s its forwarder's alone (%s: give the daemon CAP_CHOWN, or an "
                    "egress.dir with POSIX ACLs), and this kernel cannot refuse descriptors to "
@@ -242,7 +248,7 @@ egress_gate_new(struct egress_proxy *p, const char *slot, uid_t relay, struct eg
 {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     struct egress_gate *g;
-    int r;
+    int r, fd = -1;
 
     if (!str_is_name(slot, 64)) {
         return err_set(reterr, -EINVAL, "slot '%.64s' is no name", slot);
@@ -258,27 +264,38 @@ egress_gate_new(struct egress_proxy *p, const char *slot, uid_t relay, struct eg
         free(g);
         return err_set(reterr, -ENAMETOOLONG, "egress.dir is too long for a unix socket's path");
     }
-    if ((r = make_dir(g->dir, 0711, reterr)) < 0) {
+    /* 0711 whatever the daemon's umask (the systemd unit's is 0077): the forwarder goes through
+     * it, as the mount's root, to the socket. */
+    if ((r = make_dir(g->dir, 0711, reterr)) < 0 ||
+        (chmod(g->dir, 0711) < 0 &&
+         (r = err_set(reterr, -errno, "cannot open %s to its forwarder: %s", g->dir,
+                      strerror(errno))) < 0)) {
         free(g);
         return r;
     }
     memcpy(sun.sun_path, g->path, strlen(g->path) + 1);
     (void)unlink(g->path); /* a socket of an earlier run: its container is served again */
-    g->listener = evconnlistener_new_bind(p->base, on_accept, g,
-                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 64,
-                                          (struct sockaddr *)&sun, (int)sizeof(sun));
-    if (g->listener == NULL) {
+    /* Its file is made 0600 (a socket's mode is its inode's, less the umask), made the relay's,
+     * and only then listened on: no other uid connects in between (an adopted container runs). */
+    if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0 ||
+        fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+        r = err_set(reterr, -errno, "cannot make the socket %s: %s", g->path, strerror(errno));
+    } else if ((r = gate_open_to_relay(g, fd, reterr)) == 0 && listen(fd, 64) < 0) {
         r = err_set(reterr, -errno, "cannot listen on %s: %s", g->path, strerror(errno));
-        free(g);
-        return r;
     }
-    p->stats.gates++;
-    if ((r = gate_open_to_relay(g, reterr)) < 0) {
-        egress_gate_free(g, false);
-        return r;
+    if (r == 0) {
+        g->listener = OOM_CHECK(evconnlistener_new(
+            p->base, on_accept, g, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd));
+        p->stats.gates++;
+        *ret = g;
+        return 0;
     }
-    *ret = g;
-    return 0;
+    if (fd >= 0) {
+        (void)close(fd);
+        (void)unlink(g->path);
+    }
+    free(g);
+    return r;
 }
 
 const char *
@@ -301,9 +318,13 @@ egress_gate_bind(struct egress_gate *g, const char *tenant, const char *session,
                  const struct egress_rules *rules, const struct egress_narrowing *narrowing,
                  uint64_t bytes)
 {
+    uint64_t exec_bytes = 0;
+
     if (g->bound && strcmp(g->session, session) == 0) {
-        /* Its list changed: what the old one let through is cut, then checked afresh. */
+        /* Its list changed: what the old one let through is cut, then checked afresh; its
+         * execution's count goes on (a change of list is no new budget). */
         end_all(g, EGRESS_END_DONE, "cut: the session's egress list changed");
+        exec_bytes = g->exec_bytes;
     }
     egress_gate_unbind(g);
     g->bound = true;
@@ -315,7 +336,7 @@ egress_gate_bind(struct egress_gate *g, const char *tenant, const char *session,
         egress_narrowing_copy(&g->narrowing, narrowing);
     }
     g->bytes = bytes;
-    g->exec_bytes = 0;
+    g->exec_bytes = exec_bytes;
 }
 
 uint64_t

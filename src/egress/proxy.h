@@ -126,7 +126,8 @@ const char *egress_gate_dir(const struct egress_gate *g);
 /* Its session from now on (tenant, session, rules and narrowing are copied; the rules are its
  * profile's, the narrowing the session's own, NULL when it has none: see rules.h). Its session's
  * byte count starts at bytes (what the session's earlier gates counted), its execution's at 0.
- * Bound again to the same session (its narrowing changed), its connections are cut. */
+ * Bound again to the same session (its narrowing changed), its connections are cut and its
+ * execution's count goes on. */
 void egress_gate_bind(struct egress_gate *g, const char *tenant, const char *session,
                       const struct egress_rules *rules, const struct egress_narrowing *narrowing,
                       uint64_t bytes);

@@ -494,6 +494,10 @@ TEST(restricted)
     TAP_CHECK(r == 0 && (st.st_mode & 0777) == 0600 && st.st_uid == getuid(),
               "the gate's socket is its relay's alone: mode %o, uid %u", st.st_mode & 0777,
               (unsigned)st.st_uid);
+    r = stat(dir, &st);
+    TAP_CHECK(r == 0 && (st.st_mode & 0777) == 0711,
+              "its directory lets the forwarder through under a umask of 077: %o",
+              st.st_mode & 0777);
     if (getuid() != 0) {
         tap_skip(4, "not root: no other uid to connect as");
         return;
@@ -773,6 +777,7 @@ main(void)
     char rules_text[512];
     json_t *j;
     int n_hosts, n_cidrs;
+    mode_t old_umask;
 
     (void)signal(SIGPIPE, SIG_IGN); /* as in sandpoold: a closed peer is an error, not a death */
     base = event_base_new();
@@ -807,7 +812,9 @@ main(void)
                                        .connect_timeout_ms = 3000,
                                        .head_timeout_ms = 3000};
     ASSERT_OK(egress_proxy_new(base, &cfg, on_event, NULL, &proxy, &e));
+    old_umask = umask(077); /* the systemd unit's */
     ASSERT_OK(egress_gate_new(proxy, "slot-1", getuid(), &gate, &e));
+    (void)umask(old_umask);
     (void)snprintf(sock_path, sizeof(sock_path), "%s/proxy.sock", egress_gate_dir(gate));
     (void)snprintf(rules_text, sizeof(rules_text),
                    "{\"allow\": [\"*.pinned.test:%u\", \"pinned.test:%u\", \"private.test:%u\","

@@ -209,15 +209,16 @@ class Forwarder:
             first = o.up.recv(1, socket.MSG_PEEK) if not o.answer else b"-"
             if first == RELAY:
                 o.up.recv(1)
-                self.sel.unregister(o.up)
-                self.relay_first = RELAYED_BEFORE_OFFER  # not taken now: ask again later
-                self.relay(o.client, o.up)
-                return
-            more = b"" if first == TAKEN else o.up.recv(REFUSAL_MAX - len(o.answer))
+            more = b"" if first in (TAKEN, RELAY) else o.up.recv(REFUSAL_MAX - len(o.answer))
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
-            more = b""
+            first, more = b"", b""
+        if first == RELAY:
+            self.sel.unregister(o.up)
+            self.relay_first = RELAYED_BEFORE_OFFER  # not taken now: ask again later
+            self.relay(o.client, o.up)
+            return
         o.answer += more
         if more and len(o.answer) < REFUSAL_MAX:
             return  # the rest of the refusal, up to the daemon's end of it
@@ -233,9 +234,9 @@ class Forwarder:
         # sends read and dropped until it closes (or LINGER_S), so that it reads the answer
         # rather than a reset; at most MAX at once (the oldest is closed first).
         try:
-            o.client.send(o.answer)  # a few hundred bytes to a new connection: no wait
-            o.client.shutdown(socket.SHUT_WR)
             o.client.setblocking(False)
+            o.client.send(o.answer)  # a few hundred bytes to a new connection: all taken at once
+            o.client.shutdown(socket.SHUT_WR)
             self.sel.register(o.client, selectors.EVENT_READ, o)
         except OSError:
             o.client.close()
