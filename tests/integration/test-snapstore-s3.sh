@@ -111,5 +111,7 @@ run_program down
 if [ "$TAP_FAILED" -gt 0 ]; then
     echo "# the front's last requests:"
     grep '^front:' "$work/server.log" | tail -30 | sed 's/^/#   /'
+    echo "# the front's other words (an exception that ended it):"
+    grep -v -E '^(front:|requests )' "$work/server.log" | tail -30 | sed 's/^/#   /'
 fi
 tap_done

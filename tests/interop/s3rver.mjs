@@ -126,11 +126,34 @@ function sendError(res, status, code, message) {
     sendXml(res, status, `<Error><Code>${code}</Code><Message>${xmlEscape(message)}</Message><RequestId>front</RequestId></Error>`);
 }
 
+// Parts being written into an upload's directory by s3rver, by upload id: an abort waits for
+// them (removing the directory under s3rver's write failed the removal with ENOTEMPTY, an
+// exception that ended this process, when a store gave up an upload with a part in flight).
+const partsInFlight = new Map();
+
+function partStarted(uploadId, res) {
+    const e = partsInFlight.get(uploadId) || { n: 0, then: [] };
+    e.n++;
+    partsInFlight.set(uploadId, e);
+    res.on('close', () => {
+        if (--e.n === 0) {
+            partsInFlight.delete(uploadId);
+            e.then.forEach((f) => f());
+        }
+    });
+}
+
 function abortUpload(res, uploadId) {
     if (!/^[0-9a-f]{1,64}$/.test(uploadId)) return sendError(res, 404, 'NoSuchUpload', 'The specified upload does not exist.');
+    const parts = partsInFlight.get(uploadId);
+    if (parts) return parts.then.push(() => abortUpload(res, uploadId));
     const dir = path.join(uploadsDir, uploadId);
     if (!fs.existsSync(dir)) return sendError(res, 404, 'NoSuchUpload', 'The specified upload does not exist.');
-    fs.rmSync(dir, { recursive: true, force: true });
+    try {
+        fs.rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
+    } catch (e) {
+        return sendError(res, 500, 'InternalError', e.message);
+    }
     res.writeHead(204);
     res.end();
 }
@@ -195,6 +218,7 @@ function handle2(req, res, body, innerPort, url) {
     const q = url.searchParams;
     if (req.method === 'DELETE' && q.has('uploadId')) return abortUpload(res, q.get('uploadId'));
     if (req.method === 'GET' && q.has('uploads')) return listUploads(res);
+    if (req.method === 'PUT' && q.has('uploadId')) partStarted(q.get('uploadId'), res);
     forward(req, res, body, innerPort);
 }
 
