@@ -459,6 +459,21 @@ store_sessions_set_expiry(struct store_sessions *s, const char *id, uint64_t exp
     return eval(s, OP_TOUCH, (void (*)(void))cb, userdata, lua, 2, args, NULL, 4);
 }
 
+/* One field of id's record set to value by lua (KEYS[1] the record, ARGV[1] the value; 1 when
+ * written, 0 when the record's state refuses it: -ENOENT). */
+static int
+set_field(struct store_sessions *s, const char *id, const char *lua, const char *value,
+          store_sessions_cb *cb, void *userdata)
+{
+    char key[KEY_MAX];
+    const char *args[2] = {key, value};
+
+    if (session_key(s, id, key) < 0) {
+        return -ENAMETOOLONG;
+    }
+    return eval(s, OP_TOUCH, (void (*)(void))cb, userdata, lua, 1, args, NULL, 2);
+}
+
 int
 store_sessions_set_ext(struct store_sessions *s, const char *id, const char *ext,
                        store_sessions_cb *cb, void *userdata)
@@ -468,13 +483,8 @@ store_sessions_set_ext(struct store_sessions *s, const char *id, const char *ext
                               "end\n"
                               "redis.call('HSET', KEYS[1], 'ext', ARGV[1])\n"
                               "return 1\n";
-    char key[KEY_MAX];
-    const char *args[2] = {key, ext};
 
-    if (session_key(s, id, key) < 0) {
-        return -ENAMETOOLONG;
-    }
-    return eval(s, OP_TOUCH, (void (*)(void))cb, userdata, lua, 1, args, NULL, 2);
+    return set_field(s, id, lua, ext, cb, userdata);
 }
 
 int
@@ -487,13 +497,8 @@ store_sessions_set_egress(struct store_sessions *s, const char *id, const char *
                               "end\n"
                               "redis.call('HSET', KEYS[1], 'egress', ARGV[1])\n"
                               "return 1\n";
-    char key[KEY_MAX];
-    const char *args[2] = {key, egress};
 
-    if (session_key(s, id, key) < 0) {
-        return -ENAMETOOLONG;
-    }
-    return eval(s, OP_TOUCH, (void (*)(void))cb, userdata, lua, 1, args, NULL, 2);
+    return set_field(s, id, lua, egress, cb, userdata);
 }
 
 int

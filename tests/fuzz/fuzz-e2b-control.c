@@ -35,35 +35,16 @@ is_hex(const char *s, size_t len)
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
 
-/* The network options: a refusal says why and leaves *ret; a narrowing is one the session's
- * parser takes (never wider than "nothing narrowed" can be: it only has allow and deny). */
+/* The network options (parse: at a create, or updateNetwork's body): a refusal says why and
+ * leaves *ret; a narrowing is one the session's parser takes (never wider than "nothing
+ * narrowed" can be: it only has allow and deny). */
 static void
-check_network(json_t *body)
+check_network(json_t *body, int (*parse)(json_t *, json_t **, struct err *))
 {
     json_t *sentinel = json_object(), *net = sentinel;
     struct egress_narrowing n;
     struct err e = {0};
-    int r = e2b_network_parse(body, &net, &e);
-
-    if (r < 0) {
-        CHECK(r == -EINVAL && e.msg[0] != '\0' && net == sentinel);
-    } else if (net != NULL) {
-        CHECK(json_is_object(net) && json_object_size(net) <= 2);
-        CHECK(egress_narrowing_from_json(net, "network", &n, &e) == 0);
-        egress_narrowing_done(&n);
-        json_decref(net);
-    }
-    json_decref(sentinel);
-}
-
-/* updateNetwork's body: as check_network(). */
-static void
-check_network_update(json_t *body)
-{
-    json_t *sentinel = json_object(), *net = sentinel;
-    struct egress_narrowing n;
-    struct err e = {0};
-    int r = e2b_network_update_parse(body, &net, &e);
+    int r = parse(body, &net, &e);
 
     if (r < 0) {
         CHECK(r == -EINVAL && e.msg[0] != '\0' && net == sentinel);
@@ -190,8 +171,8 @@ static void
 check_json(json_t *v)
 {
     check_create(v);
-    check_network(v);
-    check_network_update(v);
+    check_network(v, e2b_network_parse);
+    check_network(v, e2b_network_update_parse);
     check_timeout(v);
     check_start(v);
     check_execute(v);

@@ -471,6 +471,29 @@ TEST(create_env_vars)
     json_decref(body);
 }
 
+/* One case of the network options through parse: want is the narrowing as compact JSON,
+ * "null", or "!" and what the refusal says (then *ret is left alone). */
+static void
+network_case(int (*parse)(json_t *, json_t **, struct err *), const char *tag, const char *text,
+             const char *want)
+{
+    json_t *body = j(text), *net = (json_t *)&net;
+    struct err e = {0};
+    int r = parse(body, &net, &e);
+
+    if (want[0] == '!') {
+        TAP_CHECK(r == -EINVAL && strstr(e.msg, want + 1) != NULL && net == (json_t *)&net,
+                  "%s%s refused: %s", tag, text, e.msg);
+    } else {
+        char *got = net != NULL ? json_dumps(net, JSON_COMPACT) : strdup("null");
+
+        TAP_CHECK(r == 0 && strcmp(got, want) == 0, "%s%s => %s", tag, text, got);
+        free(got);
+        json_decref(net);
+    }
+    json_decref(body);
+}
+
 /* allow_internet_access and network {allowOut, denyOut}: a narrowing of the profile's egress
  * list (src/e2b/network.c). */
 TEST(network)
@@ -513,22 +536,7 @@ TEST(network)
     };
 
     for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-        json_t *body = j(cases[i].body), *net = (json_t *)&net;
-        struct err e = {0};
-        int r = e2b_network_parse(body, &net, &e);
-
-        if (cases[i].want[0] == '!') {
-            TAP_CHECK(r == -EINVAL && strstr(e.msg, cases[i].want + 1) != NULL &&
-                          net == (json_t *)&net,
-                      "%s refused: %s", cases[i].body, e.msg);
-        } else {
-            char *got = net != NULL ? json_dumps(net, JSON_COMPACT) : strdup("null");
-
-            TAP_CHECK(r == 0 && strcmp(got, cases[i].want) == 0, "%s => %s", cases[i].body, got);
-            free(got);
-            json_decref(net);
-        }
-        json_decref(body);
+        network_case(e2b_network_parse, "", cases[i].body, cases[i].want);
     }
 }
 
@@ -554,23 +562,7 @@ TEST(network_update)
     };
 
     for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-        json_t *body = j(cases[i].body), *net = (json_t *)&net;
-        struct err e = {0};
-        int r = e2b_network_update_parse(body, &net, &e);
-
-        if (cases[i].want[0] == '!') {
-            TAP_CHECK(r == -EINVAL && strstr(e.msg, cases[i].want + 1) != NULL &&
-                          net == (json_t *)&net,
-                      "update %s refused: %s", cases[i].body, e.msg);
-        } else {
-            char *got = net != NULL ? json_dumps(net, JSON_COMPACT) : strdup("null");
-
-            TAP_CHECK(r == 0 && strcmp(got, cases[i].want) == 0, "update %s => %s", cases[i].body,
-                      got);
-            free(got);
-            json_decref(net);
-        }
-        json_decref(body);
+        network_case(e2b_network_update_parse, "update ", cases[i].body, cases[i].want);
     }
 }
 
