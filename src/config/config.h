@@ -126,6 +126,7 @@ struct cfg {
     char *snapshots_s3_endpoint, *snapshots_s3_bucket, *snapshots_s3_region, *snapshots_s3_prefix;
     char *snapshots_s3_access_key, *snapshots_s3_secret_key;
     uint64_t snapshots_max_bytes, snapshots_max_bytes_per_tenant;
+    unsigned snapshots_max_hibernated_per_tenant;
     unsigned snapshots_retention_s;
     /* several nodes behind one Redis (docs/cluster.md) */
     char *cluster_advertise_url; /* "" until cfg_validate(): then http://<listen> */

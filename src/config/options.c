@@ -116,6 +116,10 @@ const struct cfg_option cfg_options[] = {
         0, "one snapshot, at most (workspace and pickled variables)"),
     OPT("snapshots.max_bytes_per_tenant", CFG_U64, snapshots_max_bytes_per_tenant, "10737418240", 0,
         1125899906842624.0, 0, "a tenant's snapshots together, at most; 0: no quota"),
+    OPT("snapshots.max_hibernated_per_tenant", CFG_UINT, snapshots_max_hibernated_per_tenant, "256",
+        1, 1000000, 0,
+        "hibernated sessions of one tenant on this node, at most; one more hibernation is "
+        "refused (an idle one ends its session instead)"),
     OPT("snapshots.retention_s", CFG_UINT, snapshots_retention_s, "604800", 60, 315360000, 0,
         "a snapshot goes this long after it was taken (one a hibernated session holds lives as "
         "long as the session)"),

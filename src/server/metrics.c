@@ -183,11 +183,13 @@ metrics_sessions(struct server *s, struct buf *out, const struct session_manager
          {{NULL, ss->hibernated}}},
         {"sandpool_sessions_hibernations_total",
          "counter",
-         "Sessions hibernated (hibernated) and woken (woken), and those that failed for now.",
+         "Sessions hibernated (hibernated) and woken (woken), those that failed for now, and wakes "
+         "refused over the tenant's share (wake_refused).",
          {{"outcome=\"hibernated\"", ss->hibernated_total},
           {"outcome=\"woken\"", ss->woken_total},
           {"outcome=\"hibernate_failed\"", ss->hibernate_failures},
-          {"outcome=\"wake_failed\"", ss->wake_failures}}},
+          {"outcome=\"wake_failed\"", ss->wake_failures},
+          {"outcome=\"wake_refused\"", ss->wake_refused}}},
     };
     char labels[SESSION_EXEC__COUNT][48];
 

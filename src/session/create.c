@@ -223,6 +223,23 @@ create_tenant_sessions(const struct session_manager *m, const char *tenant, cons
     return n;
 }
 
+int
+create_share_check(const struct session_manager *m, const char *tenant, const struct cfg_profile *p,
+                   const char *advice, struct err *reterr)
+{
+    /* A share of the whole profile bounds nothing the profile's max does not (that answer,
+     * 503 capacity_exhausted, says more). */
+    unsigned share = cfg_profile_tenant_share(m->cfg, p);
+
+    if (share > 0 && share < p->max && create_tenant_sessions(m, tenant, p->name) >= share) {
+        return err_set(reterr, -EDQUOT,
+                       "tenant '%s' holds %u of profile '%s''s %u containers, its share "
+                       "(max_per_tenant); %s",
+                       tenant, share, p->name, p->max, advice);
+    }
+    return 0;
+}
+
 /* ---- fair shares of the warm pools --------------------------------------------------------------
  *
  * A tenant that takes warm containers faster than its pool refills them would leave every other
@@ -350,16 +367,32 @@ warm_keep(struct session_manager *m, const char *tenant, const struct cfg_profil
     return keep;
 }
 
-/* A warm container was taken for req: counted for the tenant's rate, and bound. */
+int
+create_take_warm(struct session_manager *m, struct pool *pool, const char *tenant,
+                 const struct cfg_profile *p, uint64_t now_s, struct pool_slot **ret,
+                 unsigned *ret_keep)
+{
+    /* Other tenants' reserved share of the warm pool, and the fair share a heavy taker leaves,
+     * stay for them: past it, the claim waits for a fresh container like a cold one. */
+    unsigned keep = warm_keep(m, tenant, p, now_s);
+
+    asker_note(m, tenant, p->name, now_s);
+    *ret_keep = keep;
+    if (pool_take(pool, keep, ret) < 0) {
+        return -EAGAIN;
+    }
+    take_note(take_rate(m, tenant, p->name), now_s);
+    return 0;
+}
+
+/* A warm container was taken for req: bound. */
 static int
 take_warm(struct session_manager *m, struct pool_slot *slot, const struct session_create_req *req,
           const struct cfg_profile *p, session_create_cb *cb, void *userdata, uint64_t started_us,
           struct err *reterr)
 {
-    int r;
+    int r = bind_slot(m, slot, req, p, cb, userdata, started_us, false);
 
-    take_note(take_rate(m, req->tenant, p->name), started_us / 1000000u);
-    r = bind_slot(m, slot, req, p, cb, userdata, started_us, false);
     return r < 0 ? err_set(reterr, r, "redis is unavailable") : 0;
 }
 
@@ -444,7 +477,7 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     const struct cfg_tenant *t = cfg_tenant_find(m->cfg, req->tenant);
     uint64_t started_us = time_now_us();
     struct pool_slot *slot;
-    unsigned share, keep;
+    unsigned keep;
 
     if (pool == NULL) {
         return err_set(reterr, -ENOENT, "no profile '%.48s'", req->profile ? req->profile : "");
@@ -464,14 +497,8 @@ session_create(struct session_manager *m, const struct session_create_req *req,
                        "tenant '%s' has max_sessions %u sessions; end one, or retry later", t->id,
                        t->max_sessions);
     }
-    /* A share of the whole profile bounds nothing the profile's max does not (that answer,
-     * 503 capacity_exhausted, says more). */
-    share = cfg_profile_tenant_share(m->cfg, p);
-    if (share > 0 && share < p->max && create_tenant_sessions(m, req->tenant, p->name) >= share) {
-        return err_set(reterr, -EDQUOT,
-                       "tenant '%s' holds %u of profile '%s''s %u containers, its share "
-                       "(max_per_tenant); end one, or retry later",
-                       req->tenant, share, p->name, p->max);
+    if (create_share_check(m, req->tenant, p, "end one, or retry later", reterr) < 0) {
+        return -EDQUOT;
     }
     if (req->idle_timeout_s > p->idle_timeout_s) {
         return err_set(reterr, -EINVAL, "'idle_timeout_s' must be at most %u for profile '%s'",
@@ -510,11 +537,7 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     if (!store_redis_is_up(m->redis)) {
         return err_set(reterr, -ENOTCONN, "redis is unavailable");
     }
-    /* Other tenants' reserved share of the warm pool, and the fair share a heavy taker leaves,
-     * stay for them: past it, this create waits for a fresh container like a cold one. */
-    keep = warm_keep(m, req->tenant, p, started_us / 1000000u);
-    asker_note(m, req->tenant, p->name, started_us / 1000000u);
-    if (pool_take(pool, keep, &slot) == 0) {
+    if (create_take_warm(m, pool, req->tenant, p, started_us / 1000000u, &slot, &keep) == 0) {
         return take_warm(m, slot, req, p, cb, userdata, started_us, reterr);
     }
     return create_cold(m, pool, req, p, cb, userdata, started_us, keep, reterr);

@@ -254,10 +254,32 @@ on_taken(int r, json_t *result, const struct err *e, void *userdata)
     }
 }
 
+/* The tenant's sessions that hold a snapshot instead of a container, or are about to. */
+static unsigned
+tenant_hibernated(const struct session_manager *m, const char *tenant)
+{
+    const struct session *s;
+    unsigned n = 0;
+
+    TAILQ_FOREACH (s, &m->sessions, link) {
+        n += (s->state == SESSION_HIBERNATING || s->state == SESSION_HIBERNATED) &&
+             strcmp(s->rec.tenant, tenant) == 0;
+    }
+    return n;
+}
+
 /* Starts the take of a READY session with nothing running. */
 static int
 hibernate_begin(struct session *s, struct err *reterr)
 {
+    unsigned max = s->m->cfg->snapshots_max_hibernated_per_tenant;
+
+    if (tenant_hibernated(s->m, s->rec.tenant) >= max) {
+        return err_set(reterr, -EDQUOT,
+                       "tenant '%s' has %u hibernated sessions "
+                       "(snapshots.max_hibernated_per_tenant): end one first",
+                       s->rec.tenant, max);
+    }
     if (s->exec != NULL || !TAILQ_EMPTY(&s->restarts) || s->uses > 0) {
         return err_set(reterr, -EBUSY,
                        "an execution, a restart or a file transfer runs in this session");
@@ -523,12 +545,28 @@ on_wake_slot(int r, struct pool_slot *slot, const struct err *e, void *userdata)
     wake_attach(s, slot, true);
 }
 
+int
+hibernate_wake_admit(const struct session *s, struct err *reterr)
+{
+    const struct cfg_profile *p = manager_profile_find(s->m, s->rec.profile);
+
+    if (p == NULL) {
+        return 0; /* hibernate_wake() says why it cannot */
+    }
+    return create_share_check(s->m, s->rec.tenant, p,
+                              "the session stays hibernated, intact: end or hibernate another "
+                              "of its sessions, or retry later",
+                              reterr);
+}
+
 void
 hibernate_wake(struct session *s)
 {
     size_t i = manager_profile_index(s->m, s->rec.profile);
     struct pool *pool = i < s->m->n_pools ? s->m->pools[i] : NULL;
     struct pool_slot *slot;
+    struct err e = {0};
+    unsigned keep;
 
     if (s->m->snap == NULL || pool == NULL || !store_redis_is_up(s->m->redis)) {
         waiters_answer(s, WAIT_LIVE, -ENOTCONN,
@@ -537,12 +575,19 @@ hibernate_wake(struct session *s)
                                           : "redis is unavailable");
         return;
     }
+    /* A wake claims a container as a create does, so it passes the same admission: without it,
+     * hibernating, creating and waking again held any number of containers. */
+    if (hibernate_wake_admit(s, &e) < 0) {
+        s->m->stats.wake_refused++;
+        waiters_answer(s, WAIT_LIVE, e.code, e.msg);
+        return;
+    }
     s->hibernate_started_us = time_now_us();
     session_set_state(s, SESSION_WAKING);
-    /* As a create: a warm container (other tenants' reserved share stays theirs), else one made
-     * on demand. */
-    if (pool_take(pool, cfg_reserved_for_others(s->m->cfg, s->rec.tenant, s->rec.profile), &slot) ==
-        0) {
+    /* As a create: a warm container (other tenants' reserved share, and what a heavy taker
+     * leaves, stay theirs), else one made on demand. */
+    if (create_take_warm(s->m, pool, s->rec.tenant, manager_profile_find(s->m, s->rec.profile),
+                         s->hibernate_started_us / 1000000u, &slot, &keep) == 0) {
         wake_attach(s, slot, false);
         return;
     }

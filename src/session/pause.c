@@ -223,6 +223,14 @@ session_ensure_live(struct session *s, session_live_cb *cb, void *userdata,
     if (waiters_total(s) >= MAX_LIVE_WAITERS) {
         return err_set(reterr, -EBUSY, "too many calls wait for this session to resume");
     }
+    if (s->state == SESSION_HIBERNATED) {
+        int r = hibernate_wake_admit(s, reterr);
+
+        if (r < 0) {
+            s->m->stats.wake_refused++;
+            return r; /* answered at once: it stays hibernated */
+        }
+    }
     *ret = waiter_add(s, WAIT_LIVE, cb, userdata);
     if (s->state == SESSION_PAUSED) {
         freeze(s, false);

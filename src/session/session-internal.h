@@ -450,6 +450,8 @@ bool hibernate_on_idle_action(const struct session *s);
 void hibernate_idle(struct session *s);
 /* A call needs the hibernated session: its wake starts (the caller added its waiter). */
 void hibernate_wake(struct session *s);
+/* Whether a wake of s may claim a container now (create_share_check()); 0 or -EDQUOT. */
+int hibernate_wake_admit(const struct session *s, struct err *reterr);
 /* The session goes: its snapshot job is forgotten, its container wait cancelled. */
 void hibernate_forget(struct session *s);
 /* A wake whose new container or kernel went: back to HIBERNATED, the waiters answered r. */
@@ -486,6 +488,17 @@ void session_on_restart_timeout(int fd, short what, void *arg);
 /* The tenant's sessions (of profile, or of all for NULL), those being created included. */
 unsigned create_tenant_sessions(const struct session_manager *m, const char *tenant,
                                 const char *profile);
+/* The admission every claim on a container passes, a create's and a wake's: tenant's share of
+ * p (max_per_tenant), counting what holds or is about to hold a container. -EDQUOT past it, with
+ * a message that ends with advice. */
+int create_share_check(const struct session_manager *m, const char *tenant,
+                       const struct cfg_profile *p, const char *advice, struct err *reterr);
+/* A warm container of pool for tenant, if the fair shares let it take one (other tenants'
+ * reservations, what a heavy taker leaves): 0 with the slot, or -EAGAIN and the number of ready
+ * containers the claim must leave (*ret_keep, for a wait for one made on demand). */
+int create_take_warm(struct session_manager *m, struct pool *pool, const char *tenant,
+                     const struct cfg_profile *p, uint64_t now_s, struct pool_slot **ret,
+                     unsigned *ret_keep);
 void create_cold_free(struct cold *c);
 
 /* ---- recovery.c ------------------------------------------------------------------------------ */

@@ -63,6 +63,7 @@ struct session_manager_stats {
     size_t sessions, busy;
     size_t hibernated; /* now (hibernating and waking included) */
     uint64_t hibernated_total, woken_total, hibernate_failures, wake_failures;
+    uint64_t wake_refused; /* over the tenant's share: it stayed hibernated */
     uint64_t created_total, ended_total, reaped_total, adopted_total;
     uint64_t executions_total; /* started by this daemon */
     uint64_t reconnected_total;

@@ -219,7 +219,7 @@ on_committed(int r, void *userdata)
     if (r == -EDQUOT) {
         job_end(j, r, NULL,
                 "tenant '%s' is over snapshots.max_bytes_per_tenant (%llu bytes) with this "
-                "snapshot of %llu bytes; delete some",
+                "snapshot of %llu bytes: delete snapshots, or end hibernated sessions",
                 j->tenant, (unsigned long long)j->sn->cfg->snapshots_max_bytes_per_tenant,
                 (unsigned long long)j->rec.size);
         return;
@@ -282,8 +282,9 @@ on_put_done(int r, const struct err *e, void *userdata)
         free(text);
     }
     job_set(j, JOB_COMMIT);
-    if (store_snapshots_commit(j->sn->records, &j->rec,
-                               j->rec.hibernation ? 0 : j->sn->cfg->snapshots_max_bytes_per_tenant,
+    /* A hibernation's bytes count like any snapshot's: without the quota, hibernating filled the
+     * store every tenant's hibernation depends on. */
+    if (store_snapshots_commit(j->sn->records, &j->rec, j->sn->cfg->snapshots_max_bytes_per_tenant,
                                on_committed, j) < 0) {
         job_end(j, -ENOTCONN, NULL, "redis is unavailable");
     }
@@ -398,6 +399,13 @@ on_begun(int r, void *userdata)
     if (job_orphaned(j)) {
         return;
     }
+    if (r == -EDQUOT) {
+        job_end(j, r, NULL,
+                "tenant '%s' is at snapshots.max_bytes_per_tenant (%llu bytes): delete "
+                "snapshots, or end hibernated sessions",
+                j->tenant, (unsigned long long)j->sn->cfg->snapshots_max_bytes_per_tenant);
+        return;
+    }
     if (r < 0) {
         job_end(j, r == -EEXIST ? -EIO : r, NULL, "the snapshot's record could not be written");
         return;
@@ -438,7 +446,8 @@ take_start(struct snapshots *sn, struct session *s, const char *actor, bool hibe
     j->rec.created_at = time_wall_ms();
     j->rec.expires_at = j->rec.created_at + SNAPSHOT_WRITE_DEADLINE_MS;
     j->rec.hibernation = hibernation;
-    if (store_snapshots_begin(sn->records, &j->rec, on_begun, j) < 0) {
+    if (store_snapshots_begin(sn->records, &j->rec, sn->cfg->snapshots_max_bytes_per_tenant,
+                              on_begun, j) < 0) {
         job_free(j);
         return err_set(reterr, -ENOTCONN, "redis is unavailable");
     }

@@ -20,11 +20,15 @@ struct store_snapshots {
     char key_expiry[KEY_MAX];
 };
 
-/* KEYS: hash, expiry. ARGV: id, deadline, field/value pairs. */
-static const char begin_lua[] = "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
-                                "redis.call('HSET', KEYS[1], unpack(ARGV, 3))\n"
-                                "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])\n"
-                                "return 1\n";
+/* KEYS: hash, expiry, tenant bytes. ARGV: id, deadline, max, field/value pairs. A tenant already
+ * at its quota writes nothing (-1): the commit would refuse it anyway. */
+static const char begin_lua[] =
+    "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
+    "local max = tonumber(ARGV[3])\n"
+    "if max > 0 and tonumber(redis.call('GET', KEYS[3]) or '0') >= max then return -1 end\n"
+    "redis.call('HSET', KEYS[1], unpack(ARGV, 4))\n"
+    "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])\n"
+    "return 1\n";
 
 /* KEYS: hash, tenant zset, tenant bytes, expiry. ARGV: id, size, sha256, manifest, expires_at,
  * max, created_at, charge (what the quota counts: the bytes and the manifest the record keeps). */
@@ -350,16 +354,18 @@ store_snapshots_free(struct store_snapshots *s)
 
 int
 store_snapshots_begin(struct store_snapshots *s, const struct store_snapshot_rec *rec,
-                      store_snapshots_cb *cb, void *userdata)
+                      uint64_t max_tenant_bytes, store_snapshots_cb *cb, void *userdata)
 {
-    char k[KEY_MAX], created[24], deadline[24];
+    char k[KEY_MAX], kb[KEY_MAX], created[24], deadline[24], max[24];
     const char *argv[] = {"EVAL",
                           begin_lua,
-                          "2",
+                          "3",
                           k,
                           s->key_expiry,
+                          kb,
                           rec->id,
                           deadline,
+                          max,
                           "id",
                           rec->id,
                           "tenant",
@@ -375,16 +381,20 @@ store_snapshots_begin(struct store_snapshots *s, const struct store_snapshot_rec
                           "hibernation",
                           rec->hibernation ? "1" : "0"};
 
-    if (!store_snapshot_valid_id(rec->id) || key(s, k, "snapshot:", rec->id, "") < 0) {
+    if (!store_snapshot_valid_id(rec->id) || key(s, k, "snapshot:", rec->id, "") < 0 ||
+        key(s, kb, "tenant:", rec->tenant, ":snapshot_bytes") < 0) {
         return -EINVAL;
     }
     (void)snprintf(created, sizeof(created), "%llu", (unsigned long long)rec->created_at);
     (void)snprintf(deadline, sizeof(deadline), "%llu", (unsigned long long)rec->expires_at);
-    return command(
-        s,
-        &(struct op){
-            .kind = OP_FLAG, .on_zero = -EEXIST, .cb = (void (*)(void))cb, .userdata = userdata},
-        (int)ELEMENTSOF(argv), argv, NULL);
+    (void)snprintf(max, sizeof(max), "%llu", (unsigned long long)max_tenant_bytes);
+    return command(s,
+                   &(struct op){.kind = OP_FLAG,
+                                .on_zero = -EEXIST,
+                                .on_minus = -EDQUOT,
+                                .cb = (void (*)(void))cb,
+                                .userdata = userdata},
+                   (int)ELEMENTSOF(argv), argv, NULL);
 }
 
 int

@@ -63,9 +63,9 @@ struct store_snapshots *store_snapshots_new(struct store_redis *redis, const cha
 struct store_snapshots *store_snapshots_free(struct store_snapshots *s);
 
 /* Writes rec (state writing, its deadline in expires_at). -EEXIST (callback) when the id is
- * taken. */
+ * taken, -EDQUOT when the tenant's snapshots already count max_tenant_bytes (0: no quota). */
 int store_snapshots_begin(struct store_snapshots *s, const struct store_snapshot_rec *rec,
-                          store_snapshots_cb *cb, void *userdata);
+                          uint64_t max_tenant_bytes, store_snapshots_cb *cb, void *userdata);
 /* Makes the writing record ready with size, sha256, manifest and expires_at (0: none), if the
  * tenant's ready snapshots plus this one stay within max_tenant_bytes (0: no quota; a snapshot
  * counts its bytes and its manifest, which Redis keeps). r: 0,
