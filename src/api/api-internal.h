@@ -10,6 +10,7 @@
 
 #include "api/api.h"
 #include "api/auth.h"
+#include "api/waiting.h"
 #include "util/buf.h"
 #include "util/macro.h"
 
@@ -42,10 +43,11 @@ struct api {
     struct evhttp_bound_socket *health_bound;
     struct api_conns *health_conns;
     char health_unix_path[108];
-    struct api_gate *files_gate;    /* gate.c: the files API's engine operations in flight */
-    struct mcp_server *mcp;         /* mcp-sessions.c; NULL when MCP is off */
-    TAILQ_HEAD(, e2b_run) e2b_runs; /* e2b-run.c: E2B executions in progress */
-    struct api_e2b_stats e2b_stats; /* running and waiting are counted when asked */
+    struct api_gate *files_gate;        /* gate.c: the files API's engine operations in flight */
+    struct api_waiting_budget *waiting; /* waiting.c: what calls waiting for a sandbox hold */
+    struct mcp_server *mcp;             /* mcp-sessions.c; NULL when MCP is off */
+    TAILQ_HEAD(, e2b_run) e2b_runs;     /* e2b-run.c: E2B executions in progress */
+    struct api_e2b_stats e2b_stats;     /* running and waiting are counted when asked */
     /* e2b.refused audit lines of this second (anonymous clients write them: bounded) */
     uint64_t e2b_audit_second;
     unsigned e2b_audit_lines;

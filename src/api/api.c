@@ -542,6 +542,7 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
                                         .per_tenant = cfg->files_per_tenant,
                                         .max = cfg->files_max_inflight,
                                         .per_tenant_queue = cfg->files_queue_per_tenant});
+    a->waiting = api_waiting_new(cfg->queue_max_bytes, cfg->queue_max_bytes_per_tenant);
     if (cfg->mcp_max_sessions > 0 && backend->redis != NULL) {
         a->mcp = mcp_server_new(a);
     }
@@ -574,6 +575,7 @@ api_get_stats(const struct api *a, struct api_stats *ret)
 {
     struct api_conns_stats cs;
     struct api_gate_stats gs;
+    struct api_waiting_stats ws;
 
     *ret = a->stats;
     api_conns_get_stats(a->conns, &cs);
@@ -590,6 +592,10 @@ api_get_stats(const struct api *a, struct api_stats *ret)
     ret->files_waiting = gs.waiting;
     ret->files_queued_total = gs.queued_total;
     ret->files_refused_total = gs.refused_total;
+    api_waiting_get_stats(a->waiting, &ws);
+    ret->waiting_bytes = ws.bytes;
+    ret->waiting_calls = ws.calls;
+    ret->waiting_refused_total = ws.refused_total + ws.refused_sandbox;
 }
 
 bool
@@ -630,6 +636,7 @@ api_free(struct api *a)
     api_conns_free(a->conns);
     api_conns_free(a->health_conns);
     api_gate_free(a->files_gate); /* after evhttp_free: the requests that waited are gone */
+    api_waiting_free(a->waiting);
     if (a->unix_path[0] != '\0') {
         (void)unlink(a->unix_path);
     }

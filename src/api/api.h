@@ -99,6 +99,9 @@ struct api_stats {
     unsigned files_inflight, files_waiting;
     uint64_t files_queued_total;  /* had to wait */
     uint64_t files_refused_total; /* answered 429: waited in vain, or too many waiting */
+    /* calls waiting for a busy sandbox (waiting.c) */
+    uint64_t waiting_bytes, waiting_calls;
+    uint64_t waiting_refused_total; /* over a byte budget or their sandbox's queue */
 };
 void api_get_stats(const struct api *a, struct api_stats *ret);
 

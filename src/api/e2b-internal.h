@@ -198,7 +198,9 @@ struct e2b_run {
     bool spoke; /* data went out since the last keepalive */
     bool paused;
     unsigned pid;
-    bool delete_ctx; /* RUN_DROP: the context goes from the record too */
+    bool delete_ctx;         /* RUN_DROP: the context goes from the record too */
+    size_t bytes;            /* what it holds while it waits (api/waiting.h) */
+    struct api_waiting wait; /* claimed while RUN_WAITING (run_set()) */
     /* the request */
     char *code;
     size_t code_len;

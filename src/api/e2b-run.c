@@ -50,6 +50,9 @@ static void
 run_set(struct e2b_run *r, enum e2b_run_state to)
 {
     r->state = to;
+    if (to != RUN_WAITING) {
+        api_waiting_leave(r->a->waiting, &r->wait); /* it waits no more */
+    }
 }
 
 struct session *
@@ -113,6 +116,9 @@ e2b_run_new(struct api *a, struct evhttp_request *req, struct e2b_target *t, enu
     (void)snprintf(r->session, sizeof(r->session), "%s", session_id(t->s));
     (void)snprintf(r->request, sizeof(r->request), "%s", log_request() ? log_request() : "");
     r->timeout_s = session_profile(t->s)->exec_timeout_s;
+    /* What it will hold while it waits: at most its request's body (parsed into code, argv, env;
+     * the body itself is let go), and 1 KiB for the rest. */
+    r->bytes = 1024u + evbuffer_get_length(evhttp_request_get_input_buffer(req));
     TAILQ_INSERT_TAIL(&a->e2b_runs, r, link);
     evhttp_connection_set_closecb(r->conn, on_close, r);
     return r;
@@ -483,12 +489,17 @@ void
 e2b_run_go(struct e2b_run *r)
 {
     unsigned waiting;
+    struct err e = {0};
 
     r->timer = OOM_CHECK(evtimer_new(r->a->base, on_timer, r));
     r->give_up_ms = time_now_ms() + (uint64_t)r->timeout_s * 1000u;
     (void)first_waiting(r->a, r->session, &waiting); /* r itself waits until it runs */
     if (waiting > E2B_WAITING_MAX) {
         run_refused(r, -EDQUOT, "too many executions of this sandbox wait already; retry later");
+        return;
+    }
+    if (api_waiting_enter(r->a->waiting, &r->wait, r->tenant, r->session, r->bytes, 0, &e) < 0) {
+        run_refused(r, -EDQUOT, e.msg);
         return;
     }
     run_try(r);

@@ -94,6 +94,9 @@ mcp_call_set(struct mcp_call *c, enum mcp_call_state to)
     log_debug("mcp call %s -> %s mcp_session=%s", state_names[c->state], state_names[to],
               c->ms->id);
     c->state = to;
+    if (to == MCP_CALL_RUNNING || to == MCP_CALL_FILES || to == MCP_CALL_DONE) {
+        api_waiting_leave(c->a->waiting, &c->wait); /* it waits no more */
+    }
 }
 
 static void call_next(struct mcp_session *ms);
@@ -242,6 +245,7 @@ call_free(struct mcp_call *c)
     buf_done(&c->progress);
     json_decref(c->exec);
     mcp_msg_done(&c->msg);
+    api_waiting_leave(c->a->waiting, &c->wait);
     mcp_session_unref(c->ms);
     free(c);
 }
@@ -448,11 +452,33 @@ call_next(struct mcp_session *ms)
     }
 }
 
+/* What a waiting call holds: what it runs or writes, and 1 KiB for the rest. */
+static size_t
+call_bytes(const struct mcp_call *c)
+{
+    return 1024u + c->tc.code_len + (c->tc.command ? strlen(c->tc.command) : 0) + c->tc.content_len;
+}
+
+/* A waiting call claims its bytes and its place in its sandbox's queue: the calls of every MCP
+ * session bound to one sandbox share one bound (mcp.queue_max waiting and the running one), so
+ * binding more sessions queues nothing more. An unbound session is its sandbox's only one. */
+static int
+call_claim(struct mcp_call *c, struct err *reterr)
+{
+    char sandbox[72];
+
+    (void)snprintf(sandbox, sizeof(sandbox), "%s%s", c->ms->rec.bound ? "" : "mcp:",
+                   c->ms->rec.bound ? c->ms->rec.sandbox : c->ms->id);
+    return api_waiting_enter(c->a->waiting, &c->wait, c->ms->rec.tenant, sandbox, call_bytes(c),
+                             c->a->cfg->mcp_queue_max + 1, reterr);
+}
+
 /* The answer to a call that cannot queue (bad params, queue full), or NULL. */
 static json_t *
 refusal(struct mcp_call *c, int r, const struct err *e)
 {
     unsigned max = c->a->cfg->mcp_queue_max;
+    struct err full = {0};
 
     if (r == -ENOENT) {
         return mcp_error(c->msg.id, MCP_ERR_INVALID_PARAMS, "%s", e->msg);
@@ -460,18 +486,19 @@ refusal(struct mcp_call *c, int r, const struct err *e)
     if (r < 0) {
         return mcp_response(c->msg.id, mcp_tool_error("%s", e->msg));
     }
-    if (c->ms->n_calls <= max) { /* the running one and queue_max waiting */
+    if (c->ms->n_calls >= max + 1) { /* the running one and queue_max waiting */
+        (void)err_set(&full, -EDQUOT,
+                      "this MCP session already has %u calls waiting (mcp.queue_max)", max);
+    } else if (call_claim(c, &full) == 0) {
         return NULL;
     }
     mcp_server_stats(c->ms->srv)->queue_full++;
     if (c->kind == MCP_CALL_TOOL) {
-        return mcp_response(c->msg.id, mcp_tool_error("this MCP session already has %u calls "
-                                                      "waiting (mcp.queue_max): the queue is "
-                                                      "full; retry when one has ended",
-                                                      max));
+        return mcp_response(c->msg.id, mcp_tool_error("%s: the queue is full; retry when one has "
+                                                      "ended",
+                                                      full.msg));
     }
-    return mcp_error(c->msg.id, MCP_ERR_BAD_REQUEST,
-                     "this MCP session already has %u calls waiting (mcp.queue_max)", max);
+    return mcp_error(c->msg.id, MCP_ERR_BAD_REQUEST, "%s", full.msg);
 }
 
 /* The call of a message: NULL after answering the request (bad params, queue full). */
@@ -507,6 +534,15 @@ call_new(struct api *a, struct mcp_session *ms, struct evhttp_request *req, stru
     }
     no = refusal(c, r, &e);
     if (no == NULL) {
+        static const char *const keep_tool[] = {"name", "arguments", "_meta", NULL};
+        static const char *const keep_read[] = {"uri", NULL};
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+
+        /* While it waits it keeps what it runs, not the body nor the rest of its JSON. */
+        (void)evbuffer_drain(in, evbuffer_get_length(in));
+        mcp_msg_slim(&c->msg, c->kind == MCP_CALL_TOOL       ? keep_tool
+                              : c->kind == MCP_CALL_RES_READ ? keep_read
+                                                             : keep_read + 1);
         mcp_session_ref(ms);
         return c;
     }

@@ -46,8 +46,9 @@ struct mcp_call {
     struct session_waiter *live; /* waiting for its paused sandbox to resume */
     struct evhttp_request *req;  /* NULL once the client left or the reply ended */
     struct evhttp_connection *conn;
-    struct stream_out *out; /* tools/call's stream; NULL once ended */
-    struct mcp_msg msg;     /* owns what tc borrows */
+    struct stream_out *out;  /* tools/call's stream; NULL once ended */
+    struct mcp_msg msg;      /* owns what tc borrows; slimmed (mcp_msg_slim()) once queued */
+    struct api_waiting wait; /* its bytes, from queued until its work starts (mcp_call_set()) */
     struct mcp_tool_call tc;
     bool cancelled;
     struct execution *x;

@@ -104,6 +104,7 @@ struct cfg {
     unsigned http_header_timeout_s;
     /* the files API's gate (api/gate.c) */
     unsigned files_max_inflight, files_per_tenant, files_per_session, files_queue_per_tenant;
+    uint64_t queue_max_bytes, queue_max_bytes_per_tenant; /* api/waiting.h */
     char *metrics_token_sha256; /* hex, "": /metrics needs no token (tenant series: admin only) */
     /* MCP (docs/mcp.md): max_sessions 0 turns it off */
     unsigned mcp_max_sessions, mcp_max_sessions_per_tenant, mcp_idle_timeout_s, mcp_queue_max;

@@ -94,6 +94,12 @@ const struct cfg_option cfg_options[] = {
         "file operations of one session in flight at once"),
     OPT("files.max_waiting_per_tenant", CFG_UINT, files_queue_per_tenant, "64", 0, 100000, 0,
         "file operations of one tenant waiting for their turn; one more gets 429 at once"),
+    OPT("queue.max_bytes", CFG_U64, queue_max_bytes, "67108864", 1048576, 1099511627776.0, 0,
+        "what calls waiting for a busy sandbox (MCP tool calls, E2B executions) hold on this "
+        "node, at most: their code, arguments and 1 KiB each; one more gets the protocol's "
+        "queue-full answer"),
+    OPT("queue.max_bytes_per_tenant", CFG_U64, queue_max_bytes_per_tenant, "16777216", 65536,
+        1099511627776.0, 0, "the same for one tenant's waiting calls"),
     OPT("http.header_timeout_s", CFG_UINT, http_header_timeout_s, "10", 1, 600, 0,
         "a request head must arrive whole within this time"),
     OPT("snapshots.store", CFG_STRING, snapshots_store, "", 0, 0, 0,

@@ -204,6 +204,13 @@ validate_global(struct cfg *c, struct err *reterr)
                        "'sandbox.seccomp_profile' must be an absolute path, or \"\" for the "
                        "engine's default profile");
     }
+    if (c->queue_max_bytes_per_tenant > c->queue_max_bytes) {
+        return err_set(
+            reterr, -EINVAL,
+            "'queue.max_bytes_per_tenant' (%llu) is larger than 'queue.max_bytes' (%llu)",
+            (unsigned long long)c->queue_max_bytes_per_tenant,
+            (unsigned long long)c->queue_max_bytes);
+    }
     if (log_level_from_string(c->log_level) < 0) {
         return err_set(reterr, -EINVAL, "'log.level' must be debug, info, warn or error");
     }

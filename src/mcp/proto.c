@@ -132,6 +132,45 @@ mcp_msg_done(struct mcp_msg *m)
     m->root = NULL;
 }
 
+void
+mcp_msg_slim(struct mcp_msg *m, const char *const *keep)
+{
+    json_t *root, *params = NULL;
+
+    if (m->root == NULL) {
+        return;
+    }
+    root = OOM_CHECK(json_pack("{s:s}", "jsonrpc", "2.0"));
+    if (m->id != NULL) {
+        (void)json_object_set(root, "id", m->id);
+    }
+    (void)json_object_set(root, "method", json_object_get(m->root, "method"));
+    if (m->params != NULL) {
+        params = OOM_CHECK(json_object());
+        for (size_t i = 0; keep[i] != NULL; i++) {
+            json_t *v = json_object_get(m->params, keep[i]);
+
+            if (v != NULL && strcmp(keep[i], "_meta") == 0) {
+                json_t *token = json_object_get(v, "progressToken");
+
+                v = OOM_CHECK(json_object());
+                if (token != NULL) {
+                    (void)json_object_set(v, "progressToken", token);
+                }
+                (void)json_object_set_new(params, keep[i], v);
+            } else if (v != NULL) {
+                (void)json_object_set(params, keep[i], v);
+            }
+        }
+        (void)json_object_set_new(root, "params", params);
+    }
+    json_decref(m->root);
+    m->root = root;
+    m->id = json_object_get(root, "id");
+    m->method = json_string_value(json_object_get(root, "method"));
+    m->params = params;
+}
+
 json_t *
 mcp_response(json_t *id, json_t *result)
 {

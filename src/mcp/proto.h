@@ -68,6 +68,11 @@ struct mcp_msg {
 int mcp_msg_parse(const char *data, size_t len, struct mcp_msg *ret, json_t **ret_id,
                   struct err *reterr);
 void mcp_msg_done(struct mcp_msg *m);
+/* Keeps of m only what a call needs to run: "jsonrpc", its id and method, and of its params the
+ * members named in keep (NULL-terminated; of "_meta" only "progressToken"); the rest of what the
+ * client sent is freed. What m's members and a tool call parsed from them borrow stays valid
+ * (the kept values are the same). */
+void mcp_msg_slim(struct mcp_msg *m, const char *const *keep);
 
 /* {"jsonrpc": "2.0", "id": id, "result": result}; result stolen. */
 json_t *mcp_response(json_t *id, json_t *result);

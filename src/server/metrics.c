@@ -552,6 +552,16 @@ metrics_http(struct server *s, struct buf *out)
          "File operations answered 429: they waited in vain, or their tenant had too many "
          "waiting.",
          {{NULL, as.files_refused_total}}},
+        {"sandpool_waiting_calls",
+         "gauge",
+         "Calls waiting for a busy sandbox (MCP tool calls, E2B executions): how many, and the "
+         "bytes they hold (queue.max_bytes*).",
+         {{"unit=\"calls\"", as.waiting_calls}, {"unit=\"bytes\"", as.waiting_bytes}}},
+        {"sandpool_waiting_refused_total",
+         "counter",
+         "Calls refused their place in a queue: over a byte budget (queue.max_bytes*) or their "
+         "sandbox's queue full.",
+         {{NULL, as.waiting_refused_total}}},
     };
 
     return metrics_write(out, tab, ELEMENTSOF(tab));

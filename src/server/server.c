@@ -38,6 +38,7 @@
 #include "snapshot/snapshot.h"
 #include "store/redis.h"
 #include "util/macro.h"
+#include "util/memory.h"
 #include "util/sdnotify.h"
 #include "util/time.h"
 
@@ -58,6 +59,7 @@ on_cron(evutil_socket_t fd, short what, void *arg)
     struct server *s = arg;
     uint64_t now;
 
+    (void)memory_give_back(); /* what a flood of large requests left behind */
     if (s->stopping) {
         server_drain_step(s);
         return;

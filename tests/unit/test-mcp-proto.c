@@ -475,6 +475,51 @@ TEST(record)
     }
 }
 
+/* A queued call keeps only what it runs: the junk a client sends beside it goes, and what the
+ * parsed tool call borrows stays valid (the same values). */
+TEST(slim)
+{
+    static const char body[] =
+        "{\"jsonrpc\":\"2.0\",\"id\":\"q-9\",\"method\":\"tools/call\",\"junk\":\"JJJJ\","
+        "\"params\":{\"name\":\"execute_python\",\"pad\":[1,2,3],"
+        "\"arguments\":{\"code\":\"x = 1\",\"timeout_s\":5},"
+        "\"_meta\":{\"progressToken\":7,\"big\":\"BBBB\"}}}";
+    static const char *const keep[] = {"name", "arguments", "_meta", NULL};
+    static const char *const none[] = {NULL};
+    static const char ping[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}";
+    struct mcp_tool_call tc;
+    struct mcp_msg m;
+    struct err e = {0};
+    json_t *id = NULL;
+    const char *code;
+    char *text;
+
+    ASSERT_OK(mcp_msg_parse(body, strlen(body), &m, &id, &e));
+    ASSERT_OK(mcp_tool_parse(m.params, &tc, &e));
+    code = tc.code;
+    mcp_msg_slim(&m, keep);
+    text = json_dumps(m.root, JSON_COMPACT | JSON_SORT_KEYS);
+    ASSERT_STREQ(text, "{\"id\":\"q-9\",\"jsonrpc\":\"2.0\",\"method\":\"tools/call\","
+                       "\"params\":{\"_meta\":{\"progressToken\":7},\"arguments\":{\"code\":"
+                       "\"x = 1\",\"timeout_s\":5},\"name\":\"execute_python\"}}");
+    free(text);
+    ASSERT_STREQ(m.method, "tools/call");
+    ASSERT_STREQ(json_string_value(m.id), "q-9");
+    TAP_CHECK(tc.code == code && strcmp(tc.code, "x = 1") == 0,
+              "the parsed code is the same string");
+    TAP_CHECK(json_integer_value(tc.progress_token) == 7, "the progress token is still valid");
+    ASSERT_OK(mcp_tool_parse(m.params, &tc, &e));
+    TAP_CHECK(tc.code == code && tc.timeout_s == 5, "the slim params parse the same");
+    mcp_msg_slim(&m, none);
+    TAP_CHECK(json_object_size(m.params) == 0 && m.id != NULL,
+              "keep nothing: empty params, same id");
+    mcp_msg_done(&m);
+    ASSERT_OK(mcp_msg_parse(ping, strlen(ping), &m, &id, &e));
+    mcp_msg_slim(&m, keep);
+    TAP_CHECK(m.params == NULL && json_integer_value(m.id) == 1, "no params stay none");
+    mcp_msg_done(&m);
+}
+
 int
 main(void)
 {
@@ -488,5 +533,6 @@ main(void)
     RUN(render_execution);
     RUN(render_files);
     RUN(record);
+    RUN(slim);
     return tap_done();
 }
