@@ -82,6 +82,9 @@ on_created(int r, void *userdata)
             (void)err_set(&e, r == -ENOTCONN || r == -ETIMEDOUT || r == -ECANCELED ? -ENOTCONN : r,
                           "could not record the session in redis: %s", strerror(-r));
         }
+        if (op->admitted) {
+            create_unadmit(m, s->rec.tenant, s->rec.id);
+        }
         session_destroy(s);
         pool_slot_release(slot); /* bound once: never goes back to the pool */
         op->create_cb(e.code, NULL, &e, op->userdata);
@@ -98,11 +101,15 @@ on_created(int r, void *userdata)
 /* The record of a new session on slot. */
 static void
 new_record(struct session_manager *m, struct pool_slot *slot, const struct session_create_req *req,
-           const struct cfg_profile *p, struct store_session_rec *rec)
+           const struct cfg_profile *p, const char *id, struct store_session_rec *rec)
 {
     uint64_t now = time_wall_ms();
 
-    random_hex(rec->id, 16); /* 128 bits */
+    if (id != NULL) {
+        (void)snprintf(rec->id, sizeof(rec->id), "%s", id); /* admitted (admit.c) */
+    } else {
+        random_hex(rec->id, 16); /* 128 bits */
+    }
     (void)snprintf(rec->tenant, sizeof(rec->tenant), "%s", req->tenant);
     (void)snprintf(rec->profile, sizeof(rec->profile), "%s", p->name);
     (void)snprintf(rec->container, sizeof(rec->container), "%s", pool_slot_container(slot));
@@ -123,18 +130,19 @@ new_record(struct session_manager *m, struct pool_slot *slot, const struct sessi
     rec->state = STORE_SESSION_ACTIVE;
 }
 
-/* Turns a BOUND slot into a session and writes its record. */
+/* Turns a BOUND slot into a session and writes its record (its id: the one admitted, or NULL
+ * for a new one). */
 static int
 bind_slot(struct session_manager *m, struct pool_slot *slot, const struct session_create_req *req,
           const struct cfg_profile *p, session_create_cb *cb, void *userdata, uint64_t started_us,
-          bool cold)
+          bool cold, const char *id)
 {
     struct store_session_rec *rec = xcalloc(1, sizeof(*rec));
     struct session *s;
     struct sop *op;
     int r;
 
-    new_record(m, slot, req, p, rec);
+    new_record(m, slot, req, p, id, rec);
     s = session_alloc(m, slot, p, rec);
     store_session_rec_done(rec);
     free(rec);
@@ -146,10 +154,14 @@ bind_slot(struct session_manager *m, struct pool_slot *slot, const struct sessio
     op->pending = s;
     op->create_cb = cb;
     op->userdata = userdata;
+    op->admitted = id != NULL;
     r = store_sessions_create(m->store, &s->rec, on_created, op);
     if (r < 0) {
         op->pending = NULL;
         sop_free(op);
+        if (id != NULL) {
+            create_unadmit(m, s->rec.tenant, s->rec.id);
+        }
         session_destroy(s);
         pool_slot_release(slot);
         return -ENOTCONN;
@@ -179,11 +191,13 @@ on_cold_slot(int r, struct pool_slot *slot, const struct err *e, void *userdata)
     c->waiter = NULL;
     if (r == 0) {
         r = bind_slot(m, slot, &c->req, manager_profile_find(m, c->profile), cb, ud, c->started_us,
-                      true);
+                      true, c->id[0] ? c->id : NULL);
         if (r < 0) {
             (void)err_set(&e2, r, "redis is unavailable");
             e = &e2;
         }
+    } else if (c->id[0] != '\0') {
+        create_unadmit(m, c->tenant, c->id);
     }
     create_cold_free(c);
     if (r < 0) {
@@ -389,24 +403,20 @@ create_take_warm(struct session_manager *m, struct pool *pool, const char *tenan
 static int
 take_warm(struct session_manager *m, struct pool_slot *slot, const struct session_create_req *req,
           const struct cfg_profile *p, session_create_cb *cb, void *userdata, uint64_t started_us,
-          struct err *reterr)
+          const char *id, struct err *reterr)
 {
-    int r = bind_slot(m, slot, req, p, cb, userdata, started_us, false);
+    int r = bind_slot(m, slot, req, p, cb, userdata, started_us, false, id);
 
     return r < 0 ? err_set(reterr, r, "redis is unavailable") : 0;
 }
 
-/* No warm container may be taken: wait for one made on demand. */
-static int
-create_cold(struct session_manager *m, struct pool *pool, const struct session_create_req *req,
-            const struct cfg_profile *p, session_create_cb *cb, void *userdata, uint64_t started_us,
-            unsigned keep, struct err *reterr)
+struct cold *
+create_cold_new(struct session_manager *m, const struct session_create_req *req,
+                const struct cfg_profile *p, session_create_cb *cb, void *userdata,
+                uint64_t started_us)
 {
-    struct pool_slot *slot;
-    struct cold *c;
-    int r;
+    struct cold *c = xcalloc(1, sizeof(*c));
 
-    c = xcalloc(1, sizeof(*c));
     c->m = m;
     c->cb = cb;
     c->userdata = userdata;
@@ -426,21 +436,59 @@ create_cold(struct session_manager *m, struct pool *pool, const struct session_c
     c->req.ext = c->ext;
     c->req.egress_json = c->egress;
     TAILQ_INSERT_TAIL(&m->colds, c, link);
-    r = pool_wait(pool, COLD_WAIT_FACTOR * m->cfg->engine_timeout_ms, on_cold_slot, c, &c->waiter);
-    if (r < 0) {
-        unsigned reserved = cfg_reserved_for_others(m->cfg, req->tenant, p->name);
+    return c;
+}
 
-        create_cold_free(c);
-        /* At max no fresh container comes: what a heavy taker left ready for the others is
-         * better taken than refused (reservations stay theirs). */
-        if (keep > reserved && pool_take(pool, reserved, &slot) == 0) {
-            return take_warm(m, slot, req, p, cb, userdata, started_us, reterr);
-        }
-        return err_set(reterr, -EUSERS,
-                       "profile '%s' is at its maximum of %u containers; retry later", p->name,
-                       p->max);
+/* No warm container may be taken: c waits for one made on demand (or is freed). */
+static int
+create_cold(struct session_manager *m, struct pool *pool, struct cold *c,
+            const struct cfg_profile *p, unsigned keep, struct err *reterr)
+{
+    unsigned reserved = cfg_reserved_for_others(m->cfg, c->tenant, p->name);
+    struct pool_slot *slot;
+    int r;
+
+    if (pool_wait(pool, COLD_WAIT_FACTOR * m->cfg->engine_timeout_ms, on_cold_slot, c,
+                  &c->waiter) == 0) {
+        return 0;
     }
-    return 0;
+    /* At max no fresh container comes: what a heavy taker left ready for the others is better
+     * taken than refused (reservations stay theirs). */
+    if (keep > reserved && pool_take(pool, reserved, &slot) == 0) {
+        r = take_warm(m, slot, &c->req, p, c->cb, c->userdata, c->started_us,
+                      c->id[0] ? c->id : NULL, reterr);
+        create_cold_free(c);
+        return r;
+    }
+    if (c->id[0] != '\0') {
+        create_unadmit(m, c->tenant, c->id);
+    }
+    create_cold_free(c);
+    return err_set(reterr, -EUSERS, "profile '%s' is at its maximum of %u containers; retry later",
+                   p->name, p->max);
+}
+
+int
+create_claim(struct session_manager *m, struct cold *c, struct err *reterr)
+{
+    const struct cfg_profile *p = manager_profile_find(m, c->profile);
+    struct pool *pool = p != NULL ? pool_for(m, p->name) : NULL;
+    struct pool_slot *slot;
+    unsigned keep;
+    int r;
+
+    if (pool == NULL) { /* its profile went while it was admitted */
+        create_unadmit(m, c->tenant, c->id);
+        create_cold_free(c);
+        return err_set(reterr, -ENOENT, "no profile '%.48s'", c->profile);
+    }
+    if (create_take_warm(m, pool, c->tenant, p, c->started_us / 1000000u, &slot, &keep) == 0) {
+        r = take_warm(m, slot, &c->req, p, c->cb, c->userdata, c->started_us,
+                      c->id[0] ? c->id : NULL, reterr);
+        create_cold_free(c);
+        return r;
+    }
+    return create_cold(m, pool, c, p, keep, reterr);
 }
 
 int
@@ -537,8 +585,15 @@ session_create(struct session_manager *m, const struct session_create_req *req,
     if (!store_redis_is_up(m->redis)) {
         return err_set(reterr, -ENOTCONN, "redis is unavailable");
     }
-    if (create_take_warm(m, pool, req->tenant, p, started_us / 1000000u, &slot, &keep) == 0) {
-        return take_warm(m, slot, req, p, cb, userdata, started_us, reterr);
+    /* A tenant's max_sessions holds across the cluster: admitted in Redis before a container
+     * is claimed (admit.c). Without that bound, no round trip. */
+    if (t != NULL && t->max_sessions > 0) {
+        return create_admit(create_cold_new(m, req, p, cb, userdata, started_us), t->max_sessions,
+                            reterr);
     }
-    return create_cold(m, pool, req, p, cb, userdata, started_us, keep, reterr);
+    if (create_take_warm(m, pool, req->tenant, p, started_us / 1000000u, &slot, &keep) == 0) {
+        return take_warm(m, slot, req, p, cb, userdata, started_us, NULL, reterr);
+    }
+    return create_cold(m, pool, create_cold_new(m, req, p, cb, userdata, started_us), p, keep,
+                       reterr);
 }

@@ -290,6 +290,7 @@ enum sop_kind {
     SOP_EXT,
     SOP_EGRESS,
     SOP_HIBERNATE,
+    SOP_ADMIT,
 };
 
 /* A Redis operation in flight. */
@@ -301,6 +302,9 @@ struct sop {
     /* SOP_CREATE */
     struct session *pending; /* not registered yet */
     session_create_cb *create_cb;
+    bool admitted; /* its id was admitted across the cluster (admit.c) */
+    /* SOP_ADMIT */
+    struct cold *cold; /* freed with the manager (then m is NULL) */
     /* SOP_END */
     session_end_cb *end_cb;
     /* SOP_EXPIRY, SOP_EXT, SOP_EGRESS */
@@ -311,7 +315,8 @@ struct sop {
     void *userdata;
 };
 
-/* A create waiting for a container made on demand. */
+/* A create waiting for its admission across the cluster (admit.c) or for a container made on
+ * demand. */
 struct cold {
     TAILQ_ENTRY(cold) link;
     struct session_manager *m;
@@ -325,6 +330,7 @@ struct cold {
     session_create_cb *cb;
     void *userdata;
     uint64_t started_us;
+    char id[STORE_ID_MAX + 1]; /* admitted: the session's id; "" none asked */
 };
 
 /* A container that serves a session, found before this node's records were loaded. */
@@ -500,6 +506,20 @@ int create_take_warm(struct session_manager *m, struct pool *pool, const char *t
                      const struct cfg_profile *p, uint64_t now_s, struct pool_slot **ret,
                      unsigned *ret_keep);
 void create_cold_free(struct cold *c);
+/* A copy of req waiting (in m->colds: the quotas count it). */
+struct cold *create_cold_new(struct session_manager *m, const struct session_create_req *req,
+                             const struct cfg_profile *p, session_create_cb *cb, void *userdata,
+                             uint64_t started_us);
+/* The create of c goes on: a warm container, else one made on demand; c is taken over. */
+int create_claim(struct session_manager *m, struct cold *c, struct err *reterr);
+
+/* ---- admit.c --------------------------------------------------------------------------------- */
+
+/* Admits c across the cluster (its tenant's sessions on every node under max), then claims its
+ * container; c is taken over. Over max: c's callback gets -EDQUOT. */
+int create_admit(struct cold *c, unsigned max, struct err *reterr);
+/* Gives back the admission of id, whose create failed (best effort). */
+void create_unadmit(struct session_manager *m, const char *tenant, const char *id);
 
 /* ---- recovery.c ------------------------------------------------------------------------------ */
 

@@ -36,9 +36,10 @@ static const char heartbeat_lua[] = "redis.call('DEL', KEYS[1])\n"
 
 /* KEYS: nodes zset, the lost node's marker, session set and deadlines, the claimer's session set
  * and deadlines. ARGV: lost id, its heartbeat as listed, claimer id, session key prefix, history
- * key prefix, tombstone ms. Claims the node once (the marker, NX) if its last heartbeat is still
- * the one listed (it did not come back meanwhile); then its hibernated sessions become the
- * claimer's and every other one a tombstone ("lost", no container, gone after tombstone ms).
+ * key prefix, tombstone ms, tenant key prefix. Claims the node once (the marker, NX) if its last
+ * heartbeat is still the one listed (it did not come back meanwhile); then its hibernated sessions
+ * become the claimer's and every other one a tombstone ("lost", no container, gone after tombstone
+ * ms) that its tenant no longer counts.
  * Returns {0} (not claimed), or {1, {id, tenant, ...} ended, {id...} adopted}. */
 static const char claim_lua[] =
     "local hb = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
@@ -55,6 +56,7 @@ static const char claim_lua[] =
     "    if d then redis.call('ZADD', KEYS[6], d, id) end\n"
     "    adopted[#adopted + 1] = id\n"
     "  elseif f[1] then\n"
+    "    if f[2] then redis.call('SREM', ARGV[7] .. f[2] .. ':sessions', id) end\n"
     "    redis.call('HSET', k, 'state', 'lost', 'container', '')\n"
     "    redis.call('PEXPIRE', k, ARGV[6])\n"
     "    redis.call('PEXPIRE', ARGV[5] .. id, ARGV[6])\n"
@@ -452,9 +454,9 @@ store_nodes_claim(struct store_nodes *s, const char *lost, uint64_t heartbeat_at
                   void *userdata)
 {
     char lk[KEY_MAX], ls[KEY_MAX], ld[KEY_MAX], cs[KEY_MAX], cd[KEY_MAX], sp[KEY_MAX], hp[KEY_MAX],
-        beat[24], keep[16];
-    const char *argv[] = {"EVAL", claim_lua, "6",  s->key_nodes, lk, ls, ld,  cs,
-                          cd,     lost,      beat, claimer,      sp, hp, keep};
+        tp[KEY_MAX], beat[24], keep[16];
+    const char *argv[] = {"EVAL", claim_lua, "6",  s->key_nodes, lk, ls, ld,   cs,
+                          cd,     lost,      beat, claimer,      sp, hp, keep, tp};
 
     if (!str_is_name(lost, 64) || !str_is_name(claimer, 64) || lost_key(s, lk, lost) < 0 ||
         store_key_node_sessions(ls, KEY_MAX, s->prefix, lost) < 0 ||
@@ -462,7 +464,8 @@ store_nodes_claim(struct store_nodes *s, const char *lost, uint64_t heartbeat_at
         store_key_node_sessions(cs, KEY_MAX, s->prefix, claimer) < 0 ||
         store_key_node_deadlines(cd, KEY_MAX, s->prefix, claimer) < 0 ||
         store_key_session(sp, KEY_MAX, s->prefix, "") < 0 ||
-        store_key_session_history(hp, KEY_MAX, s->prefix, "") < 0) {
+        store_key_session_history(hp, KEY_MAX, s->prefix, "") < 0 ||
+        store_key_tenant_prefix(tp, KEY_MAX, s->prefix) < 0) {
         return -EINVAL;
     }
     (void)snprintf(beat, sizeof(beat), "%llu", (unsigned long long)heartbeat_at);

@@ -84,6 +84,24 @@ store_key_tenant_snapshot_bytes(char *out, size_t n, const char *prefix, const c
 }
 
 int
+store_key_tenant_sessions(char *out, size_t n, const char *prefix, const char *tenant)
+{
+    return key(out, n, prefix, "tenant:", tenant, ":sessions");
+}
+
+int
+store_key_tenant_admitted(char *out, size_t n, const char *prefix, const char *tenant)
+{
+    return key(out, n, prefix, "tenant:", tenant, ":admitted");
+}
+
+int
+store_key_tenant_prefix(char *out, size_t n, const char *prefix)
+{
+    return key(out, n, prefix, "tenant:", "", "");
+}
+
+int
 store_key_node_sessions(char *out, size_t n, const char *prefix, const char *node)
 {
     return key(out, n, prefix, "node:", node, ":sessions");

@@ -8,6 +8,9 @@
  *   P history:ID          list: the session's last STORE_HISTORY_MAX executions, newest
  *                         first, each a JSON object; deleted with the session (not under
  *                         "session:", whose keys are the records)
+ *   P tenant:T:sessions   set: ids of tenant T's sessions on every node (max_sessions across
+ *                         the cluster), and P tenant:T:admitted, zset: those admitted whose
+ *                         record is not written yet -> Redis's time of the admission
  * A hibernated session's record names its snapshot (store/snapshots.h: "P snapshot:ID"), which
  * has no expiry of its own: the scripts that wake, end or delete the session hand it to the
  * snapshot sweep ("P snapshots:expiry" at 0) in the same step.
@@ -94,6 +97,12 @@ int store_key_mcp(char *out, size_t n, const char *prefix, const char *id);
 int store_key_snapshot(char *out, size_t n, const char *prefix, const char *id);
 int store_key_snapshots_expiry(char *out, size_t n, const char *prefix);
 int store_key_tenant_snapshot_bytes(char *out, size_t n, const char *prefix, const char *tenant);
+/* P tenant:T:sessions, the ids of the tenant's sessions on every node, and P tenant:T:admitted,
+ * those admitted whose record is not written yet (store/sessions.c, admit_lua); "P tenant:", what
+ * scripts that know a record's tenant only from the record name those keys from. */
+int store_key_tenant_sessions(char *out, size_t n, const char *prefix, const char *tenant);
+int store_key_tenant_admitted(char *out, size_t n, const char *prefix, const char *tenant);
+int store_key_tenant_prefix(char *out, size_t n, const char *prefix);
 /* "end", "hibernate", "" (the profile's); NULL out of range. Parsing: -EINVAL for another name. */
 const char *store_idle_action_name(enum store_idle_action a);
 int store_idle_action_parse(const char *s, enum store_idle_action *ret);

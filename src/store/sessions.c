@@ -25,33 +25,76 @@ struct store_sessions {
     char key_snapshot_expiry[KEY_MAX];
 };
 
-/* KEYS: hash, node set, deadlines. ARGV: id, deadline, field/value pairs. */
+/* KEYS: hash, node set, deadlines, tenant set, tenant admissions. ARGV: id, deadline,
+ * field/value pairs. The session joins its tenant's set (store_sessions_admit() may have put it
+ * there already) and is no longer an admission in flight. */
 static const char create_lua[] = "redis.call('HSET', KEYS[1], unpack(ARGV, 3))\n"
                                  "redis.call('SADD', KEYS[2], ARGV[1])\n"
                                  "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])\n"
+                                 "redis.call('SADD', KEYS[4], ARGV[1])\n"
+                                 "redis.call('ZREM', KEYS[5], ARGV[1])\n"
                                  "return 1\n";
 
-/* KEYS: hash, node set, deadlines, its snapshot's hash, its tenant's snapshot bytes. ARGV: id,
- * deadline, field/value pairs. A hibernated record whose snapshot record Redis lost too gets that
- * back from what the session keeps of it (the bytes are in the store; the sweep removes them with
- * the session). */
+/* KEYS: hash, node set, deadlines, tenant set, tenant admissions, its snapshot's hash, its
+ * tenant's snapshot bytes. ARGV: id, deadline, field/value pairs. A hibernated record whose
+ * snapshot record Redis lost too gets that back from what the session keeps of it (the bytes are
+ * in the store; the sweep removes them with the session). The tenant's set gets it back too: a
+ * Redis that restarted empty counts the tenant's sessions again as their nodes restore them. */
 static const char restore_lua[] =
     "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
     "redis.call('HSET', KEYS[1], unpack(ARGV, 3))\n"
     "redis.call('SADD', KEYS[2], ARGV[1])\n"
     "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])\n"
+    "redis.call('SADD', KEYS[4], ARGV[1])\n"
     "local f = {}\n"
     "for i = 3, #ARGV - 1, 2 do f[ARGV[i]] = ARGV[i + 1] end\n"
     "if f.state == 'hibernated' and f.snapshot ~= '' and f.snapshot_sha256 ~= '' and\n"
-    "   redis.call('EXISTS', KEYS[4]) == 0 then\n"
-    "  redis.call('HSET', KEYS[4], 'id', f.snapshot, 'tenant', f.tenant, 'session', ARGV[1],\n"
+    "   redis.call('EXISTS', KEYS[6]) == 0 then\n"
+    "  redis.call('HSET', KEYS[6], 'id', f.snapshot, 'tenant', f.tenant, 'session', ARGV[1],\n"
     "             'state', 'ready', 'size', f.snapshot_size, 'sha256', f.snapshot_sha256,\n"
     "             'created_at', f.last_active_at, 'expires_at', '0', 'manifest', '{}',\n"
     "             'hibernation', '1', 'charge', f.snapshot_size)\n"
-    "  redis.call('INCRBY', KEYS[5], f.snapshot_size)\n"
+    "  redis.call('INCRBY', KEYS[7], f.snapshot_size)\n"
     "  return 2\n"
     "end\n"
     "return 1\n";
+
+/* A tenant's sessions across the cluster: the set of their ids (P tenant:T:sessions), kept by
+ * the scripts that create, restore, delete and declare lost a session; the ids admitted but not
+ * written yet are also in P tenant:T:admitted with the time of their admission (Redis's clock: no
+ * two daemons' clocks meet). An admission past ADMIT_STALE_MS, whose node never wrote the record
+ * (it crashed, or its create failed and the release was lost), goes at the next admission; a
+ * member whose record is gone, lost or ending goes when the count reaches the bound (the scripts
+ * that end, delete and declare lost a session take it out at once). KEYS: tenant set,
+ * tenant admissions. ARGV: id, max, session key prefix. 1: admitted; 0: at max. */
+#define ADMIT_STALE_MS "60000"
+static const char admit_lua[] =
+    "local now = redis.call('TIME')\n"
+    "local t = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)\n"
+    "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', t - " ADMIT_STALE_MS ")) do\n"
+    "  redis.call('ZREM', KEYS[2], id)\n"
+    "  if redis.call('EXISTS', ARGV[3] .. id) == 0 then redis.call('SREM', KEYS[1], id) end\n"
+    "end\n"
+    "local max = tonumber(ARGV[2])\n"
+    "if redis.call('SCARD', KEYS[1]) >= max then\n"
+    "  for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do\n"
+    "    local st = redis.call('HGET', ARGV[3] .. id, 'state')\n"
+    "    if (not st and not redis.call('ZSCORE', KEYS[2], id)) or st == 'lost' or\n"
+    "       st == 'ending' then\n"
+    "      redis.call('SREM', KEYS[1], id)\n"
+    "    end\n"
+    "  end\n"
+    "  if redis.call('SCARD', KEYS[1]) >= max then return 0 end\n"
+    "end\n"
+    "redis.call('SADD', KEYS[1], ARGV[1])\n"
+    "redis.call('ZADD', KEYS[2], t, ARGV[1])\n"
+    "return 1\n";
+
+/* KEYS: tenant set, tenant admissions. ARGV: id. An admission whose create failed. */
+static const char unadmit_lua[] = "if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then\n"
+                                  "  redis.call('SREM', KEYS[1], ARGV[1])\n"
+                                  "end\n"
+                                  "return 1\n";
 
 /* KEYS: hash, deadlines. ARGV: id, now. A session the reaper has claimed (no longer in the
  * deadline set) is never brought back. */
@@ -72,17 +115,25 @@ static const char touch_lua[] =
     "local sn = redis.call('HGET', KEYS[1], 'snapshot')\n" \
     "if sn and sn ~= '' then redis.call('ZADD', KEYS[" n "], 0, sn) end\n"
 
-/* KEYS: hash, deadlines, snapshot expiry. ARGV: id. */
+/* The session leaves its tenant's count (KEYS[1]: its hash; ARGV[n]: the tenant key prefix). */
+#define TENANT_LEAVE_LUA(n)                             \
+    "local t = redis.call('HGET', KEYS[1], 'tenant')\n" \
+    "if t then redis.call('SREM', ARGV[" n "] .. t .. ':sessions', ARGV[1]) end\n"
+
+/* KEYS: hash, deadlines, snapshot expiry. ARGV: id, tenant key prefix. An ending session no
+ * longer counts towards its tenant's max_sessions (nor does it on its node). */
 static const char ending_lua[] = "redis.call('ZREM', KEYS[2], ARGV[1])\n"
                                  "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
                                  "  redis.call('HSET', KEYS[1], 'state', 'ending')\n"
-                                 "end\n" DROP_SNAPSHOT_LUA("3") "return 1\n";
+                                 "end\n" TENANT_LEAVE_LUA("2") DROP_SNAPSHOT_LUA("3") "return 1\n";
 
-/* KEYS: hash, node set, deadlines, history, snapshot expiry. ARGV: id. */
-static const char delete_lua[] = DROP_SNAPSHOT_LUA("5") "redis.call('ZREM', KEYS[3], ARGV[1])\n"
-                                                        "redis.call('SREM', KEYS[2], ARGV[1])\n"
-                                                        "redis.call('DEL', KEYS[1], KEYS[4])\n"
-                                                        "return 1\n";
+/* KEYS: hash, node set, deadlines, history, snapshot expiry. ARGV: id, tenant key prefix (the
+ * tenant's set is named after the record's tenant). */
+static const char delete_lua[] =
+    DROP_SNAPSHOT_LUA("5") "redis.call('ZREM', KEYS[3], ARGV[1])\n"
+                           "redis.call('SREM', KEYS[2], ARGV[1])\n" TENANT_LEAVE_LUA(
+                               "2") "redis.call('DEL', KEYS[1], KEYS[4])\n"
+                                    "return 1\n";
 
 /* KEYS: hash, deadlines, snapshot hash, snapshot expiry. ARGV: id, container, snapshot id. The
  * live session (still active on that container) becomes hibernated on its ready snapshot, which
@@ -348,19 +399,22 @@ session_key(struct store_sessions *s, const char *id, char *out)
     return store_key_session(out, KEY_MAX, s->prefix, id);
 }
 
-/* KEYS: hash, node set, deadlines (and restore_lua's two: the snapshot's hash and its tenant's
- * bytes). */
+/* KEYS: hash, node set, deadlines, tenant set, tenant admissions (and restore_lua's two: the
+ * snapshot's hash and its tenant's bytes). */
 static int
 write_record(struct store_sessions *s, const char *script, const struct store_session_rec *rec,
              store_sessions_cb *cb, void *userdata)
 {
-    char key[KEY_MAX], skey[KEY_MAX], bkey[KEY_MAX], deadline[24], scratch[STORE_SCRATCH][24];
-    const char *args[7 + STORE_FIELDS_ARGV];
-    size_t lens[7 + STORE_FIELDS_ARGV];
-    int n = 0, nkeys = script == restore_lua ? 5 : 3;
+    char key[KEY_MAX], skey[KEY_MAX], bkey[KEY_MAX], tset[KEY_MAX], tadm[KEY_MAX], deadline[24],
+        scratch[STORE_SCRATCH][24];
+    const char *args[9 + STORE_FIELDS_ARGV];
+    size_t lens[9 + STORE_FIELDS_ARGV];
+    int n = 0, nkeys = script == restore_lua ? 7 : 5;
 
     if (session_key(s, rec->id, key) < 0 ||
-        (nkeys == 5 &&
+        store_key_tenant_sessions(tset, KEY_MAX, s->prefix, rec->tenant) < 0 ||
+        store_key_tenant_admitted(tadm, KEY_MAX, s->prefix, rec->tenant) < 0 ||
+        (nkeys == 7 &&
          (store_key_snapshot(skey, KEY_MAX, s->prefix, rec->snapshot) < 0 ||
           store_key_tenant_snapshot_bytes(bkey, KEY_MAX, s->prefix, rec->tenant) < 0))) {
         return -ENAMETOOLONG;
@@ -373,7 +427,11 @@ write_record(struct store_sessions *s, const char *script, const struct store_se
     lens[n++] = strlen(s->key_set);
     args[n] = s->key_deadlines;
     lens[n++] = strlen(s->key_deadlines);
-    if (nkeys == 5) {
+    args[n] = tset;
+    lens[n++] = strlen(tset);
+    args[n] = tadm;
+    lens[n++] = strlen(tadm);
+    if (nkeys == 7) {
         args[n] = skey;
         lens[n++] = strlen(skey);
         args[n] = bkey;
@@ -399,6 +457,43 @@ store_sessions_restore(struct store_sessions *s, const struct store_session_rec 
                        store_sessions_cb *cb, void *userdata)
 {
     return write_record(s, restore_lua, rec, cb, userdata);
+}
+
+/* KEYS: tenant set, tenant admissions; argv[0] the id (admit_lua's and unadmit_lua's). */
+static int
+tenant_keys(struct store_sessions *s, const char *tenant, char tset[KEY_MAX], char tadm[KEY_MAX])
+{
+    return store_key_tenant_sessions(tset, KEY_MAX, s->prefix, tenant) < 0 ||
+                   store_key_tenant_admitted(tadm, KEY_MAX, s->prefix, tenant) < 0
+               ? -ENAMETOOLONG
+               : 0;
+}
+
+int
+store_sessions_admit(struct store_sessions *s, const char *tenant, const char *id, unsigned max,
+                     store_sessions_cb *cb, void *userdata)
+{
+    char tset[KEY_MAX], tadm[KEY_MAX], prefix[KEY_MAX], m[16];
+    const char *args[5] = {tset, tadm, id, m, prefix};
+
+    if (tenant_keys(s, tenant, tset, tadm) < 0 || session_key(s, "", prefix) < 0) {
+        return -ENAMETOOLONG;
+    }
+    (void)snprintf(m, sizeof(m), "%u", max);
+    return eval(s, OP_FLAG, (void (*)(void))cb, userdata, admit_lua, 2, args, NULL, 5);
+}
+
+int
+store_sessions_unadmit(struct store_sessions *s, const char *tenant, const char *id,
+                       store_sessions_cb *cb, void *userdata)
+{
+    char tset[KEY_MAX], tadm[KEY_MAX];
+    const char *args[3] = {tset, tadm, id};
+
+    if (tenant_keys(s, tenant, tset, tadm) < 0) {
+        return -ENAMETOOLONG;
+    }
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, unadmit_lua, 2, args, NULL, 3);
 }
 
 int
@@ -505,27 +600,29 @@ int
 store_sessions_mark_ending(struct store_sessions *s, const char *id, store_sessions_cb *cb,
                            void *userdata)
 {
-    char key[KEY_MAX];
-    const char *args[4] = {key, s->key_deadlines, s->key_snapshot_expiry, id};
+    char key[KEY_MAX], tprefix[KEY_MAX];
+    const char *args[5] = {key, s->key_deadlines, s->key_snapshot_expiry, id, tprefix};
 
-    if (session_key(s, id, key) < 0) {
+    if (session_key(s, id, key) < 0 || store_key_tenant_prefix(tprefix, KEY_MAX, s->prefix) < 0) {
         return -ENAMETOOLONG;
     }
-    return eval(s, OP_OK, (void (*)(void))cb, userdata, ending_lua, 3, args, NULL, 4);
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, ending_lua, 3, args, NULL, 5);
 }
 
 int
 store_sessions_delete(struct store_sessions *s, const char *id, store_sessions_cb *cb,
                       void *userdata)
 {
-    char key[KEY_MAX], hkey[KEY_MAX];
-    const char *args[6] = {key, s->key_set, s->key_deadlines, hkey, s->key_snapshot_expiry, id};
+    char key[KEY_MAX], hkey[KEY_MAX], tprefix[KEY_MAX];
+    const char *args[7] = {key, s->key_set, s->key_deadlines, hkey, s->key_snapshot_expiry,
+                           id,  tprefix};
 
     if (session_key(s, id, key) < 0 ||
-        store_key_session_history(hkey, KEY_MAX, s->prefix, id) < 0) {
+        store_key_session_history(hkey, KEY_MAX, s->prefix, id) < 0 ||
+        store_key_tenant_prefix(tprefix, KEY_MAX, s->prefix) < 0) {
         return -ENAMETOOLONG;
     }
-    return eval(s, OP_OK, (void (*)(void))cb, userdata, delete_lua, 5, args, NULL, 6);
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, delete_lua, 5, args, NULL, 7);
 }
 
 int

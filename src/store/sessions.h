@@ -39,6 +39,14 @@ int store_sessions_create(struct store_sessions *s, const struct store_session_r
  * counts in its tenant's bytes again). */
 int store_sessions_restore(struct store_sessions *s, const struct store_session_rec *rec,
                            store_sessions_cb *cb, void *userdata);
+/* Admits a new session id of tenant across the cluster while the tenant has fewer than max
+ * sessions (its records on every node, hibernated ones included, and the admissions not written
+ * yet): -ENOENT (callback) at max. The record's create completes the admission;
+ * store_sessions_unadmit() gives back one whose create failed (else it goes a minute later). */
+int store_sessions_admit(struct store_sessions *s, const char *tenant, const char *id, unsigned max,
+                         store_sessions_cb *cb, void *userdata);
+int store_sessions_unadmit(struct store_sessions *s, const char *tenant, const char *id,
+                           store_sessions_cb *cb, void *userdata);
 /* Records activity at now_ms and pushes the deadline to min(now + idle, expiry). -ENOENT when
  * the session is not active (claimed by the reaper, ended). */
 int store_sessions_touch(struct store_sessions *s, const char *id, uint64_t now_ms,

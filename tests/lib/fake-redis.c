@@ -66,14 +66,14 @@ struct fake_redis {
     struct key *keys;
     size_t n_keys;
     bool down, stalled;
-    unsigned calls[11];
+    unsigned calls[13];
     unsigned total;
 };
 
 /* Script names, in the order they are recognised (the more specific first). */
 static const char *const script_names[] = {"restore", "create",       "touch",   "epoch", "ending",
-                                           "delete",  "history_push", "history", "claim", "load",
-                                           NULL};
+                                           "delete",  "history_push", "history", "claim", "admit",
+                                           "unadmit", "load",         NULL};
 
 static void *
 xalloc0(size_t n)
@@ -282,7 +282,8 @@ zadd(struct fake_redis *fr, const char *key, const char *score, const char *m, s
     item_add(key_get(fr, key, K_ZSET), m, n)->score = (double)v;
 }
 
-/* KEYS: hash, node set, deadlines. ARGV: id, deadline, field/value pairs. */
+/* KEYS: hash, node set, deadlines, tenant set, tenant admissions. ARGV: id, deadline,
+ * field/value pairs. */
 static void
 script_create(struct eval *e, bool restore)
 {
@@ -295,6 +296,39 @@ script_create(struct eval *e, bool restore)
     }
     item_add(key_get(e->fr, e->keys[1], K_SET), arg(e, 1), arglen(e, 1));
     zadd(e->fr, e->keys[2], arg(e, 2), arg(e, 1), arglen(e, 1));
+    if (e->nkeys >= 5) {
+        item_add(key_get(e->fr, e->keys[3], K_SET), arg(e, 1), arglen(e, 1));
+        item_rem(e->fr, e->keys[4], arg(e, 1), arglen(e, 1));
+    }
+    out_int(e->out, 1);
+}
+
+/* KEYS: tenant set, tenant admissions. ARGV: id, max, session key prefix. The real script also
+ * drops stale members at the bound; this one counts the set as it is. */
+static void
+script_admit(struct eval *e)
+{
+    const struct key *k = key_find(e->fr, e->keys[0]);
+    uint64_t max = 0;
+
+    (void)parse_u64(arg(e, 2), &max);
+    if (k != NULL && k->n >= max) {
+        out_int(e->out, 0);
+        return;
+    }
+    item_add(key_get(e->fr, e->keys[0], K_SET), arg(e, 1), arglen(e, 1));
+    zadd(e->fr, e->keys[1], "0", arg(e, 1), arglen(e, 1));
+    out_int(e->out, 1);
+}
+
+/* KEYS: tenant set, tenant admissions. ARGV: id. */
+static void
+script_unadmit(struct eval *e)
+{
+    if (item_find(key_find(e->fr, e->keys[1]), arg(e, 1), arglen(e, 1)) != NULL) {
+        item_rem(e->fr, e->keys[1], arg(e, 1), arglen(e, 1));
+        item_rem(e->fr, e->keys[0], arg(e, 1), arglen(e, 1));
+    }
     out_int(e->out, 1);
 }
 
@@ -332,9 +366,23 @@ script_epoch(struct eval *e)
     out_int(e->out, 1);
 }
 
+/* The session of KEYS[1] leaves its tenant's set (ARGV[2]: the tenant key prefix). */
+static void
+tenant_leave(struct eval *e)
+{
+    const char *tenant = hget(e->fr, e->keys[0], "tenant");
+    char tset[256];
+
+    if (tenant != NULL) {
+        (void)snprintf(tset, sizeof(tset), "%s%s:sessions", arg(e, 2), tenant);
+        item_rem(e->fr, tset, arg(e, 1), arglen(e, 1));
+    }
+}
+
 static void
 script_ending(struct eval *e)
 {
+    tenant_leave(e);
     item_rem(e->fr, e->keys[1], arg(e, 1), arglen(e, 1));
     if (key_find(e->fr, e->keys[0]) != NULL) {
         hset(e->fr, e->keys[0], "state", 5, "ending", 6);
@@ -345,6 +393,7 @@ script_ending(struct eval *e)
 static void
 script_delete(struct eval *e)
 {
+    tenant_leave(e);
     item_rem(e->fr, e->keys[2], arg(e, 1), arglen(e, 1));
     item_rem(e->fr, e->keys[1], arg(e, 1), arglen(e, 1));
     key_del(e->fr, e->keys[0]);
@@ -483,6 +532,8 @@ script_of(const char *s)
         "redis.call('LPUSH', KEYS[2], ARGV[1])",
         "return redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)",
         "redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])",
+        "if redis.call('SCARD', KEYS[1]) >= max then",
+        "if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then",
         "redis.call('SMEMBERS', KEYS[1])",
     };
 
@@ -551,6 +602,12 @@ run_eval(struct fake_redis *fr, struct evbuffer *out, redisReply *cmd)
         break;
     case 8:
         script_claim(&e);
+        break;
+    case 9:
+        script_admit(&e);
+        break;
+    case 10:
+        script_unadmit(&e);
         break;
     default:
         script_load(&e);
