@@ -32,6 +32,11 @@ start_daemon
 check "readyz turns 200" wait_for 120 ready
 
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$daemon_pid/status"; }
+# What the RSS may keep after a flood: glibc's free pages go back (src/util/memory.c); under
+# ASan (tests/run.sh's second pass) its own allocator keeps the small blocks' pages it used
+# (about 18 MB seen after the MCP flood), which no call of ours gives back.
+KEEP_KB=16384
+[ -n "${ASAN_OPTIONS:-}" ] && KEEP_KB=32768
 # sample_rss FILE: VmRSS (KB) every 50 ms into FILE until $work/stop-sampling exists.
 sample_rss() {
     rm -f "$work/stop-sampling"
@@ -122,8 +127,8 @@ mafter=$(settled)
 echo "# MCP flood: daemon RSS before $rss0 KB, peak $mpeak KB, after $mafter KB (30 calls of 7 MiB)"
 check "the MCP flood's peak stays within 64 MB of the start ($rss0 → $mpeak KB; 471 MB on af3c7a0)" \
     num_le "$((mpeak - rss0))" 65536
-check "after it, the RSS is back within 16 MB of the start ($rss0 → $mafter KB)" \
-    num_le "$((mafter - rss0))" 16384
+check "after it, the RSS is back within $((KEEP_KB / 1024)) MB of the start ($rss0 → $mafter KB)" \
+    num_le "$((mafter - rss0))" "$KEEP_KB"
 check "sandpool_waiting_refused_total counts the 28" test "$(metric sandpool_waiting_refused_total)" -ge 28
 
 # ---- 2. E2B: eight /execute of one busy sandbox ----------------------------------------------------
@@ -164,8 +169,8 @@ eafter=$(settled)
 echo "# E2B flood: daemon RSS before $erss0 KB, peak $epeak KB, after $eafter KB (8 runs of 7 MiB)"
 check "the E2B flood's peak stays within 64 MB of the start ($erss0 → $epeak KB; +12 MB on af3c7a0, never given back)" \
     num_le "$((epeak - erss0))" 65536
-check "after it, the RSS is back within 16 MB of the start ($erss0 → $eafter KB)" \
-    num_le "$((eafter - erss0))" 16384
+check "after it, the RSS is back within $((KEEP_KB / 1024)) MB of the start ($erss0 → $eafter KB)" \
+    num_le "$((eafter - erss0))" "$KEEP_KB"
 
 
 tap_done
