@@ -219,6 +219,12 @@ check_eq "a list without a token, marked as forwarded: 401" "$code" 401
 curl -s -o "$work/body" -H 'X-Sandpool-Forwarded: x' -H "Authorization: Bearer $TA" "$(url a)/v1/sessions"
 check_eq "... with a's token: a's own sessions alone (a node asked by another answers for itself)" \
     "$(ids_of)" "$own"
+check "... and says the other nodes were not asked (missing_nodes: b and c)" \
+    jq_true --arg b "$(node_id b)" --arg c "$(node_id c)" '(.missing_nodes | sort) == ([$b, $c] | sort)' "$work/body"
+curl -s -o "$work/body" -H 'X-Sandpool-Forwarded: x' -H "Authorization: Bearer $TADM" "$(url c)/v1/admin/sessions"
+check "the admin's list marked as forwarded, through c: c's sessions alone, a and b named missing" \
+    jq_true --arg a "$(node_id a)" --arg b "$(node_id b)" --arg w "$want" \
+    '(.missing_nodes | sort) == ([$a, $b] | sort) and (($w | split(" ")) as $ids | all(.sessions[]; .id as $i | $ids | index($i)))' "$work/body"
 
 for p in "$p1" "$p2" "$p3" "$own"; do on b DELETE "/v1/sessions/$p" "$TA" >/dev/null; done
 check_eq "the placed sessions deleted through b: 204" "$(status)" 204
