@@ -301,11 +301,12 @@ struct api_gather_spec {
     void (*refuse)(struct api *a, struct evhttp_request *req, int err, const char *msg);
 };
 /* A list request (GET) whose answer is this node's items, local (more: this node has more than
- * it listed): when other nodes share this one's Redis and req is no other node's, every live
- * node is asked for its own with the same request, and the answer is all of them as spec says;
- * true, local taken. false: answer local alone (still the caller's). who (a tenant's id, or
- * "(admin)", which no tenant id is) has at most GATHER_PER_CLIENT of them under way, the node
- * GATHER_MAX: then 503. */
+ * it listed): when other nodes share this one's Redis, every live node is asked for its own
+ * with the same request, and the answer is all of them as spec says; true, local taken. A
+ * request with the hop marker (another node's, or a client's) is answered with local alone,
+ * every other node named missing; true too. false: answer local alone (still the caller's: no
+ * other node). who (a tenant's id, or "(admin)", which no tenant id is) has at most
+ * GATHER_PER_CLIENT of them under way, the node GATHER_MAX: then 503. */
 bool api_gather(struct api *a, struct evhttp_request *req, const struct api_gather_spec *spec,
                 const char *who, json_t *local, bool more);
 /* {"sessions": [...]}: the REST and admin lists. */

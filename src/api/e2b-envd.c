@@ -204,19 +204,47 @@ e2b_base_name(const char *rel)
     return slash ? slash + 1 : rel;
 }
 
+/* E2B's FileType of a helper's entry: a symlink has the type of what it resolves to (E2B's envd
+ * reports it so, and sets symlinkTarget); a dangling one, a fifo, a socket or a device has none
+ * (FILE_TYPE_UNSPECIFIED: the SDK's list skips them). */
+static const char *
+entry_type(const char *type, const char *target_type)
+{
+    const char *t = strcmp(type, "symlink") == 0 ? target_type : type;
+
+    return strcmp(t, "dir") == 0    ? "FILE_TYPE_DIRECTORY"
+           : strcmp(t, "file") == 0 ? "FILE_TYPE_FILE"
+                                    : "FILE_TYPE_UNSPECIFIED";
+}
+
+/* A symlink's target as the helper gave it (relative to the workspace, or absolute outside it)
+ * as the client sees paths; NULL when it is no path. */
+static json_t *
+link_target(const struct e2b_envd_op *o, const char *target)
+{
+    if (target == NULL || strlen(target) > FILES_PATH_MAX) {
+        return NULL;
+    }
+    return target[0] == '/' ? OOM_CHECK(json_string(target)) : e2b_envd_path(o, target);
+}
+
 /* An entry of the helper's answer as E2B's EntryInfo, or NULL when it is malformed: the answer
  * comes from inside the sandbox (user code can write into the helper's stdout), so every member
- * is checked before it is used. */
+ * is checked before it is used. A symlink's mode is its target's, its permissions its own
+ * ("Lrwxrwxrwx"), as E2B's envd reports them. */
 static json_t *
 entry_json(const struct e2b_envd_op *o, json_t *e)
 {
     json_t *name = json_object_get(e, "name"), *jsize = json_object_get(e, "size");
     json_t *jmode = json_object_get(e, "mode"), *jmtime = json_object_get(e, "mtime");
+    json_t *jtmode = json_object_get(e, "target_mode"), *target = NULL, *out;
     const char *type = json_string_value(json_object_get(e, "type"));
     const char *path = json_string_value(json_object_get(e, "path"));
-    json_int_t mode = json_integer_value(jmode);
+    const char *ttype = json_string_value(json_object_get(e, "target_type"));
+    json_int_t mode = json_integer_value(jmode), tmode = json_integer_value(jtmode);
     double mtime = json_number_value(jmtime);
     bool dir = type != NULL && strcmp(type, "dir") == 0;
+    bool link = type != NULL && strcmp(type, "symlink") == 0;
     char size[24], perms[11] = "----------", t[40];
 
     if (!json_is_string(name) || path == NULL || type == NULL ||
@@ -225,22 +253,33 @@ entry_json(const struct e2b_envd_op *o, json_t *e)
         (jmtime != NULL && !json_is_number(jmtime))) {
         return NULL;
     }
+    if (link &&
+        (ttype == NULL || !json_is_integer(jtmode) || tmode < 0 || tmode > 07777 ||
+         (target = link_target(o, json_string_value(json_object_get(e, "target")))) == NULL)) {
+        return NULL;
+    }
     if (!(mtime >= 0.0 && mtime < 1e11)) {
         mtime = 0.0; /* NaN, negative, or past the year 5138: unknown */
     }
     (void)snprintf(size, sizeof(size), "%lld", (long long)json_integer_value(jsize));
-    perms[0] = dir ? 'd' : '-';
+    if (link || dir) {
+        perms[0] = link ? 'L' : 'd';
+    }
     for (int i = 0; i < 9; i++) {
         if (mode & (0400 >> i)) {
             perms[1 + i] = "rwxrwxrwx"[i];
         }
     }
-    return OOM_CHECK(json_pack(
-        "{s:O, s:s, s:o, s:s, s:i, s:s, s:s, s:s, s:s}", "name", json_object_get(e, "name"), "type",
-        dir ? "FILE_TYPE_DIRECTORY" : "FILE_TYPE_FILE", "path",
-        e2b_envd_path(o, json_string_value(json_object_get(e, "path"))), "size", size, "mode",
-        (int)mode, "permissions", perms, "owner", "user", "group", "user", "modifiedTime",
-        time_rfc3339((uint64_t)(mtime * 1000.0), t, sizeof(t))));
+    out = OOM_CHECK(json_pack("{s:O, s:s, s:o, s:s, s:i, s:s, s:s, s:s, s:s}", "name",
+                              json_object_get(e, "name"), "type", entry_type(type, ttype), "path",
+                              e2b_envd_path(o, json_string_value(json_object_get(e, "path"))),
+                              "size", size, "mode", (int)(link ? tmode : mode), "permissions",
+                              perms, "owner", "user", "group", "user", "modifiedTime",
+                              time_rfc3339((uint64_t)(mtime * 1000.0), t, sizeof(t))));
+    if (target != NULL) {
+        (void)json_object_set_new(out, "symlinkTarget", target);
+    }
+    return out;
 }
 
 /* ---- unary filesystem calls ------------------------------------------------------------------ */

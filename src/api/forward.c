@@ -298,7 +298,7 @@ on_done(int r, void *userdata)
     } else if (r < 0 || f->body == NULL) {
         log_warn("session=%s: node '%s' did not answer: %s", f->id, f->node,
                  r < 0 ? strerror(-r) : "no answer");
-        refuse(f, req, -ENOTCONN, "the session's node '%s' did not answer (%s)", f->node,
+        refuse(f, req, -ENOTCONN, "the session's node did not answer (%s)",
                r < 0 ? strerror(-r) : "no answer");
         fwd_free(f, API_FWD_UNREACHABLE);
     } else {
@@ -494,13 +494,17 @@ routed(struct fwd *f, const struct route_answer *ans)
         not_forwarded(fw->a, f->style, req, ans);
         break;
     case ROUTE_FORWARD: /* forwarded here already, yet the record names another node */
+        /* A stale route, or a client's forged marker: which node holds the session is none of
+         * the client's business (it retries, and is forwarded there). */
         (f->mcp ? route_forget_mcp : route_forget)(fw->a->backend->route, f->id);
-        refuse(f, req, -ENOTCONN, "session %s is on node '%s', not on this one: retry", f->id,
-               ans->node);
+        log_info("session=%s: a request marked as forwarded, for a session of node '%s'", f->id,
+                 ans->node);
+        refuse(f, req, -ENOTCONN, "session %s is not on this node: retry", f->id);
         break;
     case ROUTE_DOWN:
     case ROUTE_UNAVAILABLE:
     case ROUTE__COUNT:
+        log_debug("session=%s: node '%s': %s", f->id, ans->node, ans->why);
         refuse(f, req, -ENOTCONN, "%s", ans->why);
         break;
     }
@@ -610,7 +614,7 @@ on_watch(evutil_socket_t fd, short what, void *arg)
             stream_out_end(f->out, true);
             fwd_free(f, API_FWD_BROKEN);
         } else {
-            refuse(f, req, -ENOTCONN, "the session's node '%s' stopped answering", f->node);
+            refuse(f, req, -ENOTCONN, "the session's node stopped answering");
             fwd_free(f, API_FWD_UNREACHABLE);
         }
         log_set_request(NULL);

@@ -8,10 +8,13 @@
  * does not answer in GATHER_DEADLINE_MS, answers something else than a 200 with that array, or
  * is stopped (its sessions wait for its restart) is named in "missing_nodes" (or, for E2B's
  * bare array, an API_MISSING_NODE_HEADER each): the list is then known to be partial, never
- * silently short. At most GATHER_MAX lists are under way at once (each
- * costs a request to every node), GATHER_PER_CLIENT of one tenant's: one more is a 503. A lost node
- * is not asked (its sessions were claimed: ended, or adopted by a live node, which lists them).
- * Loop context only. */
+ * silently short. A request that carries the marker is answered with this node's own, every
+ * other node named missing: the marker is not authenticated (a peer's request carries the
+ * client's credentials and nothing of its own), so a client may send it too, and then learns that
+ * its list is one node's (the asking node reads only the list from the answer). At most
+ * GATHER_MAX lists are under way at once (each costs a request to every node), GATHER_PER_CLIENT
+ * of one tenant's: one more is a 503. A lost node is not asked (its sessions were claimed: ended,
+ * or adopted by a live node, which lists them). Loop context only. */
 #define LOG_MODULE "api"
 #include <errno.h>
 #include <stdio.h>
@@ -64,6 +67,7 @@ struct gather {
     struct event *deadline;
     struct ask *asks;
     size_t n_asks, pending;
+    bool marked; /* the request carries the hop marker: no node is asked */
 };
 
 const struct api_gather_spec api_gather_sessions = {.member = "sessions"};
@@ -104,7 +108,7 @@ finish(struct gather *g)
     const char *what = g->spec->member ? g->spec->member : "sandboxes";
     json_t *answer;
 
-    if (json_array_size(g->missing) > 0) {
+    if (json_array_size(g->missing) > 0 && !g->marked) {
         log_warn("a list of %s is partial: %zu node(s) did not answer", what,
                  json_array_size(g->missing));
     }
@@ -311,10 +315,10 @@ api_gather(struct api *a, struct evhttp_request *req, const struct api_gather_sp
     uint64_t now = time_wall_ms();
     struct gather *g;
 
-    if (peers == 0 || api_forwarded(req) || uri == NULL || uri[0] != '/') {
+    if (peers == 0 || uri == NULL || uri[0] != '/') {
         return false; /* this node's own list is the whole answer */
     }
-    if ((why = too_many(a, who)) != NULL) {
+    if (!api_forwarded(req) && (why = too_many(a, who)) != NULL) {
         /* Each costs a request to every node: a client that asks without end is bounded. */
         json_decref(local);
         if (spec->refuse != NULL) {
@@ -335,6 +339,7 @@ api_gather(struct api *a, struct evhttp_request *req, const struct api_gather_sp
     g->list = local;
     g->more = more;
     g->missing = OOM_CHECK(json_array());
+    g->marked = api_forwarded(req); /* a peer's, or a client's that says it is: answered here */
     g->asks = xcalloc(MIN(peers, GATHER_NODES_MAX), sizeof(*g->asks));
     for (size_t i = 0; i < peers; i++) {
         const struct store_node_rec *n = registry_peer(a->backend->registry, i);
@@ -342,9 +347,9 @@ api_gather(struct api *a, struct evhttp_request *req, const struct api_gather_sp
         if (n == NULL || (!n->stopped && !store_node_live(n, now))) {
             continue; /* lost: its sessions are claimed (ended, or a live node's now) */
         }
-        if (!store_node_live(n, now) || strncmp(n->url, "http://", 7) != 0 ||
+        if (g->marked || !store_node_live(n, now) || strncmp(n->url, "http://", 7) != 0 ||
             strcmp(n->url, a->cfg->cluster_advertise_url) == 0 || g->n_asks == GATHER_NODES_MAX) {
-            missing(g, n->id); /* restarting, or not to be reached */
+            missing(g, n->id); /* not asked: marked, restarting, or not to be reached */
             continue;
         }
         ask(g, n);

@@ -75,18 +75,17 @@ resolve(const struct route *r, const struct owner *o, const char *tenant, struct
     }
     n = registry_node(r->registry, o->node);
     if (n == NULL) {
-        (void)answer(ret, ROUTE_DOWN, o->node, "the session's node '%s' is not in the registry",
-                     o->node);
+        (void)answer(ret, ROUTE_DOWN, o->node, "the session's node is not in the node registry");
     } else if (!store_node_live(n, time_wall_ms())) {
-        (void)answer(ret, ROUTE_DOWN, o->node, "the session's node '%s' is %s", o->node,
+        (void)answer(ret, ROUTE_DOWN, o->node, "the session's node is %s",
                      n->stopped ? "restarting" : "not answering its heartbeats");
     } else if (strncmp(n->url, "http://", 7) != 0) {
         (void)answer(ret, ROUTE_DOWN, o->node,
-                     "the session's node '%s' advertises no network address (%s)", o->node, n->url);
+                     "the session's node advertises no network address to forward to");
     } else if (strcmp(n->url, r->cfg->cluster_advertise_url) == 0) {
         /* The registry names our own address for another node: forwarding would come back. */
         (void)answer(ret, ROUTE_UNAVAILABLE, o->node,
-                     "the node registry names this node's address for node '%s'", o->node);
+                     "the node registry names this node's address for the session's node");
     } else {
         (void)answer(ret, ROUTE_FORWARD, o->node, "forwarded");
         (void)snprintf(ret->url, sizeof(ret->url), "%s", n->url);
@@ -126,8 +125,7 @@ record_route(struct route_op *op, int rc, const char *node, const char *tenant, 
         (void)answer(ans, ROUTE_UNAVAILABLE, NULL, "the session store did not answer: %s",
                      rc < 0 ? strerror(-rc) : "an unexpected reply");
     } else if (strcmp(state, "lost") == 0 && (op->any_tenant || strcmp(tenant, op->tenant) == 0)) {
-        (void)answer(ans, ROUTE_NONE, node, "session %s ended: its node '%s' was lost", op->id,
-                     node);
+        (void)answer(ans, ROUTE_NONE, node, "session %s ended: its node was lost", op->id);
         ans->node_lost = true;
     } else if (node[0] == '\0' || strcmp(state, "ending") == 0 || strcmp(state, "lost") == 0) {
         (void)answer(ans, ROUTE_NONE, NULL, "no such session");

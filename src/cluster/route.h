@@ -37,7 +37,7 @@ struct route_answer {
     enum route_verdict verdict;
     char node[OWNER_ID_MAX + 1];      /* FORWARD, DOWN: the owner */
     char url[STORE_NODE_URL_MAX + 1]; /* FORWARD: its cluster.advertise_url */
-    char why[160];                    /* NONE, DOWN, UNAVAILABLE: for the client */
+    char why[160];                    /* NONE, DOWN, UNAVAILABLE: the client's, naming no node */
     bool node_lost;                   /* NONE: it ended because its node (node) was lost */
 };
 

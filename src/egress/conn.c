@@ -194,20 +194,62 @@ void
 egress_conn_flow_done(struct egress_conn *c)
 {
     if (c->flow[0].done && c->flow[1].done) {
-        egress_conn_end(c, EGRESS_END_DONE, "ended");
+        egress_conn_end(c, EGRESS_END_DONE,
+                        c->flow[0].bound.dropped > 0
+                            ? "ended; what the sandbox sent after its request was dropped (one "
+                              "request per connection)"
+                            : "ended");
     }
+}
+
+/* An absolute-form request's bound on its flow up (flow.c): only its body goes on. Of early
+ * (what the sandbox sent after the head), the body's bytes go to to_up and the rest is dropped.
+ * -EINVAL (reterr) when they break the chunked grammar. */
+static int
+request_bound(const struct egress_head *h, struct evbuffer *early, struct evbuffer *to_up,
+              struct egress_bound *ret, struct err *reterr)
+{
+    struct egress_bound b = {.on = true};
+    size_t n = evbuffer_get_length(early), take = 0;
+
+    if (h->body == EGRESS_BODY_CHUNKED) {
+        int r = 0;
+
+        egress_chunked_init(&b.scan);
+        if (n > 0) { /* at most EGRESS_HEAD_MAX: the head's read watermark */
+            r = egress_chunked_scan(&b.scan, (const char *)evbuffer_pullup(early, -1), n, &take,
+                                    reterr);
+        }
+        if (r < 0) {
+            return r;
+        }
+        b.last = r == 1;
+    } else {
+        uint64_t len = h->body == EGRESS_BODY_LENGTH ? h->body_len : 0;
+
+        take = (size_t)MIN((uint64_t)n, len);
+        b.allowed = len - take;
+        b.last = true;
+    }
+    (void)evbuffer_remove_buffer(early, to_up, take);
+    b.dropped = evbuffer_get_length(early);
+    (void)evbuffer_drain(early, b.dropped);
+    *ret = b;
+    return 0;
 }
 
 /* The upstream is there: the bufferevents stop reading and writing (their sockets are the
  * flows' now). What goes first: to the upstream the request's head (an absolute-form request,
- * sent on in origin form) and what the sandbox sent after it, to the sandbox the 200 of a
- * CONNECT. */
+ * sent on in origin form) and what the sandbox sent after it (of an absolute-form request, what
+ * is its body), to the sandbox the 200 of a CONNECT. */
 static void
 pipe_start(struct egress_conn *c)
 {
     struct evbuffer *to_up = OOM_CHECK(evbuffer_new());
     struct evbuffer *to_down = OOM_CHECK(evbuffer_new());
     struct evbuffer *early = bufferevent_get_input(c->down);
+    struct egress_bound bound = {0};
+    struct err e = {0};
     size_t n_up;
 
     event_del(c->timer); /* a tunnel lasts as long as its ends want */
@@ -220,22 +262,26 @@ pipe_start(struct egress_conn *c)
         (void)evbuffer_add_printf(to_down, "HTTP/1.1 200 Connection established\r\n\r\n");
     } else {
         struct buf req = BUF_INIT((size_t)2 * EGRESS_HEAD_MAX);
+        int r = egress_head_upstream(&c->head, c->head_bytes, &req);
 
-        if (egress_head_upstream(&c->head, c->head_bytes, &req) < 0) {
-            buf_done(&req);
+        if (r == 0) {
+            (void)evbuffer_add(to_up, req.buf, req.len);
+            r = request_bound(&c->head, early, to_up, &bound, &e);
+        }
+        buf_done(&req);
+        if (r < 0) {
             evbuffer_free(to_up);
             evbuffer_free(to_down);
-            refuse(c, EGRESS_END_MALFORMED, 400, "the request head is too long to send on");
+            refuse(c, EGRESS_END_MALFORMED, 400, "%s",
+                   e.msg[0] != '\0' ? e.msg : "the request head is too long to send on");
             return;
         }
-        (void)evbuffer_add(to_up, req.buf, req.len);
-        buf_done(&req);
     }
     (void)evbuffer_remove_buffer(early, to_up, evbuffer_get_length(early));
     egress_flow_start(&c->flow[0], c, true, bufferevent_getfd(c->down), bufferevent_getfd(c->up),
-                      to_up);
+                      to_up, bound.on ? &bound : NULL);
     egress_flow_start(&c->flow[1], c, false, bufferevent_getfd(c->up), bufferevent_getfd(c->down),
-                      to_down);
+                      to_down, NULL);
     n_up = evbuffer_get_length(to_up);
     if (n_up > 0) {
         (void)egress_conn_moved(c, true, n_up); /* may end c: nothing follows */

@@ -6,7 +6,12 @@
  * connections (a client's kept-alive ones) hold no pipe, and the few busy ones share a handful.
  * A flow whose destination is full keeps its pipe (at most EGRESS_PIPE_SIZE bytes) and stops
  * reading its source until the destination took them: the kernel's socket buffers and that
- * pipe are all a connection holds. */
+ * pipe are all a connection holds.
+ *
+ * An absolute-form request's flow up is bounded (struct egress_bound): only the request's body
+ * goes on, a Content-Length's bytes or a chunked body to its last chunk (its framing peeked at
+ * with MSG_PEEK and judged by egress_chunked_scan(), its data spliced unread); what the sandbox
+ * sends after the body (a second request, in whatever host's name) is read and dropped. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -20,6 +25,15 @@
 #include "util/macro.h"
 
 #define SPLICE_FLAGS (SPLICE_F_NONBLOCK | SPLICE_F_MOVE)
+#define PEEK_MAX     8192 /* bytes of a chunked body's framing looked at per call */
+
+/* What a bounded flow may do with src (bound_next()). */
+enum {
+    BOUND_ENDED = -1, /* the connection ended */
+    BOUND_WAIT,       /* nothing to read now */
+    BOUND_GO,         /* bound.allowed bytes may go on */
+    BOUND_EOF,        /* src ended */
+};
 
 static bool
 would_block(void)
@@ -143,6 +157,75 @@ flush(struct egress_flow *f)
     return 1;
 }
 
+/* Past the request's body: what src sends is read and dropped, never sent on, until it ends. */
+static int
+drop(struct egress_flow *f)
+{
+    char sink[PEEK_MAX];
+
+    for (int i = 0; i < EGRESS_FLOW_ROUNDS; i++) {
+        ssize_t n = recv(f->src, sink, sizeof(sink), MSG_DONTWAIT);
+
+        if (n < 0 && would_block()) {
+            return BOUND_WAIT;
+        }
+        if (n < 0) {
+            broke(f, false);
+            return BOUND_ENDED;
+        }
+        if (n == 0) {
+            return BOUND_EOF;
+        }
+        f->bound.dropped += (size_t)n;
+    }
+    return BOUND_WAIT; /* more next turn: the other connections' turn comes between */
+}
+
+/* Before a bounded flow reads src: how many of its next bytes are the body's (bound.allowed). A
+ * chunk's data is let through unread; its framing is peeked at and scanned. */
+static int
+bound_next(struct egress_flow *f)
+{
+    struct egress_bound *b = &f->bound;
+    char peek[PEEK_MAX];
+    struct err e = {0};
+    size_t used;
+    ssize_t n;
+    int r;
+
+    if (b->allowed > 0) {
+        return BOUND_GO;
+    }
+    if (b->last) {
+        return drop(f);
+    }
+    b->allowed = egress_chunked_data_left(&b->scan);
+    if (b->allowed > 0) {
+        egress_chunked_skip(&b->scan, b->allowed);
+        return BOUND_GO;
+    }
+    /* Nothing scanned is left unsent (allowed is 0): a peek starts at the first unscanned byte. */
+    n = recv(f->src, peek, sizeof(peek), MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && would_block()) {
+        return BOUND_WAIT;
+    }
+    if (n < 0) {
+        broke(f, false);
+        return BOUND_ENDED;
+    }
+    if (n == 0) {
+        return BOUND_EOF;
+    }
+    r = egress_chunked_scan(&b->scan, peek, (size_t)n, &used, &e);
+    if (r < 0) {
+        egress_conn_end(f->c, EGRESS_END_MALFORMED, e.msg);
+        return BOUND_ENDED;
+    }
+    b->allowed = used;
+    b->last = r == 1;
+    return BOUND_GO;
+}
+
 /* Moves what f can now, EGRESS_FLOW_ROUNDS pipefuls at most (the other connections' turn comes
  * between); waits for whatever it lacks. May end f's connection (a byte limit, a side gone). */
 static void
@@ -150,6 +233,7 @@ flow_run(struct egress_flow *f)
 {
     for (int round = 0; round < EGRESS_FLOW_ROUNDS; round++) {
         int r = flush(f);
+        size_t want = EGRESS_PIPE_SIZE;
         ssize_t n;
 
         if (r <= 0) {
@@ -166,12 +250,28 @@ flow_run(struct egress_flow *f)
             egress_conn_flow_done(f->c);
             return;
         }
+        if (f->bound.on) {
+            r = bound_next(f);
+            if (r == BOUND_ENDED) {
+                return;
+            }
+            if (r == BOUND_EOF) {
+                f->eof = true;
+                continue;
+            }
+            if (r == BOUND_WAIT) {
+                pipe_release(f); /* empty */
+                flow_wait(f, EGRESS_FLOW_WAIT_READ);
+                return;
+            }
+            want = (size_t)MIN((uint64_t)want, f->bound.allowed);
+        }
         if (!pipe_borrow(f)) {
             egress_conn_end(f->c, EGRESS_END_LIMIT,
                             "the daemon is out of descriptors (no pipe for the bytes)");
             return;
         }
-        n = splice(f->src, NULL, f->pipe.w, NULL, EGRESS_PIPE_SIZE, SPLICE_FLAGS);
+        n = splice(f->src, NULL, f->pipe.w, NULL, want, SPLICE_FLAGS);
         if (n < 0 && would_block()) {
             pipe_release(f); /* empty: an idle connection holds none */
             flow_wait(f, EGRESS_FLOW_WAIT_READ);
@@ -186,6 +286,9 @@ flow_run(struct egress_flow *f)
             continue;
         }
         f->in_pipe = (size_t)n;
+        if (f->bound.on) {
+            f->bound.allowed -= (size_t)n;
+        }
         if (!egress_conn_moved(f->c, f->from_down, (size_t)n)) {
             return;
         }
@@ -202,7 +305,7 @@ on_ready(evutil_socket_t fd, short what, void *arg)
 
 void
 egress_flow_start(struct egress_flow *f, struct egress_conn *c, bool from_down, int src, int dst,
-                  struct evbuffer *first)
+                  struct evbuffer *first, const struct egress_bound *bound)
 {
     struct event_base *base = c->g->p->base;
 
@@ -215,6 +318,9 @@ egress_flow_start(struct egress_flow *f, struct egress_conn *c, bool from_down, 
         .pipe = {.r = -1, .w = -1},
         .wait = EGRESS_FLOW_WAIT_NONE,
     };
+    if (bound != NULL) {
+        f->bound = *bound;
+    }
     f->rd = OOM_CHECK(event_new(base, src, EV_READ | EV_PERSIST, on_ready, f));
     f->wr = OOM_CHECK(event_new(base, dst, EV_WRITE | EV_PERSIST, on_ready, f));
     /* The bytes before the piped ones go first: wait for dst if there are any, else for src. */

@@ -130,6 +130,40 @@ check_host(const char *v, size_t n, const struct egress_head *h, struct err *ret
     return 0;
 }
 
+/* Content-Length or Transfer-Encoding (name and value: n and vn bytes) of an ABSOLUTE head: how
+ * its body ends, which must be beyond doubt (RFC 9112 §6.3): the proxy sends the upstream that
+ * body and nothing after it, and an upstream that read another end would take the rest of the
+ * body for a request of its own. */
+static int
+body_header(const char *buf, const char *name, size_t n, const char *v, size_t vn,
+            struct egress_head *h, struct err *reterr)
+{
+    bool length = strn_case_eq(name, n, "Content-Length");
+
+    if (!length && !strn_case_eq(name, n, "Transfer-Encoding")) {
+        return 0;
+    }
+    if (h->body != EGRESS_BODY_NONE) {
+        return err_set(reterr, -EINVAL,
+                       "one Content-Length or one Transfer-Encoding, not two of them");
+    }
+    if (length) {
+        if (parse_u64n(v, vn, &h->body_len) < 0) {
+            return err_set(reterr, -EINVAL, "Content-Length is no number of bytes");
+        }
+        h->body = EGRESS_BODY_LENGTH;
+        return 0;
+    }
+    if (!strn_case_eq(v, vn, "chunked")) {
+        return err_set(reterr, -EINVAL, "the proxy takes Transfer-Encoding: chunked only");
+    }
+    if (memcmp(buf + h->version.off, "HTTP/1.0", 8) == 0) {
+        return err_set(reterr, -EINVAL, "no Transfer-Encoding in an HTTP/1.0 request");
+    }
+    h->body = EGRESS_BODY_CHUNKED;
+    return 0;
+}
+
 /* One header line (n bytes, without its CRLF). */
 static int
 header_line(const char *buf, const char *line, size_t n, struct egress_head *h, bool *seen_host,
@@ -170,6 +204,9 @@ header_line(const char *buf, const char *line, size_t n, struct egress_head *h, 
         if (h->kind == EGRESS_HEAD_ABSOLUTE) {
             return check_host(v, (size_t)(end - v), h, reterr);
         }
+    }
+    if (h->kind == EGRESS_HEAD_ABSOLUTE) {
+        return body_header(buf, line, (size_t)(colon - line), v, (size_t)(end - v), h, reterr);
     }
     return 0;
 }

@@ -4,10 +4,13 @@
  *
  * A request proxies can be fooled with is refused: userinfo in the URI, a Host header naming
  * another host than the URI (or two of them), a folded or unnamed header line, a head over
- * EGRESS_HEAD_MAX, bytes that are no HTTP/1.x. The upstream's request is rebuilt from what was
- * checked (egress_head_upstream()). evhttp cannot serve CONNECT tunnels, hence this parser of our
- * own: bounded, pure (no I/O), unit-tested (tests/unit/test-egress.c) and fuzzed
- * (fuzz-egress-head). */
+ * EGRESS_HEAD_MAX, bytes that are no HTTP/1.x, a body whose end is ambiguous (two
+ * Content-Length, Content-Length with Transfer-Encoding, a coding but chunked). The upstream's
+ * request is rebuilt from what was checked (egress_head_upstream()), and gets that request's body
+ * and nothing after it: an absolute-form request is the only one its upstream connection
+ * carries (body.c finds where a chunked body ends). evhttp cannot serve CONNECT tunnels, hence
+ * this parser of our own: bounded, pure (no I/O), unit-tested (tests/unit/test-egress.c) and
+ * fuzzed (fuzz-egress-head, fuzz-egress-chunked). */
 #pragma once
 
 #include <stdbool.h>
@@ -26,6 +29,13 @@ enum egress_head_kind {
     EGRESS_HEAD_ABSOLUTE, /* http://: the proxy sends the request on, in origin form */
 };
 
+/* How an ABSOLUTE request's body ends (RFC 9112 §6.3, for a request). */
+enum egress_body {
+    EGRESS_BODY_NONE,    /* neither Content-Length nor Transfer-Encoding: no body */
+    EGRESS_BODY_LENGTH,  /* Content-Length: body_len bytes */
+    EGRESS_BODY_CHUNKED, /* Transfer-Encoding: chunked (HTTP/1.1), to its last chunk */
+};
+
 struct egress_span {
     uint32_t off, len; /* into the parsed bytes */
 };
@@ -39,6 +49,8 @@ struct egress_head {
     struct egress_span method, version;
     struct egress_span path; /* ABSOLUTE: the target's path and query ("" for the root) */
     bool path_needs_slash;   /* ABSOLUTE: the target had none before its query ("?x") */
+    enum egress_body body;   /* ABSOLUTE: how its body ends */
+    uint64_t body_len;       /* EGRESS_BODY_LENGTH: its bytes */
     size_t len;              /* the head's bytes, its empty line included */
     size_t n_headers;
     struct {
@@ -54,6 +66,49 @@ int egress_head_parse(const char *buf, size_t n, struct egress_head *ret, struct
 
 /* The request an ABSOLUTE head stands for, as the upstream gets it, into out: the request line
  * in origin form, the client's headers but the hop-by-hop ones and Proxy-*, Host (the client's,
- * or the URI's when it sent none), and "Connection: close" (one request per connection: a second
- * one on it would reach this upstream whatever host it named). buf is what was parsed. */
+ * or the URI's when it sent none), and "Connection: close" (one request per connection: the
+ * proxy sends nothing after this request's body, and asks the upstream to close after its
+ * answer). buf is what was parsed. */
 int egress_head_upstream(const struct egress_head *h, const char *buf, struct buf *out);
+
+/* ---- a chunked request body's end (body.c) ----
+ *
+ * Pure: where an EGRESS_BODY_CHUNKED body ends, fed in pieces of any size. Strict, so that any
+ * upstream that reads chunked bodies ends this one where the proxy does (RFC 9112 §7.1 with
+ * neither extension nor trailer):
+ *
+ *   chunk = 1*8HEXDIG CRLF data CRLF     (a size below 2^31: no sign, blank, "0x", ";ext")
+ *   last  = 1*8"0" CRLF CRLF
+ *
+ * A size of 2^31 or more is refused: an upstream that read sizes into 32 bits would end the
+ * chunk elsewhere. */
+
+enum egress_chunked_state {
+    EGRESS_CHUNKED_SIZE,    /* a chunk-size line's digits */
+    EGRESS_CHUNKED_SIZE_LF, /* its CR came */
+    EGRESS_CHUNKED_DATA,    /* `left` data bytes */
+    EGRESS_CHUNKED_DATA_CR, /* the CRLF after the data */
+    EGRESS_CHUNKED_DATA_LF, /* ... its CR came */
+    EGRESS_CHUNKED_LAST_CR, /* the empty line after the last chunk */
+    EGRESS_CHUNKED_LAST_LF, /* ... its CR came */
+    EGRESS_CHUNKED_DONE,    /* the body ended */
+    EGRESS_CHUNKED_FAILED,  /* outside the grammar */
+    EGRESS_CHUNKED__COUNT,
+};
+
+struct egress_chunked {
+    enum egress_chunked_state state; /* set by body.c only */
+    uint64_t size, left;             /* the size line read so far; data left in the chunk */
+    unsigned digits;
+};
+
+void egress_chunked_init(struct egress_chunked *s);
+/* Takes what of in[0..n) belongs to the body: *ret_used bytes (data bytes are not looked at).
+ * 1: the body ends with them (what follows is not this request's); 0: it goes on past in[n);
+ * -EINVAL: in[*ret_used] is outside the grammar (reterr says why, safe to show the sandbox). */
+int egress_chunked_scan(struct egress_chunked *s, const char *in, size_t n, size_t *ret_used,
+                        struct err *reterr);
+/* In a chunk's data: how many of its bytes are still to come (they may pass unread); else 0. */
+uint64_t egress_chunked_data_left(const struct egress_chunked *s);
+/* n of them (at most egress_chunked_data_left()) passed unread. */
+void egress_chunked_skip(struct egress_chunked *s, uint64_t n);

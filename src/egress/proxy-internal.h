@@ -82,14 +82,26 @@ enum egress_flow_wait {
     EGRESS_FLOW_WAIT_WRITE, /* for its destination (bytes wait for it) */
 };
 
+/* What of the sandbox's bytes an absolute-form request's flow up lets through: the request's
+ * body, then nothing (docs/egress.md: one request per upstream connection). What comes after
+ * the body is read and dropped, so the sandbox's end of the connection is still seen. */
+struct egress_bound {
+    bool on;                    /* this flow is bounded (an absolute-form request's, up) */
+    bool last;                  /* the body's last byte is within `allowed` (else: chunked) */
+    uint64_t allowed;           /* src's next bytes known to be the body's, not moved yet */
+    uint64_t dropped;           /* src's bytes after the body, read and dropped */
+    struct egress_chunked scan; /* has seen the `allowed` bytes already */
+};
+
 /* One direction of a piping connection (flow.c): src's bytes to dst, spliced through a pipe. Its
  * wait is written by flow_wait() only. */
 struct egress_flow {
     struct egress_conn *c;
-    bool from_down;          /* the sandbox's bytes, going up */
-    int src, dst;            /* the bufferevents' sockets (they neither read nor write now) */
-    struct evbuffer *first;  /* written to dst before any piped byte (owned) */
-    struct egress_pipe pipe; /* borrowed while bytes wait in it, else -1 */
+    bool from_down;            /* the sandbox's bytes, going up */
+    int src, dst;              /* the bufferevents' sockets (they neither read nor write now) */
+    struct evbuffer *first;    /* written to dst before any piped byte (owned) */
+    struct egress_bound bound; /* from_down, of an absolute-form request (else: all goes on) */
+    struct egress_pipe pipe;   /* borrowed while bytes wait in it, else -1 */
     size_t in_pipe;
     struct event *rd, *wr; /* src readable, dst writable */
     enum egress_flow_wait wait;
@@ -143,9 +155,9 @@ bool egress_conn_moved(struct egress_conn *c, bool from_down, size_t n);
 void egress_conn_flow_done(struct egress_conn *c);
 
 /* flow.c */
-/* Takes first (freed with f). */
+/* Takes first (freed with f). bound: what of src's bytes go on (NULL: all of them). */
 void egress_flow_start(struct egress_flow *f, struct egress_conn *c, bool from_down, int src,
-                       int dst, struct evbuffer *first);
+                       int dst, struct evbuffer *first, const struct egress_bound *bound);
 /* Its events and pipe freed (the pipe kept for another flow when empty). Accepts a flow never
  * started (zeroed). */
 void egress_flow_free(struct egress_flow *f);

@@ -2,7 +2,8 @@
  * and the same bytes as an egress rule list's entry (src/egress/rules.c). A head that parses
  * has a host in normal form (egress_host_normalize() gives it back unchanged), a port, spans
  * inside the input, and an upstream request that parses again as an origin-form head of the
- * same host; an entry that parses matches what it names. */
+ * same host; its body's end comes from one Content-Length or one "Transfer-Encoding: chunked"
+ * line, never both; an entry that parses matches what it names. */
 #include <errno.h>
 #include <string.h>
 
@@ -11,11 +12,30 @@
 #include "egress/head.h"
 #include "egress/rules.h"
 #include "fuzz.h"
+#include "util/parse.h"
 
 static void
 check_span(struct egress_span s, size_t size)
 {
     CHECK((size_t)s.off + s.len <= size);
+}
+
+/* The lines that say where an absolute-form head's body ends: exactly the one h's body says. */
+static void
+check_body(const struct egress_head *h, const char *data)
+{
+    size_t lengths = 0, codings = 0;
+
+    for (size_t i = 0; i < h->n_headers; i++) {
+        const char *name = data + h->headers[i].name.off;
+
+        lengths += strn_case_eq(name, h->headers[i].name.len, "Content-Length");
+        codings += strn_case_eq(name, h->headers[i].name.len, "Transfer-Encoding");
+    }
+    CHECK(lengths + codings <= 1);
+    CHECK((h->body == EGRESS_BODY_LENGTH) == (lengths == 1));
+    CHECK((h->body == EGRESS_BODY_CHUNKED) == (codings == 1));
+    CHECK(h->body != EGRESS_BODY_CHUNKED || memcmp(data + h->version.off, "HTTP/1.1", 8) == 0);
 }
 
 static void
@@ -42,6 +62,7 @@ check_head(const char *data, size_t size)
         check_span(h.headers[i].value, size);
     }
     if (h.kind == EGRESS_HEAD_ABSOLUTE) {
+        check_body(&h, data);
         CHECK(egress_head_upstream(&h, data, &up) == 0);
         CHECK(memmem(up.buf, up.len, "\r\n\r\n", 4) == up.buf + up.len - 4);
         CHECK(up.buf[h.method.len + 1] == '/'); /* origin form */

@@ -200,6 +200,39 @@ check "CONNECT to a literal the list names, in allow_cidrs, is let through (200)
 check "an absolute-form request whose Host names another host is refused (400)" jq_true '.host_mismatch | startswith("HTTP/1.1 400")' <<<"$got"
 check "an origin-form request (no host in it) is refused (400)" jq_true '.origin_form | startswith("HTTP/1.1 400")' <<<"$got"
 
+# One request per upstream connection: a second request pipelined behind an allowed one, in a
+# name the list refuses, never reaches the upstream, even one that ignores "Connection: close"
+# (/ignore-close reads on); request bodies still go through, chunked ones too (urllib).
+got=$(py "$TA" "$s" <<PY
+import json, socket, urllib.request
+c = socket.create_connection(("127.0.0.1", 3128), timeout=3)
+c.sendall(b"GET http://allowed.test:$PH/ignore-close HTTP/1.1\r\nHost: allowed.test:$PH\r\n\r\n"
+          b"GET /host HTTP/1.1\r\nHost: denied.test\r\n\r\n")
+got = b""
+try:
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        got += b
+except socket.timeout:
+    pass
+c.close()
+def post(data):
+    req = urllib.request.Request("http://allowed.test:$PH/echo", data=data, method="POST")
+    return urllib.request.urlopen(req, timeout=20).read().decode()
+print(json.dumps({"pipelined": got.decode(errors="replace"),
+                  "length": post(b"x" * 100000),
+                  "chunked": post(iter([b"abc", b"d" * 70000, b"efg"]))}))
+PY
+)
+check "a pipelined second request in a refused name gets no answer: only the first is answered" \
+    jq_true '(.pipelined | contains("first answer")) and (.pipelined | contains("denied.test") | not) and ([.pipelined | scan("HTTP/1.1 ")] | length == 1)' <<<"$got"
+check "... and its audit line says what came after the request was dropped" wait_for 10 audit_has \
+    'any(.action == "egress.connection" and .host == "allowed.test" and .verdict == "done" and (.why | contains("dropped")))'
+check "a POST body of Content-Length bytes goes through whole" jq_true '.length == "length 100000 length"' <<<"$got"
+check "a chunked POST body (urllib, an iterable) goes through whole" jq_true '.chunked == "length 70006 chunked"' <<<"$got"
+
 # ---- user code at the socket itself ----------------------------------------------------------------
 # Only the forwarder's uid may connect to the gate: user code cannot hand the daemon a descriptor
 # (a socket set to linger on close would stall the daemon's loop when the daemon let go of it).

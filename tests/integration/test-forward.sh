@@ -34,6 +34,11 @@ cleanup_nodes
 
 answered_by() { [ "$(answer_node)" = "$(node_id "$1")" ]; }
 not_forwarded() { [ -z "$(answer_node)" ]; }
+# The answer's body names no node (no id, no address): a client learns only what it needs.
+names_no_node() {
+    [ -s "$work/body" ] && ! grep -qF "$NODE-" "$work/body" &&
+        ! grep -qE "127\.0\.0\.1:(${nport[a]}|${nport[b]}|${nport[c]})" "$work/body"
+}
 
 start_redis
 for n in a b c; do write_node "$n"; start_node "$n"; done
@@ -149,7 +154,8 @@ code=$(curl -s -D "$work/headers" -o "$work/body" -w '%{http_code}' -X POST -H "
     -H 'X-Sandpool-Forwarded: x' -H 'Content-Type: application/json' --data-binary '{"code": "x"}' \
     "$(url b)/v1/sessions/$s/execute")
 check_eq "a forged hop marker with a's token: b does not forward it (503)" "$code" 503
-check "... and says where the session is" jq_true '.error.code == "unavailable" and (.error.message | test("is on node"))' "$work/body"
+check "... and says the session is not on b" jq_true '.error.code == "unavailable" and (.error.message | test("not on this node"))' "$work/body"
+check "... naming no node (no id, no address): $(jq -c .error "$work/body")" names_no_node
 on b GET /v1/sessions/nosuchsession0 "$TA" >/dev/null
 check_eq "an id no node has: 404" "$(status)" 404
 on b GET "/v1/sessions/..%2F..%2Fetc" "$TA" >/dev/null
@@ -219,6 +225,12 @@ check_eq "a list without a token, marked as forwarded: 401" "$code" 401
 curl -s -o "$work/body" -H 'X-Sandpool-Forwarded: x' -H "Authorization: Bearer $TA" "$(url a)/v1/sessions"
 check_eq "... with a's token: a's own sessions alone (a node asked by another answers for itself)" \
     "$(ids_of)" "$own"
+check "... and says the other nodes were not asked (missing_nodes: b and c)" \
+    jq_true --arg b "$(node_id b)" --arg c "$(node_id c)" '(.missing_nodes | sort) == ([$b, $c] | sort)' "$work/body"
+curl -s -o "$work/body" -H 'X-Sandpool-Forwarded: x' -H "Authorization: Bearer $TADM" "$(url c)/v1/admin/sessions"
+check "the admin's list marked as forwarded, through c: c's sessions alone, a and b named missing" \
+    jq_true --arg a "$(node_id a)" --arg b "$(node_id b)" --arg w "$want" \
+    '(.missing_nodes | sort) == ([$a, $b] | sort) and (($w | split(" ")) as $ids | all(.sessions[]; .id as $i | $ids | index($i)))' "$work/body"
 
 for p in "$p1" "$p2" "$p3" "$own"; do on b DELETE "/v1/sessions/$p" "$TA" >/dev/null; done
 check_eq "the placed sessions deleted through b: 204" "$(status)" 204
@@ -234,6 +246,7 @@ exec_on a "$s2" '{"code": "y"}' >/dev/null
 check_eq "c stopped: its session through a is 503, not 404" "$(status)" 503
 check "... with Retry-After" grep -qi '^retry-after: 1' "$work/headers"
 check "... saying c restarts" jq_true '.error.message | test("restarting")' "$work/body"
+check "... naming no node: $(jq -c .error "$work/body")" names_no_node
 on a GET /v1/sessions "$TA" >/dev/null
 check "... a list through a says c is missing, and lacks its session" \
     jq_true --arg c "$(node_id c)" --arg s "$s2" '.missing_nodes == [$c] and all(.sessions[]; .id != $s)' "$work/body"
@@ -261,6 +274,7 @@ stale_a() {
     [ "$(status)" = 503 ] && jq_true '.error.message | test("names this node.s address")' "$work/body"
 }
 check "through a, whose own address the registry gives for b: 503 saying so, not forwarded to itself" wait_for 5 stale_a
+check "... naming no node: $(jq -c .error "$work/body")" names_no_node
 fwd_total() { metric_of "$1" 'sandpool_forward_requests_total{outcome="ok"}'; }
 a_before=$(fwd_total a)
 stale_c() {

@@ -132,6 +132,48 @@ test('files: binary both ways, the filesystem calls', async (t) => {
     await assert.rejects(sbx.files.read('/home/user/../../etc/passwd'));
 });
 
+// As E2B's envd (packages/envd/internal/services/filesystem in e2b-dev/infra, over
+// shared/pkg/filesystem/entry.go): a symlink is reported with the type of what it resolves to and
+// symlinkTarget, the resolved path; a dangling one has no type (list skips it) and names itself.
+test('files: a symlink is reported as envd reports it', async (t) => {
+    const sbx = await create(t);
+    await sbx.files.write('/home/user/real.txt', 'hello');
+    await sbx.files.makeDir('/home/user/realdir');
+    await sbx.runCode(
+        'import os\n' +
+        'os.symlink("real.txt", "/workspace/to-file")\n' +
+        'os.symlink("/workspace/realdir", "/workspace/to-dir")\n' +
+        'os.symlink("nowhere", "/workspace/dangling")\n' +
+        'os.symlink("/etc/hostname", "/workspace/to-etc")\n' +
+        'os.symlink("to-file", "/workspace/chain")');
+    const file = await sbx.files.getInfo('/home/user/to-file');
+    assert.equal(file.type, 'file');
+    assert.equal(file.symlinkTarget, '/home/user/real.txt');
+    assert.equal(file.permissions, 'Lrwxrwxrwx');
+    assert.equal(file.size, 'real.txt'.length); // the link's own size, as lstat gives it
+    const dir = await sbx.files.getInfo('/workspace/to-dir');
+    assert.equal(dir.type, 'dir');
+    assert.equal(dir.symlinkTarget, '/workspace/realdir'); // named as the request did
+    const dangling = await sbx.files.getInfo('/home/user/dangling');
+    assert.equal(dangling.type, undefined);
+    assert.equal(dangling.symlinkTarget, '/home/user/dangling');
+    const outside = await sbx.files.getInfo('/home/user/to-etc');
+    assert.equal(outside.type, 'file');
+    assert.equal(outside.symlinkTarget, '/etc/hostname');
+    assert.equal((await sbx.files.getInfo('/home/user/chain')).symlinkTarget, '/home/user/real.txt');
+    const plain = await sbx.files.getInfo('/home/user/real.txt');
+    assert.equal(plain.type, 'file');
+    assert.equal(plain.symlinkTarget, undefined);
+    const listed = Object.fromEntries((await sbx.files.list('/home/user')).map((e) => [e.name, e]));
+    assert.equal(listed['to-file']?.type, 'file');
+    assert.equal(listed['to-file']?.symlinkTarget, '/home/user/real.txt');
+    assert.equal(listed['to-dir']?.type, 'dir');
+    assert.equal(listed['dangling'], undefined, Object.keys(listed).join(','));
+    assert.equal(listed['realdir']?.symlinkTarget, undefined);
+    // A symlink is still never followed by the file calls themselves.
+    await assert.rejects(sbx.files.read('/home/user/to-etc'));
+});
+
 test('commands: exit codes, envs, cwd, a timeout', async (t) => {
     const sbx = await create(t);
     const ok = await sbx.commands.run('echo out; echo err >&2');

@@ -8,7 +8,10 @@ openssl.
   egress-upstream.py DIR     writes DIR/ports ("http tls index" port numbers) once listening
 
 HTTP paths: /hello (a fixed text), /host (the Host header it was sent), /bytes/N (N bytes, at
-most 1 GiB, streamed), /hold (answers after 30 s: a connection kept open). The wheel is
+most 1 GiB, streamed), /hold (answers after 30 s: a connection kept open), /ignore-close (a
+fixed text, then the next request on the connection is read whatever the client's Connection
+header said: an upstream that ignores "Connection: close"). POST: the body's length and its
+framing ("length 7 chunked"), from Content-Length or a chunked body. The wheel is
 "sandpool-egress-probe" 1.0, a module sandpool_egress_probe with VALUE = 42.
 """
 
@@ -60,10 +63,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif path == "/hold":
             time.sleep(30)
             self.reply(b"held\n")
+        elif path == "/ignore-close":
+            self.reply(b"first answer\n")
+            self.close_connection = False
         elif self.server.index is not None and path.startswith("/simple"):
             self.index(path)
         else:
             self.send_error(404)
+
+    def do_POST(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            n, framing = 0, "chunked"
+            while True:
+                size = int(self.rfile.readline().strip(), 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                n += len(self.rfile.read(size))
+                self.rfile.readline()
+        else:
+            n, framing = len(self.rfile.read(int(self.headers.get("Content-Length", "0")))), "length"
+        self.reply(("length %d %s" % (n, framing)).encode())
 
     def index(self, path):
         name, wheel = self.server.index

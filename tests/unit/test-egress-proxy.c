@@ -323,6 +323,165 @@ count_all(int fd, char *buf, size_t n)
     return got;
 }
 
+/* ---- one request per upstream connection: a raw upstream that shows what it was sent ------- */
+
+static int raw_listener = -1; /* 127.0.0.1:raw_port, accepted on the main thread */
+static uint16_t raw_port;
+
+/* Appends to got (NUL-terminated, at most n - 1 bytes in all) what fd reads until it has been
+ * quiet for 300 ms or closed; returns the count read now. */
+static size_t
+raw_read(int fd, char *got, size_t n)
+{
+    size_t had = strlen(got), now = 0;
+    ssize_t r;
+
+    while (had + now + 1 < n && (r = read(fd, got + had + now, n - 1 - had - now)) > 0) {
+        now += (size_t)r;
+    }
+    got[had + now] = '\0';
+    return now;
+}
+
+/* The raw upstream's next connection (its reads time out after 300 ms), or -1. */
+static int
+raw_accept(void)
+{
+    struct timeval tv = {.tv_sec = 5}, quiet = {.tv_usec = 300000};
+    int fd;
+
+    (void)setsockopt(raw_listener, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    fd = accept4(raw_listener, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0) {
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &quiet, sizeof(quiet));
+    }
+    return fd;
+}
+
+/* The count of events once the earlier connections ended (and sent theirs). */
+static size_t
+quiet(void)
+{
+    for (int i = 0; i < 500 && stats().open > 0; i++) {
+        usleep(10000);
+    }
+    return n_events;
+}
+
+static bool
+send_str(int fd, const char *s)
+{
+    return write(fd, s, strlen(s)) == (ssize_t)strlen(s);
+}
+
+/* A request to the raw upstream into out: "<line> http://raw.test:<port><path> HTTP/1.1", its
+ * Host, headers (each line with its CRLF), the empty line, then rest. */
+static const char *
+raw_req(char *out, size_t n, const char *method, const char *path, const char *headers,
+        const char *rest)
+{
+    (void)snprintf(out, n, "%s http://raw.test:%u%s HTTP/1.1\r\nHost: raw.test:%u\r\n%s\r\n%s",
+                   method, raw_port, path, raw_port, headers, rest);
+    return out;
+}
+
+/* A request through the proxy to the raw upstream: first sent, what the upstream reads read
+ * into got; then then sent (may be NULL) and what the upstream reads after it appended; then
+ * the upstream answers and closes, and the sandbox reads the answer into answer. Returns what
+ * the upstream read after then (-1: no upstream connection). */
+static ssize_t
+raw_exchange(const char *first, const char *then, char *got, size_t n, char *answer, size_t an)
+{
+    int fd = dial(), up = -1;
+    size_t later = 0;
+
+    got[0] = answer[0] = '\0';
+    if (fd < 0 || !send_str(fd, first) || (up = raw_accept()) < 0) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return -1;
+    }
+    (void)raw_read(up, got, n);
+    if (then != NULL && send_str(fd, then)) {
+        later = raw_read(up, got, n);
+    }
+    (void)send_str(up, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+    close(up);
+    (void)read_all(fd, answer, an);
+    close(fd);
+    return (ssize_t)later;
+}
+
+/* An absolute-form request reaches its upstream alone: what the sandbox sends after it (a
+ * second request, pipelined, in another host's name) is not delivered, whether it came with the
+ * head or later; a body goes with its request (Content-Length, or chunked up to its last chunk);
+ * a chunked body outside the grammar cuts the connection at its first bad byte. */
+TEST(one_request)
+{
+    static const char evil[] = "GET http://evil.test/two HTTP/1.1\r\nHost: evil.test\r\n\r\n";
+    static const char evil_origin[] = "GET /two HTTP/1.1\r\nHost: evil.test\r\n\r\n";
+    char req[1024], then[256], got[8192], answer[1024];
+    ssize_t later;
+    size_t before = quiet();
+
+    /* Pipelined in one write, with the head. */
+    later = raw_exchange(raw_req(req, sizeof(req), "GET", "/one", "", evil_origin), NULL, got,
+                         sizeof(got), answer, sizeof(answer));
+    TAP_CHECK(later == 0 && strstr(got, "GET /one HTTP/1.1\r\n") == got &&
+                  strstr(got, "evil") == NULL && strstr(got, "/two") == NULL,
+              "a second request sent with the first's head does not reach the upstream: %s", got);
+    TAP_CHECK(starts(answer, "HTTP/1.1 200") && strstr(answer, "\r\n\r\nok") != NULL,
+              "... the first is answered: %.40s", answer);
+    ASSERT_EQ_I(wait_events(before + 1), EGRESS_END_DONE);
+    TAP_CHECK(strstr(event_whys[before], "dropped") != NULL, "... its event says so: %s",
+              event_whys[before]);
+
+    /* Pipelined later, once the upstream has the first (in absolute and in origin form). */
+    for (int i = 0; i < 2; i++) {
+        before = quiet();
+        later = raw_exchange(raw_req(req, sizeof(req), "GET", "/one", "", ""),
+                             i == 0 ? evil : evil_origin, got, sizeof(got), answer, sizeof(answer));
+        TAP_CHECK(later == 0 && strstr(got, "GET /one") == got && strstr(got, "evil") == NULL,
+                  "a second request sent later does not reach the upstream (%zd bytes did)", later);
+        TAP_CHECK(starts(answer, "HTTP/1.1 200"), "... the first is answered: %.40s", answer);
+        ASSERT_EQ_I(wait_events(before + 1), EGRESS_END_DONE);
+        TAP_CHECK(strstr(event_whys[before], "dropped") != NULL, "... its event says so: %s",
+                  event_whys[before]);
+    }
+
+    /* A body of Content-Length bytes goes on, in two pieces; the request after it does not. */
+    (void)snprintf(then, sizeof(then), "lo%s", evil_origin);
+    later = raw_exchange(raw_req(req, sizeof(req), "POST", "/post", "Content-Length: 5\r\n", "hel"),
+                         then, got, sizeof(got), answer, sizeof(answer));
+    TAP_CHECK(later == 2 && strstr(got, "\r\n\r\nhello") == got + strlen(got) - 9,
+              "a Content-Length body goes on whole, then nothing (%zd bytes after): %s", later,
+              got);
+
+    /* A chunked body: its data passed unread, its last chunk scanned; nothing after it. */
+    (void)snprintf(then, sizeof(then), "lo\r\n0\r\n\r\n%s", evil_origin);
+    later = raw_exchange(
+        raw_req(req, sizeof(req), "POST", "/post", "Transfer-Encoding: chunked\r\n", "5\r\nhel"),
+        then, got, sizeof(got), answer, sizeof(answer));
+    TAP_CHECK(later == 9 &&
+                  strstr(got, "\r\n\r\n5\r\nhello\r\n0\r\n\r\n") == got + strlen(got) - 19,
+              "a chunked body goes on to its end, then nothing (%zd bytes after): %s", later, got);
+    TAP_CHECK(starts(answer, "HTTP/1.1 200"), "... and is answered: %.40s", answer);
+
+    /* A chunked body with a bare LF: the connection is cut there. */
+    before = quiet();
+    later = raw_exchange(
+        raw_req(req, sizeof(req), "POST", "/post", "Transfer-Encoding: chunked\r\n", ""),
+        "5\nhello\r\n0\r\n\r\n", got, sizeof(got), answer, sizeof(answer));
+    TAP_CHECK(later == 0 && answer[0] == '\0',
+              "a chunk size line ended by a bare LF: nothing of it goes on (%zd), the sandbox "
+              "gets no answer",
+              later);
+    ASSERT_EQ_I(wait_events(before + 1), EGRESS_END_MALFORMED);
+    TAP_CHECK(strstr(event_whys[before], "chunk") != NULL, "... its event says why: %s",
+              event_whys[before]);
+}
+
 TEST(limits)
 {
     static char out[1 << 21];
@@ -795,9 +954,17 @@ main(void)
 
         getsockname(evhttp_bound_socket_get_fd(bound), (struct sockaddr *)&sin, &len);
         up_port = ntohs(sin.sin_port);
+        sin.sin_port = 0;
+        raw_listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (raw_listener < 0 || bind(raw_listener, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+            listen(raw_listener, 4) < 0 ||
+            getsockname(raw_listener, (struct sockaddr *)&sin, &len) < 0) {
+            TAP_SKIP_ALL("no second loopback listener");
+        }
+        raw_port = ntohs(sin.sin_port);
     }
     n_hosts = egress_hosts_parse("pinned.test=127.0.0.1,evil.pinned.test=127.0.0.1,"
-                                 "private.test=10.0.0.1",
+                                 "private.test=10.0.0.1,raw.test=127.0.0.1",
                                  hosts, 4, &e);
     n_cidrs = egress_cidrs_parse("127.0.0.1/32", cidrs, 2, &e);
     cfg = (struct egress_proxy_config){.dir = dir,
@@ -818,8 +985,9 @@ main(void)
     (void)snprintf(sock_path, sizeof(sock_path), "%s/proxy.sock", egress_gate_dir(gate));
     (void)snprintf(rules_text, sizeof(rules_text),
                    "{\"allow\": [\"*.pinned.test:%u\", \"pinned.test:%u\", \"private.test:%u\","
-                   " \"unpinned.test:%u\", \"127.0.0.1:%u\"], \"deny\": [\"evil.pinned.test\"]}",
-                   up_port, up_port, up_port, up_port, up_port);
+                   " \"unpinned.test:%u\", \"127.0.0.1:%u\", \"raw.test:%u\"],"
+                   " \"deny\": [\"evil.pinned.test\"]}",
+                   up_port, up_port, up_port, up_port, up_port, raw_port);
     j = json_loads(rules_text, 0, NULL);
     ASSERT_OK(egress_rules_from_json(j, "egress", &rules, &e));
     json_decref(j);
@@ -837,6 +1005,7 @@ main(void)
 
     RUN(allowed);
     RUN(refused);
+    RUN(one_request);
     RUN(flows);
     RUN(handoff);
     RUN(restricted);
@@ -857,6 +1026,7 @@ main(void)
     event_free(unbind);
     event_free(exec);
     event_free(stat);
+    close(raw_listener);
     evhttp_free(http);
     event_base_free(base);
     return tap_done();

@@ -111,7 +111,10 @@ check_eq "list root: sorted names and types" \
     "a:dir data.bin:file empty:file p:symlink x:dir"
 check_eq "list root: sizes, paths, mtimes" \
     "$(j '[.entries[] | "\(.path)=\(.size)/\(.mtime | type)"] | join(" ")')" \
-    "a=0/number data.bin=3145728/number empty=0/number p=0/number x=0/number"
+    "a=0/number data.bin=3145728/number empty=0/number p=11/number x=0/number"
+check_eq "list root: a symlink's entry says what it resolves to (the link's size is its own)" \
+    "$(j '[.entries[] | select(.type == "symlink") | .name, .target, .target_type] | join(" ")')" \
+    "p /etc/passwd file"
 fp list .
 check_eq "list '.': the root too" "$RC $(j .path) $(j '.entries | length')" "0  5"
 printf 'xy' >"$WS/a/b/d.txt"
@@ -237,9 +240,27 @@ roots+="$RC:$(j .path):$(j .name):$(j .type)"
 check_eq "stat of the root ('', '.', './', no PATH)" "$roots" "0:::dir 0:::dir 0:::dir 0:::dir"
 fp stat p
 check_eq "stat a symlink to /etc/passwd: the link itself, not followed" \
-    "$RC $(j '[.name, .type, .size] | join(" ")')" "0 p symlink 0"
+    "$RC $(j '[.name, .type, .size] | join(" ")')" "0 p symlink 11"
+check_eq "... what it resolves to, as E2B's envd says: /etc/passwd, a file, its mode" \
+    "$(j '[.target, .target_type, .target_mode] | join(" ")')" "/etc/passwd file $((8#$(stat -c %a /etc/passwd)))"
 fp stat out
 check_eq "stat a symlink to a directory outside: the link itself" "$RC $(j .type)" "0 symlink"
+check_eq "... resolving to that directory" "$(j '[.target, .target_type] | join(" ")')" "$OUT dir"
+ln -s a/b/d.txt "$WS/in"
+ln -s in "$WS/chain"
+ln -s nowhere "$WS/dangling"
+ln -s loop2 "$WS/loop1"
+ln -s loop1 "$WS/loop2"
+links=""
+for l in in chain dangling loop1; do
+    fp stat "$l"
+    links+="$RC:$(j '[.type, .target, .target_type, .target_mode] | join(",")') "
+done
+check_eq "symlinks inside the workspace: the target relative to it, through a chain; a dangling link and a loop name themselves, missing" \
+    "$links" "0:symlink,a/b/d.txt,file,384 0:symlink,a/b/d.txt,file,384 0:symlink,dangling,missing,0 0:symlink,loop1,missing,0 "
+fp stat a/b/d.txt
+check "a regular file has no target" test "$RC $(j 'has("target")')" = "0 false"
+rm -f "$WS/in" "$WS/chain" "$WS/dangling" "$WS/loop1" "$WS/loop2"
 check_err "stat through a linked directory is symlink" symlink stat d/passwd
 check_err "stat through a link to outside is symlink" symlink stat out/target
 SECONDS=0

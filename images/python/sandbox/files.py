@@ -14,6 +14,8 @@ sandpoold runs it with `docker exec` as the sandbox user, once per operation:
   delete PATH     a directory is removed recursively {"path","deleted":true}
   mkdir PATH      with missing parents               {"path","created":bool}
   stat [PATH]     without following a symlink        {"path","name","type","size","mtime","mode"}
+                  (list's entries too; a symlink's also "target", "target_type", "target_mode":
+                  what it resolves to, see link_info())
   move SRC DST    rename(2); DST's parents are made  {"path"} (DST)
   tar             a snapshot: globals/<file> from SNAPSHOT_DIR (if there), then workspace/<path>
                   for the whole workspace: directories, regular files, symlinks as links (one
@@ -320,14 +322,44 @@ def op_list(raw=""):
             st = os.stat(name, dir_fd=d, follow_symlinks=False)
         except FileNotFoundError:
             continue    # vanished since the scan
-        mode = st.st_mode
-        kind = ("file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode)
-                else "symlink" if stat.S_ISLNK(mode) else "other")
-        entries.append({"name": name, "path": "/".join(comps + [name]), "type": kind,
-                        "size": st.st_size if kind == "file" else 0, "mtime": st.st_mtime,
-                        "mode": stat.S_IMODE(mode)})
+        entries.append(entry(comps + [name], st))
     emit({"path": "/".join(comps), "entries": entries, "truncated": truncated})
     return 0
+
+
+def kind_of(mode):
+    return ("file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode)
+            else "symlink" if stat.S_ISLNK(mode) else "other")
+
+
+def link_info(comps):
+    """What the symlink WORKSPACE/comps resolves to, as E2B's envd reports it (every link on the
+    way followed, filepath.EvalSymlinks): "target" relative to the workspace when it ends inside
+    it, else absolute; the link's own path when it does not resolve (dangling, a loop), and then
+    "target_type" "missing". Only lstat, readlink and stat: nothing is opened through a link, and
+    the helper may see nothing user code (the same uid) could not."""
+    own = os.path.join(WORKSPACE, *comps)
+    try:
+        target = os.path.realpath(own, strict=True)
+        st = os.stat(target)
+        kind, mode = kind_of(st.st_mode), stat.S_IMODE(st.st_mode)
+    except (OSError, ValueError):
+        target, kind, mode = own, "missing", 0
+    root = os.path.realpath(WORKSPACE)
+    if target == root or target.startswith(root + "/"):
+        target = target[len(root) + 1:]
+    return {"target": target, "target_type": kind, "target_mode": mode}
+
+
+def entry(comps, st):
+    """An entry of list, or stat's answer: st is comps' lstat."""
+    kind = kind_of(st.st_mode)
+    e = {"path": "/".join(comps), "name": comps[-1] if comps else "", "type": kind,
+         "size": st.st_size if kind in ("file", "symlink") else 0, "mtime": st.st_mtime,
+         "mode": stat.S_IMODE(st.st_mode)}
+    if kind == "symlink":
+        e.update(link_info(comps))
+    return e
 
 
 def remove_tree(parent, name, comps):
@@ -408,12 +440,7 @@ def op_stat(raw=""):
             raise Fail("not_found", describe(comps, "no such file or directory"))
     else:
         st = os.stat(WORKSPACE)
-    mode = st.st_mode
-    kind = ("file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode)
-            else "symlink" if stat.S_ISLNK(mode) else "other")
-    emit({"path": "/".join(comps), "name": comps[-1] if comps else "", "type": kind,
-          "size": st.st_size if kind == "file" else 0, "mtime": st.st_mtime,
-          "mode": stat.S_IMODE(mode)})
+    emit(entry(comps, st))
     return 0
 
 
