@@ -277,8 +277,9 @@ struct api_route_style {
 };
 /* req, authenticated, names session id (of tenant; NULL: the admin asks, or an E2B sandbox's
  * own token, which its owner checks), which this node does not hold: answered by its owner
- * (forwarded), or here with 404 (no such session) or 503 (its node cannot be reached now), in
- * style's shapes (NULL: REST's). */
+ * (forwarded), or here with 404 (no such session) or 503 (its node cannot be reached now, or
+ * this node cannot tell yet: the node registry not read or its own sessions not loaded since it
+ * started), in style's shapes (NULL: REST's). */
 void api_forward_session(struct api *a, struct evhttp_request *req, const char *id,
                          const char *tenant, const struct api_route_style *style);
 /* req names the MCP session id (on /mcp) of tenant, which this node does not hold: forwarded to
@@ -303,12 +304,15 @@ struct api_gather_spec {
  * node is asked for its own with the same request, and the answer is all of them as spec says;
  * true, local taken. false: answer local alone (still the caller's). who (a tenant's id, or
  * "(admin)", which no tenant id is) has at most GATHER_PER_CLIENT of them under way, the node
- * GATHER_MAX: then 503. */
+ * GATHER_MAX: then 503; so is a list before the node registry's first read (which nodes to ask
+ * is not known yet). */
 bool api_gather(struct api *a, struct evhttp_request *req, const struct api_gather_spec *spec,
                 const char *who, json_t *local, bool more);
 /* {"sessions": [...]}: the REST and admin lists. */
 extern const struct api_gather_spec api_gather_sessions;
-/* Whether other nodes share this one's Redis (the registry's last read): routing has a point. */
+/* Whether other nodes may share this one's Redis (the registry's last read), so that routing
+ * has a point: true too before the registry's first read (this node cannot know yet that it is
+ * alone; the route then answers 503). */
 bool api_clustered(const struct api *a);
 /* req goes to node (at url) as it is, and is answered from there (placement of a create). */
 void api_forward_to(struct api *a, struct evhttp_request *req, const char *node, const char *url);

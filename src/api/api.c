@@ -33,6 +33,7 @@
 #include "mcp-internal.h"
 
 #define LOG_MODULE "api"
+#include "cluster/registry.h"
 #include "log/log.h"
 #include "pool/pool.h"
 #include "sandpool/api.h"
@@ -146,6 +147,15 @@ handle_readyz(struct api *a, struct evhttp_request *req, const char *const *para
     }
     if (b->redis_ok != NULL) {
         (void)json_object_set_new(checks, "redis", OOM_CHECK(json_string(why[0] ? why : "ok")));
+    }
+    if (b->registry != NULL) {
+        /* Before its first read this node cannot tell another node's session from none. */
+        bool listed = registry_listed(b->registry);
+
+        ready = ready && listed;
+        (void)json_object_set_new(
+            checks, "registry",
+            OOM_CHECK(json_string(listed ? "ok" : "not read yet: the other nodes are unknown")));
     }
     if (b->drain_state(b->userdata) != API_SERVING) {
         ready = false;

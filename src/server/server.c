@@ -133,6 +133,9 @@ on_redis_state(bool up, const char *why, void *userdata)
     if (up) {
         log_info("redis connected");
         session_manager_redis_up(s->sessions);
+        if (s->registry != NULL) {
+            registry_redis_up(s->registry);
+        }
     } else {
         log_warn("redis unavailable: %s; reconnecting", why);
     }
