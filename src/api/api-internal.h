@@ -43,13 +43,10 @@ struct api {
     struct api_conns *health_conns;
     char health_unix_path[108];
     struct api_gate *files_gate;    /* gate.c: the files API's engine operations in flight */
+    struct api_buckets *engine_ops; /* bucket.c: pauses, hibernations, snapshots per tenant */
     struct mcp_server *mcp;         /* mcp-sessions.c; NULL when MCP is off */
     TAILQ_HEAD(, e2b_run) e2b_runs; /* e2b-run.c: E2B executions in progress */
     struct api_e2b_stats e2b_stats; /* running and waiting are counted when asked */
-    /* e2b.refused audit lines of this second (anonymous clients write them: bounded) */
-    uint64_t e2b_audit_second;
-    unsigned e2b_audit_lines;
-    uint64_t e2b_audit_suppressed;
     struct api_stats stats;
     struct api_forwarder *forwarder; /* forward.c; NULL without a route (no Redis) */
     struct gather *gathers;          /* lists across nodes under way (gather.c), linked */
@@ -230,6 +227,22 @@ void api_gate_leave(struct api_gate *g, const char *tenant, const char *session)
  * engine still works on it (at most one per operation in, so bounded by the gate). */
 void api_gate_leave_later(struct api_gate *g, const char *tenant, const char *session);
 void api_gate_get_stats(const struct api_gate *g, struct api_gate_stats *ret);
+
+/* bucket.c: engine operations a tenant asks for at will (pause, hibernate, snapshot), a token
+ * bucket per tenant. Pure; per_s and burst > 0. */
+struct api_buckets;
+struct err;
+struct api_buckets_stats {
+    uint64_t taken_total, refused_total;
+};
+struct api_buckets *api_buckets_new(unsigned per_s, unsigned burst);
+void api_buckets_free(struct api_buckets *b);
+/* 0: a token taken for tenant (id copied) at now_ms (monotonic); -EDQUOT: its bucket is empty. */
+int api_buckets_take(struct api_buckets *b, const char *tenant, uint64_t now_ms);
+void api_buckets_get_stats(const struct api_buckets *b, struct api_buckets_stats *ret);
+/* A token of a->engine_ops for an operation of tenant (what: "pauses", ...): 0, or -EDQUOT with
+ * reterr saying why (answered 429 quota_exceeded with Retry-After). */
+int api_engine_op(struct api *a, const char *tenant, const char *what, struct err *reterr);
 
 /* ---- routes (api.c) ---- */
 

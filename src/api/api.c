@@ -552,6 +552,7 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
                                         .per_tenant = cfg->files_per_tenant,
                                         .max = cfg->files_max_inflight,
                                         .per_tenant_queue = cfg->files_queue_per_tenant});
+    a->engine_ops = api_buckets_new(cfg->engine_tenant_ops_per_s, cfg->engine_tenant_ops_burst);
     if (cfg->mcp_max_sessions > 0 && backend->redis != NULL) {
         a->mcp = mcp_server_new(a);
     }
@@ -584,6 +585,7 @@ api_get_stats(const struct api *a, struct api_stats *ret)
 {
     struct api_conns_stats cs;
     struct api_gate_stats gs;
+    struct api_buckets_stats bs;
 
     *ret = a->stats;
     api_conns_get_stats(a->conns, &cs);
@@ -600,6 +602,9 @@ api_get_stats(const struct api *a, struct api_stats *ret)
     ret->files_waiting = gs.waiting;
     ret->files_queued_total = gs.queued_total;
     ret->files_refused_total = gs.refused_total;
+    api_buckets_get_stats(a->engine_ops, &bs);
+    ret->engine_ops_total = bs.taken_total;
+    ret->engine_ops_refused_total = bs.refused_total;
 }
 
 bool
@@ -640,6 +645,7 @@ api_free(struct api *a)
     api_conns_free(a->conns);
     api_conns_free(a->health_conns);
     api_gate_free(a->files_gate); /* after evhttp_free: the requests that waited are gone */
+    api_buckets_free(a->engine_ops);
     if (a->unix_path[0] != '\0') {
         (void)unlink(a->unix_path);
     }

@@ -99,6 +99,8 @@ struct api_stats {
     unsigned files_inflight, files_waiting;
     uint64_t files_queued_total;  /* had to wait */
     uint64_t files_refused_total; /* answered 429: waited in vain, or too many waiting */
+    /* pauses, hibernations and snapshots tenants asked for (bucket.c): let through, refused */
+    uint64_t engine_ops_total, engine_ops_refused_total;
 };
 void api_get_stats(const struct api *a, struct api_stats *ret);
 

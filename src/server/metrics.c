@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "audit/audit.h"
 #include "cluster/registry.h"
 #include "cluster/route.h"
 #include "docker/client.h"
@@ -550,6 +551,16 @@ metrics_http(struct server *s, struct buf *out)
          "File operations answered 429: they waited in vain, or their tenant had too many "
          "waiting.",
          {{NULL, as.files_refused_total}}},
+        {"sandpool_tenant_engine_operations_total",
+         "counter",
+         "Pauses, hibernations and snapshots tenants asked for: let through, or answered 429 "
+         "(engine.tenant_ops_per_s).",
+         {{"outcome=\"ok\"", as.engine_ops_total},
+          {"outcome=\"refused\"", as.engine_ops_refused_total}}},
+        {"sandpool_audit_lines_suppressed_total",
+         "counter",
+         "Audit lines of a kind a client repeats past 20 a second, counted in one line instead.",
+         {{NULL, audit_limited_suppressed_total()}}},
     };
 
     return metrics_write(out, tab, ELEMENTSOF(tab));

@@ -26,6 +26,7 @@
 
 #define LOG_MODULE "server"
 #include "api/session-audit.h"
+#include "audit/audit.h"
 #include "cluster/registry.h"
 #include "cluster/route.h"
 #include "docker/api.h"
@@ -63,6 +64,7 @@ on_cron(evutil_socket_t fd, short what, void *arg)
         return;
     }
     server_notify_readiness(s);
+    audit_limited_flush();
     session_manager_tick(s->sessions);
     snapshots_tick(s->snapshots);
     if (s->link != ENGINE_UP) {
