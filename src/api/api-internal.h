@@ -45,13 +45,10 @@ struct api {
     char health_unix_path[108];
     struct api_gate *files_gate;        /* gate.c: the files API's engine operations in flight */
     struct api_waiting_budget *waiting; /* waiting.c: what calls waiting for a sandbox hold */
+    struct api_buckets *engine_ops;     /* bucket.c: pauses, hibernations, snapshots per tenant */
     struct mcp_server *mcp;             /* mcp-sessions.c; NULL when MCP is off */
     TAILQ_HEAD(, e2b_run) e2b_runs;     /* e2b-run.c: E2B executions in progress */
     struct api_e2b_stats e2b_stats;     /* running and waiting are counted when asked */
-    /* e2b.refused audit lines of this second (anonymous clients write them: bounded) */
-    uint64_t e2b_audit_second;
-    unsigned e2b_audit_lines;
-    uint64_t e2b_audit_suppressed;
     struct api_stats stats;
     struct api_forwarder *forwarder; /* forward.c; NULL without a route (no Redis) */
     struct gather *gathers;          /* lists across nodes under way (gather.c), linked */
@@ -233,6 +230,22 @@ void api_gate_leave(struct api_gate *g, const char *tenant, const char *session)
 void api_gate_leave_later(struct api_gate *g, const char *tenant, const char *session);
 void api_gate_get_stats(const struct api_gate *g, struct api_gate_stats *ret);
 
+/* bucket.c: engine operations a tenant asks for at will (pause, hibernate, snapshot), a token
+ * bucket per tenant. Pure; per_s and burst > 0. */
+struct api_buckets;
+struct err;
+struct api_buckets_stats {
+    uint64_t taken_total, refused_total;
+};
+struct api_buckets *api_buckets_new(unsigned per_s, unsigned burst);
+void api_buckets_free(struct api_buckets *b);
+/* 0: a token taken for tenant (id copied) at now_ms (monotonic); -EDQUOT: its bucket is empty. */
+int api_buckets_take(struct api_buckets *b, const char *tenant, uint64_t now_ms);
+void api_buckets_get_stats(const struct api_buckets *b, struct api_buckets_stats *ret);
+/* A token of a->engine_ops for an operation of tenant (what: "pauses", ...): 0, or -EDQUOT with
+ * reterr saying why (answered 429 quota_exceeded with Retry-After). */
+int api_engine_op(struct api *a, const char *tenant, const char *what, struct err *reterr);
+
 /* ---- routes (api.c) ---- */
 
 /* A route's handler reads the request body itself, as it comes (api_body_read()): the filter
@@ -279,8 +292,9 @@ struct api_route_style {
 };
 /* req, authenticated, names session id (of tenant; NULL: the admin asks, or an E2B sandbox's
  * own token, which its owner checks), which this node does not hold: answered by its owner
- * (forwarded), or here with 404 (no such session) or 503 (its node cannot be reached now), in
- * style's shapes (NULL: REST's). */
+ * (forwarded), or here with 404 (no such session) or 503 (its node cannot be reached now, or
+ * this node cannot tell yet: the node registry not read or its own sessions not loaded since it
+ * started), in style's shapes (NULL: REST's). */
 void api_forward_session(struct api *a, struct evhttp_request *req, const char *id,
                          const char *tenant, const struct api_route_style *style);
 /* req names the MCP session id (on /mcp) of tenant, which this node does not hold: forwarded to
@@ -306,12 +320,15 @@ struct api_gather_spec {
  * request with the hop marker (another node's, or a client's) is answered with local alone,
  * every other node named missing; true too. false: answer local alone (still the caller's: no
  * other node). who (a tenant's id, or "(admin)", which no tenant id is) has at most
- * GATHER_PER_CLIENT of them under way, the node GATHER_MAX: then 503. */
+ * GATHER_PER_CLIENT of them under way, the node GATHER_MAX: then 503; so is a list before the
+ * node registry's first read (which nodes to ask is not known yet). */
 bool api_gather(struct api *a, struct evhttp_request *req, const struct api_gather_spec *spec,
                 const char *who, json_t *local, bool more);
 /* {"sessions": [...]}: the REST and admin lists. */
 extern const struct api_gather_spec api_gather_sessions;
-/* Whether other nodes share this one's Redis (the registry's last read): routing has a point. */
+/* Whether other nodes may share this one's Redis (the registry's last read), so that routing
+ * has a point: true too before the registry's first read (this node cannot know yet that it is
+ * alone; the route then answers 503). */
 bool api_clustered(const struct api *a);
 /* req goes to node (at url) as it is, and is answered from there (placement of a create). */
 void api_forward_to(struct api *a, struct evhttp_request *req, const char *node, const char *url);

@@ -33,6 +33,7 @@
 #include "mcp-internal.h"
 
 #define LOG_MODULE "api"
+#include "cluster/registry.h"
 #include "log/log.h"
 #include "pool/pool.h"
 #include "sandpool/api.h"
@@ -146,6 +147,15 @@ handle_readyz(struct api *a, struct evhttp_request *req, const char *const *para
     }
     if (b->redis_ok != NULL) {
         (void)json_object_set_new(checks, "redis", OOM_CHECK(json_string(why[0] ? why : "ok")));
+    }
+    if (b->registry != NULL) {
+        /* Before its first read this node cannot tell another node's session from none. */
+        bool listed = registry_listed(b->registry);
+
+        ready = ready && listed;
+        (void)json_object_set_new(
+            checks, "registry",
+            OOM_CHECK(json_string(listed ? "ok" : "not read yet: the other nodes are unknown")));
     }
     if (b->drain_state(b->userdata) != API_SERVING) {
         ready = false;
@@ -543,6 +553,7 @@ api_new(struct event_base *base, const struct cfg *cfg, const struct api_backend
                                         .max = cfg->files_max_inflight,
                                         .per_tenant_queue = cfg->files_queue_per_tenant});
     a->waiting = api_waiting_new(cfg->queue_max_bytes, cfg->queue_max_bytes_per_tenant);
+    a->engine_ops = api_buckets_new(cfg->engine_tenant_ops_per_s, cfg->engine_tenant_ops_burst);
     if (cfg->mcp_max_sessions > 0 && backend->redis != NULL) {
         a->mcp = mcp_server_new(a);
     }
@@ -576,6 +587,7 @@ api_get_stats(const struct api *a, struct api_stats *ret)
     struct api_conns_stats cs;
     struct api_gate_stats gs;
     struct api_waiting_stats ws;
+    struct api_buckets_stats bs;
 
     *ret = a->stats;
     api_conns_get_stats(a->conns, &cs);
@@ -596,6 +608,9 @@ api_get_stats(const struct api *a, struct api_stats *ret)
     ret->waiting_bytes = ws.bytes;
     ret->waiting_calls = ws.calls;
     ret->waiting_refused_total = ws.refused_total + ws.refused_sandbox;
+    api_buckets_get_stats(a->engine_ops, &bs);
+    ret->engine_ops_total = bs.taken_total;
+    ret->engine_ops_refused_total = bs.refused_total;
 }
 
 bool
@@ -637,6 +652,7 @@ api_free(struct api *a)
     api_conns_free(a->health_conns);
     api_gate_free(a->files_gate); /* after evhttp_free: the requests that waited are gone */
     api_waiting_free(a->waiting);
+    api_buckets_free(a->engine_ops);
     if (a->unix_path[0] != '\0') {
         (void)unlink(a->unix_path);
     }

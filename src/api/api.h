@@ -102,6 +102,8 @@ struct api_stats {
     /* calls waiting for a busy sandbox (waiting.c) */
     uint64_t waiting_bytes, waiting_calls;
     uint64_t waiting_refused_total; /* over a byte budget or their sandbox's queue */
+    /* pauses, hibernations and snapshots tenants asked for (bucket.c): let through, refused */
+    uint64_t engine_ops_total, engine_ops_refused_total;
 };
 void api_get_stats(const struct api *a, struct api_stats *ret);
 

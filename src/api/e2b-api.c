@@ -34,8 +34,9 @@ require_key(struct api *a, struct evhttp_request *req)
     if (t == NULL) {
         a->e2b_stats.refused_key++;
         if (key != NULL) {
-            e2b_audit_refused(a, OOM_CHECK(json_pack("{s:s, s:s}", "plane", "control", "why",
-                                                     "the API key is not valid here")));
+            audit_log_limited("e2b.refused", "anonymous", NULL,
+                              OOM_CHECK(json_pack("{s:s, s:s}", "plane", "control", "why",
+                                                  "the API key is not valid here")));
         }
         api_reply_close(req);
         e2b_reply_error(req, 401, "%s", key ? "the API key is not valid here" : "no X-API-KEY");
@@ -465,8 +466,9 @@ on_paused(int r, const struct err *e, void *userdata)
     log_set_request(w->request);
     if (r == 0) {
         w->a->e2b_stats.paused++;
-        audit_log("e2b.sandbox.paused", w->actor,
-                  OOM_CHECK(json_pack("{s:s, s:s}", "tenant", w->tenant, "session", w->id)));
+        audit_log_limited(
+            "e2b.sandbox.paused", w->actor, w->tenant,
+            OOM_CHECK(json_pack("{s:s, s:s}", "tenant", w->tenant, "session", w->id)));
     }
     if (w->req != NULL && r < 0) {
         e2b_reply_error(w->req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
@@ -490,6 +492,10 @@ sandbox_pause(struct api *a, struct evhttp_request *req, const struct cfg_tenant
 
     if (is_paused(s) && !session_is_paused(s)) {
         e2b_reply_error(req, 409, "sandbox %s is already paused", session_id(s));
+        return;
+    }
+    if (api_engine_op(a, t->id, "pauses", &e) < 0) {
+        e2b_reply_error(req, e2b_status_of(e.code), "%s", e.msg);
         return;
     }
     w = e2b_wait_new(a, req, t, session_id(s));

@@ -78,11 +78,6 @@ struct e2b_wait *e2b_wait_new(struct api *a, struct evhttp_request *req, const s
 void e2b_wait_end(struct e2b_wait *w);
 /* The request's body as JSON (an empty body is {}), or NULL after replying 400. */
 json_t *e2b_body_json(struct evhttp_request *req);
-/* An "e2b.refused" audit line (fields stolen), at most E2B_AUDIT_REFUSED_PER_S a second: the
- * rest are counted and said in one line ("suppressed") when the next second starts. Anonymous
- * clients cause these; the metric counts every refusal. */
-#define E2B_AUDIT_REFUSED_PER_S 20u
-void e2b_audit_refused(struct api *a, json_t *fields);
 /* The sandbox's envVars as a new object, or NULL when it has none. */
 json_t *e2b_sandbox_env(const struct e2b_ext *x);
 /* Writes x back into its session's record (contexts changed); cb(r, arg) once Redis answered

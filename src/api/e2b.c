@@ -267,37 +267,14 @@ token_ok(const char *given, const char *want)
            CRYPTO_memcmp(given, want, E2B_TOKEN_LEN) == 0;
 }
 
-void
-e2b_audit_refused(struct api *a, json_t *fields)
-{
-    uint64_t now = time_now_ms() / 1000u;
-
-    if (now != a->e2b_audit_second) {
-        if (a->e2b_audit_suppressed > 0) {
-            audit_log(
-                "e2b.refused", "anonymous",
-                OOM_CHECK(json_pack("{s:I}", "suppressed", (json_int_t)a->e2b_audit_suppressed)));
-        }
-        a->e2b_audit_second = now;
-        a->e2b_audit_lines = 0;
-        a->e2b_audit_suppressed = 0;
-    }
-    if (a->e2b_audit_lines >= E2B_AUDIT_REFUSED_PER_S) {
-        a->e2b_audit_suppressed++;
-        json_decref(fields);
-        return;
-    }
-    a->e2b_audit_lines++;
-    audit_log("e2b.refused", "anonymous", fields);
-}
-
 static void
 refused(struct api *a, struct evhttp_request *req, const char *sandbox, unsigned port,
         const char *why)
 {
     a->e2b_stats.refused_token++;
-    e2b_audit_refused(a, OOM_CHECK(json_pack("{s:s, s:i, s:s}", "sandbox", sandbox, "port",
-                                             (int)port, "why", why)));
+    audit_log_limited(
+        "e2b.refused", "anonymous", NULL,
+        OOM_CHECK(json_pack("{s:s, s:i, s:s}", "sandbox", sandbox, "port", (int)port, "why", why)));
     api_reply_close(req);
     e2b_reply_error(req, 401, "%s", why);
 }

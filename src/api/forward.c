@@ -40,6 +40,7 @@
 #include "cluster/route.h"
 #include "log/log.h"
 #include "sandpool/api.h"
+#include "session/session.h"
 #include "stream/out.h"
 #include "util/macro.h"
 #include "util/parse.h"
@@ -552,7 +553,13 @@ api_forward_session(struct api *a, struct evhttp_request *req, const char *id, c
     }
     f = fwd_new(a, req, id);
     f->style = style;
-    if (route_find(a->backend->route, id, tenant, &ans, on_routed, f, &f->rop) == 1) {
+    if (a->backend->sessions != NULL && !session_manager_loaded(a->backend->sessions)) {
+        /* Its record may name this node: a session of its own not loaded yet is no 404. */
+        ans = (struct route_answer){.verdict = ROUTE_UNAVAILABLE};
+        (void)snprintf(ans.why, sizeof(ans.why),
+                       "sessions are being loaded after a restart; retry");
+        routed(f, &ans);
+    } else if (route_find(a->backend->route, id, tenant, &ans, on_routed, f, &f->rop) == 1) {
         routed(f, &ans);
     }
 }

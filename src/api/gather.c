@@ -315,11 +315,20 @@ api_gather(struct api *a, struct evhttp_request *req, const struct api_gather_sp
     uint64_t now = time_wall_ms();
     struct gather *g;
 
-    if (peers == 0 || uri == NULL || uri[0] != '/') {
+    if (uri == NULL || uri[0] != '/') {
         return false; /* this node's own list is the whole answer */
     }
-    if (!api_forwarded(req) && (why = too_many(a, who)) != NULL) {
-        /* Each costs a request to every node: a client that asks without end is bounded. */
+    if (peers == 0 && api_clustered(a)) {
+        /* Which nodes to ask is not known yet: a list of this node's alone would be wrong. */
+        why = "this node has not read the node registry yet (it is starting): retry";
+    } else if (peers == 0) {
+        return false; /* a node alone: its own list is the whole answer */
+    } else {
+        /* Each costs a request to every node: a client that asks without end is bounded (a
+         * marked one asks nobody). */
+        why = api_forwarded(req) ? NULL : too_many(a, who);
+    }
+    if (why != NULL) {
         json_decref(local);
         if (spec->refuse != NULL) {
             spec->refuse(a, req, -ENOTCONN, why);

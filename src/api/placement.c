@@ -54,5 +54,5 @@ bool
 api_clustered(const struct api *a)
 {
     return a->forwarder != NULL && a->backend->route != NULL && a->backend->registry != NULL &&
-           registry_peers(a->backend->registry) > 0;
+           (registry_peers(a->backend->registry) > 0 || !registry_listed(a->backend->registry));
 }

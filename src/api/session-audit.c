@@ -1,7 +1,9 @@
 /* The audit lines of sessions and executions; see session-audit.h. Their content (keys and
  * their order) is what the suites grep for: "session.created", "session.ended",
  * "execution.started", "execution.finished", "session.paused" (idle; an explicit pause's is
- * sessions.c's), "session.resumed", "session.hibernated" and "session.woken". */
+ * sessions.c's), "session.resumed", "session.hibernated" and "session.woken". The last four a
+ * tenant can repeat at will (pause, call, pause...): at most AUDIT_LIMITED_PER_S a second each
+ * per tenant, the rest counted (audit_log_limited()). */
 #include "session-audit.h"
 
 #include <stdio.h>
@@ -61,25 +63,26 @@ api_session_audit(const struct session_audit *a, void *userdata)
         audit_execution_finished(a);
         break;
     case SESSION_AUDIT_PAUSED:
-        audit_log("session.paused", a->actor,
-                  OOM_CHECK(json_pack("{s:s, s:s, s:s}", "tenant", a->tenant, "session", a->session,
-                                      "why", a->why)));
+        audit_log_limited("session.paused", a->actor, a->tenant,
+                          OOM_CHECK(json_pack("{s:s, s:s, s:s}", "tenant", a->tenant, "session",
+                                              a->session, "why", a->why)));
         break;
     case SESSION_AUDIT_RESUMED:
-        audit_log("session.resumed", a->actor,
-                  OOM_CHECK(json_pack("{s:s, s:s, s:I}", "tenant", a->tenant, "session", a->session,
-                                      "duration_ms", (json_int_t)a->duration_ms)));
+        audit_log_limited(
+            "session.resumed", a->actor, a->tenant,
+            OOM_CHECK(json_pack("{s:s, s:s, s:I}", "tenant", a->tenant, "session", a->session,
+                                "duration_ms", (json_int_t)a->duration_ms)));
         break;
     case SESSION_AUDIT_HIBERNATED:
-        audit_log(
-            "session.hibernated", a->actor,
+        audit_log_limited(
+            "session.hibernated", a->actor, a->tenant,
             OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "tenant", a->tenant, "session",
                                 a->session, "why", a->why, "snapshot", a->snapshot, "bytes",
                                 (json_int_t)a->bytes, "duration_ms", (json_int_t)a->duration_ms)));
         break;
     case SESSION_AUDIT_WOKEN:
-        audit_log(
-            "session.woken", a->actor,
+        audit_log_limited(
+            "session.woken", a->actor, a->tenant,
             OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "tenant", a->tenant,
                                 "session", a->session, "snapshot", a->snapshot, "container",
                                 a->container, "source", a->cold ? "cold" : "warm", "epoch",

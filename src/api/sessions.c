@@ -534,6 +534,11 @@ api_sessions_pause(struct api *a, struct evhttp_request *req, const char *const 
     if (s == NULL) {
         return;
     }
+    /* The freeze, and the thaw the next call makes: bounded per tenant (the admin is not). */
+    if (!who.admin && api_engine_op(a, session_tenant(s), "pauses", &e) < 0) {
+        api_reply_error(req, e.code, "%s", e.msg);
+        return;
+    }
     c = call_new(a, req, session_tenant(s));
     (void)snprintf(c->session, sizeof(c->session), "%s", session_id(s));
     r = session_pause(s, on_session_paused, c, &c->pause, &e);
@@ -542,9 +547,9 @@ api_sessions_pause(struct api *a, struct evhttp_request *req, const char *const 
         call_end(c);
         return;
     }
-    audit_log("session.paused", who.name,
-              OOM_CHECK(json_pack("{s:s, s:s, s:s}", "tenant", session_tenant(s), "session",
-                                  session_id(s), "why", "requested")));
+    audit_log_limited("session.paused", who.name, session_tenant(s),
+                      OOM_CHECK(json_pack("{s:s, s:s, s:s}", "tenant", session_tenant(s), "session",
+                                          session_id(s), "why", "requested")));
     if (r == 0) {
         api_reply_json_new(req, 200, session_to_json(s));
         call_end(c);
@@ -571,6 +576,10 @@ api_sessions_hibernate(struct api *a, struct evhttp_request *req, const char *co
         if (r < 0) {
             api_reply_error(req, e.code, "%s", e.msg);
         }
+        return;
+    }
+    if (!who.admin && api_engine_op(a, session_tenant(s), "hibernations", &e) < 0) {
+        api_reply_error(req, e.code, "%s", e.msg);
         return;
     }
     c = call_new(a, req, session_tenant(s));

@@ -133,6 +133,10 @@ api_snapshots_take(struct api *a, struct evhttp_request *req, const char *const 
         return;
     }
     session_touch(s);
+    if (!who.admin && api_engine_op(a, session_tenant(s), "snapshots", &e) < 0) {
+        reply_failure(req, e.code, &e);
+        return;
+    }
     c = scall_new(a, req, session_tenant(s), who.name);
     c->status = 201;
     if (snapshots_take(a->backend->snapshots, s, who.name, on_json, c, &e) < 0) {

@@ -262,7 +262,29 @@ registry_stop(struct registry *r)
     return rc < 0;
 }
 
+/* A beat at once, the next ones a heartbeat apart from it. Not EV_TIMEOUT: libevent would
+ * schedule the next after the pending timeout's, a gap of up to two heartbeats. */
+static void
+beat_now(struct registry *r)
+{
+    event_active(r->timer, 0, 0);
+}
+
+void
+registry_redis_up(struct registry *r)
+{
+    if (r->state == REG_IDLE && !r->stop_wanted) {
+        beat_now(r);
+    }
+}
+
 /* ---- the view -------------------------------------------------------------------------------- */
+
+bool
+registry_listed(const struct registry *r)
+{
+    return r->listed_at != 0;
+}
 
 static json_t *
 time_or_null(uint64_t ms)
@@ -416,7 +438,7 @@ registry_new(struct event_base *base, const struct cfg *cfg, struct store_redis 
     r->timer = OOM_CHECK(event_new(base, -1, EV_PERSIST, on_beat, r));
     time_tv_from_ms(&tv, cfg->cluster_heartbeat_ms);
     (void)event_add(r->timer, &tv);
-    event_active(r->timer, EV_TIMEOUT, 0); /* the first beat at once */
+    beat_now(r); /* the first beat at once (when Redis is up by then) */
     return r;
 }
 

@@ -48,6 +48,15 @@ struct registry *registry_new(struct event_base *base, const struct cfg *cfg,
 /* Callbacks of operations still in Redis's hands must have come (store_redis_free() first). */
 struct registry *registry_free(struct registry *r);
 
+/* Redis came up: the next heartbeat (and list) goes at once rather than at the next beat, so that
+ * a node just started knows the others (registry_listed()) as early as it can. */
+void registry_redis_up(struct registry *r);
+
+/* Whether the registry was read once since this node started. Before, the node does not know
+ * whether it is alone: a session it does not hold may be another node's, so it is neither ready
+ * nor answers for such a session (docs/cluster.md#routing). */
+bool registry_listed(const struct registry *r);
+
 /* The last heartbeat, "stopped": true once it is answered, failed or Redis is down (then the
  * others see the heartbeat age). Called again until true by the drain. */
 bool registry_stop(struct registry *r);

@@ -194,6 +194,15 @@ cached(struct route *r, const char *key, const char *tenant, struct route_answer
     return 1;
 }
 
+/* Before the node registry's first read this node cannot tell a session that never was from one
+ * another node holds: a 404 would tell the client its session is gone. */
+static int
+not_listed(struct route_answer *ret)
+{
+    return answer(ret, ROUTE_UNAVAILABLE, NULL,
+                  "this node has not read the node registry yet (it is starting): retry");
+}
+
 /* Whether a lookup may be sent now; else *ret says why not. */
 static bool
 may_look_up(struct route *r, struct route_answer *ret)
@@ -247,9 +256,12 @@ route_find(struct route *r, const char *id, const char *tenant, struct route_ans
     if (cached(r, id, tenant, ret)) {
         return 1;
     }
+    if (!registry_listed(r->registry)) {
+        return not_listed(ret);
+    }
     if (registry_peers(r->registry) == 0) {
-        /* A node alone (no other ever in the registry's last list) holds every session there
-         * is: nothing to look up, and a Redis that is down changes nothing. */
+        /* A node alone (no other in the registry's last list) holds every session there is:
+         * nothing to look up, and a Redis that is down changes nothing. */
         return answer(ret, ROUTE_NONE, NULL, "no such session");
     }
     if (strlen(id) > OWNER_ID_MAX || (tenant != NULL && strlen(tenant) > OWNER_ID_MAX) ||
@@ -338,6 +350,9 @@ route_find_mcp(struct route *r, const char *id, const char *tenant, struct route
     struct route_op *op;
 
     *ret_op = NULL;
+    if (!registry_listed(r->registry)) {
+        return not_listed(ret);
+    }
     if (strlen(id) + 2 > OWNER_ID_MAX || strlen(tenant) > OWNER_ID_MAX ||
         registry_peers(r->registry) == 0) {
         return answer(ret, ROUTE_HERE, NULL, "served here");

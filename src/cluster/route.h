@@ -50,7 +50,8 @@ struct route *route_new(const struct cfg *cfg, struct store_redis *redis,
 struct route *route_free(struct route *r);
 
 /* The route of session id for tenant (NULL: the admin, any tenant's). Returns 1 with *ret
- * filled when it is known now (cached, or unknowable: Redis down, too many lookups in flight);
+ * filled when it is known now (cached, or unknowable: Redis down, too many lookups in flight, or
+ * the node registry not read yet since this node started: UNAVAILABLE, never NONE);
  * returns 0 when the session's record is being read: cb runs once later with the answer, unless
  * route_cancel(*ret_op) came first. */
 int route_find(struct route *r, const char *id, const char *tenant, struct route_answer *ret,
@@ -60,7 +61,8 @@ int route_find(struct route *r, const char *id, const char *tenant, struct route
  * record's node); HERE when that is this node, when the record is not there or not tenant's (this
  * node then answers as it would alone), when its sandbox ended, and when the node that made a
  * session without a sandbox was lost (this node takes it over: nothing of it lived there; a node
- * that is restarting keeps its sessions, DOWN). A
+ * that is restarting keeps its sessions, DOWN). Before the node registry's first read, always
+ * UNAVAILABLE: a record read then could be served here while its node serves it too. A
  * forwarded session's node is cached as a session's owner is: no Redis read the next time. */
 int route_find_mcp(struct route *r, const char *id, const char *tenant, struct route_answer *ret,
                    route_cb *cb, void *userdata, struct route_op **ret_op);

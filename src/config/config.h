@@ -83,6 +83,7 @@ struct cfg {
     char *engine_socket;
     unsigned engine_timeout_ms;
     unsigned engine_max_concurrency;
+    unsigned engine_tenant_ops_per_s, engine_tenant_ops_burst; /* api/bucket.c */
     char *redis_url;
     char *redis_prefix;
     unsigned redis_timeout_ms;

@@ -37,6 +37,12 @@ const struct cfg_option cfg_options[] = {
         "deadline of one ordinary engine call"),
     OPT("engine.max_concurrency", CFG_UINT, engine_max_concurrency, "4", 1, 256, CFG_RELOADABLE,
         "container creations/removals in flight at once"),
+    OPT("engine.tenant_ops_per_s", CFG_UINT, engine_tenant_ops_per_s, "2", 1, 100000, 0,
+        "engine operations a tenant asks for at will (pause, hibernate, snapshot) a second, on "
+        "average; past the burst, 429 (a storm of 9,000 pauses and resumes in 20 s took "
+        "another tenant's print(1) from 2 to 99 ms)"),
+    OPT("engine.tenant_ops_burst", CFG_UINT, engine_tenant_ops_burst, "10", 1, 100000, 0,
+        "engine operations of that kind a tenant may ask for at once, after a quiet while"),
     OPT("redis.url", CFG_STRING, redis_url, "unix:///run/sandpool/redis.sock", 0, 0, CFG_NONEMPTY,
         "redis://HOST:PORT[/DB] or unix:///path[?db=N]"),
     OPT("redis.prefix", CFG_STRING, redis_prefix, "sandpool:", 0, 0, 0,

@@ -70,6 +70,10 @@ server_notify_readiness(struct server *s)
     }
     ready = server_engine_ok(s, why, sizeof(why)) && server_redis_ok(s, why, sizeof(why)) &&
             !s->drained && !s->leaving;
+    if (ready && s->registry != NULL && !registry_listed(s->registry)) {
+        ready = false;
+        (void)snprintf(why, sizeof(why), "the node registry not read yet");
+    }
     for (size_t i = 0; ready && i < s->n_pools; i++) {
         struct pool_stats st;
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "audit/audit.h"
 #include "cluster/registry.h"
 #include "cluster/route.h"
 #include "docker/client.h"
@@ -562,6 +563,16 @@ metrics_http(struct server *s, struct buf *out)
          "Calls refused their place in a queue: over a byte budget (queue.max_bytes*) or their "
          "sandbox's queue full.",
          {{NULL, as.waiting_refused_total}}},
+        {"sandpool_tenant_engine_operations_total",
+         "counter",
+         "Pauses, hibernations and snapshots tenants asked for: let through, or answered 429 "
+         "(engine.tenant_ops_per_s).",
+         {{"outcome=\"ok\"", as.engine_ops_total},
+          {"outcome=\"refused\"", as.engine_ops_refused_total}}},
+        {"sandpool_audit_lines_suppressed_total",
+         "counter",
+         "Audit lines of a kind a client repeats past 20 a second, counted in one line instead.",
+         {{NULL, audit_limited_suppressed_total()}}},
     };
 
     return metrics_write(out, tab, ELEMENTSOF(tab));

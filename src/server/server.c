@@ -26,6 +26,7 @@
 
 #define LOG_MODULE "server"
 #include "api/session-audit.h"
+#include "audit/audit.h"
 #include "cluster/registry.h"
 #include "cluster/route.h"
 #include "docker/api.h"
@@ -65,6 +66,7 @@ on_cron(evutil_socket_t fd, short what, void *arg)
         return;
     }
     server_notify_readiness(s);
+    audit_limited_flush();
     session_manager_tick(s->sessions);
     snapshots_tick(s->snapshots);
     if (s->link != ENGINE_UP) {
@@ -135,6 +137,9 @@ on_redis_state(bool up, const char *why, void *userdata)
     if (up) {
         log_info("redis connected");
         session_manager_redis_up(s->sessions);
+        if (s->registry != NULL) {
+            registry_redis_up(s->registry);
+        }
     } else {
         log_warn("redis unavailable: %s; reconnecting", why);
     }

@@ -5,7 +5,9 @@
 # first and answer as usual, with the variables, the epoch and the idle deadline unchanged;
 # pause_after_s pauses an idle session by itself; pausing during an execution is 409; a paused
 # session can be deleted; kill -9 of the daemon while one is paused: the restarted daemon thaws
-# and adopts it. Metrics and audit lines. Loopback only. TAP output.
+# and adopts it. Metrics and audit lines. A pause storm: refused with 429 past the tenant's
+# bucket, the engine calls it causes bounded, a neighbour's latency printed. Loopback only. TAP
+# output.
 #
 # Needs: SANDPOOL_TEST_ENGINE_SOCKET, SANDPOOLD, image sandpool/python, redis-server, jq.
 set -uo pipefail
@@ -139,5 +141,108 @@ api POST "/v1/sessions/$s/pause" "$TA" >/dev/null
 api DELETE "/v1/sessions/$s" "$TA" >/dev/null
 check_eq "DELETE of a paused session answers 204" "$(status)" 204
 check "its container goes" wait_for 30 container_gone "$cid"
+
+# ---- a pause storm, and a neighbour --------------------------------------------------------------
+# Tenant A pauses and wakes 4 sessions in a loop (a thread each, keep-alive, at most 120 pauses
+# a second each) for STORM_S seconds; before the bound, 9,033 pauses and as many resumes in 20 s
+# took another tenant's print(1) p99 from about 2 to 99 ms. Now each pause takes a token of A's
+# bucket (engine.tenant_ops_per_s 2, burst 10): past it 429 quota_exceeded with Retry-After, and
+# the engine calls A causes in the window (freezes and thaws, from the daemon's own counters)
+# are bounded. Tenant B's print(1) latencies before and during the storm are printed side by
+# side (not gated: the machine is shared).
+STORM_S=${SANDPOOL_TEST_STORM_S:-10}
+api DELETE "/v1/sessions/$p" "$TA" >/dev/null
+storm_ids=()
+for _ in 1 2 3 4; do storm_ids+=("$(new_session "$TA")"); done
+check_eq "tenant A has 4 sessions for the storm" "$(printf '%s\n' "${storm_ids[@]}" | grep -cE '^[0-9a-f]{32}$')" 4
+nb=$(new_session "$TB")
+check_eq "tenant B's neighbour session answers print(1)" "$(run "$TB" "$nb" '{"code": "print(1)"}' | jq -r .stdout)" 1
+# probe_b: one print(1) of B's, its time in ms appended to $work/lat-$1; a wrong answer counted.
+probe_b() {
+    local t
+    t=$(curl -s -o "$work/nb.json" -w '%{time_total}' --max-time 30 -X POST -H "Authorization: Bearer $TB" \
+        -H 'Content-Type: application/json' --data-binary '{"code": "print(1)"}' "$U/v1/sessions/$nb/execute")
+    awk -v t="$t" 'BEGIN { printf "%.1f\n", t * 1000 }' >>"$work/lat-$1"
+    [ "$(jq -c '[.status, .stdout]' "$work/nb.json" 2>/dev/null)" = '["ok","1\n"]' ] || echo x >>"$work/bad-$1"
+}
+# pct FILE P: the P-th percentile (nearest rank) of the numbers in FILE.
+pct() { sort -g "$1" | awk -v p="$2" '{ v[NR] = $1 } END { if (NR) { i = int(NR * p / 100 + 0.999999); print v[i < 1 ? 1 : i] } }'; }
+: >"$work/lat-before"; : >"$work/lat-storm"; : >"$work/bad-before"; : >"$work/bad-storm"
+for _ in $(seq 1 60); do probe_b before; done
+counters() { echo "$(metric sandpool_sessions_paused_total) $(metric sandpool_sessions_resumed_total) $(grep -c '"tenant":"a"' "$work/audit.jsonl")"; }
+read -r paused0 resumed0 alines0 <<<"$(counters)"
+python3 - "$U" "$TA" "$STORM_S" "${storm_ids[@]}" >"$work/storm.json" <<'PY' &
+import http.client, json, sys, threading, time, urllib.parse
+url, token, secs, sessions = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4:]
+u = urllib.parse.urlsplit(url)
+PAIRS_PER_S = 120  # per session: 480 pauses a second in all, the storm's pace in the issue (450)
+n = {"paused": 0, "refused": 0, "refused_as_said": 0, "woken": 0, "other": 0}
+lock = threading.Lock()
+def post(conn, path):
+    conn.request("POST", path, headers={"Authorization": "Bearer " + token, "Content-Length": "0"})
+    r = conn.getresponse()
+    body = r.read()
+    try:
+        code = json.loads(body)["error"]["code"]
+    except Exception:
+        code = None
+    return r.status, r.getheader("Retry-After"), code
+def loop(sid):
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    start = time.monotonic()
+    k = 0
+    while time.monotonic() < start + secs:
+        k += 1
+        time.sleep(max(0.0, start + k / PAIRS_PER_S - time.monotonic()))
+        st, ra, code = post(conn, "/v1/sessions/%s/pause" % sid)
+        with lock:
+            if st == 200:
+                n["paused"] += 1
+            elif st == 429:
+                n["refused"] += 1
+                n["refused_as_said"] += ra == "1" and code == "quota_exceeded"
+            else:
+                n["other"] += 1
+        st, _, _ = post(conn, "/v1/sessions/%s/wake" % sid)
+        with lock:
+            n["woken" if st == 200 else "other"] += 1
+threads = [threading.Thread(target=loop, args=(s,)) for s in sessions]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps(n))
+PY
+storm=$!
+sleep 0.5
+while kill -0 "$storm" 2>/dev/null; do probe_b storm; done
+wait "$storm"
+sleep 0.5 # the last thaws answered
+read -r paused1 resumed1 alines1 <<<"$(counters)"
+calls=$(( paused1 - paused0 + resumed1 - resumed0 ))
+bound=$(( 2 * (10 + 2 * STORM_S) + 4 )) # freezes and thaws: the burst and the rate, each; + 4
+echo "# storm of ${STORM_S} s: $(cat "$work/storm.json"); engine calls: $((paused1 - paused0)) freezes + $((resumed1 - resumed0)) thaws = $calls (bound $bound); audit lines of tenant a: $((alines1 - alines0))"
+b50=$(pct "$work/lat-before" 50); b99=$(pct "$work/lat-before" 99)
+s50=$(pct "$work/lat-storm" 50); s99=$(pct "$work/lat-storm" 99)
+echo "# neighbour print(1), ms:  before p50 $b50 p99 $b99 ($(wc -l <"$work/lat-before") runs) | during p50 $s50 p99 $s99 ($(wc -l <"$work/lat-storm") runs) | p99 ratio $(awk -v a="$s99" -v b="$b99" 'BEGIN { printf "%.2f", a / b }')"
+check "A's pauses past the bound answered 429 quota_exceeded with Retry-After: 1" \
+    jq_true '.refused > 0 and .refused_as_said == .refused and .paused > 0' "$work/storm.json"
+check "the engine calls A caused in the window are bounded ($calls <= $bound)" \
+    eval "is_num '$calls' && [ '$calls' -le '$bound' ] && [ \$(( paused1 - paused0 )) -gt 0 ]"
+check "audit lines of A in the window are bounded too (0 < $((alines1 - alines0)) <= $bound)" \
+    eval "[ $((alines1 - alines0)) -gt 0 ] && [ $((alines1 - alines0)) -le $bound ]"
+check "the neighbour's print(1) answered right throughout ($(wc -l <"$work/lat-storm") during the storm)" \
+    eval "[ ! -s '$work/bad-before' ] && [ ! -s '$work/bad-storm' ] && [ \$(wc -l <'$work/lat-storm') -gt 0 ]"
+refused=$(metric 'sandpool_tenant_engine_operations_total{outcome="refused"}')
+check "sandpool_tenant_engine_operations_total counts the refusals ($refused)" num_lt 0 "$refused"
+for _ in $(seq 1 30); do
+    api POST "/v1/sessions/${storm_ids[1]}/pause" "$TA" >/dev/null
+    [ "$(status)" != 429 ] || break
+done
+a_last=$(status)
+api POST "/v1/sessions/${storm_ids[0]}/pause" "$TADM" >/dev/null
+check_eq "with A's bucket empty (its pause: 429), the admin's pause of A's session takes none of it: 200" \
+    "$a_last $(status)" "429 200"
+for id in "${storm_ids[@]}" "$nb"; do api DELETE "/v1/sessions/$id" "$TADM" >/dev/null; done
 
 tap_done
