@@ -1,9 +1,9 @@
 /* Session records; see sessions.h and schema.h for the key layout.
  *
- * Scripts are sent with EVAL (text each time; a few hundred bytes): simpler than EVALSHA with a
- * NOSCRIPT fallback, and Redis caches the compiled script by its hash anyway. Timestamps are
- * the daemon's wall clock: one node writes its own deadline set, so clocks of different daemons
- * never meet in one comparison. */
+ * The scripts (session-scripts.c) are sent with EVAL (text each time; a few hundred bytes):
+ * simpler than EVALSHA with a NOSCRIPT fallback, and Redis caches the compiled script by its hash
+ * anyway. Timestamps are the daemon's wall clock: one node writes its own deadline set, so clocks
+ * of different daemons never meet in one comparison. */
 #include "sessions.h"
 
 #include <errno.h>
@@ -12,6 +12,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "session-scripts.h"
 #include "util/macro.h"
 
 #define KEY_MAX 256
@@ -24,192 +25,6 @@ struct store_sessions {
     char key_deadlines[KEY_MAX];
     char key_snapshot_expiry[KEY_MAX];
 };
-
-/* KEYS: hash, node set, deadlines, tenant set, tenant admissions. ARGV: id, deadline,
- * field/value pairs. The session joins its tenant's set (store_sessions_admit() may have put it
- * there already) and is no longer an admission in flight. */
-static const char create_lua[] = "redis.call('HSET', KEYS[1], unpack(ARGV, 3))\n"
-                                 "redis.call('SADD', KEYS[2], ARGV[1])\n"
-                                 "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])\n"
-                                 "redis.call('SADD', KEYS[4], ARGV[1])\n"
-                                 "redis.call('ZREM', KEYS[5], ARGV[1])\n"
-                                 "return 1\n";
-
-/* KEYS: hash, node set, deadlines, tenant set, tenant admissions, its snapshot's hash, its
- * tenant's snapshot bytes. ARGV: id, deadline, field/value pairs. A hibernated record whose
- * snapshot record Redis lost too gets that back from what the session keeps of it (the bytes are
- * in the store; the sweep removes them with the session). The tenant's set gets it back too: a
- * Redis that restarted empty counts the tenant's sessions again as their nodes restore them. */
-static const char restore_lua[] =
-    "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
-    "redis.call('HSET', KEYS[1], unpack(ARGV, 3))\n"
-    "redis.call('SADD', KEYS[2], ARGV[1])\n"
-    "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])\n"
-    "redis.call('SADD', KEYS[4], ARGV[1])\n"
-    "local f = {}\n"
-    "for i = 3, #ARGV - 1, 2 do f[ARGV[i]] = ARGV[i + 1] end\n"
-    "if f.state == 'hibernated' and f.snapshot ~= '' and f.snapshot_sha256 ~= '' and\n"
-    "   redis.call('EXISTS', KEYS[6]) == 0 then\n"
-    "  redis.call('HSET', KEYS[6], 'id', f.snapshot, 'tenant', f.tenant, 'session', ARGV[1],\n"
-    "             'state', 'ready', 'size', f.snapshot_size, 'sha256', f.snapshot_sha256,\n"
-    "             'created_at', f.last_active_at, 'expires_at', '0', 'manifest', '{}',\n"
-    "             'hibernation', '1', 'charge', f.snapshot_size)\n"
-    "  redis.call('INCRBY', KEYS[7], f.snapshot_size)\n"
-    "  return 2\n"
-    "end\n"
-    "return 1\n";
-
-/* A tenant's sessions across the cluster: the set of their ids (P tenant:T:sessions), kept by
- * the scripts that create, restore, delete and declare lost a session; the ids admitted but not
- * written yet are also in P tenant:T:admitted with the time of their admission (Redis's clock: no
- * two daemons' clocks meet). An admission past ADMIT_STALE_MS, whose node never wrote the record
- * (it crashed, or its create failed and the release was lost), goes at the next admission; a
- * member whose record is gone, lost or ending goes when the count reaches the bound (the scripts
- * that end, delete and declare lost a session take it out at once). KEYS: tenant set,
- * tenant admissions. ARGV: id, max, session key prefix. 1: admitted; 0: at max. */
-#define ADMIT_STALE_MS "60000"
-static const char admit_lua[] =
-    "local now = redis.call('TIME')\n"
-    "local t = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)\n"
-    "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', t - " ADMIT_STALE_MS ")) do\n"
-    "  redis.call('ZREM', KEYS[2], id)\n"
-    "  if redis.call('EXISTS', ARGV[3] .. id) == 0 then redis.call('SREM', KEYS[1], id) end\n"
-    "end\n"
-    "local max = tonumber(ARGV[2])\n"
-    "if redis.call('SCARD', KEYS[1]) >= max then\n"
-    "  for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do\n"
-    "    local st = redis.call('HGET', ARGV[3] .. id, 'state')\n"
-    "    if (not st and not redis.call('ZSCORE', KEYS[2], id)) or st == 'lost' or\n"
-    "       st == 'ending' then\n"
-    "      redis.call('SREM', KEYS[1], id)\n"
-    "    end\n"
-    "  end\n"
-    "  if redis.call('SCARD', KEYS[1]) >= max then return 0 end\n"
-    "end\n"
-    "redis.call('SADD', KEYS[1], ARGV[1])\n"
-    "redis.call('ZADD', KEYS[2], t, ARGV[1])\n"
-    "return 1\n";
-
-/* KEYS: tenant set, tenant admissions. ARGV: id. An admission whose create failed. */
-static const char unadmit_lua[] = "if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then\n"
-                                  "  redis.call('SREM', KEYS[1], ARGV[1])\n"
-                                  "end\n"
-                                  "return 1\n";
-
-/* KEYS: hash, deadlines. ARGV: id, now. A session the reaper has claimed (no longer in the
- * deadline set) is never brought back. */
-static const char touch_lua[] =
-    "if redis.call('HGET', KEYS[1], 'state') ~= 'active' then return 0 end\n"
-    "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end\n"
-    "local idle = tonumber(redis.call('HGET', KEYS[1], 'idle_timeout_s')) * 1000\n"
-    "local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))\n"
-    "local d = tonumber(ARGV[2]) + idle\n"
-    "if exp < d then d = exp end\n"
-    "redis.call('HSET', KEYS[1], 'last_active_at', ARGV[2])\n"
-    "redis.call('ZADD', KEYS[2], d, ARGV[1])\n"
-    "return 1\n";
-
-/* A hibernated session's snapshot goes to the snapshot sweep when its record ends or goes
- * (KEYS[n]: the sweep's zset). */
-#define DROP_SNAPSHOT_LUA(n)                               \
-    "local sn = redis.call('HGET', KEYS[1], 'snapshot')\n" \
-    "if sn and sn ~= '' then redis.call('ZADD', KEYS[" n "], 0, sn) end\n"
-
-/* The session leaves its tenant's count (KEYS[1]: its hash; ARGV[n]: the tenant key prefix). */
-#define TENANT_LEAVE_LUA(n)                             \
-    "local t = redis.call('HGET', KEYS[1], 'tenant')\n" \
-    "if t then redis.call('SREM', ARGV[" n "] .. t .. ':sessions', ARGV[1]) end\n"
-
-/* KEYS: hash, deadlines, snapshot expiry. ARGV: id, tenant key prefix. An ending session no
- * longer counts towards its tenant's max_sessions (nor does it on its node). */
-static const char ending_lua[] = "redis.call('ZREM', KEYS[2], ARGV[1])\n"
-                                 "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
-                                 "  redis.call('HSET', KEYS[1], 'state', 'ending')\n"
-                                 "end\n" TENANT_LEAVE_LUA("2") DROP_SNAPSHOT_LUA("3") "return 1\n";
-
-/* KEYS: hash, node set, deadlines, history, snapshot expiry. ARGV: id, tenant key prefix (the
- * tenant's set is named after the record's tenant). */
-static const char delete_lua[] =
-    DROP_SNAPSHOT_LUA("5") "redis.call('ZREM', KEYS[3], ARGV[1])\n"
-                           "redis.call('SREM', KEYS[2], ARGV[1])\n" TENANT_LEAVE_LUA(
-                               "2") "redis.call('DEL', KEYS[1], KEYS[4])\n"
-                                    "return 1\n";
-
-/* KEYS: hash, deadlines, snapshot hash, snapshot expiry. ARGV: id, container, snapshot id. The
- * live session (still active on that container) becomes hibernated on its ready snapshot, which
- * loses its own expiry (the session's end hands it to the sweep); its deadline is its end of
- * life. 0: the session is no longer that live one; -1: the snapshot is not ready. */
-static const char hibernate_lua[] =
-    "if redis.call('HGET', KEYS[1], 'state') ~= 'active' or\n"
-    "   redis.call('HGET', KEYS[1], 'container') ~= ARGV[2] then return 0 end\n"
-    "if redis.call('HGET', KEYS[3], 'state') ~= 'ready' then return -1 end\n"
-    "redis.call('HSET', KEYS[1], 'state', 'hibernated', 'snapshot', ARGV[3], 'container', '',\n"
-    "           'snapshot_size', redis.call('HGET', KEYS[3], 'size'),\n"
-    "           'snapshot_sha256', redis.call('HGET', KEYS[3], 'sha256'))\n"
-    "redis.call('ZADD', KEYS[2], redis.call('HGET', KEYS[1], 'expires_at'), ARGV[1])\n"
-    "redis.call('HSET', KEYS[3], 'expires_at', '0')\n"
-    "redis.call('ZREM', KEYS[4], ARGV[3])\n"
-    "return 1\n";
-
-/* KEYS: hash, deadlines, snapshot expiry. ARGV: id, container, epoch, gen, now, snapshot id, this
- * node. The hibernated session is live again on container; its snapshot goes to the sweep. 0: it
- * is no longer hibernated on that snapshot (ended meanwhile), or no longer this node's (a node
- * that was declared lost cannot wake what the claimer adopted). */
-static const char wake_lua[] =
-    "if redis.call('HGET', KEYS[1], 'state') ~= 'hibernated' or\n"
-    "   redis.call('HGET', KEYS[1], 'snapshot') ~= ARGV[6] or\n"
-    "   redis.call('HGET', KEYS[1], 'node') ~= ARGV[7] then return 0 end\n"
-    "redis.call('HSET', KEYS[1], 'state', 'active', 'container', ARGV[2], 'epoch', ARGV[3],\n"
-    "           'gen', ARGV[4], 'last_active_at', ARGV[5], 'snapshot', '', 'snapshot_size', '0',\n"
-    "           'snapshot_sha256', '')\n"
-    "local d = tonumber(ARGV[5]) + tonumber(redis.call('HGET', KEYS[1], 'idle_timeout_s')) * 1000\n"
-    "local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))\n"
-    "if exp < d then d = exp end\n"
-    "redis.call('ZADD', KEYS[2], d, ARGV[1])\n"
-    "redis.call('ZADD', KEYS[3], 0, ARGV[6])\n"
-    "return 1\n";
-
-/* KEYS: hash, deadlines. ARGV: id, at. An active session the reaper claimed gets a deadline
- * again (its idle hibernation failed for now: it is tried again at). */
-static const char requeue_lua[] =
-    "if redis.call('HGET', KEYS[1], 'state') ~= 'active' then return 0 end\n"
-    "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])\n"
-    "return 1\n";
-
-/* KEYS: hash, history. ARGV: entry, max. Only while the record exists: an execution that ends
- * with its session (answered after the delete went out) must not leave a list behind. */
-static const char history_lua[] = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
-                                  "redis.call('LPUSH', KEYS[2], ARGV[1])\n"
-                                  "redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[2]) - 1)\n"
-                                  "return 1\n";
-
-/* KEYS: deadlines. ARGV: now, max. */
-static const char claim_lua[] =
-    "local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])\n"
-    "for _, id in ipairs(ids) do redis.call('ZREM', KEYS[1], id) end\n"
-    "return ids\n";
-
-/* KEYS: node set, deadlines. ARGV: session key prefix. An active or hibernated record that lost
- * its deadline (a daemon died between claiming it and ending or hibernating the session) gets it
- * back, so it is reaped (a hibernated one at its end of life). */
-static const char load_lua[] =
-    "local out = {}\n"
-    "for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do\n"
-    "  local k = ARGV[1] .. id\n"
-    "  local st = redis.call('HGET', k, 'state')\n"
-    "  if (st == 'active' or st == 'hibernated') and not redis.call('ZSCORE', KEYS[2], id) then\n"
-    "    local exp = tonumber(redis.call('HGET', k, 'expires_at'))\n"
-    "    local d = exp\n"
-    "    if st == 'active' then\n"
-    "      d = tonumber(redis.call('HGET', k, 'last_active_at')) +\n"
-    "          tonumber(redis.call('HGET', k, 'idle_timeout_s')) * 1000\n"
-    "      if exp < d then d = exp end\n"
-    "    end\n"
-    "    redis.call('ZADD', KEYS[2], d, id)\n"
-    "  end\n"
-    "  out[#out + 1] = redis.call('HGETALL', k)\n"
-    "end\n"
-    "return out\n";
 
 enum op_kind {
     OP_OK,
@@ -399,7 +214,7 @@ session_key(struct store_sessions *s, const char *id, char *out)
     return store_key_session(out, KEY_MAX, s->prefix, id);
 }
 
-/* KEYS: hash, node set, deadlines, tenant set, tenant admissions (and restore_lua's two: the
+/* KEYS: hash, node set, deadlines, tenant set, tenant admissions (and store_lua_restore's two: the
  * snapshot's hash and its tenant's bytes). */
 static int
 write_record(struct store_sessions *s, const char *script, const struct store_session_rec *rec,
@@ -409,7 +224,7 @@ write_record(struct store_sessions *s, const char *script, const struct store_se
         scratch[STORE_SCRATCH][24];
     const char *args[9 + STORE_FIELDS_ARGV];
     size_t lens[9 + STORE_FIELDS_ARGV];
-    int n = 0, nkeys = script == restore_lua ? 7 : 5;
+    int n = 0, nkeys = script == store_lua_restore ? 7 : 5;
 
     if (session_key(s, rec->id, key) < 0 ||
         store_key_tenant_sessions(tset, KEY_MAX, s->prefix, rec->tenant) < 0 ||
@@ -449,17 +264,18 @@ int
 store_sessions_create(struct store_sessions *s, const struct store_session_rec *rec,
                       store_sessions_cb *cb, void *userdata)
 {
-    return write_record(s, create_lua, rec, cb, userdata);
+    return write_record(s, store_lua_create, rec, cb, userdata);
 }
 
 int
 store_sessions_restore(struct store_sessions *s, const struct store_session_rec *rec,
                        store_sessions_cb *cb, void *userdata)
 {
-    return write_record(s, restore_lua, rec, cb, userdata);
+    return write_record(s, store_lua_restore, rec, cb, userdata);
 }
 
-/* KEYS: tenant set, tenant admissions; argv[0] the id (admit_lua's and unadmit_lua's). */
+/* KEYS: tenant set, tenant admissions; argv[0] the id (store_lua_admit's and store_lua_unadmit's).
+ */
 static int
 tenant_keys(struct store_sessions *s, const char *tenant, char tset[KEY_MAX], char tadm[KEY_MAX])
 {
@@ -480,7 +296,7 @@ store_sessions_admit(struct store_sessions *s, const char *tenant, const char *i
         return -ENAMETOOLONG;
     }
     (void)snprintf(m, sizeof(m), "%u", max);
-    return eval(s, OP_FLAG, (void (*)(void))cb, userdata, admit_lua, 2, args, NULL, 5);
+    return eval(s, OP_FLAG, (void (*)(void))cb, userdata, store_lua_admit, 2, args, NULL, 5);
 }
 
 int
@@ -493,7 +309,7 @@ store_sessions_unadmit(struct store_sessions *s, const char *tenant, const char 
     if (tenant_keys(s, tenant, tset, tadm) < 0) {
         return -ENAMETOOLONG;
     }
-    return eval(s, OP_OK, (void (*)(void))cb, userdata, unadmit_lua, 2, args, NULL, 3);
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, store_lua_unadmit, 2, args, NULL, 3);
 }
 
 int
@@ -507,7 +323,7 @@ store_sessions_touch(struct store_sessions *s, const char *id, uint64_t now_ms,
         return -ENAMETOOLONG;
     }
     (void)snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
-    return eval(s, OP_TOUCH, (void (*)(void))cb, userdata, touch_lua, 2, args, NULL, 4);
+    return eval(s, OP_TOUCH, (void (*)(void))cb, userdata, store_lua_touch, 2, args, NULL, 4);
 }
 
 int
@@ -606,7 +422,7 @@ store_sessions_mark_ending(struct store_sessions *s, const char *id, store_sessi
     if (session_key(s, id, key) < 0 || store_key_tenant_prefix(tprefix, KEY_MAX, s->prefix) < 0) {
         return -ENAMETOOLONG;
     }
-    return eval(s, OP_OK, (void (*)(void))cb, userdata, ending_lua, 3, args, NULL, 5);
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, store_lua_ending, 3, args, NULL, 5);
 }
 
 int
@@ -622,7 +438,7 @@ store_sessions_delete(struct store_sessions *s, const char *id, store_sessions_c
         store_key_tenant_prefix(tprefix, KEY_MAX, s->prefix) < 0) {
         return -ENAMETOOLONG;
     }
-    return eval(s, OP_OK, (void (*)(void))cb, userdata, delete_lua, 5, args, NULL, 7);
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, store_lua_delete, 5, args, NULL, 7);
 }
 
 int
@@ -636,7 +452,7 @@ store_sessions_hibernate(struct store_sessions *s, const char *id, const char *c
     if (session_key(s, id, key) < 0 || store_key_snapshot(skey, KEY_MAX, s->prefix, snapshot) < 0) {
         return -ENAMETOOLONG;
     }
-    return eval(s, OP_FLAG, (void (*)(void))cb, userdata, hibernate_lua, 4, args, NULL, 7);
+    return eval(s, OP_FLAG, (void (*)(void))cb, userdata, store_lua_hibernate, 4, args, NULL, 7);
 }
 
 int
@@ -654,7 +470,7 @@ store_sessions_wake(struct store_sessions *s, const char *id, const char *contai
     (void)snprintf(e, sizeof(e), "%llu", (unsigned long long)epoch);
     (void)snprintf(g, sizeof(g), "%lld", (long long)gen);
     (void)snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
-    return eval(s, OP_FLAG, (void (*)(void))cb, userdata, wake_lua, 3, args, NULL, 10);
+    return eval(s, OP_FLAG, (void (*)(void))cb, userdata, store_lua_wake, 3, args, NULL, 10);
 }
 
 int
@@ -685,7 +501,7 @@ store_sessions_requeue(struct store_sessions *s, const char *id, uint64_t at_ms,
         return -ENAMETOOLONG;
     }
     (void)snprintf(at, sizeof(at), "%llu", (unsigned long long)at_ms);
-    return eval(s, OP_TOUCH, (void (*)(void))cb, userdata, requeue_lua, 2, args, NULL, 4);
+    return eval(s, OP_TOUCH, (void (*)(void))cb, userdata, store_lua_requeue, 2, args, NULL, 4);
 }
 
 int
@@ -705,7 +521,7 @@ store_sessions_history_push(struct store_sessions *s, const char *id, const char
     lens[1] = strlen(hkey);
     lens[2] = len;
     lens[3] = strlen(max);
-    return eval(s, OP_OK, (void (*)(void))cb, userdata, history_lua, 2, args, lens, 4);
+    return eval(s, OP_OK, (void (*)(void))cb, userdata, store_lua_history, 2, args, lens, 4);
 }
 
 int
@@ -732,7 +548,7 @@ store_sessions_claim_expired(struct store_sessions *s, uint64_t now_ms, unsigned
 
     (void)snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
     (void)snprintf(lim, sizeof(lim), "%u", max);
-    return eval(s, OP_CLAIM, (void (*)(void))cb, userdata, claim_lua, 1, args, NULL, 3);
+    return eval(s, OP_CLAIM, (void (*)(void))cb, userdata, store_lua_claim, 1, args, NULL, 3);
 }
 
 int
@@ -744,7 +560,7 @@ store_sessions_load_all(struct store_sessions *s, store_sessions_load_cb *cb, vo
     if (store_key_session(prefix, sizeof(prefix), s->prefix, "") < 0) {
         return -ENAMETOOLONG;
     }
-    return eval(s, OP_LOAD, (void (*)(void))cb, userdata, load_lua, 2, args, NULL, 3);
+    return eval(s, OP_LOAD, (void (*)(void))cb, userdata, store_lua_load, 2, args, NULL, 3);
 }
 
 struct store_sessions *

@@ -58,7 +58,7 @@ check_eq "a fifth through y: 429" "$(create y >/dev/null; status)" 429
 check_eq "tenant b is not bound by a's quota (201)" "$(create x "$TB" >/dev/null; status)" 201
 check_eq "Redis counts a's four" "$(tenant_set)" 4
 check_eq "an end through y frees a place for a create through x" \
-    "$(delete y "$y2") $(x3=$(create x); status)" "204 201"
+    "$(delete y "$y2") $(create x >/dev/null; status)" "204 201"
 check_eq "and the bound holds again" "$(create y >/dev/null; status)" 429
 
 # ---- kill -9 of a node ------------------------------------------------------------------------------
