@@ -12,6 +12,7 @@
 #include "api/auth.h"
 #include "api/waiting.h"
 #include "util/buf.h"
+#include "util/chunked.h"
 #include "util/macro.h"
 
 struct bufferevent;
@@ -367,40 +368,18 @@ void api_head_parse(const char *head, size_t len, struct api_head *ret);
  * line of at least two bytes grows by its CR at most). */
 int api_head_rewrite(const char *head, size_t len, uint64_t seq, struct buf *out);
 
-/* ---- chunked framing (chunked.c) ----
+/* ---- chunked framing (util/chunked.h) ----
  *
- * Pure: one chunked body's framing, fed in pieces; the strict subset of evhttp's reading that
- * chunked.c's opening comment gives. Fuzzed by tests/fuzz/fuzz-api-head.c. */
-
-enum api_chunked_state {
-    API_CHUNKED_SIZE,     /* a chunk-size line's digits */
-    API_CHUNKED_SIZE_LF,  /* its CR came */
-    API_CHUNKED_DATA,     /* `left` data bytes */
-    API_CHUNKED_DATA_END, /* the line end after the data */
-    API_CHUNKED_DATA_LF,  /* ... its CR came */
-    API_CHUNKED_LAST,     /* the empty line after the last chunk */
-    API_CHUNKED_LAST_LF,  /* ... its CR came */
-    API_CHUNKED_DONE,     /* the body is complete */
-    API_CHUNKED_FAILED,   /* malformed, or outside the subset */
-    API_CHUNKED__COUNT,
-    API_CHUNKED__INVALID = -22,
-};
-
-struct api_chunked {
-    enum api_chunked_state state; /* set by chunked.c only */
-    uint64_t size, left;          /* the size line read so far; data left in the chunk */
-    uint64_t total;               /* data bytes so far */
-    unsigned digits;
-};
-
-void api_chunked_init(struct api_chunked *d);
-/* In API_CHUNKED_DATA: n (at most left) data bytes went by without being looked at. */
-void api_chunked_skip(struct api_chunked *d, size_t n);
-/* Takes in[0..n): *ret_used bytes are consumed, and [*ret_off, *ret_off + *ret_len) of them are
- * body data (one span per call at most: call again with the rest). 1: the body ended (the bytes
- * after *ret_used are the next request's); 0: more; -EINVAL: malformed at in[*ret_used]. */
-int api_chunked_feed(struct api_chunked *d, const char *in, size_t n, size_t *ret_used,
-                     size_t *ret_off, size_t *ret_len);
+ * The body filter's rules: a strict subset of what evhttp 2.1 reads (http.c,
+ * evhttp_handle_chunked_read: a size line through strtoll, then a blank and anything; empty
+ * lines skipped between chunks; header-like trailer lines after the last chunk). 15 digits keep
+ * every size below 2^60, inside evhttp's int64; a bare LF ends a line, as it does for evhttp. The
+ * filter passes a chunked body on to evhttp unchanged while it reads it so, and goes blind at the
+ * first byte it does not (evhttp frames the rest itself: the two never disagree); a body it holds
+ * for its handler evhttp never sees, and that one must be well formed. tests/fuzz/fuzz-chunked.c
+ * checks the subset against a model of evhttp's reading. */
+#define API_CHUNKED_RULES \
+    ((struct chunked_rules){.max_digits = 15, .max_size = (UINT64_C(1) << 60) - 1, .bare_lf = true})
 
 /* ---- streamed request bodies (body.c) ---- */
 

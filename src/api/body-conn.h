@@ -34,7 +34,7 @@ struct api_conn {
     uint64_t left, length;
     bool chunked;             /* the held body (CONN_HELD) is chunked: `chunk` frames it */
     bool body_started;        /* a byte of the held body was read */
-    struct api_chunked chunk; /* CONN_CHUNKED, and a chunked CONN_HELD */
+    struct chunked chunk;     /* CONN_CHUNKED, and a chunked CONN_HELD */
     uint64_t seq;             /* of the last held body */
     uint64_t consumed_seq;    /* of the last held body read to its end */
     uint64_t consumed_length; /* ... its length (a chunked one's is known only then) */

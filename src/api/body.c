@@ -96,18 +96,18 @@ emit_head(struct api_conn *c, struct evbuffer *dst)
         c->left = c->length = h.length;
         c->chunked = h.chunked;
         c->body_started = false;
-        api_chunked_init(&c->chunk);
+        chunked_init(&c->chunk, API_CHUNKED_RULES);
         c->expect_continue = h.expect_continue;
         return;
     }
     add(dst, c->head.buf, c->head.len);
     c->left = h.length;
     c->state = h.chunked ? CONN_CHUNKED : h.length > 0 ? CONN_BODY : CONN_HEAD;
-    api_chunked_init(&c->chunk);
+    chunked_init(&c->chunk, API_CHUNKED_RULES);
 }
 
 /* CONN_CHUNKED: passes on what src holds of the chunked body, following its framing to its end
- * (then heads again). Framing outside chunked.c's subset makes the connection blind from that
+ * (then heads again). Framing outside API_CHUNKED_RULES makes the connection blind from that
  * byte on: evhttp frames the rest itself. */
 static void
 pass_chunked(struct api_conn *c, struct evbuffer *src, struct evbuffer *dst)
@@ -116,18 +116,18 @@ pass_chunked(struct api_conn *c, struct evbuffer *src, struct evbuffer *dst)
     size_t avail = evbuffer_get_length(src), got, off = 0;
     int r = 0;
 
-    if (c->chunk.state == API_CHUNKED_DATA) { /* data is not looked at */
+    if (c->chunk.state == CHUNKED_DATA) { /* data is not looked at */
         size_t n = (size_t)MIN((uint64_t)avail, c->chunk.left);
 
-        api_chunked_skip(&c->chunk, n);
+        chunked_skip(&c->chunk, n);
         (void)evbuffer_remove_buffer(src, dst, n);
         return;
     }
     got = (size_t)evbuffer_copyout(src, tmp, sizeof(tmp));
-    while (off < got && r == 0 && c->chunk.state != API_CHUNKED_DATA) {
+    while (off < got && r == 0 && c->chunk.state != CHUNKED_DATA) {
         size_t used, doff, dlen;
 
-        r = api_chunked_feed(&c->chunk, tmp + off, got - off, &used, &doff, &dlen);
+        r = chunked_feed(&c->chunk, tmp + off, got - off, &used, &doff, &dlen, NULL);
         off += used;
     }
     (void)evbuffer_remove_buffer(src, dst, off);

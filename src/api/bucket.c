@@ -11,9 +11,11 @@
  * a paused session (at most one per pause) and the wake of a hibernated one (one per
  * hibernation) are the call's, which the tenant is entitled to make.
  *
- * Pure: the time is the caller's. A bucket per tenant id, kept while it is not full; the ids are
- * the configuration's (authenticated), so their number is bounded; past BUCKETS_MAX (ids
- * renamed by reloads) they are all forgotten at once. Loop context only. */
+ * Pure: the time is the caller's. A bucket per tenant id, made full at the tenant's first
+ * operation and kept from then on, full or not: no single bucket is ever removed. The ids are the
+ * configuration's (authenticated), so their number is bounded; a new id that finds BUCKETS_MAX
+ * of them (ids renamed by reloads) has them all forgotten at once, and every tenant starts again
+ * with a full bucket. Loop context only. */
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>

@@ -164,7 +164,7 @@ read_wait(struct api_conn *c, ssize_t n)
     return false;
 }
 
-/* A chunked body (chunked.c frames it): its data goes to the reader; bytes read past its end
+/* A chunked body (util/chunked.c frames it): its data goes to the reader; bytes read past its end
  * (the next request's) or past a pause go back in front of the socket's buffer. */
 static void
 pump_chunked(struct api_conn *c)
@@ -185,7 +185,7 @@ pump_chunked(struct api_conn *c)
         while (off < (size_t)n && r == 0 && c->reading && !c->paused) {
             size_t used, doff, dlen;
 
-            r = api_chunked_feed(&c->chunk, chunk + off, (size_t)n - off, &used, &doff, &dlen);
+            r = chunked_feed(&c->chunk, chunk + off, (size_t)n - off, &used, &doff, &dlen, NULL);
             if (dlen > 0 && c->on_data != NULL) {
                 c->on_data(chunk + off + doff, dlen, c->userdata);
             }

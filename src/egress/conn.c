@@ -215,10 +215,9 @@ request_bound(const struct egress_head *h, struct evbuffer *early, struct evbuff
     if (h->body == EGRESS_BODY_CHUNKED) {
         int r = 0;
 
-        egress_chunked_init(&b.scan);
+        chunked_init(&b.scan, EGRESS_CHUNKED_RULES);
         if (n > 0) { /* at most EGRESS_HEAD_MAX: the head's read watermark */
-            r = egress_chunked_scan(&b.scan, (const char *)evbuffer_pullup(early, -1), n, &take,
-                                    reterr);
+            r = chunked_scan(&b.scan, (const char *)evbuffer_pullup(early, -1), n, &take, reterr);
         }
         if (r < 0) {
             return r;

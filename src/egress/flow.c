@@ -10,7 +10,7 @@
  *
  * An absolute-form request's flow up is bounded (struct egress_bound): only the request's body
  * goes on, a Content-Length's bytes or a chunked body to its last chunk (its framing peeked at
- * with MSG_PEEK and judged by egress_chunked_scan(), its data spliced unread); what the sandbox
+ * with MSG_PEEK and judged by chunked_scan(), its data spliced unread); what the sandbox
  * sends after the body (a second request, in whatever host's name) is read and dropped. */
 #include <errno.h>
 #include <fcntl.h>
@@ -199,9 +199,9 @@ bound_next(struct egress_flow *f)
     if (b->last) {
         return drop(f);
     }
-    b->allowed = egress_chunked_data_left(&b->scan);
+    b->allowed = chunked_data_left(&b->scan);
     if (b->allowed > 0) {
-        egress_chunked_skip(&b->scan, b->allowed);
+        chunked_skip(&b->scan, b->allowed);
         return BOUND_GO;
     }
     /* Nothing scanned is left unsent (allowed is 0): a peek starts at the first unscanned byte. */
@@ -216,7 +216,7 @@ bound_next(struct egress_flow *f)
     if (n == 0) {
         return BOUND_EOF;
     }
-    r = egress_chunked_scan(&b->scan, peek, (size_t)n, &used, &e);
+    r = chunked_scan(&b->scan, peek, (size_t)n, &used, &e);
     if (r < 0) {
         egress_conn_end(f->c, EGRESS_END_MALFORMED, e.msg);
         return BOUND_ENDED;

@@ -8,9 +8,10 @@
  * Content-Length, Content-Length with Transfer-Encoding, a coding but chunked). The upstream's
  * request is rebuilt from what was checked (egress_head_upstream()), and gets that request's body
  * and nothing after it: an absolute-form request is the only one its upstream connection
- * carries (body.c finds where a chunked body ends). evhttp cannot serve CONNECT tunnels, hence
- * this parser of our own: bounded, pure (no I/O), unit-tested (tests/unit/test-egress.c) and
- * fuzzed (fuzz-egress-head, fuzz-egress-chunked). */
+ * carries (util/chunked.c under EGRESS_CHUNKED_RULES finds where a chunked body ends). evhttp
+ * cannot serve CONNECT tunnels, hence this parser of our own: bounded, pure (no I/O), unit-tested
+ * (tests/unit/test-egress.c) and fuzzed (fuzz-egress-head; the chunked rules: test-chunked,
+ * fuzz-chunked). */
 #pragma once
 
 #include <stdbool.h>
@@ -19,6 +20,7 @@
 
 #include "egress/rules.h"
 #include "util/buf.h"
+#include "util/chunked.h"
 #include "util/err.h"
 
 #define EGRESS_HEAD_MAX    16384 /* a request's head, at most */
@@ -71,44 +73,17 @@ int egress_head_parse(const char *buf, size_t n, struct egress_head *ret, struct
  * answer). buf is what was parsed. */
 int egress_head_upstream(const struct egress_head *h, const char *buf, struct buf *out);
 
-/* ---- a chunked request body's end (body.c) ----
+/* ---- a chunked request body's end (util/chunked.h) ----
  *
- * Pure: where an EGRESS_BODY_CHUNKED body ends, fed in pieces of any size. Strict, so that any
- * upstream that reads chunked bodies ends this one where the proxy does (RFC 9112 §7.1 with
- * neither extension nor trailer):
+ * Where an EGRESS_BODY_CHUNKED body ends decides what of the sandbox's bytes reach its upstream
+ * (conn.c, flow.c: the data is spliced unread, the framing scanned). Strict where readers differ,
+ * so that no upstream ends the body before the proxy does and reads the rest of it as a second
+ * request (RFC 9112 §7.1 with neither extension nor trailer):
  *
  *   chunk = 1*8HEXDIG CRLF data CRLF     (a size below 2^31: no sign, blank, "0x", ";ext")
  *   last  = 1*8"0" CRLF CRLF
  *
- * A size of 2^31 or more is refused: an upstream that read sizes into 32 bits would end the
- * chunk elsewhere. */
-
-enum egress_chunked_state {
-    EGRESS_CHUNKED_SIZE,    /* a chunk-size line's digits */
-    EGRESS_CHUNKED_SIZE_LF, /* its CR came */
-    EGRESS_CHUNKED_DATA,    /* `left` data bytes */
-    EGRESS_CHUNKED_DATA_CR, /* the CRLF after the data */
-    EGRESS_CHUNKED_DATA_LF, /* ... its CR came */
-    EGRESS_CHUNKED_LAST_CR, /* the empty line after the last chunk */
-    EGRESS_CHUNKED_LAST_LF, /* ... its CR came */
-    EGRESS_CHUNKED_DONE,    /* the body ended */
-    EGRESS_CHUNKED_FAILED,  /* outside the grammar */
-    EGRESS_CHUNKED__COUNT,
-};
-
-struct egress_chunked {
-    enum egress_chunked_state state; /* set by body.c only */
-    uint64_t size, left;             /* the size line read so far; data left in the chunk */
-    unsigned digits;
-};
-
-void egress_chunked_init(struct egress_chunked *s);
-/* Takes what of in[0..n) belongs to the body: *ret_used bytes (data bytes are not looked at).
- * 1: the body ends with them (what follows is not this request's); 0: it goes on past in[n);
- * -EINVAL: in[*ret_used] is outside the grammar (reterr says why, safe to show the sandbox). */
-int egress_chunked_scan(struct egress_chunked *s, const char *in, size_t n, size_t *ret_used,
-                        struct err *reterr);
-/* In a chunk's data: how many of its bytes are still to come (they may pass unread); else 0. */
-uint64_t egress_chunked_data_left(const struct egress_chunked *s);
-/* n of them (at most egress_chunked_data_left()) passed unread. */
-void egress_chunked_skip(struct egress_chunked *s, uint64_t n);
+ * No bare LF, and a size of 2^31 or more is refused: an upstream that read sizes into 32 bits
+ * would end the chunk elsewhere. */
+#define EGRESS_CHUNKED_RULES \
+    ((struct chunked_rules){.max_digits = 8, .max_size = 0x7fffffffu, .bare_lf = false})

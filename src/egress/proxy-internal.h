@@ -86,11 +86,11 @@ enum egress_flow_wait {
  * body, then nothing (docs/egress.md: one request per upstream connection). What comes after
  * the body is read and dropped, so the sandbox's end of the connection is still seen. */
 struct egress_bound {
-    bool on;                    /* this flow is bounded (an absolute-form request's, up) */
-    bool last;                  /* the body's last byte is within `allowed` (else: chunked) */
-    uint64_t allowed;           /* src's next bytes known to be the body's, not moved yet */
-    uint64_t dropped;           /* src's bytes after the body, read and dropped */
-    struct egress_chunked scan; /* has seen the `allowed` bytes already */
+    bool on;             /* this flow is bounded (an absolute-form request's, up) */
+    bool last;           /* the body's last byte is within `allowed` (else: chunked) */
+    uint64_t allowed;    /* src's next bytes known to be the body's, not moved yet */
+    uint64_t dropped;    /* src's bytes after the body, read and dropped */
+    struct chunked scan; /* has seen the `allowed` bytes already */
 };
 
 /* One direction of a piping connection (flow.c): src's bytes to dst, spliced through a pipe. Its

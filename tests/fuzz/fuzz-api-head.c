@@ -11,8 +11,8 @@
  * API_ROUTE_STREAMED_CHUNKED); its rewritten head fits the documented bound, is exactly one head
  * again, carries one Content-Length, no Transfer-Encoding and the marker (so that it would not be
  * held a second time). The body a head announces is skipped as body.c passes it on, a chunked one
- * followed through chunked.c as pass_chunked() follows it (its own checks are
- * fuzz-api-chunked's), and the next head follows. */
+ * followed through util/chunked.c as pass_chunked() follows it (its own checks are
+ * fuzz-chunked's), and the next head follows. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,9 +118,9 @@ check_head(const char *head, size_t len)
 static size_t
 follow_chunked(const uint8_t *data, size_t size, size_t pos, size_t step, bool *ret_ended)
 {
-    struct api_chunked d;
+    struct chunked d;
 
-    api_chunked_init(&d);
+    chunked_init(&d, API_CHUNKED_RULES);
     *ret_ended = false;
     while (pos < size) {
         size_t take = MIN(size - pos, step), off = 0;
@@ -129,15 +129,15 @@ follow_chunked(const uint8_t *data, size_t size, size_t pos, size_t step, bool *
             size_t used = 0, doff = 0, dlen = 0;
             int r;
 
-            if (d.state == API_CHUNKED_DATA) {
+            if (d.state == CHUNKED_DATA) {
                 size_t k = (size_t)MIN((uint64_t)(take - off), d.left);
 
-                api_chunked_skip(&d, k);
+                chunked_skip(&d, k);
                 off += k;
                 continue;
             }
-            r = api_chunked_feed(&d, (const char *)data + pos + off, take - off, &used, &doff,
-                                 &dlen);
+            r = chunked_feed(&d, (const char *)data + pos + off, take - off, &used, &doff, &dlen,
+                             NULL);
             CHECK(used <= take - off && doff + dlen <= used);
             if (r < 0) {
                 return size;

@@ -144,7 +144,7 @@ struct server {
     unsigned held_wrong;       /* ... whose bytes did not add up to api_body_length() */
     unsigned unread_after_end; /* api_body_unread() still true in on_end(0) */
     unsigned cuts;             /* on_end r < 0 */
-    unsigned cuts_eproto;      /* ... -EPROTO: a held chunked body outside chunked.c's subset */
+    unsigned cuts_eproto;      /* ... -EPROTO: a held chunked body outside API_CHUNKED_RULES */
     int last_cut_r;
     unsigned unread_false_after_cut; /* api_body_unread() false in on_end(r < 0) */
     unsigned awaited_continue;       /* api_body_awaits_continue() when the handler started */
@@ -2359,7 +2359,7 @@ TEST(chunked_pipelined)
     server_stop(&s);
 }
 
-/* Held chunked bodies outside chunked.c's subset (evhttp never sees them), each with a request
+/* Held chunked bodies outside API_CHUNKED_RULES (evhttp never sees them), each with a request
  * right behind it in the same write: the handler's read fails with -EPROTO after the data before
  * the fault, and nothing behind the body is served (the connection is broken). */
 static const struct {

@@ -59,6 +59,39 @@ TEST(tenants_apart_and_refill_capped)
     api_buckets_free(b);
 }
 
+/* Every bucket stays while BUCKETS_MAX (8192) ids are held, an empty one too; the next new id
+ * has them all forgotten at once (not only the oldest), and each starts full again. */
+static unsigned
+takes(struct api_buckets *b, const char *tenant)
+{
+    unsigned ok = 0;
+
+    while (ok < 100 && api_buckets_take(b, tenant, 0) == 0) {
+        ok++;
+    }
+    return ok;
+}
+
+TEST(kept_then_all_forgotten)
+{
+    struct api_buckets *b = api_buckets_new(1, 3);
+    char id[32];
+    unsigned ok = 0;
+
+    ASSERT_EQ_U(takes(b, "a"), 3);
+    for (unsigned i = 1; i < 8192; i++) { /* 8192 ids held: a's and 8191 others */
+        (void)snprintf(id, sizeof(id), "t%u", i);
+        ok += api_buckets_take(b, id, 0) == 0;
+    }
+    ASSERT_EQ_U(ok, 8191);
+    ASSERT_EQ_U(takes(b, "a"), 0);            /* kept, still empty */
+    ASSERT_EQ_U(takes(b, "t1"), 2);           /* kept: 3 - 1 */
+    ASSERT_OK(api_buckets_take(b, "new", 0)); /* the 8193rd id: all forgotten */
+    ASSERT_EQ_U(takes(b, "a"), 3);
+    ASSERT_EQ_U(takes(b, "t2"), 3); /* not only the oldest: t2 had 2 left */
+    api_buckets_free(b);
+}
+
 /* The lines of path holding needle: written ones (*ret_lines), and the sum of the "suppressed"
  * of the count lines among them (*ret_sup). */
 static void
@@ -125,6 +158,7 @@ main(void)
 {
     RUN(burst_then_rate);
     RUN(tenants_apart_and_refill_capped);
+    RUN(kept_then_all_forgotten);
     RUN(audit_lines_limited_and_counted);
     return tap_done();
 }

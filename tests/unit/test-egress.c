@@ -1,7 +1,7 @@
 /* Unit tests for egress by name (src/egress/): the rules and their matching, host names and
  * address literals, the refused address ranges, egress.allow_cidrs and egress.hosts, and the
  * proxy's request heads (CONNECT and absolute-form), including the ones a proxy can be fooled
- * with. */
+ * with. Where a chunked body ends (EGRESS_CHUNKED_RULES) is tests/unit/test-chunked.c's. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -395,82 +395,6 @@ TEST(head_refused)
     ASSERT_ERR(egress_head_parse(big, 100, &h, &e), EAGAIN);
 }
 
-/* ---- a chunked body's end ----------------------------------------------------------------- */
-
-/* Scans text whole, then a byte at a time: both must agree. Returns the verdict, *used the bytes
- * taken. */
-static int
-scan(const char *text, size_t *used)
-{
-    struct egress_chunked s;
-    struct err e = {0};
-    size_t n = strlen(text), one, at = 0;
-    int whole, r = 0;
-
-    egress_chunked_init(&s);
-    whole = egress_chunked_scan(&s, text, n, used, &e);
-    egress_chunked_init(&s);
-    while (at < n && r == 0) {
-        r = egress_chunked_scan(&s, text + at, 1, &one, &e);
-        at += one;
-    }
-    TAP_CHECK(r == whole && at == *used, "%.40s: whole %d (%zu), a byte at a time %d (%zu)", text,
-              whole, *used, r, at);
-    return whole;
-}
-
-TEST(chunked)
-{
-    static const struct {
-        const char *text;
-        int verdict;
-        size_t used;
-    } cases[] = {
-        {"5\r\nhello\r\n0\r\n\r\n", 1, 15},
-        {"5\r\nhello\r\n0\r\n\r\nGET / HTTP/1.1\r\n\r\n", 1, 15},
-        {"A\r\n0123456789\r\n00000000\r\n\r\nX", 1, 27},
-        {"7fffffff\r\nabc", 0, 13},
-        {"5\r\nhel", 0, 6},
-        {"0\r\n\r", 0, 4},
-        {"", 0, 0},
-        /* outside the grammar: the byte it failed at */
-        {"5\nhello\r\n0\r\n\r\n", -EINVAL, 1},       /* a bare LF */
-        {"5\r\nhello\n0\r\n\r\n", -EINVAL, 8},       /* ... after data */
-        {"5;x=y\r\nhello\r\n0\r\n\r\n", -EINVAL, 1}, /* an extension */
-        {"5 \r\nhello\r\n", -EINVAL, 1},
-        {"0x5\r\nhello\r\n", -EINVAL, 1},
-        {"-5\r\n", -EINVAL, 0},
-        {"\r\n", -EINVAL, 0},
-        {"5\r\nhelloX\r\n", -EINVAL, 8},
-        {"0\r\nX-Trailer: 1\r\n\r\n", -EINVAL, 3}, /* a trailer */
-        {"80000000\r\n", -EINVAL, 7},              /* 2^31 */
-        {"000000001\r\n", -EINVAL, 8},             /* nine digits */
-        {"100000005\r\nhello", -EINVAL, 8},        /* 32-bit truncation would say 5 */
-    };
-    struct egress_chunked s;
-    struct err e = {0};
-    size_t used;
-
-    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-        int r = scan(cases[i].text, &used);
-
-        TAP_CHECK(r == cases[i].verdict && used == cases[i].used, "%.40s: %d, %zu bytes",
-                  cases[i].text, r, used);
-    }
-    /* Data let through unread, as flow.c does: only the framing is scanned. */
-    egress_chunked_init(&s);
-    ASSERT_EQ_I(egress_chunked_scan(&s, "10\r\n", 4, &used, &e), 0);
-    ASSERT_EQ_U(egress_chunked_data_left(&s), 16);
-    egress_chunked_skip(&s, 10);
-    ASSERT_EQ_U(egress_chunked_data_left(&s), 6);
-    egress_chunked_skip(&s, 6);
-    ASSERT_EQ_U(egress_chunked_data_left(&s), 0);
-    ASSERT_EQ_I(egress_chunked_scan(&s, "\r\n0\r\n\r\nnext", 11, &used, &e), 1);
-    ASSERT_EQ_U(used, 7);
-    ASSERT_EQ_I(egress_chunked_scan(&s, "more", 4, &used, &e), 1); /* done stays done */
-    ASSERT_EQ_U(used, 0);
-}
-
 int
 main(void)
 {
@@ -484,6 +408,5 @@ main(void)
     RUN(head_connect);
     RUN(head_absolute);
     RUN(head_refused);
-    RUN(chunked);
     return tap_done();
 }
