@@ -157,6 +157,20 @@ flush(struct egress_flow *f)
     return 1;
 }
 
+/* What a recv of src that got no byte (n < 1) means for a bounded flow. */
+static int
+recv_ended(struct egress_flow *f, ssize_t n)
+{
+    if (n < 0 && would_block()) {
+        return BOUND_WAIT;
+    }
+    if (n < 0) {
+        broke(f, false);
+        return BOUND_ENDED;
+    }
+    return BOUND_EOF;
+}
+
 /* Past the request's body: what src sends is read and dropped, never sent on, until it ends. */
 static int
 drop(struct egress_flow *f)
@@ -166,15 +180,8 @@ drop(struct egress_flow *f)
     for (int i = 0; i < EGRESS_FLOW_ROUNDS; i++) {
         ssize_t n = recv(f->src, sink, sizeof(sink), MSG_DONTWAIT);
 
-        if (n < 0 && would_block()) {
-            return BOUND_WAIT;
-        }
-        if (n < 0) {
-            broke(f, false);
-            return BOUND_ENDED;
-        }
-        if (n == 0) {
-            return BOUND_EOF;
+        if (n < 1) {
+            return recv_ended(f, n);
         }
         f->bound.dropped += (size_t)n;
     }
@@ -206,15 +213,8 @@ bound_next(struct egress_flow *f)
     }
     /* Nothing scanned is left unsent (allowed is 0): a peek starts at the first unscanned byte. */
     n = recv(f->src, peek, sizeof(peek), MSG_PEEK | MSG_DONTWAIT);
-    if (n < 0 && would_block()) {
-        return BOUND_WAIT;
-    }
-    if (n < 0) {
-        broke(f, false);
-        return BOUND_ENDED;
-    }
-    if (n == 0) {
-        return BOUND_EOF;
+    if (n < 1) {
+        return recv_ended(f, n);
     }
     r = chunked_scan(&b->scan, peek, (size_t)n, &used, &e);
     if (r < 0) {
