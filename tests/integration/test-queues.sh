@@ -64,6 +64,18 @@ settled() {
     done
     rss
 }
+# rss_checks NAME BEFORE SAMPLES WHAT ON-OLD: the flood's RSS before, at its peak and after,
+# printed side by side; the peak within 64 MB of the start, the after within KEEP_KB.
+rss_checks() {
+    local before=$2 top after
+    top=$(peak "$3")
+    after=$(settled)
+    echo "# $1 flood: daemon RSS before $before KB, peak $top KB, after $after KB ($4)"
+    check "the $1 flood's peak stays within 64 MB of the start ($before → $top KB; $5)" \
+        num_le "$((top - before))" 65536
+    check "after it, the RSS is back within $((KEEP_KB / 1024)) MB of the start ($before → $after KB)" \
+        num_le "$((after - before))" "$KEEP_KB"
+}
 # bodies: 7 MiB of code, a comment after x = 1, as MCP tools/call bodies ($work/mcp-N.json for
 # id N) and as an E2B /execute body ($work/e2b.json).
 python3 - "$work" <<'PY'
@@ -122,13 +134,7 @@ wait "$sampler"
 ran=$(grep -l '"isError":false' "$work"/call-*.out 2>/dev/null | wc -l)
 check_eq "the two that waited ran once the sandbox was free" "$ran" 2
 check_eq "a's variables are intact" "$(run "$TA" "$rs" '{"code": "kept"}' | jq -r .result)" 5
-mpeak=$(peak "$work/rss-mcp")
-mafter=$(settled)
-echo "# MCP flood: daemon RSS before $rss0 KB, peak $mpeak KB, after $mafter KB (30 calls of 7 MiB)"
-check "the MCP flood's peak stays within 64 MB of the start ($rss0 → $mpeak KB; 471 MB on af3c7a0)" \
-    num_le "$((mpeak - rss0))" 65536
-check "after it, the RSS is back within $((KEEP_KB / 1024)) MB of the start ($rss0 → $mafter KB)" \
-    num_le "$((mafter - rss0))" "$KEEP_KB"
+rss_checks MCP "$rss0" "$work/rss-mcp" "30 calls of 7 MiB" "471 MB on af3c7a0"
 check "sandpool_waiting_refused_total counts the 28" test "$(metric sandpool_waiting_refused_total)" -ge 28
 
 # ---- 2. E2B: eight /execute of one busy sandbox ----------------------------------------------------
@@ -164,13 +170,7 @@ for p in "${pids[@]}"; do wait "$p"; done
 touch "$work/stop-sampling"
 wait "$sampler"
 check_eq "the two that waited ran (200)" "$(cat "$work"/e-[1-8].status | grep -o 200 | wc -l)" 2
-epeak=$(peak "$work/rss-e2b")
-eafter=$(settled)
-echo "# E2B flood: daemon RSS before $erss0 KB, peak $epeak KB, after $eafter KB (8 runs of 7 MiB)"
-check "the E2B flood's peak stays within 64 MB of the start ($erss0 → $epeak KB; +12 MB on af3c7a0, never given back)" \
-    num_le "$((epeak - erss0))" 65536
-check "after it, the RSS is back within $((KEEP_KB / 1024)) MB of the start ($erss0 → $eafter KB)" \
-    num_le "$((eafter - erss0))" "$KEEP_KB"
+rss_checks E2B "$erss0" "$work/rss-e2b" "8 runs of 7 MiB" "+12 MB on af3c7a0, never given back"
 
 
 tap_done
