@@ -455,6 +455,7 @@ create_cold(struct session_manager *m, struct pool *pool, struct cold *c,
     /* At max no fresh container comes: what a heavy taker left ready for the others is better
      * taken than refused (reservations stay theirs). */
     if (keep > reserved && pool_take(pool, reserved, &slot) == 0) {
+        take_note(take_rate(m, c->tenant, p->name), c->started_us / 1000000u);
         r = take_warm(m, slot, &c->req, p, c->cb, c->userdata, c->started_us,
                       c->id[0] ? c->id : NULL, reterr);
         create_cold_free(c);
