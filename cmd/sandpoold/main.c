@@ -10,7 +10,7 @@
 #define LOG_MODULE "main"
 #include <jansson.h>
 
-#include "api/api.h"
+#include "http/http.h"
 #include "audit/audit.h"
 #include "config/config.h"
 #include "docker/policy.h"

@@ -26,7 +26,7 @@
 #include "server-internal.h"
 
 #define LOG_MODULE "server"
-#include "api/api.h"
+#include "http/http.h"
 #include "audit/audit.h"
 #include "cluster/registry.h"
 #include "docker/client.h"
@@ -141,7 +141,7 @@ begin_drain(struct server *s, const char *why)
     s->leaving = false;
     s->stopping = true;
     s->drain_deadline_ms = time_now_ms() + (uint64_t)s->cfg->drain_timeout_s * 1000u;
-    api_stop_listening(s->api);
+    http_stop_listening(s->api);
     server_engine_cancel(s);
     /* Warm containers go: the next start creates fresh ones (it never reuses unbound ones). */
     for (size_t i = 0; i < s->n_pools; i++) {
@@ -189,15 +189,15 @@ on_stop_signal(evutil_socket_t sig, short what, void *arg)
     (void)evtimer_add(s->leave_timer, &tv);
 }
 
-enum api_drain
+enum http_drain
 server_drain_state(void *userdata)
 {
     struct server *s = userdata;
 
-    return s->stopping  ? API_STOPPING
-           : s->leaving ? API_LEAVING
-           : s->drained ? API_DRAINED
-                        : API_SERVING;
+    return s->stopping  ? HTTP_STOPPING
+           : s->leaving ? HTTP_LEAVING
+           : s->drained ? HTTP_DRAINED
+                        : HTTP_SERVING;
 }
 
 void
@@ -286,9 +286,9 @@ server_descriptor_budget(const struct cfg *c)
         gates += c->profiles[i].egress != NULL ? c->profiles[i].max : 0;
     }
     n += egress_descriptor_budget(gates, c->egress_max_connections);
-    n += c->http_max_connections + API_CONNS_SLACK; /* slots (lingering ones within) */
+    n += c->http_max_connections + HTTP_CONNS_SLACK; /* slots (lingering ones within) */
     if (c->http_health_listen[0] != '\0') {
-        n += API_HEALTH_MAX_CONNECTIONS + API_CONNS_SLACK;
+        n += HTTP_HEALTH_MAX_CONNECTIONS + HTTP_CONNS_SLACK;
     }
     n += 2 * containers;            /* each one's kernel stream, and a relay's exec during a
                                      * reconnection */

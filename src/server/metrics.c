@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "http/http.h"
 #include "audit/audit.h"
 #include "cluster/registry.h"
 #include "cluster/route.h"
@@ -291,11 +291,11 @@ metrics_cluster(struct server *s, struct buf *out)
     struct registry_stats st;
 
     struct route_stats rs;
-    struct api_forward_stats fs;
+    struct http_forward_stats fs;
 
     registry_get_stats(s->registry, &st);
     route_get_stats(s->route, &rs);
-    api_get_forward_stats(s->api, &fs);
+    http_get_forward_stats(s->api, &fs);
     struct metric tab[] = {
         {"sandpool_cluster_nodes",
          "gauge",
@@ -339,10 +339,10 @@ metrics_cluster(struct server *s, struct buf *out)
         {"sandpool_forward_requests_total",
          "counter",
          "Requests forwarded to the node that holds their session, by outcome.",
-         {{"outcome=\"ok\"", fs.outcomes[API_FWD_OK]},
-          {"outcome=\"unreachable\"", fs.outcomes[API_FWD_UNREACHABLE]},
-          {"outcome=\"broken\"", fs.outcomes[API_FWD_BROKEN]},
-          {"outcome=\"client_gone\"", fs.outcomes[API_FWD_CLIENT_GONE]}}},
+         {{"outcome=\"ok\"", fs.outcomes[HTTP_FWD_OK]},
+          {"outcome=\"unreachable\"", fs.outcomes[HTTP_FWD_UNREACHABLE]},
+          {"outcome=\"broken\"", fs.outcomes[HTTP_FWD_BROKEN]},
+          {"outcome=\"client_gone\"", fs.outcomes[HTTP_FWD_CLIENT_GONE]}}},
         {"sandpool_forward_creates_total",
          "counter",
          "Session creates this node sent to another one (no warm container here, or drained).",
@@ -506,9 +506,9 @@ metrics_tenants(struct server *s, struct buf *out, struct buf *lbl)
 static int
 metrics_http(struct server *s, struct buf *out)
 {
-    struct api_stats as;
+    struct http_stats as;
 
-    api_get_stats(s->api, &as);
+    http_get_stats(s->api, &as);
     const struct metric tab[] = {
         {"sandpool_file_bytes_total",
          "counter",
@@ -581,9 +581,9 @@ metrics_http(struct server *s, struct buf *out)
 static int
 metrics_mcp(struct server *s, struct buf *out)
 {
-    struct api_mcp_stats ms;
+    struct mcp_stats ms;
 
-    if (!api_get_mcp_stats(s->api, &ms)) {
+    if (!mcp_get_stats(s->api, &ms)) {
         return 0;
     }
     const struct metric tab[] = {
@@ -632,17 +632,17 @@ metrics_mcp(struct server *s, struct buf *out)
 static int
 metrics_e2b(struct server *s, struct buf *out)
 {
-    struct api_e2b_stats es;
+    struct e2b_stats es;
 
-    api_get_e2b_stats(s->api, &es);
+    e2b_get_stats(s->api, &es);
     const struct metric tab[] = {
         {"sandpool_e2b_requests_total",
          "counter",
          "Requests of E2B clients by plane (docs/e2b.md): the control plane (E2B_API_URL), a "
          "sandbox's envd (port 49983) and its interpreter (49999), once let in.",
-         {{"plane=\"control\"", es.requests[API_E2B_CONTROL]},
-          {"plane=\"envd\"", es.requests[API_E2B_ENVD]},
-          {"plane=\"code\"", es.requests[API_E2B_CODE]}}},
+         {{"plane=\"control\"", es.requests[E2B_PLANE_CONTROL]},
+          {"plane=\"envd\"", es.requests[E2B_PLANE_ENVD]},
+          {"plane=\"code\"", es.requests[E2B_PLANE_CODE]}}},
         {"sandpool_e2b_sandboxes_total",
          "counter",
          "E2B sandboxes created, killed and paused by their clients, and leases set (timeout, connect).",

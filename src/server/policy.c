@@ -20,9 +20,9 @@
 #include "util/macro.h"
 #include "util/time.h"
 
-struct api_policy_wait {
-    TAILQ_ENTRY(api_policy_wait) link;
-    api_policy_cb *cb;
+struct http_policy_wait {
+    TAILQ_ENTRY(http_policy_wait) link;
+    http_policy_cb *cb;
     void *arg;
 };
 
@@ -80,7 +80,7 @@ on_drift_done(size_t checked, size_t errors, const struct drift_finding *found, 
 {
     struct server *s = userdata;
     json_t *drifted = OOM_CHECK(json_array());
-    struct api_policy_wait *w;
+    struct http_policy_wait *w;
     json_t *report;
 
     s->drift = NULL;
@@ -108,11 +108,11 @@ server_policy_start(struct server *s)
     s->drift = drift_check_start(s->base, s->docker, s->pools, s->n_pools, on_drift_done, s);
 }
 
-struct api_policy_wait *
-server_policy_check(void *userdata, api_policy_cb *cb, void *arg)
+struct http_policy_wait *
+server_policy_check(void *userdata, http_policy_cb *cb, void *arg)
 {
     struct server *s = userdata;
-    struct api_policy_wait *w = xcalloc(1, sizeof(*w));
+    struct http_policy_wait *w = xcalloc(1, sizeof(*w));
 
     w->cb = cb;
     w->arg = arg;
@@ -124,7 +124,7 @@ server_policy_check(void *userdata, api_policy_cb *cb, void *arg)
 }
 
 void
-server_policy_cancel(void *userdata, struct api_policy_wait *w)
+server_policy_cancel(void *userdata, struct http_policy_wait *w)
 {
     struct server *s = userdata;
 
@@ -138,7 +138,7 @@ server_policy_free(struct server *s)
     drift_check_cancel(s->drift);
     s->drift = NULL;
     while (!TAILQ_EMPTY(&s->policy_waits)) {
-        struct api_policy_wait *w = TAILQ_FIRST(&s->policy_waits);
+        struct http_policy_wait *w = TAILQ_FIRST(&s->policy_waits);
 
         TAILQ_REMOVE(&s->policy_waits, w, link);
         free(w);

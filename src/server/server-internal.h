@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
-#include "api/api.h"
+#include "http/http.h"
 #include "config/config.h"
 #include "pool/pool.h"
 #include "server.h"
@@ -57,8 +57,8 @@ struct server {
     struct pool_budget budget;
     struct pool_uids *uids;      /* the node's sandbox uids, shared by the pools */
     struct egress_proxy *egress; /* NULL: no profile has an egress list (egress.c) */
-    struct api *api;
-    struct api_backend backend;
+    struct http *api;
+    struct http_backend backend;
     struct event *cron;
     struct event *engine_retry;
     struct event *sig_term, *sig_int, *sig_hup;
@@ -75,12 +75,12 @@ struct server {
     bool stopping;
     bool drained; /* by the admin: no new sessions */
     bool drain_cut;
-    bool leaving;              /* SIGTERM seen, shutdown_delay_s running: API_LEAVING */
+    bool leaving;              /* SIGTERM seen, shutdown_delay_s running: HTTP_LEAVING */
     struct event *leave_timer; /* ends the shutdown delay */
     bool notify;               /* NOTIFY_SOCKET set: tell the service manager */
     int notified_ready;        /* readiness last sent in STATUS=: -1 none yet, 0, 1 */
     struct drift_check *drift; /* policy drift check in flight */
-    TAILQ_HEAD(, api_policy_wait) policy_waits; /* admin requests waiting for its report */
+    TAILQ_HEAD(, http_policy_wait) policy_waits; /* admin requests waiting for its report */
     uint64_t next_drift_ms;
     uint64_t drain_deadline_ms;
     char engine_why[192];
@@ -91,7 +91,7 @@ struct server {
 
 /* server.c */
 struct pool *server_pool_by_name(struct server *s, const char *name);
-/* The api_backend's redis_ok: true while Redis is connected, else why[n] says why. */
+/* The http_backend's redis_ok: true while Redis is connected, else why[n] says why. */
 bool server_redis_ok(void *userdata, char *why, size_t n);
 
 /* engine.c: the engine link. */
@@ -103,7 +103,7 @@ void server_engine_cancel(struct server *s);
 void server_engine_reconcile(struct server *s);
 /* The liveness ping of an UP link (the cron, every PING_MS). */
 void server_engine_ping(struct server *s);
-/* The api_backend's engine_ok. */
+/* The http_backend's engine_ok. */
 bool server_engine_ok(void *userdata, char *why, size_t n);
 /* Cancels the link, frees the orphans and the retry timer (server_free()). */
 void server_engine_free(struct server *s);
@@ -119,7 +119,7 @@ void server_notify(struct server *s, const char *state);
 void server_notify_readiness(struct server *s);
 /* Starts WATCHDOG=1 pings when the service manager asked for them (server_run()). */
 void server_watchdog_start(struct server *s);
-enum api_drain server_drain_state(void *userdata);
+enum http_drain server_drain_state(void *userdata);
 void server_set_drained(void *userdata, bool drained);
 
 /* egress.c: the egress proxy, when a profile has an egress list. */
@@ -129,12 +129,12 @@ void server_egress_free(struct server *s);
 /* After a reconcile with the engine's full list (borrowed for the call). */
 void server_egress_sweep(struct server *s, const struct docker_container_list *list);
 
-/* metrics.c: the api_backend's metrics, Prometheus text into out. */
+/* metrics.c: the http_backend's metrics, Prometheus text into out. */
 void server_metrics(void *userdata, bool tenants, struct buf *out);
 
 /* policy.c: the drift check and its waiters. */
 void server_policy_start(struct server *s);
-struct api_policy_wait *server_policy_check(void *userdata, api_policy_cb *cb, void *arg);
-void server_policy_cancel(void *userdata, struct api_policy_wait *w);
-/* Cancels the check and frees the waiters (server_free(), after api_free()). */
+struct http_policy_wait *server_policy_check(void *userdata, http_policy_cb *cb, void *arg);
+void server_policy_cancel(void *userdata, struct http_policy_wait *w);
+/* Cancels the check and frees the waiters (server_free(), after http_free()). */
 void server_policy_free(struct server *s);

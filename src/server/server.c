@@ -25,7 +25,7 @@
 #include "server-internal.h"
 
 #define LOG_MODULE "server"
-#include "api/session-audit.h"
+#include "server/session-audit.h"
 #include "audit/audit.h"
 #include "cluster/registry.h"
 #include "cluster/route.h"
@@ -149,7 +149,7 @@ on_redis_state(bool up, const char *why, void *userdata)
 static bool
 self_draining(void *userdata)
 {
-    return server_drain_state(userdata) != API_SERVING;
+    return server_drain_state(userdata) != HTTP_SERVING;
 }
 
 static unsigned
@@ -187,7 +187,7 @@ self_took_over(const char *lost, const struct store_nodes_claimed *c, void *user
 {
     struct server *s = userdata;
 
-    api_audit_node_lost(lost, s->cfg->node_id, c);
+    server_audit_node_lost(lost, s->cfg->node_id, c);
     /* Read back even when none was said to be adopted: a claim whose answer could not be read
      * adopted what it did all the same. */
     session_manager_load_adopted(s->sessions);
@@ -284,7 +284,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
     }
     s->sessions = session_manager_new(s->base, cfg, s->pools, s->n_pools, s->redis);
     session_manager_set_notify(s->sessions, on_session_event, s);
-    session_manager_set_audit(s->sessions, api_session_audit, NULL);
+    session_manager_set_audit(s->sessions, server_session_audit, NULL);
     s->snapshots = snapshots_new(s->base, cfg, s->redis, s->docker, s->sessions, reterr);
     if (s->snapshots == NULL && cfg->snapshots_store[0] != '\0') {
         r = reterr->code;
@@ -302,7 +302,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
                                                        .declared_lost = self_declared_lost,
                                                        .userdata = s});
     s->route = route_new(cfg, s->redis, s->registry);
-    s->backend = (struct api_backend){
+    s->backend = (struct http_backend){
         .pools = s->pools,
         .n_pools = s->n_pools,
         .sessions = s->sessions,
@@ -320,7 +320,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
         .metrics = server_metrics,
         .userdata = s,
     };
-    r = api_new(s->base, cfg, &s->backend, &s->api, reterr);
+    r = http_new(s->base, cfg, &s->backend, &s->api, reterr);
     if (r < 0) {
         server_free(s);
         return r;
@@ -361,7 +361,7 @@ server_free(struct server *s)
         return NULL;
     }
     server_engine_free(s);
-    api_free(s->api); /* closing its connections cancels the admin requests' policy waits */
+    http_free(s->api); /* closing its connections cancels the admin requests' policy waits */
     server_policy_free(s);
     /* Before the sessions and the engine client its jobs use; a job waiting for Redis goes when
      * its answer comes (store_redis_free() cancels it), its record left to the sweep. */

@@ -7,8 +7,8 @@
  * end. A complete head is judged, and every verdict must be coherent: a NUL or anything not
  * understood holds nothing; a chunked body comes with exactly one Transfer-Encoding and no
  * Content-Length, in HTTP/1.1, after a method with a body; a held body is one whose route
- * streams it (a PUT or POST of API_ROUTE_STREAMED_BODY, a chunked one only where the route says
- * API_ROUTE_STREAMED_CHUNKED); its rewritten head fits the documented bound, is exactly one head
+ * streams it (a PUT or POST of HTTP_ROUTE_STREAMED_BODY, a chunked one only where the route says
+ * HTTP_ROUTE_STREAMED_CHUNKED); its rewritten head fits the documented bound, is exactly one head
  * again, carries one Content-Length, no Transfer-Encoding and the marker (so that it would not be
  * held a second time). The body a head announces is skipped as body.c passes it on, a chunked one
  * followed through util/chunked.c as pass_chunked() follows it (its own checks are
@@ -18,12 +18,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api/api-internal.h"
+#include "http/http-internal.h"
 #include "fuzz.h"
 #include "util/buf.h"
 #include "util/macro.h"
 
-#define HEAD_MAX (2u * API_MAX_HEADERS_BYTES + 16u) /* body.c's */
+#define HEAD_MAX (2u * HTTP_MAX_HEADERS_BYTES + 16u) /* body.c's */
 
 /* Lines of head[0..len) whose name is name (case-insensitive), up to the empty line. */
 static size_t
@@ -57,14 +57,14 @@ held_method(const char *head, size_t len)
 }
 
 static void
-check_held(const char *head, size_t len, const struct api_head *h)
+check_held(const char *head, size_t len, const struct http_head *h)
 {
     const char *sp = memchr(head, ' ', len);
     const char *target = sp != NULL ? sp + 1 : NULL;
     size_t plen = 0, line_start = 0, end = 0;
     struct buf out = BUF_INIT(2 * len + 64);
     enum evhttp_cmd_type method = held_method(head, len);
-    struct api_head again;
+    struct http_head again;
     unsigned flags;
 
     CHECK(h->understood && !h->nul && (h->chunked ? h->length == 0 : h->length > 0));
@@ -72,17 +72,17 @@ check_held(const char *head, size_t len, const struct api_head *h)
     while (target + plen < head + len && strchr(" ?#", target[plen]) == NULL) {
         plen++;
     }
-    flags = api_route_flags(method, target, plen);
-    CHECK(flags & API_ROUTE_STREAMED_BODY);
-    CHECK(!h->chunked || (flags & API_ROUTE_STREAMED_CHUNKED));
-    CHECK(api_head_rewrite(head, len, 7, &out) == 0);
+    flags = http_route_flags(method, target, plen);
+    CHECK(flags & HTTP_ROUTE_STREAMED_BODY);
+    CHECK(!h->chunked || (flags & HTTP_ROUTE_STREAMED_CHUNKED));
+    CHECK(http_head_rewrite(head, len, 7, &out) == 0);
     CHECK(out.len >= 4 && memcmp(out.buf + out.len - 4, "\r\n\r\n", 4) == 0);
-    CHECK(api_head_find_end(out.buf, out.len, &line_start, &end) == API_HEAD_COMPLETE);
+    CHECK(http_head_find_end(out.buf, out.len, &line_start, &end) == HTTP_HEAD_COMPLETE);
     CHECK(end == out.len);
     CHECK(count_header(out.buf, out.len, "Content-Length") == 1);
     CHECK(count_header(out.buf, out.len, "Transfer-Encoding") == 0);
-    CHECK(count_header(out.buf, out.len, API_HELD_HEADER) == 1);
-    api_head_parse(out.buf, out.len, &again);
+    CHECK(count_header(out.buf, out.len, HTTP_HELD_HEADER) == 1);
+    http_head_parse(out.buf, out.len, &again);
     CHECK(!again.understood && !again.held); /* the marker is the filter's own */
     buf_done(&out);
 }
@@ -90,9 +90,9 @@ check_held(const char *head, size_t len, const struct api_head *h)
 static void
 check_head(const char *head, size_t len)
 {
-    struct api_head h;
+    struct http_head h;
 
-    api_head_parse(head, len, &h);
+    http_head_parse(head, len, &h);
     CHECK(!h.nul || !h.understood);
     CHECK(h.understood || (!h.held && !h.chunked && h.length == 0 && !h.expect_continue));
     CHECK(!h.expect_continue || h.held);
@@ -120,7 +120,7 @@ follow_chunked(const uint8_t *data, size_t size, size_t pos, size_t step, bool *
 {
     struct chunked d;
 
-    chunked_init(&d, API_CHUNKED_RULES);
+    chunked_init(&d, HTTP_CHUNKED_RULES);
     *ret_ended = false;
     while (pos < size) {
         size_t take = MIN(size - pos, step), off = 0;
@@ -166,8 +166,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (pos < size) {
         size_t take = size - pos < step ? size - pos : step, head_len = 0, once_len = 0;
         size_t before = head.len, once_start = 0;
-        enum api_head_end r, once;
-        struct api_head h;
+        enum http_head_end r, once;
+        struct http_head h;
 
         if (take > HEAD_MAX - head.len) {
             take = HEAD_MAX - head.len;
@@ -176,19 +176,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break; /* a head past HEAD_MAX: body.c goes blind, evhttp decides */
         }
         CHECK(buf_append(&head, data + pos, take) == 0);
-        r = api_head_find_end(head.buf, head.len, &line_start, &head_len);
-        once = api_head_find_end(head.buf, head.len, &once_start, &once_len);
+        r = http_head_find_end(head.buf, head.len, &line_start, &head_len);
+        once = http_head_find_end(head.buf, head.len, &once_start, &once_len);
         CHECK(r == once && line_start <= head.len);
-        if (r == API_HEAD_EMPTY_FIRST) {
+        if (r == HTTP_HEAD_EMPTY_FIRST) {
             break; /* blind from here on */
         }
-        if (r == API_HEAD_MORE) {
+        if (r == HTTP_HEAD_MORE) {
             pos += take;
             continue;
         }
         CHECK(head_len == once_len && head_len > before && head_len <= head.len);
         check_head(head.buf, head_len);
-        api_head_parse(head.buf, head_len, &h);
+        http_head_parse(head.buf, head_len, &h);
         if (!h.understood) {
             break;
         }

@@ -7,7 +7,7 @@
  *   byte % 4 == 3   the query string of a files listing (?dir=...)
  *
  * (seed files start with '0'..'3'). A body that decodes is checked by both the create and the
- * execute parser; a path or dir goes on through api_request_file_path(). Every refusal must carry a
+ * execute parser; a path or dir goes on through http_request_file_path(). Every refusal must carry a
  * negative errno and a message; every acceptance must leave its outputs complete and within the
  * documented bounds, or the target aborts. */
 #include <errno.h>
@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "api/api-internal.h"
+#include "http/http-internal.h"
 #include "files/files.h"
 #include "fuzz.h"
 #include "session/session.h"
@@ -25,7 +25,7 @@
 #include "util/utf8.h"
 
 /* A refusal says what and why, in a message that goes into the JSON error body the way
- * api_reply_error() puts it there: made valid UTF-8 first (it may quote a key cut
+ * http_reply_error() puts it there: made valid UTF-8 first (it may quote a key cut
  * mid-character). */
 static void
 check_refusal(int r, const struct err *e)
@@ -45,9 +45,9 @@ check_refusal(int r, const struct err *e)
 static void
 check_create(json_t *body)
 {
-    struct api_create_body cb;
+    struct http_create_body cb;
     struct err e = {0};
-    int r = api_request_create(body, &cb, &e);
+    int r = http_request_create(body, &cb, &e);
 
     if (r < 0) {
         check_refusal(r, &e);
@@ -68,7 +68,7 @@ check_create(json_t *body)
         }
         CHECK(json_equal(meta, json_object_get(body, "metadata")));
         json_decref(meta);
-        api_create_body_done(&cb);
+        http_create_body_done(&cb);
     }
 }
 
@@ -77,7 +77,7 @@ check_exec(json_t *body)
 {
     struct exec_req er;
     struct err e = {0};
-    int r = api_request_exec(body, &er, &e);
+    int r = http_request_exec(body, &er, &e);
     size_t i;
     json_t *v;
 
@@ -104,7 +104,7 @@ check_body(const char *text, size_t len, bool allow_empty)
 {
     json_t *body = NULL;
     struct err e = {0};
-    int r = api_request_json(text, len, allow_empty, &body, &e);
+    int r = http_request_json(text, len, allow_empty, &body, &e);
 
     if (r < 0) {
         check_refusal(r, &e);
@@ -124,7 +124,7 @@ check_normalize(const char *path, size_t len, bool allow_root)
 {
     char out[FILES_PATH_MAX + 1], again[FILES_PATH_MAX + 1];
     struct err e = {0};
-    int r = api_request_file_path(path, len, allow_root, out, sizeof(out), &e);
+    int r = http_request_file_path(path, len, allow_root, out, sizeof(out), &e);
     size_t n;
 
     if (r < 0) {
@@ -148,7 +148,7 @@ check_normalize(const char *path, size_t len, bool allow_root)
         CHECK((unsigned char)out[i] >= 0x20 && out[i] != 0x7f);
     }
     CHECK(utf8_valid(out, n));
-    CHECK(api_request_file_path(out, n, allow_root, again, sizeof(again), &e) == 0);
+    CHECK(http_request_file_path(out, n, allow_root, again, sizeof(again), &e) == 0);
     CHECK(strcmp(out, again) == 0);
 }
 
@@ -158,7 +158,7 @@ check_url_path(const char *encoded)
     struct err e = {0};
     char *path = NULL;
     size_t len = 0;
-    int r = api_request_path(encoded, &path, &len, &e);
+    int r = http_request_path(encoded, &path, &len, &e);
 
     if (r < 0) {
         check_refusal(r, &e);
@@ -174,7 +174,7 @@ check_dir_query(const char *query)
 {
     struct err e = {0};
     char *dir = NULL;
-    int r = api_request_dir(query, &dir, &e);
+    int r = http_request_dir(query, &dir, &e);
 
     if (r < 0) {
         check_refusal(r, &e);

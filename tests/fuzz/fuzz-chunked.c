@@ -1,7 +1,7 @@
 /* Fuzz target: the chunked framing scanner (src/util/chunked.c), which the API's body filter
  * (body.c, held.c) and the egress proxy (conn.c, flow.c) frame chunked bodies with. The first
  * byte seeds where the stream is cut and a third set of rules; the rest is what follows a chunked
- * head on a connection. It is judged under the body filter's rules (API_CHUNKED_RULES), the
+ * head on a connection. It is judged under the body filter's rules (HTTP_CHUNKED_RULES), the
  * proxy's (EGRESS_CHUNKED_RULES) and the seeded ones.
  *
  * The stream is decoded seven ways: with chunked_feed() whole, in pieces cut where the seed says,
@@ -27,7 +27,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "api/api-internal.h"
+#include "http/http-internal.h"
 #include "egress/head.h"
 #include "fuzz.h"
 #include "util/buf.h"
@@ -544,7 +544,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     seed = data[0] * 0x100000001b3u;
-    judge(API_CHUNKED_RULES, in, n, seed);
+    judge(HTTP_CHUNKED_RULES, in, n, seed);
     judge(EGRESS_CHUNKED_RULES, in, n, seed);
     judge(seeded_rules(seed), in, n, seed);
     return 0;

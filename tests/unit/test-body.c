@@ -5,7 +5,7 @@
  *
  * The handler answers every request with a description of what it received ("METHOD URI len=N
  * sum=FNV") in an X-Echo header and the body, and says in X-Held whether the filter held the body
- * back. A held body is read with api_body_read() at a pace the client chooses with request
+ * back. A held body is read with http_body_read() at a pace the client chooses with request
  * headers (X-Pause-Every / X-Pause-Ms pause the reader every N chunks, X-Delay-Read delays the
  * first read, X-Skip-Body answers without reading, as api.c does for refused uploads); a reply can
  * be padded with X-Reply-Bytes of a fixed pattern, or streamed in X-Chunks chunks. Apart from
@@ -39,7 +39,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#include "api/api-internal.h"
+#include "http/http-internal.h"
 #include "lib/http.h"
 #include "lib/loop.h"
 #include "tap.h"
@@ -135,19 +135,19 @@ pad_ok(const char *p, uint64_t n)
 
 struct server {
     struct event_base *base;
-    struct api a;         /* the filtered server, set up as api_new() does */
+    struct http a;         /* the filtered server, set up as http_new() does */
     struct evhttp *plain; /* the same handler without the filter */
     uint16_t port, plain_port;
     /* what the handlers saw */
-    unsigned held;             /* requests api_body_held() returned a body for */
+    unsigned held;             /* requests http_body_held() returned a body for */
     unsigned held_done;        /* ... read to their end (on_end r == 0) */
-    unsigned held_wrong;       /* ... whose bytes did not add up to api_body_length() */
-    unsigned unread_after_end; /* api_body_unread() still true in on_end(0) */
+    unsigned held_wrong;       /* ... whose bytes did not add up to http_body_length() */
+    unsigned unread_after_end; /* http_body_unread() still true in on_end(0) */
     unsigned cuts;             /* on_end r < 0 */
-    unsigned cuts_eproto;      /* ... -EPROTO: a held chunked body outside API_CHUNKED_RULES */
+    unsigned cuts_eproto;      /* ... -EPROTO: a held chunked body outside HTTP_CHUNKED_RULES */
     int last_cut_r;
-    unsigned unread_false_after_cut; /* api_body_unread() false in on_end(r < 0) */
-    unsigned awaited_continue;       /* api_body_awaits_continue() when the handler started */
+    unsigned unread_false_after_cut; /* http_body_unread() false in on_end(r < 0) */
+    unsigned awaited_continue;       /* http_body_awaits_continue() when the handler started */
     unsigned conn_closed;            /* a connection went away under a running upload */
 };
 
@@ -200,7 +200,7 @@ struct upload {
     struct server *s;
     struct evhttp_request *req;
     struct evhttp_connection *evcon;
-    struct api_body b;
+    struct http_body b;
     struct event *timer; /* the delayed first read, or the end of a pause */
     struct sum sum;
     uint64_t length, pause_every, pause_ms, chunks;
@@ -211,7 +211,7 @@ static void
 upload_free(struct upload *u)
 {
     evhttp_connection_set_closecb(u->evcon, NULL, NULL);
-    api_body_cancel(&u->b);
+    http_body_cancel(&u->b);
     event_free(u->timer);
     free(u);
 }
@@ -233,7 +233,7 @@ on_upload_data(const char *data, size_t n, void *userdata)
     sum_add(&u->sum, data, n);
     u->chunks++;
     if (u->pause_every > 0 && u->chunks % u->pause_every == 0) {
-        api_body_pause(&u->b, true); /* backpressure, as files.c applies it */
+        http_body_pause(&u->b, true); /* backpressure, as files.c applies it */
         arm(u->timer, u->pause_ms);
     }
 }
@@ -249,16 +249,16 @@ on_upload_end(int r, void *userdata)
     if (r == 0) {
         /* A chunked body's length is known at its end (what the client sent is checked by the
          * sum in the answer). */
-        uint64_t want = u->chunked ? api_body_length(&u->b) : u->length;
+        uint64_t want = u->chunked ? http_body_length(&u->b) : u->length;
 
         s->held_done++;
         s->held_wrong += sum.n != want;
-        s->unread_after_end += api_body_unread(&u->b);
+        s->unread_after_end += http_body_unread(&u->b);
     } else {
         s->cuts++;
         s->cuts_eproto += r == -EPROTO;
         s->last_cut_r = r;
-        s->unread_false_after_cut += !api_body_unread(&u->b);
+        s->unread_false_after_cut += !http_body_unread(&u->b);
     }
     upload_free(u);
     reply(req, r == 0 ? 200 : 400, &sum, true);
@@ -271,9 +271,9 @@ on_upload_timer(evutil_socket_t fd, short what, void *arg)
 
     if (!u->started) {
         u->started = true;
-        api_body_read(&u->b, on_upload_data, on_upload_end, u);
+        http_body_read(&u->b, on_upload_data, on_upload_end, u);
     } else {
-        api_body_pause(&u->b, false);
+        http_body_pause(&u->b, false);
     }
 }
 
@@ -283,13 +283,13 @@ on_upload_conn_close(struct evhttp_connection *evcon, void *arg)
     struct upload *u = arg;
 
     u->s->conn_closed++;
-    api_body_cancel(&u->b);
+    http_body_cancel(&u->b);
     event_free(u->timer);
     free(u);
 }
 
 static void
-upload_begin(struct server *s, struct evhttp_request *req, const struct api_body *b)
+upload_begin(struct server *s, struct evhttp_request *req, const struct http_body *b)
 {
     struct upload *u = xcalloc(1, sizeof(*u));
     uint64_t delay = header_u64(req, "X-Delay-Read");
@@ -299,13 +299,13 @@ upload_begin(struct server *s, struct evhttp_request *req, const struct api_body
     u->evcon = evhttp_request_get_connection(req);
     u->b = *b;
     u->timer = OOM_CHECK(evtimer_new(s->base, on_upload_timer, u));
-    u->length = api_body_length(b);
-    u->chunked = api_body_chunked(b);
+    u->length = http_body_length(b);
+    u->chunked = http_body_chunked(b);
     u->pause_every = header_u64(req, "X-Pause-Every");
     u->pause_ms = header_u64(req, "X-Pause-Ms");
     sum_init(&u->sum);
     s->held++;
-    s->awaited_continue += api_body_awaits_continue(b);
+    s->awaited_continue += http_body_awaits_continue(b);
     evhttp_connection_set_closecb(u->evcon, on_upload_conn_close, u);
     if (header_u64(req, "X-Skip-Body") != 0) {
         /* What api.c does when a handler answers without reading: close after the reply. */
@@ -319,7 +319,7 @@ upload_begin(struct server *s, struct evhttp_request *req, const struct api_body
         return;
     }
     u->started = true;
-    api_body_read(b, on_upload_data, on_upload_end, u);
+    http_body_read(b, on_upload_data, on_upload_end, u);
 }
 
 /* A streamed reply, sent the way stream/out.c sends one: start, chunks, end. */
@@ -341,15 +341,15 @@ reply_streamed(struct evhttp_request *req, uint64_t chunks)
 static void
 handle(struct server *s, struct evhttp_request *req, bool filtered)
 {
-    struct api_body b;
+    struct http_body b;
     bool held;
 
     /* The request counts as authenticated, as a tenant's would, unless the test says otherwise
      * (lingering closes are for those only). */
     if (filtered && header_u64(req, "X-Anonymous") == 0) {
-        api_conn_authenticated(s->a.conns, req);
+        http_conn_authenticated(s->a.conns, req);
     }
-    held = filtered && api_body_held(s->a.conns, req, &b);
+    held = filtered && http_body_held(s->a.conns, req, &b);
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     struct evbuffer_iovec v[64];
     struct sum sum;
@@ -390,9 +390,9 @@ on_plain_request(struct evhttp_request *req, void *arg)
 
 typedef void request_cb(struct evhttp_request *req, void *arg);
 
-/* An evhttp server on 127.0.0.1 with api_new()'s limits; with the body filter when a is set. */
+/* An evhttp server on 127.0.0.1 with http_new()'s limits; with the body filter when a is set. */
 static struct evhttp *
-http_new(struct event_base *base, struct api *a, request_cb *cb, void *arg,
+test_evhttp_new(struct event_base *base, struct http *a, request_cb *cb, void *arg,
          struct evhttp_bound_socket **ret_bound, uint16_t *ret_port)
 {
     struct evhttp *http = OOM_CHECK(evhttp_new(base));
@@ -400,11 +400,11 @@ http_new(struct event_base *base, struct api *a, request_cb *cb, void *arg,
     socklen_t len = sizeof(sa);
 
     if (a != NULL) {
-        evhttp_set_bevcb(http, api_conn_bev_new, a->conns); /* exactly as api_new() */
+        evhttp_set_bevcb(http, http_conn_bev_new, a->conns); /* exactly as http_new() */
     }
-    evhttp_set_max_headers_size(http, API_MAX_HEADERS_BYTES);
+    evhttp_set_max_headers_size(http, HTTP_MAX_HEADERS_BYTES);
     evhttp_set_max_body_size(http, MAX_BODY);
-    evhttp_set_timeout(http, API_CONN_TIMEOUT_S);
+    evhttp_set_timeout(http, HTTP_CONN_TIMEOUT_S);
     evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
                                          EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD);
     evhttp_set_gencb(http, cb, arg);
@@ -424,9 +424,9 @@ server_start(struct server *s)
 
     *s = (struct server){.base = OOM_CHECK(event_base_new())};
     s->a.base = s->base;
-    s->a.conns = api_conns_new(&(struct api_conns_limits){.linger_max = 64});
-    s->a.http = http_new(s->base, &s->a, on_request, s, &s->a.bound, &s->port);
-    s->plain = http_new(s->base, NULL, on_plain_request, s, &bound, &s->plain_port);
+    s->a.conns = http_conns_new(&(struct http_conns_limits){.linger_max = 64});
+    s->a.http = test_evhttp_new(s->base, &s->a, on_request, s, &s->a.bound, &s->port);
+    s->plain = test_evhttp_new(s->base, NULL, on_plain_request, s, &bound, &s->plain_port);
 }
 
 /* Frees both servers; checks that every connection's filter state went with them. */
@@ -436,9 +436,9 @@ server_stop(struct server *s)
     evhttp_free(s->a.http);
     evhttp_free(s->plain);
     loop_for(s->base, 30); /* deferred finalizers: conn_free() */
-    ASSERT_EQ_U(api_conns_live(s->a.conns), 0);
+    ASSERT_EQ_U(http_conns_live(s->a.conns), 0);
     event_base_free(s->base);
-    api_conns_free(s->a.conns);
+    http_conns_free(s->a.conns);
 }
 
 /* ---- client threads -------------------------------------------------------------------------- */
@@ -1194,7 +1194,7 @@ TEST(pipelined_mix)
               "%u held uploads read in full (handler saw %u, completed %u, wrong length %u)", held,
               s.held, s.held_done, s.held_wrong);
     TAP_CHECK(s.cuts == 0 && s.conn_closed == 0, "no upload cut (%u, %u)", s.cuts, s.conn_closed);
-    TAP_CHECK(s.unread_after_end == 0, "api_body_unread() false in every on_end(0) (%u)",
+    TAP_CHECK(s.unread_after_end == 0, "http_body_unread() false in every on_end(0) (%u)",
               s.unread_after_end);
 
     /* The same requests with nothing held back by the client. */
@@ -1254,7 +1254,7 @@ TEST(pipelined_before_held)
     req_make(&p.reqs[2], "PUT", UPLOAD_URI "data", "", body, 1000, BY_LENGTH, &blind, &rng);
     req_make(&p.reqs[3], "GET", "/last", "", NULL, 0, NO_BODY, &blind, &rng);
     ASSERT_TRUE(run_client(&s, pipeline_client, &p));
-    /* Regression; body.c once got this wrong: api_body_held() looks at the connection's state,
+    /* Regression; body.c once got this wrong: http_body_held() looks at the connection's state,
      * which follows the newest head the filter passed on, not the request evhttp dispatches: GET
      * /first is handed the held body of the PUT behind it (with api.c: it gets "Connection: close",
      * or an empty-file PUT writes the next upload's bytes). */
@@ -1279,11 +1279,11 @@ TEST(pipelined_before_held)
               p.answered, p.n, p.why[0] ? ": " : "", p.why);
     ASSERT_EQ_U(s.held_done, 2);
     /* Regression; body.c once got this wrong: reader_end(0) pushes the buffered next head through
-     * the filter at once, so the first upload's api_conn already reports the second body as unread;
+     * the filter at once, so the first upload's http_conn already reports the second body as unread;
      * files.c then keeps the "Connection: close" api.c added, and the second upload is never
      * answered. */
     TAP_CHECK(s.unread_after_end == 0,
-              "api_body_unread() false in on_end(0) of the first upload (true %u times)",
+              "http_body_unread() false in on_end(0) of the first upload (true %u times)",
               s.unread_after_end);
     reqs_free(p.reqs, p.n);
     free(body);
@@ -1357,7 +1357,7 @@ TEST(keepalive_after_held)
               "one connection: %zu of %zu requests answered after held uploads%s%s", c.answered,
               ELEMENTSOF(c.reqs), c.why[0] ? ": " : "", c.why);
     ASSERT_EQ_U(s.held_done, 3);
-    TAP_CHECK(s.unread_after_end == 0, "api_body_unread() is false once a body was read (%u)",
+    TAP_CHECK(s.unread_after_end == 0, "http_body_unread() is false once a body was read (%u)",
               s.unread_after_end);
     for (size_t i = 0; i < ELEMENTSOF(c.reqs); i++) {
         req_done(&c.reqs[i]);
@@ -2203,18 +2203,18 @@ TEST(client_gone_mid_body)
     TAP_CHECK(s.conn_closed == 0, "no upload lost its connection before on_end (%u)",
               s.conn_closed);
     /* Regression; body.c once got this wrong: reader_end(r < 0) leaves CONN_BLIND, so
-     * api_body_unread() says every byte was read; files.c (put_reply from on_discarded) then drops
+     * http_body_unread() says every byte was read; files.c (put_reply from on_discarded) then drops
      * api.c's "Connection: close" and evhttp parses the rest of the cut body as new requests
      * (reachable with -ETIMEDOUT). */
     TAP_CHECK(s.unread_false_after_cut == 0,
-              "api_body_unread() stays true after a cut body (false %u times)",
+              "http_body_unread() stays true after a cut body (false %u times)",
               s.unread_false_after_cut);
     for (uint64_t end = time_now_ms() + 3000;
-         api_conns_live(s.a.conns) > 0 && time_now_ms() < end;) {
+         http_conns_live(s.a.conns) > 0 && time_now_ms() < end;) {
         loop_for(s.base, 20);
     }
-    TAP_CHECK(api_conns_live(s.a.conns) == 0, "every cut connection was freed (%u left)",
-              api_conns_live(s.a.conns));
+    TAP_CHECK(http_conns_live(s.a.conns) == 0, "every cut connection was freed (%u left)",
+              http_conns_live(s.a.conns));
 
     after.port = s.port;
     req_make(&after.reqs[0], "GET", "/alive", "", NULL, 0, NO_BODY, &blind, &rng);
@@ -2359,7 +2359,7 @@ TEST(chunked_pipelined)
     server_stop(&s);
 }
 
-/* Held chunked bodies outside API_CHUNKED_RULES (evhttp never sees them), each with a request
+/* Held chunked bodies outside HTTP_CHUNKED_RULES (evhttp never sees them), each with a request
  * right behind it in the same write: the handler's read fails with -EPROTO after the data before
  * the fault, and nothing behind the body is served (the connection is broken). */
 static const struct {
@@ -2542,14 +2542,14 @@ TEST(held_chunked_cut)
     TAP_CHECK(s.held == 4 && s.cuts == 4 && s.held_done == 0 && s.conn_closed == 0,
               "the handler saw each fail (held %u, cut %u, completed %u, lost %u)", s.held, s.cuts,
               s.held_done, s.conn_closed);
-    TAP_CHECK(s.unread_false_after_cut == 0, "api_body_unread() stays true after a cut (%u)",
+    TAP_CHECK(s.unread_false_after_cut == 0, "http_body_unread() stays true after a cut (%u)",
               s.unread_false_after_cut);
     for (uint64_t end = time_now_ms() + 3000;
-         api_conns_live(s.a.conns) > 0 && time_now_ms() < end;) {
+         http_conns_live(s.a.conns) > 0 && time_now_ms() < end;) {
         loop_for(s.base, 20);
     }
-    TAP_CHECK(api_conns_live(s.a.conns) == 0, "every cut connection was freed (%u left)",
-              api_conns_live(s.a.conns));
+    TAP_CHECK(http_conns_live(s.a.conns) == 0, "every cut connection was freed (%u left)",
+              http_conns_live(s.a.conns));
     server_stop(&s);
 }
 

@@ -8,65 +8,65 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/api-internal.h"
+#include "http/http-internal.h"
 #include "audit/audit.h"
 #include "tap.h"
 
 TEST(burst_then_rate)
 {
-    struct api_buckets *b = api_buckets_new(2, 5);
-    struct api_buckets_stats st;
+    struct http_buckets *b = http_buckets_new(2, 5);
+    struct http_buckets_stats st;
     unsigned ok = 0;
 
     for (int i = 0; i < 100; i++) {
-        ok += api_buckets_take(b, "a", 1000) == 0;
+        ok += http_buckets_take(b, "a", 1000) == 0;
     }
     ASSERT_EQ_U(ok, 5); /* the burst, at once */
-    ASSERT_ERR(api_buckets_take(b, "a", 1000), EDQUOT);
-    ASSERT_ERR(api_buckets_take(b, "a", 1499), EDQUOT); /* 2 a second: not one token yet */
-    ASSERT_OK(api_buckets_take(b, "a", 1500));
-    ASSERT_ERR(api_buckets_take(b, "a", 1500), EDQUOT);
+    ASSERT_ERR(http_buckets_take(b, "a", 1000), EDQUOT);
+    ASSERT_ERR(http_buckets_take(b, "a", 1499), EDQUOT); /* 2 a second: not one token yet */
+    ASSERT_OK(http_buckets_take(b, "a", 1500));
+    ASSERT_ERR(http_buckets_take(b, "a", 1500), EDQUOT);
     ok = 0;
     for (uint64_t t = 1500; t <= 11500; t += 10) { /* 10 s of asking every 10 ms */
-        ok += api_buckets_take(b, "a", t) == 0;
+        ok += http_buckets_take(b, "a", t) == 0;
     }
     ASSERT_EQ_U(ok, 20); /* 2 a second, no more */
-    api_buckets_get_stats(b, &st);
+    http_buckets_get_stats(b, &st);
     ASSERT_EQ_U(st.taken_total, 5 + 1 + 20);
     ASSERT_EQ_U(st.refused_total, 100 - 5 + 3 + 1001 - 20);
-    api_buckets_free(b);
+    http_buckets_free(b);
 }
 
 TEST(tenants_apart_and_refill_capped)
 {
-    struct api_buckets *b = api_buckets_new(1, 3);
+    struct http_buckets *b = http_buckets_new(1, 3);
     unsigned ok = 0;
 
     for (int i = 0; i < 10; i++) {
-        ok += api_buckets_take(b, "a", 0) == 0;
+        ok += http_buckets_take(b, "a", 0) == 0;
     }
     ASSERT_EQ_U(ok, 3);
-    ASSERT_OK(api_buckets_take(b, "b", 0)); /* a's storm leaves b's bucket full */
-    ASSERT_OK(api_buckets_take(b, "b", 0));
-    ASSERT_OK(api_buckets_take(b, "b", 0));
-    ASSERT_ERR(api_buckets_take(b, "b", 0), EDQUOT);
+    ASSERT_OK(http_buckets_take(b, "b", 0)); /* a's storm leaves b's bucket full */
+    ASSERT_OK(http_buckets_take(b, "b", 0));
+    ASSERT_OK(http_buckets_take(b, "b", 0));
+    ASSERT_ERR(http_buckets_take(b, "b", 0), EDQUOT);
     ok = 0;
     for (int i = 0; i < 10; i++) { /* a day later: the burst again, not a day's worth */
-        ok += api_buckets_take(b, "a", 86400000) == 0;
+        ok += http_buckets_take(b, "a", 86400000) == 0;
     }
     ASSERT_EQ_U(ok, 3);
-    ASSERT_ERR(api_buckets_take(b, "a", 86399000), EDQUOT); /* the clock never goes back here */
-    api_buckets_free(b);
+    ASSERT_ERR(http_buckets_take(b, "a", 86399000), EDQUOT); /* the clock never goes back here */
+    http_buckets_free(b);
 }
 
 /* Every bucket stays while BUCKETS_MAX (8192) ids are held, an empty one too; the next new id
  * has them all forgotten at once (not only the oldest), and each starts full again. */
 static unsigned
-takes(struct api_buckets *b, const char *tenant)
+takes(struct http_buckets *b, const char *tenant)
 {
     unsigned ok = 0;
 
-    while (ok < 100 && api_buckets_take(b, tenant, 0) == 0) {
+    while (ok < 100 && http_buckets_take(b, tenant, 0) == 0) {
         ok++;
     }
     return ok;
@@ -74,22 +74,22 @@ takes(struct api_buckets *b, const char *tenant)
 
 TEST(kept_then_all_forgotten)
 {
-    struct api_buckets *b = api_buckets_new(1, 3);
+    struct http_buckets *b = http_buckets_new(1, 3);
     char id[32];
     unsigned ok = 0;
 
     ASSERT_EQ_U(takes(b, "a"), 3);
     for (unsigned i = 1; i < 8192; i++) { /* 8192 ids held: a's and 8191 others */
         (void)snprintf(id, sizeof(id), "t%u", i);
-        ok += api_buckets_take(b, id, 0) == 0;
+        ok += http_buckets_take(b, id, 0) == 0;
     }
     ASSERT_EQ_U(ok, 8191);
     ASSERT_EQ_U(takes(b, "a"), 0);            /* kept, still empty */
     ASSERT_EQ_U(takes(b, "t1"), 2);           /* kept: 3 - 1 */
-    ASSERT_OK(api_buckets_take(b, "new", 0)); /* the 8193rd id: all forgotten */
+    ASSERT_OK(http_buckets_take(b, "new", 0)); /* the 8193rd id: all forgotten */
     ASSERT_EQ_U(takes(b, "a"), 3);
     ASSERT_EQ_U(takes(b, "t2"), 3); /* not only the oldest: t2 had 2 left */
-    api_buckets_free(b);
+    http_buckets_free(b);
 }
 
 /* The lines of path holding needle: written ones (*ret_lines), and the sum of the "suppressed"

@@ -1,5 +1,5 @@
 /* The chunked framing scanner (src/util/chunked.c) under both its users' rules: the body
- * filter's (API_CHUNKED_RULES: 1 to 15 digits, CRLF or LF) and the egress proxy's
+ * filter's (HTTP_CHUNKED_RULES: 1 to 15 digits, CRLF or LF) and the egress proxy's
  * (EGRESS_CHUNKED_RULES: 1 to 8 digits below 2^31, CRLF only). Each row is a body and what each
  * set of rules makes of it: the verdict, the byte after the body or the byte refused (the filter
  * goes blind there, a held body fails, the proxy cuts the connection before it), and the data.
@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "api/api-internal.h"
+#include "http/http-internal.h"
 #include "egress/head.h"
 #include "tap.h"
 #include "util/chunked.h"
@@ -116,7 +116,7 @@ struct row {
     const char *name;
     const char *body;
     size_t len;
-    struct want api, egress; /* under API_CHUNKED_RULES, EGRESS_CHUNKED_RULES */
+    struct want api, egress; /* under HTTP_CHUNKED_RULES, EGRESS_CHUNKED_RULES */
 };
 
 /* clang-format off */
@@ -239,7 +239,7 @@ check_row(const struct row *w, const char *rules_name, struct chunked_rules rule
 TEST(rows)
 {
     for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
-        check_row(&rows[i], "api", API_CHUNKED_RULES, &rows[i].api);
+        check_row(&rows[i], "api", HTTP_CHUNKED_RULES, &rows[i].api);
         check_row(&rows[i], "egress", EGRESS_CHUNKED_RULES, &rows[i].egress);
     }
 }
@@ -264,7 +264,7 @@ TEST(why)
     struct decoded d;
 
     for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-        decode(cases[i].egress ? EGRESS_CHUNKED_RULES : API_CHUNKED_RULES, cases[i].body,
+        decode(cases[i].egress ? EGRESS_CHUNKED_RULES : HTTP_CHUNKED_RULES, cases[i].body,
                strlen(cases[i].body), SCAN, 0, &d);
         TAP_CHECK(d.r == -EINVAL && strcmp(d.why, cases[i].why) == 0, "%s: '%s'", cases[i].body,
                   d.why);
@@ -279,7 +279,7 @@ TEST(after_the_end)
     struct err e = {0};
     size_t used = 9, off = 9, len = 9;
 
-    chunked_init(&d, API_CHUNKED_RULES);
+    chunked_init(&d, HTTP_CHUNKED_RULES);
     ASSERT_EQ_I(chunked_feed(&d, body, 3, &used, &off, &len, NULL), 0);
     ASSERT_EQ_U(used, 3);
     ASSERT_EQ_I(d.state, CHUNKED_DATA);
@@ -292,7 +292,7 @@ TEST(after_the_end)
     ASSERT_EQ_I(chunked_scan(&d, "GET", 3, &used, NULL), 1);
     ASSERT_EQ_U(used, 0);
 
-    chunked_init(&d, API_CHUNKED_RULES);
+    chunked_init(&d, HTTP_CHUNKED_RULES);
     ASSERT_EQ_I(chunked_feed(&d, "1;", 2, &used, &off, &len, NULL), -EINVAL);
     ASSERT_EQ_U(used, 1);
     ASSERT_EQ_I(d.state, CHUNKED_FAILED);
@@ -310,7 +310,7 @@ TEST(skip)
     struct err e = {0};
     size_t used = 0, off = 0, len = 0;
 
-    chunked_init(&d, API_CHUNKED_RULES);
+    chunked_init(&d, HTTP_CHUNKED_RULES);
     ASSERT_EQ_I(chunked_feed(&d, "5\r\n", 3, &used, &off, &len, NULL), 0);
     TAP_CHECK(d.state == CHUNKED_DATA && d.left == 5 && len == 0, "in the data, 5 left");
     chunked_skip(&d, 2);

@@ -1,11 +1,11 @@
-/* The request head scanner (src/api/head.c) and the route flag it asks (api_route_flags() in
+/* The request head scanner (src/api/head.c) and the route flag it asks (http_route_flags() in
  * src/api/api.c): where a head ends, fed at once and a byte at a time; which heads are
  * understood by evhttp's rules and which bodies are held for their handler; the head evhttp
  * gets for a held body. */
 #include <errno.h>
 #include <string.h>
 
-#include "api/api-internal.h"
+#include "http/http-internal.h"
 #include "tap.h"
 #include "util/buf.h"
 
@@ -29,9 +29,9 @@ TEST(route_flags)
     };
 
     for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-        unsigned f = api_route_flags(cases[i].method, cases[i].path, strlen(cases[i].path));
+        unsigned f = http_route_flags(cases[i].method, cases[i].path, strlen(cases[i].path));
 
-        TAP_CHECK(((f & API_ROUTE_STREAMED_BODY) != 0) == cases[i].streamed, "%s streamed: %d",
+        TAP_CHECK(((f & HTTP_ROUTE_STREAMED_BODY) != 0) == cases[i].streamed, "%s streamed: %d",
                   cases[i].path, cases[i].streamed);
     }
 }
@@ -40,22 +40,22 @@ TEST(find_end)
 {
     static const char text[] = "PUT /x HTTP/1.1\r\nA: b\nC: d\r\n\r\nbody";
     size_t n = strlen(text), line_start = 0, len = 0, at = 0;
-    enum api_head_end r = API_HEAD_MORE;
+    enum http_head_end r = HTTP_HEAD_MORE;
 
-    ASSERT_EQ_I(api_head_find_end(text, n, &line_start, &len), API_HEAD_COMPLETE);
+    ASSERT_EQ_I(http_head_find_end(text, n, &line_start, &len), HTTP_HEAD_COMPLETE);
     ASSERT_EQ_U(len, n - 4);
     line_start = 0;
-    for (at = 1; at <= n && r == API_HEAD_MORE; at++) {
-        r = api_head_find_end(text, at, &line_start, &len);
+    for (at = 1; at <= n && r == HTTP_HEAD_MORE; at++) {
+        r = http_head_find_end(text, at, &line_start, &len);
     }
-    ASSERT_EQ_I(r, API_HEAD_COMPLETE);
+    ASSERT_EQ_I(r, HTTP_HEAD_COMPLETE);
     ASSERT_EQ_U(len, n - 4);
     ASSERT_EQ_U(at - 1, n - 4); /* found at the byte that completed it */
     line_start = 0;
-    ASSERT_EQ_I(api_head_find_end("\r\nGET / HTTP/1.1\r\n\r\n", 20, &line_start, &len),
-                API_HEAD_EMPTY_FIRST);
+    ASSERT_EQ_I(http_head_find_end("\r\nGET / HTTP/1.1\r\n\r\n", 20, &line_start, &len),
+                HTTP_HEAD_EMPTY_FIRST);
     line_start = 0;
-    ASSERT_EQ_I(api_head_find_end("GET / HTTP/1.1\r\nA: b", 20, &line_start, &len), API_HEAD_MORE);
+    ASSERT_EQ_I(http_head_find_end("GET / HTTP/1.1\r\nA: b", 20, &line_start, &len), HTTP_HEAD_MORE);
     ASSERT_EQ_U(line_start, 16);
 }
 
@@ -121,9 +121,9 @@ TEST(parse)
     };
 
     for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-        struct api_head h;
+        struct http_head h;
 
-        api_head_parse(cases[i].head, strlen(cases[i].head), &h);
+        http_head_parse(cases[i].head, strlen(cases[i].head), &h);
         TAP_CHECK(h.understood == cases[i].understood && h.held == cases[i].held &&
                       h.expect_continue == cases[i].cont && h.length == cases[i].length,
                   "case %zu: understood %d held %d continue %d length %llu", i, h.understood,
@@ -137,14 +137,14 @@ TEST(nul_and_rewrite)
     static const char put[] = "PUT /v1/sessions/s/files/a HTTP/1.1\nHost: h\n"
                               "content-length: 5\nX-A: b\n\n";
     struct buf out = BUF_INIT(4096), tiny = BUF_INIT(8);
-    struct api_head h;
+    struct http_head h;
 
-    api_head_parse(nul, sizeof(nul) - 1, &h);
+    http_head_parse(nul, sizeof(nul) - 1, &h);
     ASSERT_TRUE(h.nul && !h.understood && !h.held);
-    ASSERT_OK(api_head_rewrite(put, strlen(put), 3, &out));
+    ASSERT_OK(http_head_rewrite(put, strlen(put), 3, &out));
     ASSERT_STREQ(out.buf, "PUT /v1/sessions/s/files/a HTTP/1.1\r\nHost: h\r\nX-A: b\r\n"
                           "Content-Length: 0\r\nX-Sandpool-Held: 3\r\n\r\n");
-    ASSERT_ERR(api_head_rewrite(put, strlen(put), 3, &tiny), EMSGSIZE);
+    ASSERT_ERR(http_head_rewrite(put, strlen(put), 3, &tiny), EMSGSIZE);
     buf_done(&out);
     buf_done(&tiny);
 }

@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "api/api-internal.h"
+#include "http/http-internal.h"
 #include "files/files.h"
 #include "session/session.h"
 #include "tap.h"
@@ -23,19 +23,19 @@ static int
 check(enum which w, const char *body, struct err *e)
 {
     json_t *root = NULL;
-    int r = api_request_json(body, strlen(body), w == CREATE, &root, e);
+    int r = http_request_json(body, strlen(body), w == CREATE, &root, e);
 
     if (r == 0 && w == CREATE) {
-        struct api_create_body cb;
+        struct http_create_body cb;
 
-        r = api_request_create(root, &cb, e);
+        r = http_request_create(root, &cb, e);
         if (r == 0) {
-            api_create_body_done(&cb);
+            http_create_body_done(&cb);
         }
     } else if (r == 0) {
         struct exec_req er;
 
-        r = api_request_exec(root, &er, e);
+        r = http_request_exec(root, &er, e);
     }
     json_decref(root);
     return r;
@@ -89,10 +89,10 @@ TEST(null_body)
     struct err e = {0};
 
     /* An empty evbuffer pulls up NULL: the client is told a body is needed. */
-    ASSERT_ERR(api_request_json(NULL, 0, false, &root, &e), EINVAL);
+    ASSERT_ERR(http_request_json(NULL, 0, false, &root, &e), EINVAL);
     ASSERT_STREQ(e.msg, "a JSON object body is required");
     ASSERT_TRUE(root == NULL);
-    ASSERT_OK(api_request_json(NULL, 0, true, &root, &e));
+    ASSERT_OK(http_request_json(NULL, 0, true, &root, &e));
     ASSERT_TRUE(json_is_object(root) && json_object_size(root) == 0);
     json_decref(root);
 }
@@ -102,16 +102,16 @@ TEST(metadata)
     char body[8192];
     size_t n = 0;
     json_t *root = NULL;
-    struct api_create_body cb;
+    struct http_create_body cb;
     struct err e = {0};
 
-    ASSERT_OK(api_request_json("{\"metadata\":{\"b\":\"2\",\"a\":\"1\"},\"profile\":\"py\"}", 45,
+    ASSERT_OK(http_request_json("{\"metadata\":{\"b\":\"2\",\"a\":\"1\"},\"profile\":\"py\"}", 45,
                                true, &root, &e));
-    ASSERT_OK(api_request_create(root, &cb, &e));
+    ASSERT_OK(http_request_create(root, &cb, &e));
     ASSERT_STREQ(cb.metadata_json, "{\"a\":\"1\",\"b\":\"2\"}");
     ASSERT_STREQ(cb.profile, "py");
     ASSERT_EQ_U(cb.idle_timeout_s, 0);
-    api_create_body_done(&cb);
+    http_create_body_done(&cb);
     json_decref(root);
 
     n += (size_t)snprintf(body, sizeof(body), "{\"metadata\":{\"big\":\"");
@@ -135,15 +135,15 @@ TEST(egress)
 {
     const char *ok = "{\"egress\": {\"allow\": [\"pypi.org\", \"*.pythonhosted.org:443\"]}}";
     json_t *root = NULL;
-    struct api_create_body cb;
+    struct http_create_body cb;
     struct err e = {0};
     char body[8192];
     size_t n;
 
-    ASSERT_OK(api_request_json(ok, strlen(ok), true, &root, &e));
-    ASSERT_OK(api_request_create(root, &cb, &e));
+    ASSERT_OK(http_request_json(ok, strlen(ok), true, &root, &e));
+    ASSERT_OK(http_request_create(root, &cb, &e));
     ASSERT_STREQ(cb.egress_json, "{\"allow\":[\"pypi.org\",\"*.pythonhosted.org:443\"]}");
-    api_create_body_done(&cb);
+    http_create_body_done(&cb);
     json_decref(root);
     ASSERT_OK(check(CREATE, "{\"egress\": null}", &e));
     ASSERT_OK(check(CREATE, "{\"egress\": {\"deny\": [\"a.example\"]}}", &e));
@@ -168,16 +168,16 @@ TEST(exec_accepts)
     struct exec_req er = {0};
     struct err e = {0};
 
-    ASSERT_OK(api_request_json("{\"code\":\"print(1)\",\"timeout_s\":7}", 33, false, &root, &e));
-    ASSERT_OK(api_request_exec(root, &er, &e));
+    ASSERT_OK(http_request_json("{\"code\":\"print(1)\",\"timeout_s\":7}", 33, false, &root, &e));
+    ASSERT_OK(http_request_exec(root, &er, &e));
     ASSERT_STREQ(er.code, "print(1)");
     ASSERT_EQ_U(er.code_len, 8);
     ASSERT_TRUE(er.argv == NULL);
     ASSERT_EQ_U(er.timeout_s, 7);
     json_decref(root);
 
-    ASSERT_OK(api_request_json("{\"command\":[\"ls\",\"-l\"]}", 23, false, &root, &e));
-    ASSERT_OK(api_request_exec(root, &er, &e));
+    ASSERT_OK(http_request_json("{\"command\":[\"ls\",\"-l\"]}", 23, false, &root, &e));
+    ASSERT_OK(http_request_exec(root, &er, &e));
     ASSERT_TRUE(er.code == NULL);
     ASSERT_EQ_U(json_array_size(er.argv), 2);
     ASSERT_EQ_U(er.timeout_s, 0);
@@ -191,28 +191,28 @@ TEST(files_params)
     size_t len = 0;
     struct err e = {0};
 
-    ASSERT_OK(api_request_path("a%2Fb%20c", &s, &len, &e));
+    ASSERT_OK(http_request_path("a%2Fb%20c", &s, &len, &e));
     ASSERT_STREQ(s, "a/b c");
     ASSERT_EQ_U(len, 5);
     free(s);
 
-    ASSERT_OK(api_request_file_path("/workspace/./a//b", 17, false, out, sizeof(out), &e));
+    ASSERT_OK(http_request_file_path("/workspace/./a//b", 17, false, out, sizeof(out), &e));
     ASSERT_STREQ(out, "a/b");
-    ASSERT_ERR(api_request_file_path("caf\xe9", 4, false, out, sizeof(out), &e), EINVAL);
+    ASSERT_ERR(http_request_file_path("caf\xe9", 4, false, out, sizeof(out), &e), EINVAL);
     ASSERT_STREQ(e.msg, "the path is not valid UTF-8");
-    ASSERT_ERR(api_request_file_path("a/../b", 6, false, out, sizeof(out), &e), EINVAL);
+    ASSERT_ERR(http_request_file_path("a/../b", 6, false, out, sizeof(out), &e), EINVAL);
     ASSERT_STREQ(e.msg, "'..' is not allowed in a path");
-    ASSERT_OK(api_request_dir(NULL, &s, &e));
+    ASSERT_OK(http_request_dir(NULL, &s, &e));
     ASSERT_TRUE(s == NULL);
-    ASSERT_OK(api_request_dir("x=1", &s, &e));
+    ASSERT_OK(http_request_dir("x=1", &s, &e));
     ASSERT_TRUE(s == NULL);
-    ASSERT_OK(api_request_dir("dir=%2Fworkspace%2Fdata&x=1", &s, &e));
+    ASSERT_OK(http_request_dir("dir=%2Fworkspace%2Fdata&x=1", &s, &e));
     ASSERT_STREQ(s, "/workspace/data");
     free(s);
     s = NULL;
-    ASSERT_ERR(api_request_dir("dir", &s, &e), EINVAL);
+    ASSERT_ERR(http_request_dir("dir", &s, &e), EINVAL);
     ASSERT_STREQ(e.msg, "the query string is malformed");
-    ASSERT_ERR(api_request_dir("dir=a%00b", &s, &e), EINVAL);
+    ASSERT_ERR(http_request_dir("dir=a%00b", &s, &e), EINVAL);
     ASSERT_STREQ(e.msg, "the path holds a NUL or control character");
     ASSERT_TRUE(s == NULL);
 }

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "api/session-audit.h"
+#include "server/session-audit.h"
 #include "audit/audit.h"
 #include "session/session.h"
 #include "tap.h"
@@ -81,7 +81,7 @@ TEST(lines)
     (void)close(fd);
     ASSERT_OK(audit_open(path, NULL));
     for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
-        api_session_audit(&cases[k].a, NULL);
+        server_session_audit(&cases[k].a, NULL);
     }
     audit_close();
     f = fopen(path, "r");
