@@ -2,10 +2,13 @@
  * runs the single cron timer and handles signals. The only file that sees every module. */
 #pragma once
 
+#include <stddef.h>
+
 #include "config/config.h"
 #include "util/err.h"
 
 struct server;
+struct http_protocol;
 
 /* Builds the server from a validated config (stolen: freed with the server). Binds the listen
  * address; engine work starts when server_run() runs the loop. */
@@ -25,3 +28,6 @@ void server_set_reload(struct server *s, server_config_loader *load, void *userd
 /* Runs the loop until SIGTERM/SIGINT has drained the server. Returns 0 on a clean stop. */
 int server_run(struct server *s);
 struct server *server_free(struct server *s);
+/* The protocols the HTTP core serves, in the order their routes are matched (*ret_n of them):
+ * what server_new() hands http_new(), and what the tests of the core's route table use. */
+const struct http_protocol *const *server_protocols(size_t *ret_n);

@@ -140,6 +140,14 @@ static_checks() {
         echo "$hits"
         fail "static: functions over 100 lines or source files over 700"
     fi
+    # The module rules of docs/internals/architecture.md: no module includes what they forbid
+    # (a protocol another protocol, the HTTP core a protocol, a module below the edge the edge).
+    if (cd "$SANDPOOL_ROOT" && python3 tests/static/check-includes.py) >"$tmp/includes.out" 2>&1; then
+        pass "static: module includes follow docs/internals/architecture.md"
+    else
+        head -40 "$tmp/includes.out"
+        fail "static: module includes (tests/static/check-includes.py)"
+    fi
     # Every shell script (git's *.sh and the files whose first line runs sh or bash: .ci/run), at
     # warning level, following what each sources (.shellcheckrc says the same to an editor).
     files=$(cd "$SANDPOOL_ROOT" && git ls-files -z | while IFS= read -r -d '' f; do

@@ -1,4 +1,4 @@
-/* HTTP calls to other nodes of the cluster (the forwarder's, src/api/forward.c): libcurl on the
+/* HTTP calls to other nodes of the cluster (the forwarder's, src/http/forward.c): libcurl on the
  * loop (util/curl-loop.h), every byte streamed both ways with backpressure, connections kept per
  * peer and reused, a connect deadline of its own (a host that is gone never refuses), no total
  * deadline (an execution's stream lasts as long as it lasts), no proxy from the environment,

@@ -83,7 +83,7 @@ struct cfg {
     char *engine_socket;
     unsigned engine_timeout_ms;
     unsigned engine_max_concurrency;
-    unsigned engine_tenant_ops_per_s, engine_tenant_ops_burst; /* api/bucket.c */
+    unsigned engine_tenant_ops_per_s, engine_tenant_ops_burst; /* http/bucket.c */
     char *redis_url;
     char *redis_prefix;
     unsigned redis_timeout_ms;
@@ -103,9 +103,9 @@ struct cfg {
     unsigned http_max_connections_per_peer; /* anonymous ones per address; 0: no bound */
     char *http_health_listen;               /* "": no health listener */
     unsigned http_header_timeout_s;
-    /* the files API's gate (api/gate.c) */
+    /* the files API's gate (http/gate.c) */
     unsigned files_max_inflight, files_per_tenant, files_per_session, files_queue_per_tenant;
-    uint64_t queue_max_bytes, queue_max_bytes_per_tenant; /* api/waiting.h */
+    uint64_t queue_max_bytes, queue_max_bytes_per_tenant; /* http/waiting.h */
     char *metrics_token_sha256; /* hex, "": /metrics needs no token (tenant series: admin only) */
     /* MCP (docs/mcp.md): max_sessions 0 turns it off */
     unsigned mcp_max_sessions, mcp_max_sessions_per_tenant, mcp_idle_timeout_s, mcp_queue_max;

@@ -1,7 +1,7 @@
 /* Port 49999 of an E2B sandbox, the code interpreter (docs/e2b.md): POST /execute, answered as
  * NDJSON lines (stdout, stderr, results with their MIME bundles, the error, end_of_execution),
  * and the contexts (GET, POST /contexts, DELETE /contexts/ID, POST /contexts/ID/restart). Each
- * execution is a run of e2b-run.c; a context is a namespace of the sandbox's interpreter (the
+ * execution is a run of run.c; a context is a namespace of the sandbox's interpreter (the
  * kernel's ctx), listed in the sandbox's record. */
 #include <errno.h>
 #include <stdio.h>
@@ -239,7 +239,7 @@ execute(struct http *a, struct evhttp_request *req, struct e2b_target *t)
     /* The code is copied: the request's body is not kept while the run waits. */
     (void)evbuffer_drain(evhttp_request_get_input_buffer(req),
                          evbuffer_get_length(evhttp_request_get_input_buffer(req)));
-    a->e2b_stats.runs_code++;
+    e2b_room(a)->stats.runs_code++;
     e2b_run_go(r);
 }
 

@@ -1,5 +1,5 @@
 /* The E2B SDK's requests, checked, and the record an E2B sandbox keeps with its session (the
- * session's "ext", src/store/schema.h). Pure: no loop, no I/O; the E2B layer (src/api/e2b*.c,
+ * session's "ext", src/store/schema.h). Pure: no loop, no I/O; the E2B layer (src/http/e2b*.c,
  * docs/e2b.md) calls it. Unit-tested by tests/unit/test-e2b-control.c, fuzzed by
  * tests/fuzz/fuzz-e2b-control.c.
  *

@@ -2,10 +2,10 @@
  *
  *   e2b.c       the routes, the control plane (E2B_API_URL, X-API-KEY), the sandbox routing of
  *               E2B_SANDBOX_URL (E2b-Sandbox-Id, E2b-Sandbox-Port) and its two credentials;
- *   e2b-envd.c  port 49983: /health, /files, process.Process and filesystem.Filesystem;
- *   e2b-run.c   executions (runs): their wait for a busy sandbox, streams and ends, and
+ *   envd.c  port 49983: /health, /files, process.Process and filesystem.Filesystem;
+ *   run.c   executions (runs): their wait for a busy sandbox, streams and ends, and
  *               process.Process (commands);
- *   e2b-code.c  port 49999: /execute and /contexts, on runs.
+ *   code.c  port 49999: /execute and /contexts, on runs.
  *
  * An E2B sandbox is a session whose ext is an E2B record (src/e2b/control.h): everything about
  * it survives a restart with the session. The pure parts are src/e2b. Loop context only. */
@@ -14,10 +14,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
-#include "http/http-internal.h"
 #include "e2b/control.h"
+#include "e2b/e2b.h"
 #include "files/files.h"
+#include "http/handler.h"
 #include "log/log.h"
 #include "session/session.h"
 
@@ -56,7 +58,7 @@ const char *e2b_connect_code(int r);
 /* In a connection's close callback: the request is gone (freed if evhttp left it to its
  * handler), *req NULL. */
 void e2b_request_gone(struct evhttp_request **req);
-/* An asynchronous control-plane request (e2b-api.c): its client may leave before the answer; a
+/* An asynchronous control-plane request (sandboxes.c): its client may leave before the answer; a
  * reply only to a live request (w->req not NULL), as sessions.c's calls do. */
 struct e2b_wait {
     struct http *a;
@@ -68,12 +70,12 @@ struct e2b_wait {
     bool connect; /* a connect's answer is the sandbox */
     char request[LOG_REQUEST_ID_MAX + 1];
 };
-/* PUT sandboxes/ID/network for t's sandbox s (e2b-network.c). */
+/* PUT sandboxes/ID/network for t's sandbox s (netupdate.c). */
 void e2b_sandbox_network(struct http *a, struct evhttp_request *req, const struct cfg_tenant *t,
                          struct session *s);
 /* Watches req's connection for t's request about sandbox id (NULL: none). */
-struct e2b_wait *e2b_wait_new(struct http *a, struct evhttp_request *req, const struct cfg_tenant *t,
-                              const char *id);
+struct e2b_wait *e2b_wait_new(struct http *a, struct evhttp_request *req,
+                              const struct cfg_tenant *t, const char *id);
 /* The answer is given (or nobody waits for it): stop watching and free. */
 void e2b_wait_end(struct e2b_wait *w);
 /* The request's body as JSON (an empty body is {}), or NULL after replying 400. */
@@ -85,7 +87,7 @@ json_t *e2b_sandbox_env(const struct e2b_ext *x);
 int e2b_ext_save(struct session *s, const struct e2b_ext *x, session_ext_cb *cb, void *arg,
                  struct err *reterr);
 
-/* ---- port 49983 (e2b-envd.c, e2b-upload.c) ----
+/* ---- port 49983 (envd.c, upload.c) ----
  *
  * One files operation: through the files gate, one engine exec (an upload: one per file). */
 
@@ -117,7 +119,7 @@ struct e2b_envd_op {
     struct evhttp_request *req; /* NULL once the client went away */
     struct evhttp_connection *conn;
     enum e2b_envd_kind kind;
-    enum e2b_envd_state state; /* set by op_set() (e2b-envd.c) only */
+    enum e2b_envd_state state; /* set by op_set() (envd.c) only */
     char tenant[65], session[SESSION_ID_MAX + 1];
     char request[LOG_REQUEST_ID_MAX + 1];
     struct http_gate_waiter *gw;
@@ -127,7 +129,7 @@ struct e2b_envd_op {
     char path[FILES_PATH_MAX + 1], path2[FILES_PATH_MAX + 1]; /* in the workspace */
     bool home;                                                /* answers name /home/user */
     struct stream_out *out;                                   /* a download's */
-    struct e2b_upload *up;                                    /* an upload's (e2b-upload.c) */
+    struct e2b_upload *up;                                    /* an upload's (upload.c) */
 };
 
 void e2b_envd(struct http *a, struct evhttp_request *req, struct e2b_target *t);
@@ -147,7 +149,7 @@ void e2b_envd_gate_leave(struct e2b_envd_op *o, bool in_flight);
 json_t *e2b_envd_path(const struct e2b_envd_op *o, const char *rel);
 const char *e2b_base_name(const char *rel);
 
-/* Uploads (e2b-upload.c): POST /files, multipart (one or several "file" parts) or octet-stream,
+/* Uploads (upload.c): POST /files, multipart (one or several "file" parts) or octet-stream,
  * the body streamed into the sandbox as it comes (held: body.c holds it back from evhttp, chunked
  * ones too), or fed from evhttp's buffer when evhttp read it. prepare: false after replying 400.
  * begin: through the gate. cancel: the client went away. free: with o. */
@@ -157,7 +159,7 @@ void e2b_upload_begin(struct e2b_envd_op *o);
 void e2b_upload_cancel(struct e2b_envd_op *o);
 void e2b_upload_free(struct e2b_envd_op *o);
 
-/* ---- executions (e2b-run.c) ----
+/* ---- executions (run.c) ----
  *
  * One E2B request that runs in the sandbox: a command, code, or a context's namespace dropped.
  * It waits (retrying) while the sandbox runs another execution, streams its reply, and is
@@ -182,7 +184,7 @@ struct e2b_run {
     struct evhttp_request *req; /* NULL once the client went away */
     struct evhttp_connection *conn;
     enum e2b_run_kind kind;
-    enum e2b_run_state state; /* set by run_set() (e2b-run.c) only */
+    enum e2b_run_state state; /* set by run_set() (run.c) only */
     char tenant[65], session[SESSION_ID_MAX + 1];
     char request[LOG_REQUEST_ID_MAX + 1];
     struct execution *x;
@@ -193,8 +195,8 @@ struct e2b_run {
     bool spoke; /* data went out since the last keepalive */
     bool paused;
     unsigned pid;
-    bool delete_ctx;         /* RUN_DROP: the context goes from the record too */
-    size_t bytes;            /* what it holds while it waits (api/waiting.h) */
+    bool delete_ctx;          /* RUN_DROP: the context goes from the record too */
+    size_t bytes;             /* what it holds while it waits (http/waiting.h) */
     struct http_waiting wait; /* claimed while RUN_WAITING (run_set()) */
     /* the request */
     char *code;
@@ -218,12 +220,33 @@ struct session *e2b_run_session(const struct e2b_run *r);
 void e2b_send_line(struct e2b_run *r, json_t *msg);
 
 /* The end of a run of RUN_CODE (the result, the error, end_of_execution) and of RUN_DROP (the
- * answer to the context's DELETE or restart) (e2b-code.c). exec is the Execution (borrowed). */
+ * answer to the context's DELETE or restart) (code.c). exec is the Execution (borrowed). */
 void e2b_code_done(struct e2b_run *r, struct execution *x, json_t *exec);
 void e2b_code_dropped(struct e2b_run *r, json_t *exec);
 
 /* process.Process/<method>: Start (a server stream), SendSignal; others unimplemented. */
 void e2b_process(struct http *a, struct evhttp_request *req, struct e2b_target *t,
                  const char *method);
-/* Port 49999: /execute, /contexts (e2b-code.c). */
+/* Port 49999: /execute, /contexts (code.c). */
 void e2b_code(struct http *a, struct evhttp_request *req, struct e2b_target *t);
+
+/* ---- the protocol (e2b.c) ---- */
+
+/* The routes: the control plane under /e2b/api/, sandbox traffic under /e2b/sbx/; params[1] is
+ * the rest of the path. */
+http_handler_fn e2b_route_control; /* sandboxes.c */
+http_handler_fn e2b_route_sandbox;
+http_handler_fn e2b_route_upload; /* POST /e2b/sbx/files: its body streamed (held, chunked too) */
+
+/* What the protocol keeps while the server lives. */
+struct e2b_room {
+    TAILQ_HEAD(, e2b_run) runs; /* run.c: executions in progress */
+    struct e2b_stats stats;     /* running and waiting are counted when asked */
+};
+static inline struct e2b_room *
+e2b_room(const struct http *h)
+{
+    return http_protocol_state(h, &e2b_protocol);
+}
+/* E2B executions now (run.c): running, and waiting for their busy sandbox. */
+void e2b_runs_count(const struct http *a, unsigned *ret_running, unsigned *ret_waiting);

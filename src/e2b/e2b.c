@@ -1,5 +1,5 @@
 /* The E2B front end's replies and sandbox routing (docs/e2b.md); the control plane is
- * e2b-api.c:
+ * sandboxes.c:
  *
  *   /e2b/api/...   E2B_API_URL: sandboxes created, listed, read, given a timeout, connected to
  *                  and killed, with a tenant's E2B key in X-API-KEY;
@@ -26,9 +26,9 @@
 #include <jansson.h>
 
 #define LOG_MODULE "e2b"
-#include "e2b/e2b-internal.h"
 #include "audit/audit.h"
 #include "cluster/route.h"
+#include "e2b/e2b-internal.h"
 #include "log/log.h"
 #include "session/session.h"
 #include "util/macro.h"
@@ -271,7 +271,7 @@ static void
 refused(struct http *a, struct evhttp_request *req, const char *sandbox, unsigned port,
         const char *why)
 {
-    a->e2b_stats.refused_token++;
+    e2b_room(a)->stats.refused_token++;
     audit_log_limited(
         "e2b.refused", "anonymous", NULL,
         OOM_CHECK(json_pack("{s:s, s:i, s:s}", "sandbox", sandbox, "port", (int)port, "why", why)));
@@ -377,10 +377,56 @@ e2b_route_sandbox(struct http *a, struct evhttp_request *req, const char *const 
         }
     }
     session_touch(t.s);
-    a->e2b_stats.requests[t.port == E2B_ENVD_PORT ? E2B_PLANE_ENVD : E2B_PLANE_CODE]++;
+    e2b_room(a)->stats.requests[t.port == E2B_ENVD_PORT ? E2B_PLANE_ENVD : E2B_PLANE_CODE]++;
     if (t.port == E2B_ENVD_PORT) {
         e2b_envd(a, req, &t);
     } else {
         e2b_code(a, req, &t);
     }
 }
+
+/* ---- the protocol ---------------------------------------------------------------------------- */
+
+void
+e2b_get_stats(const struct http *h, struct e2b_stats *ret)
+{
+    *ret = e2b_room(h)->stats;
+    e2b_runs_count(h, &ret->running, &ret->waiting);
+}
+
+static void *
+e2b_start(struct http *h)
+{
+    struct e2b_room *room = xcalloc(1, sizeof(*room));
+
+    TAILQ_INIT(&room->runs);
+    return room;
+}
+
+/* After evhttp_free(): every run went with its connection. */
+static void
+e2b_free(void *state)
+{
+    free(state);
+}
+
+static const struct http_route routes[] = {
+    {EVHTTP_REQ_POST, 0, "/e2b/api/**", e2b_route_control},
+    {EVHTTP_REQ_GET, 0, "/e2b/api/**", e2b_route_control},
+    {EVHTTP_REQ_DELETE, 0, "/e2b/api/**", e2b_route_control},
+    {EVHTTP_REQ_PUT, 0, "/e2b/api/**", e2b_route_control},
+    /* before the catch-all below: the first route a path matches gives its flags */
+    {EVHTTP_REQ_POST, HTTP_ROUTE_STREAMED_BODY | HTTP_ROUTE_STREAMED_CHUNKED, "/e2b/sbx/files",
+     e2b_route_upload},
+    {EVHTTP_REQ_POST, 0, "/e2b/sbx/**", e2b_route_sandbox},
+    {EVHTTP_REQ_GET, 0, "/e2b/sbx/**", e2b_route_sandbox},
+    {EVHTTP_REQ_DELETE, 0, "/e2b/sbx/**", e2b_route_sandbox},
+};
+
+const struct http_protocol e2b_protocol = {
+    .name = "e2b",
+    .routes = routes,
+    .n_routes = ELEMENTSOF(routes),
+    .start = e2b_start,
+    .free = e2b_free,
+};

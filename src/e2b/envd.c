@@ -5,7 +5,7 @@
  *   POST /files?path=                            multipart (one or several "file" parts) or
  *                                                octet-stream: [{path, name, type: "file"}]
  *   POST /filesystem.Filesystem/{Stat, ListDir, MakeDir, Remove, Move}   unary Connect-JSON
- *   POST /process.Process/{Start, SendSignal}    e2b-run.c
+ *   POST /process.Process/{Start, SendSignal}    run.c
  *   POST /<package>.<Service>/<Method>           anything else: unimplemented (501)
  *
  * Paths are E2B's (/home/user, relative) mapped onto the workspace (e2b_path_map()), then
@@ -24,8 +24,8 @@
 #include <jansson.h>
 
 #define LOG_MODULE "e2b"
-#include "e2b/e2b-internal.h"
 #include "audit/audit.h"
+#include "e2b/e2b-internal.h"
 #include "e2b/wire.h"
 #include "files/files.h"
 #include "log/log.h"

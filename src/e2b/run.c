@@ -65,7 +65,7 @@ static void
 run_free(struct e2b_run *r)
 {
     run_set(r, RUN_OVER);
-    TAILQ_REMOVE(&r->a->e2b_runs, r, link);
+    TAILQ_REMOVE(&e2b_room(r->a)->runs, r, link);
     if (r->req != NULL) {
         evhttp_connection_set_closecb(r->conn, NULL, NULL);
     }
@@ -104,7 +104,8 @@ on_close(struct evhttp_connection *conn, void *arg)
 }
 
 struct e2b_run *
-e2b_run_new(struct http *a, struct evhttp_request *req, struct e2b_target *t, enum e2b_run_kind kind)
+e2b_run_new(struct http *a, struct evhttp_request *req, struct e2b_target *t,
+            enum e2b_run_kind kind)
 {
     struct e2b_run *r = xcalloc(1, sizeof(*r));
 
@@ -119,7 +120,7 @@ e2b_run_new(struct http *a, struct evhttp_request *req, struct e2b_target *t, en
     /* What it will hold while it waits: at most its request's body (parsed into code, argv, env;
      * the body itself is let go), and 1 KiB for the rest. */
     r->bytes = 1024u + evbuffer_get_length(evhttp_request_get_input_buffer(req));
-    TAILQ_INSERT_TAIL(&a->e2b_runs, r, link);
+    TAILQ_INSERT_TAIL(&e2b_room(a)->runs, r, link);
     evhttp_connection_set_closecb(r->conn, on_close, r);
     return r;
 }
@@ -405,7 +406,7 @@ first_waiting(const struct http *a, const char *session, unsigned *ret_count)
     struct e2b_run *r, *first = NULL;
     unsigned n = 0;
 
-    TAILQ_FOREACH (r, &a->e2b_runs, link) {
+    TAILQ_FOREACH (r, &e2b_room(a)->runs, link) {
         if (r->state == RUN_WAITING && strcmp(r->session, session) == 0) {
             first = first != NULL ? first : r;
             n++;
@@ -511,7 +512,7 @@ e2b_runs_count(const struct http *a, unsigned *ret_running, unsigned *ret_waitin
     const struct e2b_run *r;
 
     *ret_running = *ret_waiting = 0;
-    TAILQ_FOREACH (r, &a->e2b_runs, link) {
+    TAILQ_FOREACH (r, &e2b_room(a)->runs, link) {
         *ret_running += r->state == RUN_RUNNING;
         *ret_waiting += r->state == RUN_WAITING;
     }
@@ -604,7 +605,7 @@ process_start(struct http *a, struct evhttp_request *req, struct e2b_target *t)
     }
     r->keepalive_s = MAX(1u, header_uint(req, "Keepalive-Ping-Interval", KEEPALIVE_DEFAULT));
     r->pid = random_pid();
-    a->e2b_stats.runs_process++;
+    e2b_room(a)->stats.runs_process++;
     e2b_run_go(r);
 }
 
@@ -621,7 +622,7 @@ process_signal(struct http *a, struct evhttp_request *req, struct e2b_target *t)
     }
     pid = json_integer_value(json_object_get(json_object_get(msg, "process"), "pid"));
     json_decref(msg);
-    TAILQ_FOREACH (r, &a->e2b_runs, link) {
+    TAILQ_FOREACH (r, &e2b_room(a)->runs, link) {
         if (r->kind == RUN_PROCESS && r->x != NULL && (json_int_t)r->pid == pid &&
             strcmp(r->session, session_id(t->s)) == 0) {
             break;

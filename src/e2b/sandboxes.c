@@ -15,9 +15,9 @@
 #include <jansson.h>
 
 #define LOG_MODULE "e2b"
-#include "e2b/e2b-internal.h"
 #include "audit/audit.h"
 #include "cluster/route.h"
+#include "e2b/e2b-internal.h"
 #include "util/macro.h"
 #include "util/random.h"
 #include "util/time.h"
@@ -32,7 +32,7 @@ require_key(struct http *a, struct evhttp_request *req)
     const struct cfg_tenant *t = key != NULL ? http_auth_e2b_key(a->cfg, key, strlen(key)) : NULL;
 
     if (t == NULL) {
-        a->e2b_stats.refused_key++;
+        e2b_room(a)->stats.refused_key++;
         if (key != NULL) {
             audit_log_limited("e2b.refused", "anonymous", NULL,
                               OOM_CHECK(json_pack("{s:s, s:s}", "plane", "control", "why",
@@ -120,7 +120,7 @@ on_created(int r, struct session *s, const struct err *e, void *userdata)
     if (r == 0) {
         char until[40];
 
-        w->a->e2b_stats.created++;
+        e2b_room(w->a)->stats.created++;
         (void)e2b_ext_decode(session_ext(s), &x);
         log_info("e2b sandbox created session=%s tenant='%s' profile='%s'", session_id(s),
                  w->tenant, session_profile(s)->name);
@@ -338,7 +338,8 @@ merge_pages(struct http *a, struct evhttp_request *req, json_t *list, bool more)
     e2b_list_done(&l);
 }
 
-static const struct http_gather_spec list_spec = {.merge = merge_pages, .refuse = e2b_refuse_routed};
+static const struct http_gather_spec list_spec = {.merge = merge_pages,
+                                                  .refuse = e2b_refuse_routed};
 
 static void
 sandbox_list(struct http *a, struct evhttp_request *req, const struct cfg_tenant *t)
@@ -396,7 +397,7 @@ on_killed(int r, const struct err *e, void *userdata)
 
     log_set_request(w->request);
     if (r == 0) {
-        w->a->e2b_stats.killed++;
+        e2b_room(w->a)->stats.killed++;
     }
     if (w->req != NULL && r < 0) {
         e2b_reply_error(w->req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
@@ -439,7 +440,7 @@ on_lease_set(int r, uint64_t expires_at, void *userdata)
     if (r == 0) {
         char until[40];
 
-        w->a->e2b_stats.leases_set++;
+        e2b_room(w->a)->stats.leases_set++;
         audit_log("e2b.sandbox.lease", w->actor,
                   OOM_CHECK(json_pack("{s:s, s:s, s:s, s:s}", "tenant", w->tenant, "session", w->id,
                                       "by", w->connect ? "connect" : "timeout", "lease_until",
@@ -465,7 +466,7 @@ on_paused(int r, const struct err *e, void *userdata)
 
     log_set_request(w->request);
     if (r == 0) {
-        w->a->e2b_stats.paused++;
+        e2b_room(w->a)->stats.paused++;
         audit_log_limited(
             "e2b.sandbox.paused", w->actor, w->tenant,
             OOM_CHECK(json_pack("{s:s, s:s}", "tenant", w->tenant, "session", w->id)));
@@ -583,7 +584,7 @@ e2b_route_control(struct http *a, struct evhttp_request *req, const char *const 
     if (t == NULL) {
         return;
     }
-    a->e2b_stats.requests[E2B_PLANE_CONTROL]++;
+    e2b_room(a)->stats.requests[E2B_PLANE_CONTROL]++;
     route = e2b_control_route(rest, id);
     if (route == E2B_ROUTE_SANDBOXES && m == EVHTTP_REQ_POST) {
         sandbox_create(a, req, t);

@@ -25,8 +25,8 @@
 #include <jansson.h>
 
 #define LOG_MODULE "e2b"
-#include "e2b/e2b-internal.h"
 #include "audit/audit.h"
+#include "e2b/e2b-internal.h"
 #include "e2b/wire.h"
 #include "files/files.h"
 #include "util/macro.h"
@@ -77,7 +77,7 @@ up_wait(struct e2b_upload *u, enum upload_wait to)
 /* ---- the end --------------------------------------------------------------------------------- */
 
 /* The answer. A held body read to its end leaves the connection open for the next request;
- * one left unread closes it (api.c asked so), draining what the client still sends (body.c). */
+ * one left unread closes it (http.c asked so), draining what the client still sends (body.c). */
 static void
 finish(struct e2b_envd_op *o, int status, const char *msg)
 {

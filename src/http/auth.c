@@ -1,5 +1,5 @@
 /* Who may make a request: the bearer-token check (auth.h) and, on top of it, the authorization
- * helpers every handler calls first (api-internal.h: http_require_tenant(), http_require_admin(),
+ * helpers every handler calls first (http-internal.h: http_require_tenant(), http_require_admin(),
  * http_session_for(), http_admin_session_for()). Each of those answers the request itself when
  * it refuses it (401 with the challenge and "Connection: close", 403 for the other role's
  * token, 404 for a session that is not the caller's), so a handler that gets NULL or false just
@@ -38,7 +38,7 @@ sha256(const char *data, size_t len, uint8_t out[CFG_SHA256_LEN])
 
 enum auth_role
 http_auth_token(const struct cfg *cfg, const char *token, size_t len,
-               const struct cfg_tenant **ret_tenant)
+                const struct cfg_tenant **ret_tenant)
 {
     uint8_t digest[CFG_SHA256_LEN], admin[CFG_SHA256_LEN], metrics[CFG_SHA256_LEN];
     const struct cfg_tenant *found = NULL;
@@ -146,8 +146,8 @@ require_role(struct http *a, struct evhttp_request *req, enum auth_role want,
         reply_unauthenticated(req);
     } else {
         http_reply_error(req, -EPERM, "%s",
-                        want == AUTH_ADMIN ? "this endpoint needs the admin token"
-                                           : "the admin token cannot act as a tenant");
+                         want == AUTH_ADMIN ? "this endpoint needs the admin token"
+                                            : "the admin token cannot act as a tenant");
     }
     return false;
 }
@@ -210,7 +210,7 @@ http_session_for(struct http *a, struct evhttp_request *req, const char *id, str
 
 struct session *
 http_admin_session_for(struct http *a, struct evhttp_request *req, const char *id,
-                      struct http_actor *ret)
+                       struct http_actor *ret)
 {
     if (!http_require_admin(a, req)) {
         return NULL;

@@ -5,7 +5,7 @@
  * bufferevent filter between the socket and evhttp (evhttp_set_bevcb). The filter follows the
  * request framing and passes every byte on unchanged, except for one kind of request: one with a
  * Content-Length whose route says its handler streams the body (HTTP_ROUTE_STREAMED_BODY in
- * api.c's table: PUT /v1/sessions/{id}/files/{path}). Its head goes to evhttp with
+ * http.c's table: PUT /v1/sessions/{id}/files/{path}). Its head goes to evhttp with
  * "Content-Length: 0" and a marker header naming it (X-Sandpool-Held: N, the connection's Nth
  * held body), and its body is held back in the socket: evhttp dispatches the request at once,
  * and the handler reads the body itself, at the pace the sandbox takes it (http_body_read()).
@@ -47,8 +47,8 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#include "http/http-internal.h"
 #include "http/body-conn.h"
+#include "http/http-internal.h"
 #include "util/buf.h"
 #include "util/macro.h"
 
@@ -73,7 +73,7 @@ emit_head(struct http_conn *c, struct evbuffer *dst)
     struct http_head h;
 
     c->heads++;
-    http_head_parse(c->head.buf, c->head.len, &h);
+    http_head_parse(http_conns_limits(c->reg)->routes, c->head.buf, c->head.len, &h);
     if (h.nul) {
         c->nul_head = c->heads;
     }
@@ -403,10 +403,10 @@ http_conn_authenticated(struct http_conns *reg, struct evhttp_request *req)
 
         if (st == HTTP_CONN_ANON_BUSY || st == HTTP_CONN_ANON_IDLE) {
             http_conns_set(c->entry,
-                          st == HTTP_CONN_ANON_BUSY ? HTTP_CONN_AUTH_BUSY : HTTP_CONN_AUTH_IDLE);
+                           st == HTTP_CONN_ANON_BUSY ? HTTP_CONN_AUTH_BUSY : HTTP_CONN_AUTH_IDLE);
             /* The close http_conn_dispatched() set for an anonymous connection, unless another
              * reason for it holds: a blind connection (a NUL head made it one), a held body
-             * (api.c). */
+             * (http.c). */
             if (c->state != CONN_BLIND && evhttp_find_header(evhttp_request_get_input_headers(req),
                                                              HTTP_HELD_HEADER) == NULL) {
                 (void)evhttp_remove_header(evhttp_request_get_output_headers(req), "Connection");

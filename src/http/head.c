@@ -12,7 +12,7 @@
  * never disagree about where a request ends.
  *
  * Whether a body is streamed to its handler is the route's to say (HTTP_ROUTE_STREAMED_BODY in
- * api.c's table, asked through http_route_flags()), never a second spelling of the paths here. */
+ * http.c's table, asked through http_route_flags()), never a second spelling of the paths here. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -83,6 +83,7 @@ header_value(const struct line *l, size_t colon)
 }
 
 struct head_scan {
+    const struct http_routes *routes; /* which routes hold their bodies */
     bool understood, http11, may_have_body, streamed, streamed_chunked;
     int n_length, n_expect, n_te;
     uint64_t length;
@@ -104,7 +105,7 @@ path_len(const char *uri, size_t n)
 static void
 parse_request_line(const struct line *l, struct head_scan *h)
 {
-    /* The methods api.c allows, which evhttp dispatches; it answers others itself. */
+    /* The methods http.c allows, which evhttp dispatches; it answers others itself. */
     static const struct {
         const char *name;
         enum evhttp_cmd_type cmd;
@@ -132,13 +133,13 @@ parse_request_line(const struct line *l, struct head_scan *h)
     }
     for (size_t i = 0; i < ELEMENTSOF(methods); i++) {
         if (mlen == strlen(methods[i].name) && memcmp(l->p, methods[i].name, mlen) == 0) {
-            /* The route of an origin-form target ("/path?query"), as api.c routes it. */
+            /* The route of an origin-form target ("/path?query"), as http.c routes it. */
             size_t plen = ulen > 0 && uri[0] == '/' ? path_len(uri, ulen) : 0;
 
             /* evhttp 2.1.12 reads a body after every method but HEAD and TRACE
              * (evhttp_method_may_have_body). */
             h->may_have_body = methods[i].cmd != EVHTTP_REQ_HEAD;
-            unsigned flags = plen > 0 ? http_route_flags(methods[i].cmd, uri, plen) : 0;
+            unsigned flags = plen > 0 ? http_route_flags(h->routes, methods[i].cmd, uri, plen) : 0;
 
             h->streamed = (flags & HTTP_ROUTE_STREAMED_BODY) != 0;
             h->streamed_chunked = (flags & HTTP_ROUTE_STREAMED_CHUNKED) != 0;
@@ -187,10 +188,10 @@ parse_header_line(const struct line *l, struct head_scan *h)
 }
 
 void
-http_head_parse(const char *head, size_t len, struct http_head *ret)
+http_head_parse(const struct http_routes *rt, const char *head, size_t len, struct http_head *ret)
 {
     const char *pos = head, *end = head + len;
-    struct head_scan h = {0};
+    struct head_scan h = {.routes = rt};
     struct line l;
     bool first = true;
 

@@ -13,6 +13,7 @@
  * serves the probes and metrics only, with slots of its own. */
 #include "http/http.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,7 +31,6 @@
 #include <jansson.h>
 
 #include "http/http-internal.h"
-#include "mcp/mcp-internal.h"
 
 #define LOG_MODULE "api"
 #include "cluster/registry.h"
@@ -42,13 +42,6 @@
 #include "util/parse.h"
 #include "util/random.h"
 #include "util/utf8.h"
-
-struct route {
-    enum evhttp_cmd_type method;
-    unsigned flags; /* HTTP_ROUTE_* */
-    const char *pattern;
-    http_handler_fn *handler;
-};
 
 /* ---- replies --------------------------------------------------------------------------------- */
 
@@ -118,158 +111,15 @@ http_reply_error(struct evhttp_request *req, int r, const char *fmt, ...)
     buf_done(&clean);
 }
 
-/* ---- handlers -------------------------------------------------------------------------------- */
-
-static void
-handle_healthz(struct http *a, struct evhttp_request *req, const char *const *params)
+int
+http_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct err *reterr)
 {
-    http_authenticate_offered(a, req);
-    http_reply_json_new(req, 200, OOM_CHECK(json_pack("{s:s}", "status", "ok")));
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t n = evbuffer_get_length(in);
+
+    /* An empty buffer pulls up NULL. */
+    return http_request_json((const char *)evbuffer_pullup(in, -1), n, allow_empty, ret, reterr);
 }
-
-static void
-handle_readyz(struct http *a, struct evhttp_request *req, const char *const *params)
-{
-    const struct http_backend *b = a->backend;
-    json_t *checks = OOM_CHECK(json_object());
-    bool ready = true;
-    char why[512];
-
-    http_authenticate_offered(a, req);
-    why[0] = '\0';
-    if (!b->engine_ok(b->userdata, why, sizeof(why))) {
-        ready = false;
-    }
-    (void)json_object_set_new(checks, "engine", OOM_CHECK(json_string(why[0] ? why : "ok")));
-    why[0] = '\0';
-    if (b->redis_ok != NULL && !b->redis_ok(b->userdata, why, sizeof(why))) {
-        ready = false;
-    }
-    if (b->redis_ok != NULL) {
-        (void)json_object_set_new(checks, "redis", OOM_CHECK(json_string(why[0] ? why : "ok")));
-    }
-    if (b->registry != NULL) {
-        /* Before its first read this node cannot tell another node's session from none. */
-        bool listed = registry_listed(b->registry);
-
-        ready = ready && listed;
-        (void)json_object_set_new(
-            checks, "registry",
-            OOM_CHECK(json_string(listed ? "ok" : "not read yet: the other nodes are unknown")));
-    }
-    if (b->drain_state(b->userdata) != HTTP_SERVING) {
-        ready = false;
-        (void)json_object_set_new(
-            checks, "drain",
-            OOM_CHECK(json_string(b->drain_state(b->userdata) >= HTTP_LEAVING
-                                      ? "shutting down"
-                                      : "drained by the admin: no new sessions")));
-    }
-    for (size_t i = 0; i < b->n_pools; i++) {
-        struct pool_stats st;
-        char key[96];
-
-        pool_get_stats(b->pools[i], &st);
-        (void)snprintf(key, sizeof(key), "pool:%s", pool_name(b->pools[i]));
-        if (st.refused[0]) {
-            ready = false;
-            (void)snprintf(why, sizeof(why), "refused: %s", st.refused);
-        } else if (!st.warm_reached) {
-            ready = false;
-            (void)snprintf(why, sizeof(why), "warming: %u of %u ready%s%s", st.ready,
-                           st.warm_target, st.last_failure[0] ? "; last failure: " : "",
-                           st.last_failure);
-        } else {
-            (void)snprintf(why, sizeof(why), "ok");
-        }
-        (void)json_object_set_new(checks, key, OOM_CHECK(json_string(why)));
-    }
-    http_reply_json_new(req, ready ? 200 : 503,
-                       OOM_CHECK(json_pack("{s:s, s:o}", "status", ready ? "ready" : "not_ready",
-                                           "checks", checks)));
-}
-
-static void
-handle_metrics(struct http *a, struct evhttp_request *req, const char *const *params)
-{
-    struct buf text = BUF_INIT(8u << 20);
-    const struct cfg_tenant *t = NULL;
-    enum auth_role who = http_authenticate(a, req, &t);
-    bool trusted = who == AUTH_ADMIN || who == AUTH_METRICS;
-    struct evbuffer *out;
-
-    /* Series that name tenants go only to the scraper and the admin: an anonymous client must
-     * not learn who the customers are. */
-    if (a->cfg->metrics_token_sha256[0] != '\0' && !trusted) {
-        (void)evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
-                                "Bearer realm=\"sandpool\"");
-        http_reply_close(req);
-        http_reply_error(req, -EACCES, "/metrics needs the metrics or the admin token");
-        return;
-    }
-    out = OOM_CHECK(evbuffer_new());
-    a->backend->metrics(a->backend->userdata, trusted, &text);
-    (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                            "text/plain; version=0.0.4");
-    if (evbuffer_add(out, text.buf, text.len) < 0) {
-        oom();
-    }
-    evhttp_send_reply(req, 200, "OK", out);
-    evbuffer_free(out);
-    buf_done(&text);
-}
-
-/* The first HEALTH_ROUTES rows are all the health listener serves. */
-#define HEALTH_ROUTES 3
-static const struct route routes[] = {
-    {EVHTTP_REQ_GET, 0, "/healthz", handle_healthz},
-    {EVHTTP_REQ_GET, 0, "/metrics", handle_metrics},
-    {EVHTTP_REQ_GET, 0, "/readyz", handle_readyz},
-    {EVHTTP_REQ_POST, 0, "/v1/sessions", rest_sessions_create},
-    {EVHTTP_REQ_GET, 0, "/v1/sessions", rest_sessions_list},
-    {EVHTTP_REQ_GET, 0, "/v1/sessions/*", rest_sessions_get},
-    {EVHTTP_REQ_DELETE, 0, "/v1/sessions/*", rest_sessions_delete},
-    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/execute", rest_sessions_execute},
-    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/interrupt", rest_sessions_interrupt},
-    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/restart", rest_sessions_restart},
-    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/pause", rest_sessions_pause},
-    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/hibernate", rest_sessions_hibernate},
-    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/wake", rest_sessions_wake},
-    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/snapshots", rest_snapshots_take},
-    {EVHTTP_REQ_GET, 0, "/v1/snapshots", rest_snapshots_list},
-    {EVHTTP_REQ_GET, 0, "/v1/snapshots/*", rest_snapshots_get},
-    {EVHTTP_REQ_DELETE, 0, "/v1/snapshots/*", rest_snapshots_delete},
-    {EVHTTP_REQ_GET, 0, "/v1/sessions/*/executions", rest_sessions_executions},
-    {EVHTTP_REQ_GET, 0, "/v1/sessions/*/files", rest_files_list},
-    {EVHTTP_REQ_GET, 0, "/v1/admin/pools", rest_admin_pools},
-    {EVHTTP_REQ_PUT, 0, "/v1/admin/pools/*", rest_admin_pool_put},
-    {EVHTTP_REQ_GET, 0, "/v1/admin/sessions", rest_admin_sessions},
-    {EVHTTP_REQ_GET, 0, "/v1/admin/sessions/*", rest_admin_session_get},
-    {EVHTTP_REQ_DELETE, 0, "/v1/admin/sessions/*", rest_admin_session_delete},
-    {EVHTTP_REQ_GET, 0, "/v1/admin/nodes", rest_admin_nodes},
-    {EVHTTP_REQ_GET, 0, "/v1/admin/snapshots", rest_admin_snapshots},
-    {EVHTTP_REQ_DELETE, 0, "/v1/admin/snapshots/*", rest_admin_snapshot_delete},
-    {EVHTTP_REQ_POST, 0, "/v1/admin/drain", rest_admin_drain},
-    {EVHTTP_REQ_POST, 0, "/v1/admin/undrain", rest_admin_undrain},
-    {EVHTTP_REQ_GET, 0, "/v1/admin/policy", rest_admin_policy},
-    {EVHTTP_REQ_GET, 0, "/v1/sessions/*/files/**", rest_files_get},
-    {EVHTTP_REQ_PUT, HTTP_ROUTE_STREAMED_BODY, "/v1/sessions/*/files/**", rest_files_put},
-    {EVHTTP_REQ_DELETE, 0, "/v1/sessions/*/files/**", rest_files_delete},
-    {EVHTTP_REQ_POST, 0, "/mcp", mcp_route_post},
-    {EVHTTP_REQ_DELETE, 0, "/mcp", mcp_route_delete},
-    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/mcp", mcp_route_bound_post},
-    {EVHTTP_REQ_DELETE, 0, "/v1/sessions/*/mcp", mcp_route_bound_delete},
-    {EVHTTP_REQ_POST, 0, "/e2b/api/**", e2b_route_control},
-    {EVHTTP_REQ_GET, 0, "/e2b/api/**", e2b_route_control},
-    {EVHTTP_REQ_DELETE, 0, "/e2b/api/**", e2b_route_control},
-    {EVHTTP_REQ_PUT, 0, "/e2b/api/**", e2b_route_control},
-    /* before the catch-all below: the first route a path matches gives its flags */
-    {EVHTTP_REQ_POST, HTTP_ROUTE_STREAMED_BODY | HTTP_ROUTE_STREAMED_CHUNKED, "/e2b/sbx/files",
-     e2b_route_upload},
-    {EVHTTP_REQ_POST, 0, "/e2b/sbx/**", e2b_route_sandbox},
-    {EVHTTP_REQ_GET, 0, "/e2b/sbx/**", e2b_route_sandbox},
-    {EVHTTP_REQ_DELETE, 0, "/e2b/sbx/**", e2b_route_sandbox},
-};
 
 #define MAX_PARAMS 4
 #define MAX_PARAM  128
@@ -315,14 +165,47 @@ path_matches(const char *pattern, const char *path, size_t len, char params[MAX_
     return *pattern == '\0' && path == end;
 }
 
-unsigned
-http_route_flags(enum evhttp_cmd_type method, const char *path, size_t len)
+struct http_routes {
+    size_t n;
+    struct http_route rows[];
+};
+
+struct http_routes *
+http_routes_new(const struct http_protocol *const *protocols, size_t n)
 {
-    for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+    size_t total = http_n_ops_routes, at = 0;
+    struct http_routes *rt;
+
+    for (size_t i = 0; i < n; i++) {
+        total += protocols[i]->n_routes;
+    }
+    rt = xmalloc(sizeof(*rt) + total * sizeof(rt->rows[0]));
+    rt->n = total;
+    memcpy(rt->rows, http_ops_routes, http_n_ops_routes * sizeof(rt->rows[0]));
+    at = http_n_ops_routes;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(rt->rows + at, protocols[i]->routes, protocols[i]->n_routes * sizeof(rt->rows[0]));
+        at += protocols[i]->n_routes;
+    }
+    return rt;
+}
+
+void
+http_routes_free(struct http_routes *rt)
+{
+    free(rt);
+}
+
+unsigned
+http_route_flags(const struct http_routes *rt, enum evhttp_cmd_type method, const char *path,
+                 size_t len)
+{
+    for (size_t i = 0; i < rt->n; i++) {
+        const struct http_route *r = &rt->rows[i];
         size_t rest = 0;
 
-        if (routes[i].method == method && path_matches(routes[i].pattern, path, len, NULL, &rest)) {
-            return routes[i].flags;
+        if (r->method == (int)method && path_matches(r->pattern, path, len, NULL, &rest)) {
+            return r->flags;
         }
     }
     return 0;
@@ -330,7 +213,7 @@ http_route_flags(enum evhttp_cmd_type method, const char *path, size_t len)
 
 /* The Allow header's names for a route's method (HEAD goes wherever GET does). */
 static const char *
-allow_names(enum evhttp_cmd_type method)
+allow_names(int method)
 {
     switch (method) {
     case EVHTTP_REQ_GET:
@@ -346,7 +229,7 @@ allow_names(enum evhttp_cmd_type method)
     }
 }
 
-/* Routes req, which came on a connection of reg, through the first n_routes rows of routes[]. */
+/* Routes req, which came on a connection of reg, through the first n_routes rows of a->routes. */
 static void
 route_request(struct http *a, struct http_conns *reg, size_t n_routes, struct evhttp_request *req)
 {
@@ -380,28 +263,29 @@ route_request(struct http *a, struct http_conns *reg, size_t n_routes, struct ev
         return;
     }
     for (size_t i = 0; i < n_routes; i++) {
+        const struct http_route *r = &a->routes->rows[i];
         char params[MAX_PARAMS][MAX_PARAM];
         const char *p[MAX_PARAMS + 1] = {params[0], params[1], params[2], params[3], NULL};
         size_t rest = 0;
 
-        if (!path_matches(routes[i].pattern, path, strlen(path), params, &rest)) {
+        if (!path_matches(r->pattern, path, strlen(path), params, &rest)) {
             continue;
         }
         if (rest > 0) {
             p[1] = path + rest; /* routes with "**" have one "*" before it */
         }
         path_known = true;
-        if (routes[i].method == method ||
-            (method == EVHTTP_REQ_HEAD && routes[i].method == EVHTTP_REQ_GET)) {
-            routes[i].handler(a, req, p);
+        if (r->method == (int)method ||
+            (method == EVHTTP_REQ_HEAD && r->method == EVHTTP_REQ_GET)) {
+            r->handler(a, req, p);
             evhttp_uri_free(parsed);
             return;
         }
-        if (allow_names(routes[i].method) != NULL) {
+        if (allow_names(r->method) != NULL) {
             size_t used = strlen(allow);
 
             (void)snprintf(allow + used, sizeof(allow) - used, "%s%s", used > 0 ? ", " : "",
-                           allow_names(routes[i].method));
+                           allow_names(r->method));
         }
     }
     if (path_known) {
@@ -439,7 +323,7 @@ on_request(struct evhttp_request *req, void *arg)
 {
     struct http *a = arg;
 
-    handle_request(a, a->conns, ELEMENTSOF(routes), req);
+    handle_request(a, a->conns, a->routes->n, req);
 }
 
 static void
@@ -447,7 +331,7 @@ on_health_request(struct evhttp_request *req, void *arg)
 {
     struct http *a = arg;
 
-    handle_request(a, a->health_conns, HEALTH_ROUTES, req);
+    handle_request(a, a->health_conns, http_n_ops_routes, req);
 }
 
 /* ---- listening ------------------------------------------------------------------------------- */
@@ -523,9 +407,21 @@ serve(struct http *a, const char *addr, struct http_conns *reg,
     return 0;
 }
 
+/* The protocols' state, once the core is set up: what their routes will see. */
+static void
+protocols_start(struct http *a, const struct http_protocol *const *protocols, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        a->protocols[i].protocol = protocols[i];
+        a->protocols[i].state = protocols[i]->start != NULL ? protocols[i]->start(a) : NULL;
+    }
+    a->n_protocols = n;
+}
+
 int
 http_new(struct event_base *base, const struct cfg *cfg, const struct http_backend *backend,
-        struct http **ret, struct err *reterr)
+         const struct http_protocol *const *protocols, size_t n, struct http **ret,
+         struct err *reterr)
 {
     struct http *a = xcalloc(1, sizeof(*a));
     struct http_conns_limits lim = {
@@ -542,24 +438,24 @@ http_new(struct event_base *base, const struct cfg *cfg, const struct http_backe
     };
     int r;
 
+    assert(n <= HTTP_PROTOCOLS_MAX);
     a->base = base;
-    TAILQ_INIT(&a->e2b_runs);
     a->cfg = cfg;
     a->backend = backend;
+    a->routes = http_routes_new(protocols, n);
+    lim.routes = health.routes = a->routes;
     a->conns = http_conns_new(&lim);
     a->files_gate = http_gate_new(
         base, &(struct http_gate_limits){.per_session = cfg->files_per_session,
-                                        .per_tenant = cfg->files_per_tenant,
-                                        .max = cfg->files_max_inflight,
-                                        .per_tenant_queue = cfg->files_queue_per_tenant});
+                                         .per_tenant = cfg->files_per_tenant,
+                                         .max = cfg->files_max_inflight,
+                                         .per_tenant_queue = cfg->files_queue_per_tenant});
     a->waiting = http_waiting_new(cfg->queue_max_bytes, cfg->queue_max_bytes_per_tenant);
     a->engine_ops = http_buckets_new(cfg->engine_tenant_ops_per_s, cfg->engine_tenant_ops_burst);
-    if (cfg->mcp_max_sessions > 0 && backend->redis != NULL) {
-        a->mcp = mcp_server_new(a);
-    }
     if (backend->route != NULL) {
         a->forwarder = http_forwarder_new(a);
     }
+    protocols_start(a, protocols, n);
     r = serve(a, cfg->listen, a->conns, on_request, &a->http, &a->bound, a->unix_path, reterr);
     if (r == 0 && cfg->http_health_listen[0] != '\0') {
         a->health_conns = http_conns_new(&health);
@@ -574,11 +470,15 @@ http_new(struct event_base *base, const struct cfg *cfg, const struct http_backe
     return 0;
 }
 
-void
-e2b_get_stats(const struct http *a, struct e2b_stats *ret)
+void *
+http_protocol_state(const struct http *a, const struct http_protocol *p)
 {
-    *ret = a->e2b_stats;
-    e2b_runs_count(a, &ret->running, &ret->waiting);
+    for (size_t i = 0; i < a->n_protocols; i++) {
+        if (a->protocols[i].protocol == p) {
+            return a->protocols[i].state;
+        }
+    }
+    return NULL;
 }
 
 void
@@ -613,16 +513,6 @@ http_get_stats(const struct http *a, struct http_stats *ret)
     ret->engine_ops_refused_total = bs.refused_total;
 }
 
-bool
-mcp_get_stats(const struct http *a, struct mcp_stats *ret)
-{
-    if (a->mcp == NULL) {
-        return false;
-    }
-    mcp_server_get_stats(a->mcp, ret);
-    return true;
-}
-
 void
 http_stop_listening(struct http *a)
 {
@@ -640,12 +530,22 @@ http_free(struct http *a)
     if (a == NULL) {
         return NULL;
     }
-    mcp_server_free(a->mcp); /* first: its calls stop watching connections evhttp frees next */
+    /* First: the protocols' calls stop watching the connections evhttp frees next. */
+    for (size_t i = 0; i < a->n_protocols; i++) {
+        if (a->protocols[i].protocol->stop != NULL) {
+            a->protocols[i].protocol->stop(a->protocols[i].state);
+        }
+    }
     if (a->health_http != NULL) {
         evhttp_free(a->health_http);
     }
     if (a->http != NULL) {
         evhttp_free(a->http);
+    }
+    for (size_t i = 0; i < a->n_protocols; i++) { /* after evhttp_free: their close callbacks ran */
+        if (a->protocols[i].protocol->free != NULL) {
+            a->protocols[i].protocol->free(a->protocols[i].state);
+        }
     }
     http_forwarder_free(a->forwarder); /* after evhttp_free: its requests were cancelled */
     http_conns_free(a->conns);
@@ -653,6 +553,7 @@ http_free(struct http *a)
     http_gate_free(a->files_gate); /* after evhttp_free: the requests that waited are gone */
     http_waiting_free(a->waiting);
     http_buckets_free(a->engine_ops);
+    http_routes_free(a->routes); /* after the connections: their filters parse heads with it */
     if (a->unix_path[0] != '\0') {
         (void)unlink(a->unix_path);
     }

@@ -1,9 +1,13 @@
-/* The HTTP front end: evhttp server, route table and JSON replies; errors are answered from the
- * project's one errno -> HTTP status -> code table, util/errcode.h (docs/internals/style.md §4).
+/* The HTTP core: listeners, connection admission, the body filter, auth, routing and JSON
+ * replies, the files gate, the queues of calls waiting for a sandbox, and forwarding between
+ * nodes. It names no protocol: REST (src/rest), MCP (src/mcp) and E2B (src/e2b) each hand it a
+ * struct http_protocol, their routes and the state they keep, and the server wires them in
+ * (docs/internals/architecture.md). Errors are answered from the project's one errno -> HTTP
+ * status -> code table, util/errcode.h (docs/internals/style.md §4).
  *
- * The api module knows nothing about curl or Redis: what it needs from the rest of the daemon
- * comes through struct http_backend, filled in by the server. Every handler sends exactly one
- * reply. Loop context only. */
+ * The core knows nothing about curl or Redis: what it needs from the rest of the daemon comes
+ * through struct http_backend, filled in by the server. Every handler sends exactly one reply.
+ * Loop context only. */
 #pragma once
 
 #include <stdbool.h>
@@ -11,7 +15,6 @@
 #include <stdint.h>
 
 #include "config/config.h"
-#include "mcp/proto.h"
 #include "metrics/metrics.h"
 #include "util/buf.h"
 #include "util/err.h"
@@ -32,7 +35,7 @@ enum http_drain {
     HTTP_SERVING,  /* everything */
     HTTP_DRAINED,  /* POST /v1/admin/drain: no new sessions; existing ones go on until idle */
     HTTP_LEAVING,  /* SIGTERM, for shutdown_delay_s: not ready, no new sessions; existing ones
-                   * are served as before while the endpoint is taken out of rotation */
+                    * are served as before while the endpoint is taken out of rotation */
     HTTP_STOPPING, /* after that: no new sessions nor executions, no new connections */
 };
 
@@ -69,20 +72,60 @@ struct http_backend {
 /* Connection slots of the health listener (http.health_listen): probes and scrapes. */
 #define HTTP_HEALTH_MAX_CONNECTIONS 64u
 /* An anonymous request is answered at once (health, 401, the open /metrics): a connection whose
- * reply is still untaken after this long is a victim at the cap (src/api/conns.c). */
+ * reply is still untaken after this long is a victim at the cap (src/http/conns.c). */
 #define HTTP_ANON_BUSY_MS 1000u
 /* The listen backlog (the kernel holds these, not the daemon). */
 #define HTTP_LISTEN_BACKLOG 511u
 /* Descriptors a listener's clients hold past its slots: newcomers past the cap not looked at
- * yet, and closed connections evhttp has not freed yet (src/api/conns.c: PAST_CAP_MAX and
+ * yet, and closed connections evhttp has not freed yet (src/http/conns.c: PAST_CAP_MAX and
  * CLOSING_MAX, 4 each). */
 #define HTTP_CONNS_SLACK 8u
 
-/* Binds cfg->listen and starts serving. cfg and backend are borrowed and must outlive the api.
- * Errors: -EADDRINUSE, -EACCES, -EINVAL with a message. */
+/* A request handler; params[] are the route's "*" segments (for a route ending in "**", params[1]
+ * is the rest of the path, still percent-encoded). */
+typedef void http_handler_fn(struct http *h, struct evhttp_request *req, const char *const *params);
+
+/* A route's handler reads the request body itself, as it comes (http_body_read()): the filter
+ * holds such a body back from evhttp (body.c). */
+#define HTTP_ROUTE_STREAMED_BODY 0x1u
+/* ... a chunked one too (the handler takes a body of unknown length: http_body_chunked()). */
+#define HTTP_ROUTE_STREAMED_CHUNKED 0x2u
+
+/* {method, flags, path pattern, handler}: a pattern segment "*" matches one path segment, a
+ * final "**" the non-empty rest of the path. The first route a path matches gives its flags. */
+struct http_route {
+    int method; /* enum evhttp_cmd_type */
+    unsigned flags;
+    const char *pattern;
+    http_handler_fn *handler;
+};
+
+/* A protocol the core serves (curl's struct Curl_handler is the model): its routes, and the state
+ * it keeps while the server lives. The core calls nothing else of it. */
+struct http_protocol {
+    const char *name;
+    const struct http_route *routes;
+    size_t n_routes;
+    /* The protocol's state, once the core is set up (routes may not run yet); NULL: the protocol
+     * keeps none, or is off (its handlers then see NULL). Optional. */
+    void *(*start)(struct http *h);
+    /* First thing in http_free(), before evhttp frees the connections: the protocol's calls stop
+     * watching them (a protocol that frees its state here has no free()). Optional. */
+    void (*stop)(void *state);
+    /* After evhttp freed every connection (their close callbacks ran). Optional. */
+    void (*free)(void *state);
+};
+/* What p's start() returned (NULL when p is not served). */
+void *http_protocol_state(const struct http *h, const struct http_protocol *p);
+
+/* Binds cfg->listen and starts serving the n protocols (borrowed, each served once, in this order
+ * after the core's own /healthz, /readyz and /metrics). cfg and backend are borrowed and must
+ * outlive the core. Errors: -EADDRINUSE, -EACCES, -EINVAL with a message. */
 int http_new(struct event_base *base, const struct cfg *cfg, const struct http_backend *backend,
-            struct http **ret, struct err *reterr);
-/* Stops listening and frees; open requests are dropped. Accepts NULL. */
+             const struct http_protocol *const *protocols, size_t n, struct http **ret,
+             struct err *reterr);
+/* Stops listening and frees (the protocols' state first); open requests are dropped. Accepts
+ * NULL. */
 struct http *http_free(struct http *a);
 /* Stops accepting new connections (drain); requests in progress go on. */
 void http_stop_listening(struct http *a);
@@ -107,7 +150,7 @@ struct http_stats {
 };
 void http_get_stats(const struct http *a, struct http_stats *ret);
 
-/* Requests for sessions on other nodes (src/api/forward.c). */
+/* Requests for sessions on other nodes (forward.c). */
 enum http_forward_outcome {
     HTTP_FWD_OK,          /* the owner's answer went to the client, whatever its status */
     HTTP_FWD_UNREACHABLE, /* the owner did not answer: 503 */
@@ -125,34 +168,6 @@ struct http_forward_stats {
     unsigned in_flight;
 };
 void http_get_forward_stats(const struct http *a, struct http_forward_stats *ret);
-
-/* The MCP front end's (src/api/mcp*.c). */
-struct mcp_stats {
-    unsigned sessions, calls_waiting, calls_running;
-    uint64_t sessions_created, sessions_restored, sessions_deleted, sessions_expired;
-    uint64_t tool_calls[MCP_TOOL__COUNT];
-    uint64_t results_ok, results_error, cancelled, queue_full;
-    uint64_t requests_refused; /* answered with a 4xx or 5xx before any method ran */
-};
-/* False when MCP is off (mcp.max_sessions 0). */
-bool mcp_get_stats(const struct http *a, struct mcp_stats *ret);
-
-/* The E2B front end's (src/api/e2b*.c). */
-enum e2b_plane {
-    E2B_PLANE_CONTROL, /* /e2b/api */
-    E2B_PLANE_ENVD,    /* /e2b/sbx, port 49983 */
-    E2B_PLANE_CODE,    /* /e2b/sbx, port 49999 */
-    E2B_PLANE__COUNT,
-};
-struct e2b_stats {
-    uint64_t requests[E2B_PLANE__COUNT];
-    uint64_t created, killed, leases_set, paused;
-    uint64_t refused_key;   /* control-plane requests without a valid key (401) */
-    uint64_t refused_token; /* sandbox requests without their port's credential (401) */
-    uint64_t runs_process, runs_code;
-    unsigned running, waiting; /* E2B executions now: running, or waiting for a busy sandbox */
-};
-void e2b_get_stats(const struct http *a, struct e2b_stats *ret);
 
 /* The reply to req closes its connection ("Connection: close", once). */
 void http_reply_close(struct evhttp_request *req);

@@ -3,7 +3,7 @@
  *
  * Calls of one MCP session run one at a time, in order, behind a queue of at most
  * mcp.queue_max (clients send several at once). A tools/call answers as SSE: keepalive comments
- * every MCP_KEEPALIVE_MS while nothing else is sent, progress notifications (mcp-exec.c), then
+ * every MCP_KEEPALIVE_MS while nothing else is sent, progress notifications (exec.c), then
  * the result; the stream starts with the first of them, so a fast call leaves in one write. A
  * call's one state is enum mcp_call_state, written by mcp_call_set() only.
  *
@@ -11,7 +11,7 @@
  * a result at once and stops the work: an execution is interrupted as POST .../interrupt does (its
  * variables stay) and the call stays at the head of the queue until the execution ended, so the
  * next call never finds the sandbox busy; a waiting call is simply dropped. Executions are
- * mcp-exec.c's, file work mcp-files.c's (through the files API's gate). */
+ * exec.c's, file work files.c's (through the files API's gate). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +23,9 @@
 #include <jansson.h>
 
 #define LOG_MODULE "mcp"
-#include "mcp/calls.h"
 #include "audit/audit.h"
 #include "log/log.h"
+#include "mcp/calls.h"
 #include "session/session.h"
 #include "stream/out.h"
 #include "util/macro.h"
@@ -470,7 +470,7 @@ call_claim(struct mcp_call *c, struct err *reterr)
     (void)snprintf(sandbox, sizeof(sandbox), "%s%s", c->ms->rec.bound ? "" : "mcp:",
                    c->ms->rec.bound ? c->ms->rec.sandbox : c->ms->id);
     return http_waiting_enter(c->a->waiting, &c->wait, c->ms->rec.tenant, sandbox, call_bytes(c),
-                             c->a->cfg->mcp_queue_max + 1, reterr);
+                              c->a->cfg->mcp_queue_max + 1, reterr);
 }
 
 /* The answer to a call that cannot queue (bad params, queue full), or NULL. */

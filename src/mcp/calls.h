@@ -1,5 +1,5 @@
-/* A call of an MCP session that needs its sandbox: shared by mcp-calls.c (the queue, the
- * stream, executions) and mcp-files.c (files, resources, the images of a result). */
+/* A call of an MCP session that needs its sandbox: shared by calls.c (the queue, the
+ * stream, executions) and files.c (files, resources, the images of a result). */
 #pragma once
 
 #include <stdbool.h>
@@ -7,9 +7,9 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
-#include "mcp/mcp-internal.h"
 #include "files/files.h"
 #include "log/log.h"
+#include "mcp/mcp-internal.h"
 #include "util/buf.h"
 
 struct event;
@@ -46,8 +46,8 @@ struct mcp_call {
     struct session_waiter *live; /* waiting for its paused sandbox to resume */
     struct evhttp_request *req;  /* NULL once the client left or the reply ended */
     struct evhttp_connection *conn;
-    struct stream_out *out;  /* tools/call's stream; NULL once ended */
-    struct mcp_msg msg;      /* owns what tc borrows; slimmed (mcp_msg_slim()) once queued */
+    struct stream_out *out;   /* tools/call's stream; NULL once ended */
+    struct mcp_msg msg;       /* owns what tc borrows; slimmed (mcp_msg_slim()) once queued */
     struct http_waiting wait; /* its bytes, from queued until its work starts (mcp_call_set()) */
     struct mcp_tool_call tc;
     bool cancelled;
@@ -56,7 +56,7 @@ struct mcp_call {
     struct buf progress; /* output not yet sent as progress */
     uint64_t progress_n;
     json_t *exec; /* the execution's JSON, once it ended */
-    /* files (mcp-files.c) */
+    /* files (files.c) */
     struct files_op *op;
     struct http_gate_waiter *gw;
     bool gate_in;
@@ -88,12 +88,12 @@ void mcp_call_cancel(struct mcp_call *c, const char *why);
 /* Sends one SSE event (msg stolen) when the stream is still open. */
 void mcp_call_send(struct mcp_call *c, json_t *msg);
 
-/* mcp-exec.c */
+/* exec.c */
 void mcp_exec_init(struct mcp_call *c);  /* its timers (progress, retry), at the start */
 void mcp_exec_start(struct mcp_call *c); /* execute_python or run_command, once the sandbox is */
 
-/* mcp-files.c */
+/* files.c */
 void mcp_files_start(struct mcp_call *c);   /* write, read, list, resources */
 void mcp_files_images(struct mcp_call *c);  /* the images of c->exec, then mcp_call_render() */
 void mcp_files_cancel(struct mcp_call *c);  /* the gate's wait or the operation */
-void mcp_files_release(struct mcp_call *c); /* frees what mcp-files.c holds (call_free) */
+void mcp_files_release(struct mcp_call *c); /* frees what files.c holds (call_free) */

@@ -1,4 +1,4 @@
-/* MCP executions: execute_python and run_command of a call (mcp-calls.c queues it), the
+/* MCP executions: execute_python and run_command of a call (calls.c queues it), the
  * progress notifications of their output, and the rendering of their result (docs/mcp.md,
  * "tools/call streams").
  *

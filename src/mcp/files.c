@@ -2,7 +2,7 @@
  * resources/read, and the images of an execution's result (docs/mcp.md, "Tools").
  *
  * Each is one operation of the files module (an exec of the in-sandbox helper, which confines
- * paths to the workspace) through the files API's gate (api/gate.c), so MCP and REST share one
+ * paths to the workspace) through the files API's gate (http/gate.c), so MCP and REST share one
  * bound per session, per tenant and in all. What is read is bounded before it is read: a file by
  * mcp.max_read_bytes, an image by mcp.max_image_bytes (larger ones are named in the text, not
  * sent), at most MCP_IMAGES_MAX images a result. */
@@ -15,8 +15,8 @@
 #include <jansson.h>
 
 #define LOG_MODULE "mcp"
-#include "mcp/calls.h"
 #include "files/files.h"
+#include "mcp/calls.h"
 #include "session/session.h"
 #include "util/macro.h"
 
@@ -77,8 +77,8 @@ on_gate(int r, void *arg)
 static void
 gate_enter(struct mcp_call *c)
 {
-    int r =
-        http_gate_enter(c->a->files_gate, c->ms->rec.tenant, c->ms->rec.sandbox, on_gate, c, &c->gw);
+    int r = http_gate_enter(c->a->files_gate, c->ms->rec.tenant, c->ms->rec.sandbox, on_gate, c,
+                            &c->gw);
 
     if (r < 0) {
         refused(c, "too many file operations of this tenant are waiting; retry in a moment");

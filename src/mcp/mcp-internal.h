@@ -2,9 +2,9 @@
  *
  *   mcp.c           the transport: the checks of a POST in the contract's order, the methods
  *                   answered at once, and the replies (JSON, SSE);
- *   mcp-sessions.c  the MCP sessions: a registry bounded in all and per tenant, their records in
+ *   sessions.c  the MCP sessions: a registry bounded in all and per tenant, their records in
  *                   Redis (written before initialize answers, read back after a restart), expiry;
- *   mcp-calls.c     what needs the sandbox: tool calls and resource reads, one at a time per MCP
+ *   calls.c     what needs the sandbox: tool calls and resource reads, one at a time per MCP
  *                   session behind a bounded queue, streamed, cancellable.
  *
  * The pure part (messages, tool arguments, results, the record) is src/mcp. Loop context only. */
@@ -15,7 +15,8 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
-#include "http/http-internal.h"
+#include "http/handler.h"
+#include "mcp/mcp.h"
 #include "mcp/proto.h"
 
 struct evhttp_request;
@@ -44,7 +45,20 @@ struct mcp_session {
     bool gone; /* forgotten (deleted, expired, its sandbox ended): freed with its last ref */
 };
 
-/* ---- the registry (mcp-sessions.c) ---- */
+/* The routes (mcp.c): POST and DELETE of /mcp and of /v1/sessions/{id}/mcp. */
+http_handler_fn mcp_route_post;
+http_handler_fn mcp_route_delete;
+http_handler_fn mcp_route_bound_post;
+http_handler_fn mcp_route_bound_delete;
+
+/* ---- the registry (sessions.c) ---- */
+
+/* The protocol's state: NULL when MCP is off. */
+static inline struct mcp_server *
+mcp_of(const struct http *h)
+{
+    return http_protocol_state(h, &mcp_protocol);
+}
 
 struct mcp_server *mcp_server_new(struct http *a);
 void mcp_server_free(struct mcp_server *srv);
@@ -79,7 +93,7 @@ void mcp_session_forget(struct mcp_session *ms, const char *why);
 /* The time to live of its record, in ms. */
 uint64_t mcp_session_ttl_ms(const struct mcp_session *ms);
 
-/* ---- calls that need the sandbox (mcp-calls.c) ---- */
+/* ---- calls that need the sandbox (calls.c) ---- */
 
 /* Queues a tools/call, resources/list or resources/read request (msg is taken over: its root
  * is released with the call) on ms, and answers it in time (SSE for tools/call, JSON

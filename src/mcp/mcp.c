@@ -6,7 +6,7 @@
  * GET has no route here, so the router answers 405 with "Allow: POST, DELETE" (sandpool sends
  * nothing unasked). A POST is checked in the contract's order and the first check that fails
  * answers; methods that need no sandbox are answered here at once, the others go to the
- * session's queue (mcp-calls.c). A POST that waits for Redis (initialize, or the first request
+ * session's queue (calls.c). A POST that waits for Redis (initialize, or the first request
  * of a session after a restart) keeps a struct mcp_post that outlives its client: the answer it
  * waits for always comes (Redis commands have a deadline). */
 #include <errno.h>
@@ -21,10 +21,10 @@
 #include <jansson.h>
 
 #define LOG_MODULE "mcp"
-#include "mcp/mcp-internal.h"
 #include "audit/audit.h"
 #include "cluster/route.h"
 #include "log/log.h"
+#include "mcp/mcp-internal.h"
 #include "sandpool/api.h"
 #include "session/session.h"
 #include "util/macro.h"
@@ -48,9 +48,10 @@ struct mcp_post {
 
 /* A transport error: a JSON-RPC error without an id (or with the request's) and an HTTP status. */
 static void
-refuse(struct http *a, struct evhttp_request *req, int status, json_t *id, int code, const char *msg)
+refuse(struct http *a, struct evhttp_request *req, int status, json_t *id, int code,
+       const char *msg)
 {
-    mcp_server_stats(a->mcp)->requests_refused++;
+    mcp_server_stats(mcp_of(a))->requests_refused++;
     if (status == 503) {
         (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
     }
@@ -127,13 +128,13 @@ begin(struct http *a, struct evhttp_request *req, bool is_post)
     const struct cfg_tenant *t;
     const char *origin;
 
-    if (a->mcp == NULL) {
+    if (mcp_of(a) == NULL) {
         http_reply_error(req, -ENOENT, "no such endpoint (MCP is off: mcp.max_sessions is 0)");
         return NULL;
     }
     t = http_require_tenant(a, req); /* 401 with WWW-Authenticate, or 403 for the admin token */
     if (t == NULL) {
-        mcp_server_stats(a->mcp)->requests_refused++;
+        mcp_server_stats(mcp_of(a))->requests_refused++;
         return NULL;
     }
     origin = header(req, "Origin");
@@ -348,7 +349,7 @@ initialize(struct mcp_post *p, const struct cfg_tenant *t)
         json_decref(id);
         return;
     }
-    mcp_session_create(a->mcp, &rec, on_initialized, p);
+    mcp_session_create(mcp_of(a), &rec, on_initialized, p);
 }
 
 /* ---- requests on a session ------------------------------------------------------------------- */
@@ -536,7 +537,7 @@ static bool
 elsewhere(struct http *a, struct evhttp_request *req, const char *bound_id, const char *sid)
 {
     return bound_id == NULL && http_clustered(a) && !http_forwarded(req) &&
-           !mcp_session_held(a->mcp, sid);
+           !mcp_session_held(mcp_of(a), sid);
 }
 
 static void post(struct http *a, struct evhttp_request *req, const char *bound_id, bool may_route);
@@ -605,10 +606,11 @@ post(struct http *a, struct evhttp_request *req, const char *bound_id, bool may_
         http_forward_mcp(a, post_end(p), sid, t->id, &route_style);
         return;
     }
-    mcp_session_lookup(a->mcp, t->id, sid, on_session, p);
+    mcp_session_lookup(mcp_of(a), t->id, sid, on_session, p);
 }
 
-static void delete (struct http *a, struct evhttp_request *req, const char *bound_id, bool may_route)
+static void delete (struct http *a, struct evhttp_request *req, const char *bound_id,
+                    bool may_route)
 {
     const struct cfg_tenant *t = begin(a, req, false);
     const char *sid;
@@ -629,7 +631,7 @@ static void delete (struct http *a, struct evhttp_request *req, const char *boun
     }
     p = post_new(a, req, t->id, bound_id);
     p->is_delete = true;
-    mcp_session_lookup(a->mcp, t->id, sid, on_session, p);
+    mcp_session_lookup(mcp_of(a), t->id, sid, on_session, p);
 }
 
 /* A bound route of a session another node holds goes there whole: initialize, calls, streams and
@@ -665,7 +667,7 @@ mcp_route_delete(struct http *a, struct evhttp_request *req, const char *const *
 void
 mcp_route_bound_post(struct http *a, struct evhttp_request *req, const char *const *params)
 {
-    if (a->mcp == NULL || !forwarded(a, req, params[0])) {
+    if (mcp_of(a) == NULL || !forwarded(a, req, params[0])) {
         post(a, req, params[0], false);
     }
 }
@@ -673,7 +675,7 @@ mcp_route_bound_post(struct http *a, struct evhttp_request *req, const char *con
 void
 mcp_route_bound_delete(struct http *a, struct evhttp_request *req, const char *const *params)
 {
-    if (a->mcp == NULL || !forwarded(a, req, params[0])) {
+    if (mcp_of(a) == NULL || !forwarded(a, req, params[0])) {
         delete (a, req, params[0], false);
     }
 }

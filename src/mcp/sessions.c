@@ -19,12 +19,13 @@
 #include <string.h>
 
 #include <event2/event.h>
+#include <event2/http.h>
 #include <hiredis/hiredis.h>
 #include <jansson.h>
 
 #define LOG_MODULE "mcp"
-#include "mcp/mcp-internal.h"
 #include "log/log.h"
+#include "mcp/mcp-internal.h"
 #include "session/session.h"
 #include "store/redis.h"
 #include "store/schema.h"
@@ -442,6 +443,18 @@ on_sweep(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+bool
+mcp_get_stats(const struct http *h, struct mcp_stats *ret)
+{
+    const struct mcp_server *srv = mcp_of(h);
+
+    if (srv == NULL) {
+        return false;
+    }
+    mcp_server_get_stats(srv, ret);
+    return true;
+}
+
 struct mcp_server *
 mcp_server_new(struct http *a)
 {
@@ -505,3 +518,35 @@ mcp_server_stats(struct mcp_server *srv)
 {
     return &srv->stats;
 }
+
+/* ---- the protocol -------------------------------------------------------------------------- */
+
+static void *
+mcp_start(struct http *h)
+{
+    if (h->cfg->mcp_max_sessions == 0 || h->backend->redis == NULL) {
+        return NULL; /* off: the routes answer 404 */
+    }
+    return mcp_server_new(h);
+}
+
+static void
+mcp_stop(void *state)
+{
+    mcp_server_free(state);
+}
+
+static const struct http_route routes[] = {
+    {EVHTTP_REQ_POST, 0, "/mcp", mcp_route_post},
+    {EVHTTP_REQ_DELETE, 0, "/mcp", mcp_route_delete},
+    {EVHTTP_REQ_POST, 0, "/v1/sessions/*/mcp", mcp_route_bound_post},
+    {EVHTTP_REQ_DELETE, 0, "/v1/sessions/*/mcp", mcp_route_bound_delete},
+};
+
+const struct http_protocol mcp_protocol = {
+    .name = "mcp",
+    .routes = routes,
+    .n_routes = ELEMENTSOF(routes),
+    .start = mcp_start,
+    .stop = mcp_stop,
+};

@@ -21,11 +21,11 @@
 #include <jansson.h>
 
 #define LOG_MODULE "api"
-#include "http/http-internal.h"
 #include "audit/audit.h"
 #include "cluster/registry.h"
 #include "log/log.h"
 #include "pool/pool.h"
+#include "rest/rest-internal.h"
 #include "session/session.h"
 #include "util/macro.h"
 #include "util/parse.h"
@@ -126,8 +126,8 @@ rest_admin_pool_put(struct http *a, struct evhttp_request *req, const char *cons
     if (json_object_size(body) != 1 || !json_is_integer(warm) || json_integer_value(warm) < 0 ||
         json_integer_value(warm) > (json_int_t)st.max) {
         http_reply_error(req, -EINVAL,
-                        "the body must be {\"warm\": n} with n from 0 to the profile's max (%u)",
-                        st.max);
+                         "the body must be {\"warm\": n} with n from 0 to the profile's max (%u)",
+                         st.max);
         json_decref(body);
         return;
     }
@@ -135,9 +135,9 @@ rest_admin_pool_put(struct http *a, struct evhttp_request *req, const char *cons
     if (json_integer_value(warm) < (json_int_t)reserved) {
         /* Below the tenants' reservations every other tenant would always start cold. */
         http_reply_error(req, -EINVAL,
-                        "tenants reserve %u warm containers of profile '%s': 'warm' must be at "
-                        "least that",
-                        reserved, pool_name(p));
+                         "tenants reserve %u warm containers of profile '%s': 'warm' must be at "
+                         "least that",
+                         reserved, pool_name(p));
         json_decref(body);
         return;
     }
@@ -244,8 +244,8 @@ set_drained(struct http *a, struct evhttp_request *req, bool drained)
     b->set_drained(b->userdata, drained);
     audit_log(drained ? "admin.drain" : "admin.undrain", "admin", NULL);
     http_reply_json_new(req, 200,
-                       OOM_CHECK(json_pack("{s:b, s:I}", "draining", drained, "sessions",
-                                           (json_int_t)count_sessions(a))));
+                        OOM_CHECK(json_pack("{s:b, s:I}", "draining", drained, "sessions",
+                                            (json_int_t)count_sessions(a))));
 }
 
 void

@@ -6,9 +6,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "http/http-internal.h"
 #include "files/files.h"
 #include "log/log.h"
+#include "rest/rest-internal.h"
 
 struct evhttp_request;
 struct files_target;
@@ -28,13 +28,13 @@ struct fcall {
     struct files_op *op; /* NULL once it completed */
     enum fop kind;
     struct http_gate_waiter *waiting; /* in the gate's queue */
-    struct session_waiter *live;     /* waiting for its paused session to resume */
+    struct session_waiter *live;      /* waiting for its paused session to resume */
     char tenant[65], session[65];
     char actor[80];                       /* who asked: "tenant:<id>" or "admin" (audit) */
     char request[LOG_REQUEST_ID_MAX + 1]; /* for the log lines of its completion */
     char path[FILES_PATH_MAX + 1];
     /* upload */
-    struct http_body held;      /* the body waiting in the socket (held.conn), or: ... */
+    struct http_body held;     /* the body waiting in the socket (held.conn), or: ... */
     struct evbuffer *buffered; /* ... evhttp read it (chunked or empty) */
     EVP_MD_CTX *sha;
     uint64_t size, received;
@@ -54,9 +54,9 @@ struct fcall {
 /* Authenticates, finds the session, normalizes the client's path (decoded, len bytes) and starts
  * the call that follows the request, with the path in fc->path and the sandbox in *ft. NULL after
  * replying. */
-struct fcall *files_call_begin(struct http *a, struct evhttp_request *req, const char *const *params,
-                               const char *path, size_t len, bool allow_root,
-                               struct files_target *ft, struct session **ret_s);
+struct fcall *files_call_begin(struct http *a, struct evhttp_request *req,
+                               const char *const *params, const char *path, size_t len,
+                               bool allow_root, struct files_target *ft, struct session **ret_s);
 /* files_call_begin() for the percent-encoded path of the URL (params[1]). */
 struct fcall *files_call_begin_url(struct http *a, struct evhttp_request *req,
                                    const char *const *params, struct files_target *ft,

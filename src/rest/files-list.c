@@ -7,9 +7,9 @@
 #include <jansson.h>
 
 #define LOG_MODULE "api"
-#include "http/http-internal.h"
-#include "rest/files-internal.h"
 #include "log/log.h"
+#include "rest/files-internal.h"
+#include "rest/rest-internal.h"
 #include "util/macro.h"
 
 /* ---- list and delete ------------------------------------------------------------------------- */

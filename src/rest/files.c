@@ -33,11 +33,11 @@
 #include <jansson.h>
 
 #define LOG_MODULE "api"
-#include "http/http-internal.h"
-#include "rest/files-internal.h"
 #include "audit/audit.h"
 #include "files/files.h"
 #include "log/log.h"
+#include "rest/files-internal.h"
+#include "rest/rest-internal.h"
 #include "session/session.h"
 #include "stream/out.h"
 #include "util/macro.h"
@@ -328,7 +328,7 @@ rest_files_get(struct http *a, struct evhttp_request *req, const char *const *pa
 
 /* ---- upload ---------------------------------------------------------------------------------- */
 
-/* Sends the answer. With the held body unread, the connection closes after it (api.c), and the
+/* Sends the answer. With the held body unread, the connection closes after it (http.c), and the
  * closing drains what the client still sends (body.c). */
 static void
 put_reply(struct fcall *fc, int r, const char *msg, json_t *result)
@@ -401,7 +401,7 @@ on_body_end(int r, void *userdata)
         log_info("upload cut session=%s after %llu of %llu bytes: %s", fc->session,
                  (unsigned long long)fc->received, (unsigned long long)fc->size, why);
         http_reply_error(fc->req, -EINVAL, "the upload ended after %llu of %llu bytes: %s",
-                        (unsigned long long)fc->received, (unsigned long long)fc->size, why);
+                         (unsigned long long)fc->received, (unsigned long long)fc->size, why);
         files_call_end(fc);
         return;
     }

@@ -30,9 +30,9 @@
 #include <jansson.h>
 
 #define LOG_MODULE "api"
-#include "http/http-internal.h"
 #include "audit/audit.h"
 #include "log/log.h"
+#include "rest/rest-internal.h"
 #include "session/session.h"
 #include "stream/sse.h"
 #include "util/macro.h"
@@ -110,18 +110,6 @@ call_end(struct call *c)
         evhttp_connection_set_closecb(c->conn, NULL, NULL);
     }
     free(c);
-}
-
-/* ---- helpers --------------------------------------------------------------------------------- */
-
-int
-http_body_json(struct evhttp_request *req, bool allow_empty, json_t **ret, struct err *reterr)
-{
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    size_t n = evbuffer_get_length(in);
-
-    /* An empty buffer pulls up NULL. */
-    return http_request_json((const char *)evbuffer_pullup(in, -1), n, allow_empty, ret, reterr);
 }
 
 /* ---- create, list, get, delete --------------------------------------------------------------- */
@@ -202,9 +190,9 @@ rest_sessions_create(struct http *a, struct evhttp_request *req, const char *con
     }
     if (drain != HTTP_SERVING) {
         http_reply_error(req, -ESHUTDOWN, "%s",
-                        drain == HTTP_DRAINED ? "this node is drained: it takes no new sessions; "
-                                               "create the session on another node"
-                                             : "this daemon is shutting down; retry on another");
+                         drain == HTTP_DRAINED ? "this node is drained: it takes no new sessions; "
+                                                 "create the session on another node"
+                                               : "this daemon is shutting down; retry on another");
         http_create_body_done(&cb);
         json_decref(body);
         return;
@@ -299,7 +287,7 @@ rest_sessions_delete(struct http *a, struct evhttp_request *req, const char *con
 
 void
 rest_session_delete(struct http *a, struct evhttp_request *req, struct session *s,
-                   const struct http_actor *who)
+                    const struct http_actor *who)
 {
     struct err e = {0};
     struct call *c = call_new(a, req, session_tenant(s));
@@ -470,7 +458,7 @@ on_session_restarted(int r, uint64_t epoch, const struct err *e, void *userdata)
             http_reply_error(c->req, r, "%s", e->msg);
         } else {
             http_reply_json_new(c->req, 200,
-                               OOM_CHECK(json_pack("{s:I}", "kernel_epoch", (json_int_t)epoch)));
+                                OOM_CHECK(json_pack("{s:I}", "kernel_epoch", (json_int_t)epoch)));
         }
     }
     call_end(c);
@@ -514,7 +502,7 @@ on_session_paused(int r, const struct err *e, void *userdata)
         s = session_find(c->a->backend->sessions, c->tenant, c->session);
         if (r < 0 || s == NULL) {
             http_reply_error(c->req, s == NULL ? -ENOENT : r, "%s",
-                            s == NULL ? "no such session (it ended meanwhile)" : err_msg(e));
+                             s == NULL ? "no such session (it ended meanwhile)" : err_msg(e));
         } else {
             http_reply_json_new(c->req, 200, session_to_json(s));
         }
@@ -621,10 +609,10 @@ on_history(int r, json_t *executions, void *userdata)
     if (c->req != NULL) {
         if (r < 0) {
             http_reply_error(c->req, -ENOTCONN, "could not read the history from redis: %s",
-                            strerror(-r));
+                             strerror(-r));
         } else {
             http_reply_json_new(c->req, 200,
-                               OOM_CHECK(json_pack("{s:O}", "executions", executions)));
+                                OOM_CHECK(json_pack("{s:O}", "executions", executions)));
         }
     }
     call_end(c);

@@ -22,8 +22,8 @@
 #include <jansson.h>
 
 #define LOG_MODULE "api"
-#include "http/http-internal.h"
 #include "log/log.h"
+#include "rest/rest-internal.h"
 #include "session/session.h"
 #include "snapshot/snapshot.h"
 #include "util/macro.h"
@@ -166,7 +166,8 @@ on_deleted(int r, const struct err *e, void *userdata)
 
 /* The tenant's call on its snapshots (params[0]: the id, or NULL for the list). */
 static void
-records_call(struct http *a, struct evhttp_request *req, const char *id, enum evhttp_cmd_type method)
+records_call(struct http *a, struct evhttp_request *req, const char *id,
+             enum evhttp_cmd_type method)
 {
     const struct cfg_tenant *t = http_require_tenant(a, req);
     struct err e = {0};
@@ -311,7 +312,7 @@ on_restored(int r, json_t *restored, const struct err *e, void *userdata)
 
 void
 rest_snapshots_restore_reply(struct http *a, struct evhttp_request *req, struct session *s,
-                            const char *snapshot)
+                             const char *snapshot)
 {
     struct err e = {0};
     char actor[80];

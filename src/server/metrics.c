@@ -14,12 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/http.h"
 #include "audit/audit.h"
 #include "cluster/registry.h"
 #include "cluster/route.h"
 #include "docker/client.h"
+#include "e2b/e2b.h"
 #include "egress/proxy.h"
+#include "http/http.h"
+#include "mcp/mcp.h"
 #include "pool/pool.h"
 #include "server-internal.h"
 #include "session/session.h"

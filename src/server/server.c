@@ -25,16 +25,19 @@
 #include "server-internal.h"
 
 #define LOG_MODULE "server"
-#include "server/session-audit.h"
 #include "audit/audit.h"
 #include "cluster/registry.h"
 #include "cluster/route.h"
 #include "docker/api.h"
 #include "docker/client.h"
 #include "docker/policy.h"
+#include "e2b/e2b.h"
 #include "kernel/kernel.h"
 #include "log/log.h"
+#include "mcp/mcp.h"
 #include "pool/pool.h"
+#include "rest/rest.h"
+#include "server/session-audit.h"
 #include "session/session.h"
 #include "snapshot/snapshot.h"
 #include "store/redis.h"
@@ -243,6 +246,17 @@ static const struct session_snapshot_ops hibernation_ops = {
     .forget = hibernation_forget,
 };
 
+/* The protocols the HTTP core serves, in the order their routes are matched. */
+static const struct http_protocol *const protocols[] = {&rest_protocol, &mcp_protocol,
+                                                        &e2b_protocol};
+
+const struct http_protocol *const *
+server_protocols(size_t *ret_n)
+{
+    *ret_n = ELEMENTSOF(protocols);
+    return protocols;
+}
+
 int
 server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
 {
@@ -292,6 +306,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
         return r;
     }
     if (s->snapshots != NULL) {
+        snapshots_set_audit(s->snapshots, server_snapshot_audit, NULL);
         session_manager_set_snapshots(s->sessions, &hibernation_ops, s->snapshots);
     }
     s->registry = registry_new(s->base, cfg, s->redis,
@@ -320,7 +335,7 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
         .metrics = server_metrics,
         .userdata = s,
     };
-    r = http_new(s->base, cfg, &s->backend, &s->api, reterr);
+    r = http_new(s->base, cfg, &s->backend, protocols, ELEMENTSOF(protocols), &s->api, reterr);
     if (r < 0) {
         server_free(s);
         return r;

@@ -12,6 +12,7 @@
 
 #include "audit/audit.h"
 #include "session/session.h"
+#include "snapshot/snapshot.h"
 #include "store/nodes.h"
 #include "util/macro.h"
 
@@ -108,4 +109,22 @@ server_audit_node_lost(const char *lost, const char *claimer, const struct store
               OOM_CHECK(json_pack("{s:s, s:s, s:I, s:I}", "node", lost, "claimed_by", claimer,
                                   "sessions_ended", (json_int_t)c->n_ended, "sessions_adopted",
                                   (json_int_t)c->n_adopted)));
+}
+
+void
+server_snapshot_audit(const struct snapshot_audit *a, void *userdata)
+{
+    json_t *detail;
+
+    if (a->session != NULL) { /* created */
+        detail = OOM_CHECK(json_pack("{s:s, s:s, s:s, s:I, s:s}", "tenant", a->tenant, "session",
+                                     a->session, "snapshot", a->snapshot, "size",
+                                     (json_int_t)a->size, "sha256", a->sha256));
+    } else {
+        detail = OOM_CHECK(json_pack("{s:s, s:s}", "tenant", a->tenant, "snapshot", a->snapshot));
+    }
+    if (a->why != NULL) {
+        (void)json_object_set_new(detail, "why", OOM_CHECK(json_string(a->why)));
+    }
+    audit_log(a->action, a->actor, detail);
 }

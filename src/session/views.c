@@ -1,10 +1,10 @@
 /* The API's JSON views of sessions and executions (docs/api.md): the only place their states
  * and statuses become strings, with history.c's entries.
  *
- * They stay in the session module rather than in src/api/: the execution view reads fifteen
+ * They stay in the session module rather than in src/http/: the execution view reads fifteen
  * members of an execution (its collected output buffers, the kernel's byte counts, the
- * artifacts, the resources), which src/api/ would need as one accessor each or as a copy of
- * struct execution in a public header; here they read the objects directly and src/api/ calls
+ * artifacts, the resources), which src/http/ would need as one accessor each or as a copy of
+ * struct execution in a public header; here they read the objects directly and src/http/ calls
  * the three functions session.h declares. */
 #include <jansson.h>
 

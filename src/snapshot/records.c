@@ -8,7 +8,6 @@
 
 #include <jansson.h>
 
-#include "audit/audit.h"
 #include "config/config.h"
 #include "files/files.h"
 #include "log/log.h"
@@ -468,8 +467,10 @@ on_deleted(int r, void *userdata)
     }
     if (r == 0) {
         q->sn->stats.deleted_total++;
-        audit_log("snapshot.deleted", q->actor,
-                  OOM_CHECK(json_pack("{s:s, s:s}", "tenant", q->tenant, "snapshot", q->id)));
+        snapshots_audit(q->sn, &(struct snapshot_audit){.action = "snapshot.deleted",
+                                                        .actor = q->actor,
+                                                        .tenant = q->tenant,
+                                                        .snapshot = q->id});
     }
     q->done_cb(
         r, r < 0 ? msg(&e, r, r == -ENOENT ? "no such snapshot" : "redis is unavailable") : NULL,
@@ -582,12 +583,14 @@ on_expired(int r, const struct store_snapshot_rec *recs, size_t n, void *userdat
                  recs[i].state != STORE_SNAPSHOT_READY ? "its write never completed"
                  : recs[i].hibernation                 ? "its session woke or ended"
                                                        : "its retention ended");
-        audit_log("snapshot.deleted", "daemon",
-                  OOM_CHECK(json_pack("{s:s, s:s, s:s}", "tenant", recs[i].tenant, "snapshot",
-                                      recs[i].id, "why",
-                                      recs[i].state != STORE_SNAPSHOT_READY ? "incomplete"
-                                      : recs[i].hibernation                 ? "hibernation_over"
-                                                                            : "retention")));
+        snapshots_audit(
+            sn, &(struct snapshot_audit){.action = "snapshot.deleted",
+                                         .actor = "daemon",
+                                         .tenant = recs[i].tenant,
+                                         .snapshot = recs[i].id,
+                                         .why = recs[i].state != STORE_SNAPSHOT_READY ? "incomplete"
+                                                : recs[i].hibernation ? "hibernation_over"
+                                                                      : "retention"});
         records_remove(sn, recs[i].id);
     }
 }
@@ -607,4 +610,19 @@ snapshots_tick(struct snapshots *sn)
         return;
     }
     sn->sweep = q;
+}
+
+void
+snapshots_set_audit(struct snapshots *sn, snapshot_audit_cb *cb, void *userdata)
+{
+    sn->audit = cb;
+    sn->audit_userdata = userdata;
+}
+
+void
+snapshots_audit(const struct snapshots *sn, const struct snapshot_audit *a)
+{
+    if (sn->audit != NULL) {
+        sn->audit(a, sn->audit_userdata);
+    }
 }

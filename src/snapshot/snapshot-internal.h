@@ -27,7 +27,11 @@ struct snapshots {
     TAILQ_HEAD(, snapshot_req) reqs; /* get, list, delete and the sweep's deletes (records.c) */
     struct snapshot_req *sweep;      /* the sweep's query in flight */
     struct snapshots_stats stats;
+    snapshot_audit_cb *audit; /* NULL: nothing reported */
+    void *audit_userdata;
 };
+/* Reports a to the installed audit callback, if any. */
+void snapshots_audit(const struct snapshots *sn, const struct snapshot_audit *a);
 
 /* What a job is doing; the one writer is job_set() (snapshot.c). */
 enum job_step {

@@ -10,7 +10,6 @@
 
 #include <jansson.h>
 
-#include "audit/audit.h"
 #include "config/config.h"
 #include "files/files.h"
 #include "kernel/proto.h"
@@ -242,10 +241,13 @@ on_committed(int r, void *userdata)
         job_end(j, 0, snapshot_rec_json(&j->rec), "ok");
         return;
     }
-    audit_log("snapshot.created", j->actor,
-              OOM_CHECK(json_pack("{s:s, s:s, s:s, s:I, s:s}", "tenant", j->tenant, "session",
-                                  j->session, "snapshot", j->rec.id, "size",
-                                  (json_int_t)j->rec.size, "sha256", j->rec.sha256)));
+    snapshots_audit(j->sn, &(struct snapshot_audit){.action = "snapshot.created",
+                                                    .actor = j->actor,
+                                                    .tenant = j->tenant,
+                                                    .session = j->session,
+                                                    .snapshot = j->rec.id,
+                                                    .size = j->rec.size,
+                                                    .sha256 = j->rec.sha256});
     log_info("snapshot %s of session=%s taken: %llu bytes", j->rec.id, j->session,
              (unsigned long long)j->rec.size);
     job_end(j, 0, snapshot_rec_json(&j->rec), "ok");

@@ -37,6 +37,20 @@ struct snapshots *snapshots_new(struct event_base *base, const struct cfg *cfg,
 /* Cancels what is in flight (no callbacks); records and bytes of takes in flight stay for the
  * sweep. */
 struct snapshots *snapshots_free(struct snapshots *sn);
+/* What the module reports for the audit log (it writes none itself: the server does,
+ * server/session-audit.c). Strings borrowed for the call. */
+struct snapshot_audit {
+    const char *action; /* "snapshot.created", "snapshot.deleted" */
+    const char *actor;  /* "tenant:<id>", "admin" or "daemon" */
+    const char *tenant, *snapshot;
+    const char *session, *sha256; /* created only */
+    uint64_t size;                /* created only */
+    const char *why;              /* the daemon's deletes: "incomplete", "hibernation_over", ... */
+};
+typedef void snapshot_audit_cb(const struct snapshot_audit *a, void *userdata);
+/* Installs the audit reporter (NULL: none). */
+void snapshots_set_audit(struct snapshots *sn, snapshot_audit_cb *cb, void *userdata);
+
 /* Retention: removes up to a batch of ended snapshots. */
 void snapshots_tick(struct snapshots *sn);
 

@@ -70,7 +70,7 @@ struct store_session_rec {
      * texts are, not their maxima (a hibernated one is little more than this record). */
     char *metadata; /* JSON object text, at most STORE_METADATA_MAX bytes; "{}" when none */
     /* Opaque to the store and the session module: what an edge keeps with the session (the E2B
-     * layer's credentials and template, src/api/e2b.c), at most STORE_EXT_MAX bytes. "" when
+     * layer's credentials and template, src/e2b/e2b.c), at most STORE_EXT_MAX bytes. "" when
      * none; optional in Redis. */
     char *ext;
     /* What the session narrowed its profile's egress list to at its creation (an egress JSON
@@ -91,7 +91,7 @@ int store_key_session(char *out, size_t n, const char *prefix, const char *id);
 int store_key_node_sessions(char *out, size_t n, const char *prefix, const char *node);
 int store_key_node_deadlines(char *out, size_t n, const char *prefix, const char *node);
 int store_key_session_history(char *out, size_t n, const char *prefix, const char *id);
-/* P mcp:ID: an MCP session's record (JSON text, src/api/mcp-sessions.c). */
+/* P mcp:ID: an MCP session's record (JSON text, src/mcp/sessions.c). */
 int store_key_mcp(char *out, size_t n, const char *prefix, const char *id);
 /* The snapshot record's key and the snapshot sweep's zset (store/snapshots.h). */
 int store_key_snapshot(char *out, size_t n, const char *prefix, const char *id);

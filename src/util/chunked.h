@@ -1,5 +1,5 @@
 /* HTTP/1.1 chunked framing (RFC 9112 §7.1), strict: the one scanner of the API's body filter
- * (api/body.c, api/held.c) and the egress proxy (egress/conn.c, egress/flow.c). Pure: over the
+ * (http/body.c, http/held.c) and the egress proxy (egress/conn.c, egress/flow.c). Pure: over the
  * bytes of one body, fed in pieces of any size; no allocation, no I/O.
  *
  *   chunk = 1*D HEXDIG EOL data EOL      (no sign, blank, "0x" or extension)
@@ -7,7 +7,7 @@
  *   EOL   = CRLF, or LF too (bare_lf)
  *
  * with D and the largest size the caller's struct chunked_rules; each user says there why its
- * rules are what they are (api-internal.h, egress/head.h). Anything else is -EINVAL at the byte
+ * rules are what they are (http-internal.h, egress/head.h). Anything else is -EINVAL at the byte
  * that leaves the grammar. Unit-tested by tests/unit/test-chunked.c, fuzzed by
  * tests/fuzz/fuzz-chunked.c. */
 #pragma once

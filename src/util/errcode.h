@@ -1,6 +1,6 @@
 /* The one table of the HTTP API's errors: negative errno <-> HTTP status <-> error code (the
  * SANDPOOL_ERR_* codes of include/sandpool/api.h). The daemon answers an errno with its row
- * (src/api/api.c, http_reply_error()); the client library turns a status it received back into an
+ * (src/http/http.c, http_reply_error()); the client library turns a status it received back into an
  * errno with the same table (src/client/), so the two can never disagree. Pure; linked into the
  * daemon and into libsandpool_client (no dependency beyond libc). */
 #pragma once

@@ -20,7 +20,7 @@ or get wrong, and against the daemon itself:
     the probed port = containerPort and not loopback (the kubelet probes the pod IP); the engine
     socket is inside a mount; --config is inside the Secret's mount and the key exists;
     terminationGracePeriodSeconds >= shutdown_delay_s + drain_timeout_s + 2 s (the cut) + 3 s;
-    liveness on the route that src/api/api.c serves with handle_healthz, readiness on
+    liveness on the route that src/http/ops.c serves with handle_healthz, readiness on
     handle_readyz (the route table is read from the source the daemon was built from; the
     integration suites check that those routes answer); readOnlyRootFilesystem, no privilege
     escalation, ALL capabilities dropped, non-root, memory limit; no service links (they would
@@ -437,7 +437,7 @@ class Checker:
         handler = self.routes.get(path)
         if handler is None:
             self.bad(where, f"{kind}: path {path!r} is not a GET route of the daemon "
-                     f"(src/api/api.c: {', '.join(sorted(self.routes))})")
+                     f"(src/http/ops.c: {', '.join(sorted(self.routes))})")
         elif handler != want_handler:
             self.bad(where, f"{kind}: {path} is served by {handler}, want {want_handler}")
         if self.port_of(c, probe["httpGet"].get("port")) is None:
@@ -830,17 +830,17 @@ def label_match(selector, labels):
 
 
 def daemon_routes(root):
-    """GET routes of src/api/api.c's route table without auth or wildcards: path -> handler."""
-    with open(os.path.join(root, "src/api/api.c")) as f:
+    """GET routes of src/http/ops.c's route table without auth or wildcards: path -> handler."""
+    with open(os.path.join(root, "src/http/ops.c")) as f:
         text = f.read()
-    table = re.search(r"static const struct route routes\[\] = \{(.*?)\n\};", text, re.S)
+    table = re.search(r"const struct http_route http_ops_routes\[\] = \{(.*?)\n\};", text, re.S)
     if not table:
-        sys.exit("check-kubernetes: no route table in src/api/api.c")
+        sys.exit("check-kubernetes: no route table in src/http/ops.c")
     routes = {}
-    # {method, flags, path, handler}: flags is 0 or API_ROUTE_* names joined by '|'.
+    # {method, flags, path, handler}: flags is 0 or HTTP_ROUTE_* names joined by '|'.
     entries = re.findall(r'\{EVHTTP_REQ_(\w+), ([\w| ]+), "([^"]+)", (\w+)\}', table.group(1))
     if not entries:
-        sys.exit("check-kubernetes: no entries read from src/api/api.c's route table")
+        sys.exit("check-kubernetes: no entries read from src/http/ops.c's route table")
     for method, _flags, path, handler in entries:
         if method == "GET" and "*" not in path and not path.startswith("/v1/"):
             routes[path] = handler

@@ -1,4 +1,4 @@
-/* Fuzz target: the request head scanner under the body filter (src/api/head.c), over what a
+/* Fuzz target: the request head scanner under the body filter (src/http/head.c), over what a
  * client sends on one connection. The first byte sets the size of the reads the bytes arrive in
  * (1 + byte % 64: the filter sees whatever the socket gave it); the rest is the stream.
  *
@@ -18,8 +18,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http/http-internal.h"
 #include "fuzz.h"
+#include "http/http-internal.h"
+#include "lib/routes.h"
 #include "util/buf.h"
 #include "util/macro.h"
 
@@ -72,7 +73,7 @@ check_held(const char *head, size_t len, const struct http_head *h)
     while (target + plen < head + len && strchr(" ?#", target[plen]) == NULL) {
         plen++;
     }
-    flags = http_route_flags(method, target, plen);
+    flags = http_route_flags(test_routes(), method, target, plen);
     CHECK(flags & HTTP_ROUTE_STREAMED_BODY);
     CHECK(!h->chunked || (flags & HTTP_ROUTE_STREAMED_CHUNKED));
     CHECK(http_head_rewrite(head, len, 7, &out) == 0);
@@ -82,7 +83,7 @@ check_held(const char *head, size_t len, const struct http_head *h)
     CHECK(count_header(out.buf, out.len, "Content-Length") == 1);
     CHECK(count_header(out.buf, out.len, "Transfer-Encoding") == 0);
     CHECK(count_header(out.buf, out.len, HTTP_HELD_HEADER) == 1);
-    http_head_parse(out.buf, out.len, &again);
+    http_head_parse(test_routes(), out.buf, out.len, &again);
     CHECK(!again.understood && !again.held); /* the marker is the filter's own */
     buf_done(&out);
 }
@@ -92,7 +93,7 @@ check_head(const char *head, size_t len)
 {
     struct http_head h;
 
-    http_head_parse(head, len, &h);
+    http_head_parse(test_routes(), head, len, &h);
     CHECK(!h.nul || !h.understood);
     CHECK(h.understood || (!h.held && !h.chunked && h.length == 0 && !h.expect_continue));
     CHECK(!h.expect_continue || h.held);
@@ -188,7 +189,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         CHECK(head_len == once_len && head_len > before && head_len <= head.len);
         check_head(head.buf, head_len);
-        http_head_parse(head.buf, head_len, &h);
+        http_head_parse(test_routes(), head.buf, head_len, &h);
         if (!h.understood) {
             break;
         }

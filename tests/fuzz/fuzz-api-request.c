@@ -1,5 +1,5 @@
 /* Fuzz target: what an API client sends, through the same pure checks the handlers use
- * (src/api/request.c, files_normalize()). The first byte chooses what the rest is:
+ * (src/http/request.c, files_normalize()). The first byte chooses what the rest is:
  *
  *   byte % 4 == 0   a request body where an empty one is allowed (POST /v1/sessions)
  *   byte % 4 == 1   a request body that must not be empty (POST .../execute)
@@ -7,8 +7,8 @@
  *   byte % 4 == 3   the query string of a files listing (?dir=...)
  *
  * (seed files start with '0'..'3'). A body that decodes is checked by both the create and the
- * execute parser; a path or dir goes on through http_request_file_path(). Every refusal must carry a
- * negative errno and a message; every acceptance must leave its outputs complete and within the
+ * execute parser; a path or dir goes on through http_request_file_path(). Every refusal must carry
+ * a negative errno and a message; every acceptance must leave its outputs complete and within the
  * documented bounds, or the target aborts. */
 #include <errno.h>
 #include <stdint.h>
@@ -17,9 +17,9 @@
 
 #include <jansson.h>
 
-#include "http/http-internal.h"
 #include "files/files.h"
 #include "fuzz.h"
+#include "http/http-internal.h"
 #include "session/session.h"
 #include "util/buf.h"
 #include "util/utf8.h"

@@ -1,5 +1,5 @@
 /* Fuzz target: engine answers through the engine-difference rewrites (src/docker/quirks.c) and
- * then the policy check, the way api.c and pool.c use them. The input is one JSON document,
+ * then the policy check, the way http.c and pool.c use them. The input is one JSON document,
  * parsed as docker_json_parse() parses an engine answer (at most 1 MiB here; the client caps
  * answers too). For each engine, on copies of it:
  *

@@ -324,7 +324,7 @@ for c in hdr-64k hdr-1000 url-64k id-64k; do
 done
 check "the daemon is alive after the huge heads" alive
 
-# A request head that passes the body filter's 8 KiB (src/api/body.c HEAD_MAX) makes the filter
+# A request head that passes the body filter's 8 KiB (src/http/body.c HEAD_MAX) makes the filter
 # pass the connection through blind: its head must still be cut at http.header_timeout_s (3 s
 # here), and so must a head trickled after a blind request (the blind connection closes after
 # it). Both trickle a byte every 0.5 s for up to 9 s, at once (test-http.sh covers the plain
@@ -378,7 +378,7 @@ check "a head trickled after a blind (> 8 KiB head) request on the same connecti
     python3 -c "import sys; sys.exit(not (sys.argv[1] != 'open' and float(sys.argv[1]) <= 5))" "$slow_after"
 check_eq "GET * (asterisk-form target): 400 JSON" "$(rr star-target '"\(.status) \(.body | fromjson? | .error.code)"')" "400 invalid_argument"
 # Invalid percent-encoding made the request target unparsable, and evhttp_uri_free(NULL) killed
-# the daemon (no token needed): fixed in api.c.
+# the daemon (no token needed): fixed in src/http/http.c.
 check_eq "invalid percent-encoding (/v1/nope%zz, no token): 400 JSON" \
     "$(rr pct-target '"\(.status) \(.body | fromjson? | .error.code)"')" "400 invalid_argument"
 check_eq "a '%' at the end of the path: 400 JSON" "$(rr pct-end '"\(.status) \(.body | fromjson? | .error.code)"')" "400 invalid_argument"

@@ -1,5 +1,5 @@
-/* Loop tests for the request-body filter (src/api/body.c) against real evhttp servers on
- * 127.0.0.1: one with the filter installed exactly as api.c installs it, and one plain evhttp
+/* Loop tests for the request-body filter (src/http/body.c) against real evhttp servers on
+ * 127.0.0.1: one with the filter installed exactly as http.c installs it, and one plain evhttp
  * server with the same handler and limits, the reference for what "passing bytes on unchanged"
  * must look like from outside.
  *
@@ -7,10 +7,10 @@
  * sum=FNV") in an X-Echo header and the body, and says in X-Held whether the filter held the body
  * back. A held body is read with http_body_read() at a pace the client chooses with request
  * headers (X-Pause-Every / X-Pause-Ms pause the reader every N chunks, X-Delay-Read delays the
- * first read, X-Skip-Body answers without reading, as api.c does for refused uploads); a reply can
+ * first read, X-Skip-Body answers without reading, as http.c does for refused uploads); a reply can
  * be padded with X-Reply-Bytes of a fixed pattern, or streamed in X-Chunks chunks. Apart from
- * X-Skip-Body the handler never adds "Connection: close" (api.c's router does, for held bodies), so
- * a connection stays usable after a held upload exactly when the filter got the framing right.
+ * X-Skip-Body the handler never adds "Connection: close" (http.c's router does, for held bodies),
+ * so a connection stays usable after a held upload exactly when the filter got the framing right.
  *
  * Clients are plain non-blocking sockets on a thread of their own, each with its own deadlines;
  * the test thread runs the server loop until the client is done, then checks what both sides saw.
@@ -42,6 +42,7 @@
 #include "http/http-internal.h"
 #include "lib/http.h"
 #include "lib/loop.h"
+#include "lib/routes.h"
 #include "tap.h"
 #include "util/buf.h"
 #include "util/macro.h"
@@ -135,7 +136,7 @@ pad_ok(const char *p, uint64_t n)
 
 struct server {
     struct event_base *base;
-    struct http a;         /* the filtered server, set up as http_new() does */
+    struct http a;        /* the filtered server, set up as http_new() does */
     struct evhttp *plain; /* the same handler without the filter */
     uint16_t port, plain_port;
     /* what the handlers saw */
@@ -308,7 +309,7 @@ upload_begin(struct server *s, struct evhttp_request *req, const struct http_bod
     s->awaited_continue += http_body_awaits_continue(b);
     evhttp_connection_set_closecb(u->evcon, on_upload_conn_close, u);
     if (header_u64(req, "X-Skip-Body") != 0) {
-        /* What api.c does when a handler answers without reading: close after the reply. */
+        /* What http.c does when a handler answers without reading: close after the reply. */
         (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
         upload_free(u);
         reply(req, 200, &(struct sum){0, 2166136261u}, true);
@@ -393,7 +394,7 @@ typedef void request_cb(struct evhttp_request *req, void *arg);
 /* An evhttp server on 127.0.0.1 with http_new()'s limits; with the body filter when a is set. */
 static struct evhttp *
 test_evhttp_new(struct event_base *base, struct http *a, request_cb *cb, void *arg,
-         struct evhttp_bound_socket **ret_bound, uint16_t *ret_port)
+                struct evhttp_bound_socket **ret_bound, uint16_t *ret_port)
 {
     struct evhttp *http = OOM_CHECK(evhttp_new(base));
     struct sockaddr_in sa = {0};
@@ -424,7 +425,8 @@ server_start(struct server *s)
 
     *s = (struct server){.base = OOM_CHECK(event_base_new())};
     s->a.base = s->base;
-    s->a.conns = http_conns_new(&(struct http_conns_limits){.linger_max = 64});
+    s->a.conns =
+        http_conns_new(&(struct http_conns_limits){.linger_max = 64, .routes = test_routes()});
     s->a.http = test_evhttp_new(s->base, &s->a, on_request, s, &s->a.bound, &s->port);
     s->plain = test_evhttp_new(s->base, NULL, on_plain_request, s, &bound, &s->plain_port);
 }
@@ -866,7 +868,7 @@ is_upload(const char *method, const char *uri)
            strstr(uri, "/files/") != NULL;
 }
 
-/* The E2B SDK's uploads (api.c streams their bodies, chunked ones too). */
+/* The E2B SDK's uploads (http.c streams their bodies, chunked ones too). */
 static bool
 is_e2b_upload(const char *method, const char *uri)
 {
@@ -1256,8 +1258,8 @@ TEST(pipelined_before_held)
     ASSERT_TRUE(run_client(&s, pipeline_client, &p));
     /* Regression; body.c once got this wrong: http_body_held() looks at the connection's state,
      * which follows the newest head the filter passed on, not the request evhttp dispatches: GET
-     * /first is handed the held body of the PUT behind it (with api.c: it gets "Connection: close",
-     * or an empty-file PUT writes the next upload's bytes). */
+     * /first is handed the held body of the PUT behind it (with http.c: it gets "Connection:
+     * close", or an empty-file PUT writes the next upload's bytes). */
     TAP_CHECK(p.answered == p.n,
               "requests pipelined before a held upload keep their own bodies: %zu of %zu right%s%s",
               p.answered, p.n, p.why[0] ? ": " : "", p.why);
@@ -1279,9 +1281,9 @@ TEST(pipelined_before_held)
               p.answered, p.n, p.why[0] ? ": " : "", p.why);
     ASSERT_EQ_U(s.held_done, 2);
     /* Regression; body.c once got this wrong: reader_end(0) pushes the buffered next head through
-     * the filter at once, so the first upload's http_conn already reports the second body as unread;
-     * files.c then keeps the "Connection: close" api.c added, and the second upload is never
-     * answered. */
+     * the filter at once, so the first upload's http_conn already reports the second body as
+     * unread; files.c then keeps the "Connection: close" http.c added, and the second upload is
+     * never answered. */
     TAP_CHECK(s.unread_after_end == 0,
               "http_body_unread() false in on_end(0) of the first upload (true %u times)",
               s.unread_after_end);
@@ -1824,7 +1826,7 @@ TEST(close_after_reply)
                          .echo_method = "PUT",
                          .echo_uri = UPLOAD_URI "close",
                          .held = 1};
-    /* A held body the handler never reads: api.c closes after such a reply. */
+    /* A held body the handler never reads: http.c closes after such a reply. */
     struct closing c5 = {.head = "PUT " UPLOAD_URI "skip HTTP/1.1\r\nX-Skip-Body: 1\r\n",
                          .body_len = 20000,
                          .pad = 2000,
@@ -2204,7 +2206,7 @@ TEST(client_gone_mid_body)
               s.conn_closed);
     /* Regression; body.c once got this wrong: reader_end(r < 0) leaves CONN_BLIND, so
      * http_body_unread() says every byte was read; files.c (put_reply from on_discarded) then drops
-     * api.c's "Connection: close" and evhttp parses the rest of the cut body as new requests
+     * http.c's "Connection: close" and evhttp parses the rest of the cut body as new requests
      * (reachable with -ETIMEDOUT). */
     TAP_CHECK(s.unread_false_after_cut == 0,
               "http_body_unread() stays true after a cut body (false %u times)",

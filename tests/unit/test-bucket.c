@@ -1,4 +1,4 @@
-/* Unit tests of the token buckets of what a tenant asks of the engine at will (src/api/bucket.c:
+/* Unit tests of the token buckets of what a tenant asks of the engine at will (src/http/bucket.c:
  * pauses, hibernations, snapshots) and of the limit on audit lines a client can repeat
  * (src/audit/audit.c, audit_log_limited()). Pure bookkeeping, no loop; the audit file is a
  * temporary one. */
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "http/http-internal.h"
 #include "audit/audit.h"
+#include "http/http-internal.h"
 #include "tap.h"
 
 TEST(burst_then_rate)
@@ -84,8 +84,8 @@ TEST(kept_then_all_forgotten)
         ok += http_buckets_take(b, id, 0) == 0;
     }
     ASSERT_EQ_U(ok, 8191);
-    ASSERT_EQ_U(takes(b, "a"), 0);            /* kept, still empty */
-    ASSERT_EQ_U(takes(b, "t1"), 2);           /* kept: 3 - 1 */
+    ASSERT_EQ_U(takes(b, "a"), 0);             /* kept, still empty */
+    ASSERT_EQ_U(takes(b, "t1"), 2);            /* kept: 3 - 1 */
     ASSERT_OK(http_buckets_take(b, "new", 0)); /* the 8193rd id: all forgotten */
     ASSERT_EQ_U(takes(b, "a"), 3);
     ASSERT_EQ_U(takes(b, "t2"), 3); /* not only the oldest: t2 had 2 left */

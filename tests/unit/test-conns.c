@@ -1,4 +1,4 @@
-/* Unit tests of the connection table (src/api/conns.c): standings, the victim a newcomer at the
+/* Unit tests of the connection table (src/http/conns.c): standings, the victim a newcomer at the
  * cap closes, per-peer shares. Pure bookkeeping, no loop or socket. */
 #include <errno.h>
 #include <unistd.h>
@@ -27,7 +27,7 @@ TEST(victim_is_anonymous_idle_longest_first)
 {
     struct http_conns *reg = table(4, 0);
     struct http_conn_entry *a = http_conns_table_add(reg), *b = http_conns_table_add(reg),
-                          *c = http_conns_table_add(reg), *d = http_conns_table_add(reg);
+                           *c = http_conns_table_add(reg), *d = http_conns_table_add(reg);
 
     /* a: authenticated and idle (the oldest); b: anonymous busy; c, d: anonymous idle. */
     http_conns_table_set(reg, a, HTTP_CONN_AUTH_IDLE);
@@ -72,9 +72,9 @@ TEST(per_peer_share)
 {
     struct http_conns *reg = table(100, 2);
     struct http_conn_entry *p1 = http_conns_table_add(reg), *p2 = http_conns_table_add(reg),
-                          *p3 = http_conns_table_add(reg), *q1 = http_conns_table_add(reg),
-                          *u = http_conns_table_add(reg), *p4 = http_conns_table_add(reg),
-                          *p5 = http_conns_table_add(reg), *victim = NULL;
+                           *p3 = http_conns_table_add(reg), *q1 = http_conns_table_add(reg),
+                           *u = http_conns_table_add(reg), *p4 = http_conns_table_add(reg),
+                           *p5 = http_conns_table_add(reg), *victim = NULL;
 
     ASSERT_OK(http_conns_table_admit(reg, p1, "192.0.2.1", &victim));
     TAP_CHECK(victim == NULL, "first of its peer: nothing to close");
@@ -105,7 +105,7 @@ TEST(admission_is_once)
 {
     struct http_conns *reg = table(100, 1);
     struct http_conn_entry *a = http_conns_table_add(reg), *b = http_conns_table_add(reg),
-                          *victim = NULL;
+                           *victim = NULL;
 
     ASSERT_OK(http_conns_table_admit(reg, a, "198.51.100.7", &victim));
     ASSERT_OK(http_conns_table_admit(reg, a, "198.51.100.7", &victim));
@@ -118,9 +118,10 @@ TEST(admission_is_once)
 
 TEST(anonymous_reply_not_taken)
 {
-    struct http_conns *reg = http_conns_new(&(struct http_conns_limits){.max = 3, .anon_busy_ms = 20});
+    struct http_conns *reg =
+        http_conns_new(&(struct http_conns_limits){.max = 3, .anon_busy_ms = 20});
     struct http_conn_entry *a = http_conns_table_add(reg), *b = http_conns_table_add(reg),
-                          *c = http_conns_table_add(reg);
+                           *c = http_conns_table_add(reg);
 
     /* a: authenticated, idle; b, c: anonymous, busy (b longest). */
     http_conns_table_set(reg, a, HTTP_CONN_AUTH_IDLE);

@@ -1,11 +1,12 @@
-/* The request head scanner (src/api/head.c) and the route flag it asks (http_route_flags() in
- * src/api/api.c): where a head ends, fed at once and a byte at a time; which heads are
+/* The request head scanner (src/http/head.c) and the route flag it asks (http_route_flags() in
+ * src/http/http.c): where a head ends, fed at once and a byte at a time; which heads are
  * understood by evhttp's rules and which bodies are held for their handler; the head evhttp
  * gets for a held body. */
 #include <errno.h>
 #include <string.h>
 
 #include "http/http-internal.h"
+#include "lib/routes.h"
 #include "tap.h"
 #include "util/buf.h"
 
@@ -29,7 +30,8 @@ TEST(route_flags)
     };
 
     for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-        unsigned f = http_route_flags(cases[i].method, cases[i].path, strlen(cases[i].path));
+        unsigned f =
+            http_route_flags(test_routes(), cases[i].method, cases[i].path, strlen(cases[i].path));
 
         TAP_CHECK(((f & HTTP_ROUTE_STREAMED_BODY) != 0) == cases[i].streamed, "%s streamed: %d",
                   cases[i].path, cases[i].streamed);
@@ -55,7 +57,8 @@ TEST(find_end)
     ASSERT_EQ_I(http_head_find_end("\r\nGET / HTTP/1.1\r\n\r\n", 20, &line_start, &len),
                 HTTP_HEAD_EMPTY_FIRST);
     line_start = 0;
-    ASSERT_EQ_I(http_head_find_end("GET / HTTP/1.1\r\nA: b", 20, &line_start, &len), HTTP_HEAD_MORE);
+    ASSERT_EQ_I(http_head_find_end("GET / HTTP/1.1\r\nA: b", 20, &line_start, &len),
+                HTTP_HEAD_MORE);
     ASSERT_EQ_U(line_start, 16);
 }
 
@@ -123,7 +126,7 @@ TEST(parse)
     for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
         struct http_head h;
 
-        http_head_parse(cases[i].head, strlen(cases[i].head), &h);
+        http_head_parse(test_routes(), cases[i].head, strlen(cases[i].head), &h);
         TAP_CHECK(h.understood == cases[i].understood && h.held == cases[i].held &&
                       h.expect_continue == cases[i].cont && h.length == cases[i].length,
                   "case %zu: understood %d held %d continue %d length %llu", i, h.understood,
@@ -139,7 +142,7 @@ TEST(nul_and_rewrite)
     struct buf out = BUF_INIT(4096), tiny = BUF_INIT(8);
     struct http_head h;
 
-    http_head_parse(nul, sizeof(nul) - 1, &h);
+    http_head_parse(test_routes(), nul, sizeof(nul) - 1, &h);
     ASSERT_TRUE(h.nul && !h.understood && !h.held);
     ASSERT_OK(http_head_rewrite(put, strlen(put), 3, &out));
     ASSERT_STREQ(out.buf, "PUT /v1/sessions/s/files/a HTTP/1.1\r\nHost: h\r\nX-A: b\r\n"

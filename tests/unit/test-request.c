@@ -1,4 +1,4 @@
-/* Unit tests for API request validation (src/api/request.c): the errno and the exact message a
+/* Unit tests for API request validation (src/http/request.c): the errno and the exact message a
  * client gets for each kind of bad body, path or query (tests/integration/test-api.sh relies on
  * some of them), and the outputs of accepted ones. */
 #include <errno.h>
@@ -7,8 +7,8 @@
 
 #include <jansson.h>
 
-#include "http/http-internal.h"
 #include "files/files.h"
+#include "http/http-internal.h"
 #include "session/session.h"
 #include "tap.h"
 
@@ -106,7 +106,7 @@ TEST(metadata)
     struct err e = {0};
 
     ASSERT_OK(http_request_json("{\"metadata\":{\"b\":\"2\",\"a\":\"1\"},\"profile\":\"py\"}", 45,
-                               true, &root, &e));
+                                true, &root, &e));
     ASSERT_OK(http_request_create(root, &cb, &e));
     ASSERT_STREQ(cb.metadata_json, "{\"a\":\"1\",\"b\":\"2\"}");
     ASSERT_STREQ(cb.profile, "py");

@@ -1,12 +1,12 @@
-/* Unit test of the audit lines of sessions and executions (src/api/session-audit.c): the
+/* Unit test of the audit lines of sessions and executions (src/server/session-audit.c): the
  * session module reports events, the API layer writes them, and the lines must stay exactly
  * what they were when session.c wrote them (the suites grep them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "server/session-audit.h"
 #include "audit/audit.h"
+#include "server/session-audit.h"
 #include "session/session.h"
 #include "tap.h"
 #include "util/macro.h"

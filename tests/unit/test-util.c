@@ -231,7 +231,7 @@ TEST(hashmap)
     hashmap_free(m);
 }
 
-/* The one error table (util/errcode.c): the daemon's rows as api.c answered them before the
+/* The one error table (util/errcode.c): the daemon's rows as http.c answered them before the
  * table moved, and the client's reading of each status as the round trip of its first row. */
 TEST(errcode_table)
 {

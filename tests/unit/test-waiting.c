@@ -1,4 +1,4 @@
-/* Unit tests for src/api/waiting.c: the byte budgets of calls waiting for a busy sandbox (per
+/* Unit tests for src/http/waiting.c: the byte budgets of calls waiting for a busy sandbox (per
  * tenant, in all) and the count of calls waiting for one sandbox. */
 #include <errno.h>
 #include <string.h>
