@@ -57,6 +57,26 @@ def module_of(path):
     return None
 
 
+def undocumented(root):
+    """Every .c file of src/ is named in docs/internals/architecture.md, and every header too
+    unless its .c file of the same name is (a header beside its .c is that file's contract)."""
+    with open(os.path.join(root, "docs/internals/architecture.md"), encoding="utf-8") as f:
+        doc = f.read()
+    out = []
+    for dirpath, _, names in os.walk(os.path.join(root, "src")):
+        for name in sorted(names):
+            stem, ext = os.path.splitext(name)
+            if ext not in (".c", ".h"):
+                continue
+            rel = os.path.relpath(os.path.join(dirpath, name), root)
+            named = f"`{name}`" in doc or rel in doc or f"/{name}`" in doc
+            if not named and ext == ".h" and os.path.exists(os.path.join(dirpath, stem + ".c")):
+                named = True
+            if not named:
+                out.append(f"{rel}: not named in docs/internals/architecture.md")
+    return out
+
+
 def main(root):
     bad, seen_debts = [], set()
     for top in ("src", "cmd"):
@@ -90,6 +110,7 @@ def main(root):
                         continue
                     bad.append(f"{rel}: {mod or 'cmd'} may not include {inc} "
                                f"(tests/static/check-includes.py, RULES)")
+    bad += undocumented(root)
     for d in sorted(DEBTS - seen_debts):
         bad.append(f"{d[0]}: no longer includes {d[1]}: remove it from DEBTS")
     for line in bad:
