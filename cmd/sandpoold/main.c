@@ -10,10 +10,10 @@
 #define LOG_MODULE "main"
 #include <jansson.h>
 
-#include "http/http.h"
 #include "audit/audit.h"
 #include "config/config.h"
 #include "docker/policy.h"
+#include "http/http.h"
 #include "log/log.h"
 #include "sandpool/api.h"
 #include "server.h"

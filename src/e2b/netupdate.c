@@ -7,8 +7,8 @@
 #include <jansson.h>
 
 #define LOG_MODULE "e2b"
-#include "e2b/e2b-internal.h"
 #include "audit/audit.h"
+#include "e2b/e2b-internal.h"
 #include "util/macro.h"
 
 static void

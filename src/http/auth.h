@@ -21,9 +21,9 @@ enum auth_role {
  * is written for AUTH_TENANT. The whole header value counts: a request head holding a NUL byte,
  * after which evhttp would cut the value, never gets here (body.c refuses it). */
 enum auth_role http_auth(const struct cfg *cfg, struct evhttp_request *req,
-                        const struct cfg_tenant **ret_tenant);
+                         const struct cfg_tenant **ret_tenant);
 /* Same, for a token given directly (tests, CLI). */
 enum auth_role http_auth_token(const struct cfg *cfg, const char *token, size_t len,
-                              const struct cfg_tenant **ret_tenant);
+                               const struct cfg_tenant **ret_tenant);
 /* The tenant an E2B API key (X-API-KEY) belongs to, or NULL; hashed and compared like a token. */
 const struct cfg_tenant *http_auth_e2b_key(const struct cfg *cfg, const char *key, size_t len);

@@ -25,9 +25,9 @@ enum conn_state {
 struct http_conn {
     struct http_conns *reg;        /* conns.c: the listener's connections */
     struct http_conn_entry *entry; /* this one's slot there */
-    struct timeval head_timeout;  /* zero: none */
-    struct bufferevent *bev;      /* the filter evhttp uses */
-    struct bufferevent *sock;     /* the socket under it */
+    struct timeval head_timeout;   /* zero: none */
+    struct bufferevent *bev;       /* the filter evhttp uses */
+    struct bufferevent *sock;      /* the socket under it */
     enum conn_state state;
     struct buf head;
     size_t line_start; /* where the incomplete line of head starts */

@@ -41,7 +41,8 @@ peer_unref(struct http_conns *reg, struct conn_peer *p)
 }
 
 void
-http_conns_table_write(struct http_conns *reg, struct http_conn_entry *e, enum http_conn_standing to)
+http_conns_table_write(struct http_conns *reg, struct http_conn_entry *e,
+                       enum http_conn_standing to)
 {
     enum http_conn_standing from = e->standing;
 
@@ -109,7 +110,8 @@ http_conns_table_add(struct http_conns *reg)
 void
 http_conns_table_set(struct http_conns *reg, struct http_conn_entry *e, enum http_conn_standing to)
 {
-    if (e->standing != to && e->standing != HTTP_CONN_CLOSING && e->standing != HTTP_CONN_LINGERING) {
+    if (e->standing != to && e->standing != HTTP_CONN_CLOSING &&
+        e->standing != HTTP_CONN_LINGERING) {
         http_conns_table_write(reg, e, to);
     }
 }
@@ -207,7 +209,7 @@ http_conns_table_admitted(struct http_conns *reg, struct http_conn_entry *e)
 
 int
 http_conns_table_admit(struct http_conns *reg, struct http_conn_entry *e, const char *peer,
-                      struct http_conn_entry **ret_victim)
+                       struct http_conn_entry **ret_victim)
 {
     enum http_conn_standing s = e->standing;
     struct conn_peer *p;

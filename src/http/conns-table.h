@@ -20,7 +20,7 @@ struct hashmap;
 
 struct conn_peer {
     TAILQ_HEAD(, http_conn_entry) idle; /* its ANON_IDLE connections, idle longest first */
-    unsigned anon;                     /* its admitted anonymous connections */
+    unsigned anon;                      /* its admitted anonymous connections */
     char key[PEER_KEY_MAX];
 };
 
@@ -58,9 +58,9 @@ struct http_conns {
     unsigned total;
     unsigned unadmitted; /* entries whose peer was not looked at yet */
     struct http_conns_stats stats;
-    size_t refs;                     /* the api, and each entry */
+    size_t refs;                      /* the api, and each entry */
     bool http_gone;                   /* no more lingering closes */
-    struct evconnlistener *listener; /* borrowed; NULL when not listening */
+    struct evconnlistener *listener;  /* borrowed; NULL when not listening */
     LIST_ENTRY(http_conns) listening; /* while listener is set: on_accept_error finds it */
     bool paused;
     struct event *backoff; /* accept() failed for want of descriptors: pause a moment */
@@ -71,7 +71,7 @@ struct http_conns {
 /* The one setter of a connection's standing: keeps the idle lists, the per-peer counts and the
  * totals in step with it (any move, CLOSING and LINGERING included). */
 void http_conns_table_write(struct http_conns *reg, struct http_conn_entry *e,
-                           enum http_conn_standing to);
+                            enum http_conn_standing to);
 /* e's peer was looked at (or never will be): it no longer holds the trimming back. */
 void http_conns_table_admitted(struct http_conns *reg, struct http_conn_entry *e);
 /* Forgets e (its connection and any lingering close are over); the caller frees it. */

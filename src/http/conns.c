@@ -56,8 +56,8 @@
 #include <event2/listener.h>
 
 #define LOG_MODULE "api"
-#include "http/http-internal.h"
 #include "http/conns-table.h"
+#include "http/http-internal.h"
 #include "log/log.h"
 #include "sandpool/api.h"
 #include "util/hashmap.h"
@@ -109,10 +109,10 @@ update_listener(struct http_conns *reg)
         reg->stats.evicted_total++;
         close_entry(reg, victim);
     }
-    full = max > 0 &&
-           (http_conns_live(reg) >= max + PAST_CAP_MAX || reg->n[HTTP_CONN_CLOSING] >= CLOSING_MAX ||
-            (http_conns_live(reg) >= max &&
-             reg->n[HTTP_CONN_ANON_IDLE] + reg->n[HTTP_CONN_AUTH_IDLE] == 0));
+    full = max > 0 && (http_conns_live(reg) >= max + PAST_CAP_MAX ||
+                       reg->n[HTTP_CONN_CLOSING] >= CLOSING_MAX ||
+                       (http_conns_live(reg) >= max &&
+                        reg->n[HTTP_CONN_ANON_IDLE] + reg->n[HTTP_CONN_AUTH_IDLE] == 0));
     if (reg->listener == NULL) {
         return;
     }
@@ -341,7 +341,7 @@ bev_key(char *key, size_t n, const struct bufferevent *bev)
 
 struct http_conn_entry *
 http_conns_add(struct http_conns *reg, struct bufferevent *sock, struct bufferevent *filter,
-              void *owner)
+               void *owner)
 {
     struct http_conn_entry *e = http_conns_table_add(reg);
 

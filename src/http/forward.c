@@ -34,10 +34,10 @@
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 
-#include "http/http-internal.h"
 #include "cluster/peer.h"
 #include "cluster/registry.h"
 #include "cluster/route.h"
+#include "http/http-internal.h"
 #include "log/log.h"
 #include "sandpool/api.h"
 #include "session/session.h"
@@ -67,11 +67,11 @@ struct fwd {
     struct http_forwarder *fw;
     struct evhttp_request *req; /* NULL once answered or gone */
     struct evhttp_connection *conn;
-    struct route_op *rop;                /* routing */
-    struct peer_call *call;              /* forwarding */
+    struct route_op *rop;                 /* routing */
+    struct peer_call *call;               /* forwarding */
     const struct http_route_style *style; /* NULL: REST's answers */
-    bool mcp;                            /* id is an MCP session's (http_forward_mcp()) */
-    bool must_close;                     /* the owner refused the credentials (401) */
+    bool mcp;                             /* id is an MCP session's (http_forward_mcp()) */
+    bool must_close;                      /* the owner refused the credentials (401) */
     char id[OWNER_ID_MAX + 1];
     char node[OWNER_ID_MAX + 1];
     char request[LOG_REQUEST_ID_MAX + 1];
@@ -193,7 +193,7 @@ copy_header(const char *name, const char *value, void *arg)
 {
     static const char *const skip[] = {
         "Connection", "Keep-Alive",       "Transfer-Encoding", "Content-Length", "Trailer",
-        "Upgrade",    "Proxy-Connection", HTTP_NODE_HEADER,     "X-Request-Id",
+        "Upgrade",    "Proxy-Connection", HTTP_NODE_HEADER,    "X-Request-Id",
     };
 
     for (size_t i = 0; i < ELEMENTSOF(skip); i++) {
@@ -366,8 +366,8 @@ on_held_end(int r, void *userdata)
 /* The client's headers the owner does not get: hop-by-hop ones, the body filter's marker, and
  * ours (the request id goes as this node's: one id for the request in both nodes' logs). */
 static const char *const request_skip[] = {
-    "Connection",    "Keep-Alive",         "Proxy-Connection", "TE",     "Trailer",
-    "Upgrade",       "Transfer-Encoding",  "Content-Length",   "Expect", "Host",
+    "Connection",     "Keep-Alive",          "Proxy-Connection", "TE",     "Trailer",
+    "Upgrade",        "Transfer-Encoding",   "Content-Length",   "Expect", "Host",
     HTTP_HELD_HEADER, HTTP_FORWARDED_HEADER, "X-Request-Id",
 };
 
@@ -540,7 +540,7 @@ fwd_new(struct http *a, struct evhttp_request *req, const char *id)
 
 void
 http_forward_session(struct http *a, struct evhttp_request *req, const char *id, const char *tenant,
-                    const struct http_route_style *style)
+                     const struct http_route_style *style)
 {
     struct route_answer ans;
     struct fwd *f;
@@ -566,7 +566,7 @@ http_forward_session(struct http *a, struct evhttp_request *req, const char *id,
 
 void
 http_forward_mcp(struct http *a, struct evhttp_request *req, const char *id, const char *tenant,
-                const struct http_route_style *style)
+                 const struct http_route_style *style)
 {
     struct route_answer ans;
     struct fwd *f = fwd_new(a, req, id);

@@ -186,7 +186,7 @@ http_gate_free(struct http_gate *g)
 
 int
 http_gate_enter(struct http_gate *g, const char *tenant, const char *session, http_gate_cb *cb,
-               void *arg, struct http_gate_waiter **ret)
+                void *arg, struct http_gate_waiter **ret)
 {
     struct gate_count *t;
     struct http_gate_waiter *w;

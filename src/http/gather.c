@@ -26,10 +26,10 @@
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 
-#include "http/http-internal.h"
 #include "cluster/owners.h"
 #include "cluster/peer.h"
 #include "cluster/registry.h"
+#include "http/http-internal.h"
 #include "log/log.h"
 #include "store/nodes.h"
 #include "util/buf.h"
@@ -306,7 +306,7 @@ too_many(const struct http *a, const char *who)
 
 bool
 http_gather(struct http *a, struct evhttp_request *req, const struct http_gather_spec *spec,
-           const char *who, json_t *local, bool more)
+            const char *who, json_t *local, bool more)
 {
     struct timeval tv = {.tv_sec = GATHER_DEADLINE_MS / 1000,
                          .tv_usec = (suseconds_t)(GATHER_DEADLINE_MS % 1000) * 1000};

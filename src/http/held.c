@@ -19,8 +19,8 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#include "http/http-internal.h"
 #include "http/body-conn.h"
+#include "http/http-internal.h"
 #include "util/macro.h"
 #include "util/parse.h"
 
@@ -41,7 +41,8 @@ current(const struct http_body *b)
 bool
 http_body_held(struct http_conns *reg, struct evhttp_request *req, struct http_body *ret)
 {
-    const char *marker = evhttp_find_header(evhttp_request_get_input_headers(req), HTTP_HELD_HEADER);
+    const char *marker =
+        evhttp_find_header(evhttp_request_get_input_headers(req), HTTP_HELD_HEADER);
 
     *ret = (struct http_body){0};
     if (marker == NULL) {
@@ -257,7 +258,7 @@ on_readable(evutil_socket_t fd, short what, void *arg)
 
 void
 http_body_read(const struct http_body *b, http_body_data_cb *on_data, http_body_end_cb *on_end,
-              void *userdata)
+               void *userdata)
 {
     struct http_conn *c = b->conn;
 

@@ -62,7 +62,7 @@ on_live(int r, const struct err *e, void *userdata)
 
 int
 http_live_wait(struct http *a, struct evhttp_request *req, struct session *s,
-              const char *const *params, http_handler_fn *self, struct err *reterr)
+               const char *const *params, http_handler_fn *self, struct err *reterr)
 {
     struct live_wait *lw = xcalloc(1, sizeof(*lw));
     int r = session_ensure_live(s, on_live, lw, &lw->w, reterr);
@@ -86,7 +86,7 @@ http_live_wait(struct http *a, struct evhttp_request *req, struct session *s,
 
 struct session *
 http_session_live(struct http *a, struct evhttp_request *req, const char *const *params,
-                 http_handler_fn *self, struct http_actor *ret)
+                  http_handler_fn *self, struct http_actor *ret)
 {
     struct session *s = http_session_for(a, req, params[0], ret);
     const char *p[2] = {params[0], NULL};

@@ -6,8 +6,8 @@
 
 #include <event2/http.h>
 
-#include "http/http-internal.h"
 #include "cluster/registry.h"
+#include "http/http-internal.h"
 #include "log/log.h"
 #include "pool/pool.h"
 

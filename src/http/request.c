@@ -20,9 +20,9 @@
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 
-#include "http/http-internal.h"
 #include "egress/rules.h"
 #include "files/files.h"
+#include "http/http-internal.h"
 #include "session/session.h"
 #include "store/schema.h"
 #include "util/macro.h"
@@ -256,7 +256,7 @@ http_request_path(const char *encoded, char **ret, size_t *ret_len, struct err *
 
 int
 http_request_file_path(const char *path, size_t len, bool allow_root, char *out, size_t out_n,
-                      struct err *reterr)
+                       struct err *reterr)
 {
     if (!utf8_valid(path, len)) {
         /* The path goes to the engine in the helper's argv, JSON: never ill-formed. */

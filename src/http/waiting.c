@@ -79,7 +79,7 @@ count_add(struct http_waiting_budget *b, char kind, const char *id, uint64_t byt
 
 int
 http_waiting_enter(struct http_waiting_budget *b, struct http_waiting *w, const char *tenant,
-                  const char *sandbox, size_t bytes, unsigned max_per_sandbox, struct err *reterr)
+                   const char *sandbox, size_t bytes, unsigned max_per_sandbox, struct err *reterr)
 {
     const struct waiting_count *t = count_of(b, 't', tenant, false);
     const struct waiting_count *s = count_of(b, 's', sandbox, false);

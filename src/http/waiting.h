@@ -32,8 +32,8 @@ void http_waiting_free(struct http_waiting_budget *b);
 /* Claims bytes for tenant and one call for sandbox (max_per_sandbox 0: no count). 0, or -EDQUOT
  * with a message naming the bound; *w untouched then. */
 int http_waiting_enter(struct http_waiting_budget *b, struct http_waiting *w, const char *tenant,
-                      const char *sandbox, size_t bytes, unsigned max_per_sandbox,
-                      struct err *reterr);
+                       const char *sandbox, size_t bytes, unsigned max_per_sandbox,
+                       struct err *reterr);
 /* Gives the claim back (nothing when none is held). */
 void http_waiting_leave(struct http_waiting_budget *b, struct http_waiting *w);
 /* The calls waiting for sandbox now. */

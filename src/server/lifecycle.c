@@ -26,11 +26,11 @@
 #include "server-internal.h"
 
 #define LOG_MODULE "server"
-#include "http/http.h"
 #include "audit/audit.h"
 #include "cluster/registry.h"
 #include "docker/client.h"
 #include "egress/proxy.h"
+#include "http/http.h"
 #include "log/log.h"
 #include "pool/pool.h"
 #include "session/session.h"

@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
-#include "http/http.h"
 #include "config/config.h"
+#include "http/http.h"
 #include "pool/pool.h"
 #include "server.h"
 

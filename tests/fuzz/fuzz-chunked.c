@@ -27,9 +27,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "http/http-internal.h"
 #include "egress/head.h"
 #include "fuzz.h"
+#include "http/http-internal.h"
 #include "util/buf.h"
 #include "util/chunked.h"
 #include "util/macro.h"

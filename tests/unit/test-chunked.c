@@ -9,8 +9,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "http/http-internal.h"
 #include "egress/head.h"
+#include "http/http-internal.h"
 #include "tap.h"
 #include "util/chunked.h"
 #include "util/macro.h"
