@@ -63,7 +63,8 @@ MAX_NAME = 255
 MAX_ENTRIES = 10000
 PART = ".sandpool-part-"
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# The kernel's snapshot of the globals (kernel.py), in the sandbox user's /tmp.
+# The kernel's snapshot of the globals (sandpool_kernel/worker_python_snapshot.py), in the
+# sandbox user's /tmp.
 SNAPSHOT_DIR = os.environ.get("SANDPOOL_SNAPSHOT_DIR", "/tmp/.sandpool/snapshot")
 TAR_META_MAX = 1 << 20     # untar: a pax or GNU long-name header's data, at most
 TAR_TRAILER_MAX = 1 << 20  # untar: zeros after the end marker, at most (tar pads to a record)
