@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""sandpool relay: the way back to a kernel whose stdin the engine closed (kernel.py's docstring).
+"""sandpool relay: the way back to a kernel whose stdin the engine closed
+(sandpool_kernel/channel.py).
 
 Run by sandpoold with exec as `python3 -I -S /opt/sandpool/relay.py`, under another uid than user
 code's (which can therefore neither trace it nor signal it): joins this process's stdin and
 stdout to the kernel supervisor's abstract unix socket. The daemon's first line carries the
-container's key, which the supervisor checks. Kept apart from kernel.py and to the few modules it
+container's key, which the supervisor checks. Kept apart from the kernel and to the few modules it
 needs: it lives inside the container's memory limit, next to user code (about 9 MB).
 """
 
@@ -13,8 +14,8 @@ import socket
 import sys
 import threading
 
-RELAY_SOCKET = "\0sandpool.kernel"  # kernel.py's
-RELAY_LINE_MAX = 512                # kernel.py's: the first line's bound
+RELAY_SOCKET = "\0sandpool.kernel"  # sandpool_kernel/channel.py's
+RELAY_LINE_MAX = 512                # channel.py's: the first line's bound
 READ_CHUNK = 65536
 
 
