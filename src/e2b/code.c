@@ -45,11 +45,11 @@ traceback_text(json_t *lines)
 /* The main result: the value's repr (surrounding quotes stripped, as E2B does) and its rich
  * representations. */
 static json_t *
-result_line(json_t *result, json_t *mime)
+result_line(const struct execution_result *res)
 {
     json_t *o = OOM_CHECK(json_pack("{s:s, s:b}", "type", "result", "is_main_result", true));
-    const char *text = json_string_value(result), *key;
-    size_t n = json_string_length(result);
+    const char *text = res->value, *key;
+    size_t n = res->value_len;
     json_t *v;
 
     if (text != NULL) {
@@ -59,26 +59,22 @@ result_line(json_t *result, json_t *mime)
         }
         (void)json_object_set_new(o, "text", OOM_CHECK(json_stringn(text, n)));
     }
-    json_object_foreach (mime, key, v) {
+    json_object_foreach (res->mime, key, v) {
         (void)json_object_set(o, e2b_result_key(key), v);
     }
     return o;
 }
 
 void
-e2b_code_done(struct e2b_run *r, struct execution *x, json_t *exec)
+e2b_code_done(struct e2b_run *r, const struct execution_result *res)
 {
-    json_t *result = json_object_get(exec, "result"), *error = json_object_get(exec, "error");
-    json_t *mime = execution_mime(x);
-
-    if (json_is_string(result) || json_object_size(mime) > 0) {
-        e2b_send_line(r, result_line(result, mime));
+    if (res->value != NULL || json_object_size(res->mime) > 0) {
+        e2b_send_line(r, result_line(res));
     }
-    if (json_is_object(error)) {
-        e2b_send_line(r, OOM_CHECK(json_pack("{s:s, s:O, s:O, s:o}", "type", "error", "name",
-                                             json_object_get(error, "name"), "value",
-                                             json_object_get(error, "value"), "traceback",
-                                             traceback_text(json_object_get(error, "traceback")))));
+    if (res->has_error) {
+        e2b_send_line(r, OOM_CHECK(json_pack("{s:s, s:s, s:s, s:o}", "type", "error", "name",
+                                             res->error.name, "value", res->error.value,
+                                             "traceback", traceback_text(res->error.traceback))));
     }
     e2b_send_line(r, OOM_CHECK(json_pack("{s:s}", "type", "end_of_execution")));
 }
@@ -162,13 +158,13 @@ ctx_save(struct http *a, struct evhttp_request *req, struct session *s, const st
 }
 
 void
-e2b_code_dropped(struct e2b_run *r, json_t *exec)
+e2b_code_dropped(struct e2b_run *r, const struct execution_result *res)
 {
     struct session *s = e2b_run_session(r);
     struct e2b_ext x;
     int i;
 
-    if (strcmp(json_string_value(json_object_get(exec, "status")), "ok") != 0) {
+    if (res->status != SESSION_EXEC_OK) {
         e2b_reply_error(r->req, 500, "the context's namespace could not be cleared");
         return;
     }

@@ -221,8 +221,8 @@ void e2b_send_line(struct e2b_run *r, json_t *msg);
 
 /* The end of a run of RUN_CODE (the result, the error, end_of_execution) and of RUN_DROP (the
  * answer to the context's DELETE or restart) (code.c). exec is the Execution (borrowed). */
-void e2b_code_done(struct e2b_run *r, struct execution *x, json_t *exec);
-void e2b_code_dropped(struct e2b_run *r, json_t *exec);
+void e2b_code_done(struct e2b_run *r, const struct execution_result *res);
+void e2b_code_dropped(struct e2b_run *r, const struct execution_result *res);
 
 /* process.Process/<method>: Start (a server stream), SendSignal; others unimplemented. */
 void e2b_process(struct http *a, struct evhttp_request *req, struct e2b_target *t,

@@ -251,13 +251,12 @@ on_artifact(struct execution *x, json_t *entry, void *userdata)
 }
 
 static void
-done_process(struct e2b_run *r, json_t *exec)
+done_process(struct e2b_run *r, const struct execution_result *res)
 {
-    const char *status = json_string_value(json_object_get(exec, "status"));
-    json_int_t code = json_integer_value(json_object_get(exec, "exit_code"));
+    int code = res->exit_code;
     char text[64];
 
-    if (strcmp(status, "timeout") == 0) {
+    if (res->status == SESSION_EXEC_TIMEOUT) {
         send_envelope(
             r, E2B_ENVELOPE_END,
             OOM_CHECK(json_pack("{s:{s:s, s:s}}", "error", "code", "deadline_exceeded", "message",
@@ -265,25 +264,22 @@ done_process(struct e2b_run *r, json_t *exec)
                                 "killed")));
         return;
     }
-    if (json_is_null(json_object_get(exec, "exit_code"))) { /* it never ran */
-        json_t *error = json_object_get(exec, "error");
-
-        send_envelope(r, E2B_ENVELOPE_END,
-                      OOM_CHECK(json_pack("{s:{s:s, s:s}}", "error", "code", "internal", "message",
-                                          json_is_object(error)
-                                              ? json_string_value(json_object_get(error, "value"))
-                                              : "the command did not run")));
+    if (code < 0) { /* it never ran */
+        send_envelope(
+            r, E2B_ENVELOPE_END,
+            OOM_CHECK(json_pack("{s:{s:s, s:s}}", "error", "code", "internal", "message",
+                                res->has_error ? res->error.value : "the command did not run")));
         return;
     }
-    if (strcmp(status, "interrupted") == 0 && code >= 128) {
+    if (res->status == SESSION_EXEC_INTERRUPTED && code >= 128) {
         (void)snprintf(text, sizeof(text), "signal: killed");
         send_envelope(r, 0,
                       OOM_CHECK(json_pack("{s:{s:{s:i, s:b, s:s}}}", "event", "end", "exitCode", -1,
                                           "exited", false, "status", text)));
     } else {
-        (void)snprintf(text, sizeof(text), "exit status %lld", (long long)code);
+        (void)snprintf(text, sizeof(text), "exit status %d", code);
         send_envelope(r, 0,
-                      OOM_CHECK(json_pack("{s:{s:{s:I, s:b, s:s}}}", "event", "end", "exitCode",
+                      OOM_CHECK(json_pack("{s:{s:{s:i, s:b, s:s}}}", "event", "end", "exitCode",
                                           code, "exited", true, "status", text)));
     }
     send_envelope(r, E2B_ENVELOPE_END, OOM_CHECK(json_object()));
@@ -293,7 +289,7 @@ static void
 on_done(struct execution *x, void *userdata)
 {
     struct e2b_run *r = userdata;
-    json_t *exec = execution_to_json(x, false);
+    struct execution_result *res = execution_result_new(x);
     struct http *a = r->a;
     char session[SESSION_ID_MAX + 1];
 
@@ -301,13 +297,13 @@ on_done(struct execution *x, void *userdata)
     memcpy(session, r->session, sizeof(session));
     log_set_request(r->request);
     if (r->kind == RUN_PROCESS) {
-        done_process(r, exec);
+        done_process(r, res);
     } else if (r->kind == RUN_CODE) {
-        e2b_code_done(r, x, exec);
+        e2b_code_done(r, res);
     } else if (r->req != NULL) {
-        e2b_code_dropped(r, exec);
+        e2b_code_dropped(r, res);
     }
-    json_decref(exec);
+    execution_result_free(res);
     run_end(r);
     wake_next(a, session); /* the execution is over: the next one may start */
     log_set_request(NULL);

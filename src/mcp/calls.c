@@ -243,7 +243,7 @@ call_free(struct mcp_call *c)
         event_free(c->keepalive);
     }
     buf_done(&c->progress);
-    json_decref(c->exec);
+    execution_result_free(c->result);
     mcp_msg_done(&c->msg);
     http_waiting_leave(c->a->waiting, &c->wait);
     mcp_session_unref(c->ms);
@@ -281,8 +281,8 @@ audit_call(struct mcp_call *c, const char *outcome)
         (void)json_object_set_new(f, "tool",
                                   OOM_CHECK(json_string(mcp_tool_to_string(c->tc.tool))));
     }
-    if (c->exec != NULL) {
-        (void)json_object_set(f, "execution", json_object_get(c->exec, "id"));
+    if (c->result != NULL) {
+        (void)json_object_set_new(f, "execution", OOM_CHECK(json_string(c->result->id)));
     }
     if (c->tc.path[0] != '\0' || c->tc.tool >= MCP_TOOL_WRITE) {
         (void)json_object_set_new(f, "path", OOM_CHECK(json_string(c->tc.path)));

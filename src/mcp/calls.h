@@ -55,7 +55,7 @@ struct mcp_call {
     struct event *keepalive, *flush, *retry;
     struct buf progress; /* output not yet sent as progress */
     uint64_t progress_n;
-    json_t *exec; /* the execution's JSON, once it ended */
+    struct execution_result *result; /* the execution's, once it ended */
     /* files (files.c) */
     struct files_op *op;
     struct http_gate_waiter *gw;

@@ -97,7 +97,7 @@ on_done(struct execution *x, void *userdata)
     struct mcp_call *c = userdata;
 
     c->x = NULL;
-    c->exec = execution_to_json(x, true);
+    c->result = execution_result_new(x);
     if (c->cancelled) {
         mcp_call_finish(c, NULL);
         return;
@@ -115,7 +115,7 @@ mcp_call_render(struct mcp_call *c)
 {
     const struct cfg *cfg = c->a->cfg;
     struct mcp_render in = {
-        .exec = c->exec,
+        .result = c->result,
         .is_cmd = c->tc.tool == MCP_TOOL_COMMAND,
         .last_epoch = c->ms->rec.epoch,
         .max_output = cfg->mcp_max_output_bytes,
@@ -123,10 +123,10 @@ mcp_call_render(struct mcp_call *c)
         .image_note = c->image_note[0] ? c->image_note : NULL,
     };
     json_t *result = mcp_render_execution(&in);
-    json_int_t epoch = json_integer_value(json_object_get(c->exec, "kernel_epoch"));
+    uint64_t epoch = c->result->epoch;
 
-    if (epoch > 0 && (uint64_t)epoch != c->ms->rec.epoch) {
-        c->ms->rec.epoch = (uint64_t)epoch;
+    if (epoch > 0 && epoch != c->ms->rec.epoch) {
+        c->ms->rec.epoch = epoch;
         mcp_session_save(c->ms);
     }
     mcp_call_finish(c, result);

@@ -33,7 +33,7 @@ static void image_note(struct mcp_call *c, const char *fmt, ...)
 static void
 refused(struct mcp_call *c, const char *why)
 {
-    if (c->exec != NULL) {
+    if (c->result != NULL) {
         image_note(c, "/workspace/%.128s is not shown: %s.", c->image_path, why);
         image_next(c);
     } else {
@@ -363,11 +363,11 @@ on_image(int r, json_t *result, const struct err *e, void *userdata)
     image_next(c);
 }
 
-/* The next image artifact of c->exec through the gate, or the result once none is left. */
+/* The next image artifact of c->result through the gate, or the result once none is left. */
 static void
 image_next(struct mcp_call *c)
 {
-    json_t *arts = json_object_get(c->exec, "artifacts");
+    json_t *arts = c->result->artifacts;
     unsigned max = c->a->cfg->mcp_max_image_bytes;
 
     while (c->image_next < json_array_size(arts)) {
@@ -424,7 +424,7 @@ files_begin(struct mcp_call *c)
     }
     session_touch(s);
     mcp_call_set(c, MCP_CALL_FILES);
-    if (c->exec != NULL) { /* an image of an execution's result */
+    if (c->result != NULL) { /* an image of an execution's result */
         c->op = files_get(&ft, c->image_path, &read_io, on_image, c);
         return;
     }

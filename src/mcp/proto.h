@@ -148,9 +148,10 @@ json_t *mcp_tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 json_t *mcp_tool_text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* What an execution's tool result is made of. */
+struct execution_result;
 struct mcp_render {
-    json_t *exec;           /* borrowed: execution_to_json(x, true) */
-    bool is_cmd;            /* run_command: the exit code is said */
+    const struct execution_result *result; /* borrowed: the execution's (session.h) */
+    bool is_cmd;                           /* run_command: the exit code is said */
     uint64_t last_epoch;    /* the kernel_epoch the MCP session saw last (0: none yet) */
     size_t max_output;      /* bytes of stdout and of stderr shown, each */
     json_t *images;         /* borrowed array of {"data" (base64), "mimeType"}, or NULL */

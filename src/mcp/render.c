@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "proto.h"
+#include "session/session.h"
 #include "util/buf.h"
 #include "util/macro.h"
 #include "util/utf8.h"
@@ -53,18 +54,35 @@ note(struct buf *b, const char *fmt, ...)
     put(b, "]", 1);
 }
 
+/* n bytes of UTF-8 from the sandbox as a JSON string; what jansson refuses is repaired. */
+static json_t *
+text_json(const char *t, size_t n)
+{
+    json_t *v = json_stringn(t, n);
+
+    if (v == NULL) {
+        struct buf fixed = BUF_INIT(n * 3 + 1);
+
+        (void)utf8_append_sanitized(&fixed, t, n);
+        v = OOM_CHECK(json_stringn(fixed.buf ? fixed.buf : "", fixed.len));
+        buf_done(&fixed);
+    }
+    return v;
+}
+
 /* The first max bytes of a stream (cut at a character), with a note when it was cut here; a
  * new JSON string for structuredContent. */
 static json_t *
-stream_shown(struct buf *b, const char *label, json_t *s, size_t max, struct buf *notes)
+stream_shown(struct buf *b, const char *label, const struct buf *s, size_t max, struct buf *notes)
 {
-    const char *t = json_string_value(s);
-    size_t n = json_string_length(s);
-    size_t shown = n <= max ? n : utf8_boundary(t, max);
+    const char *t = s->buf;
+    size_t n = s->len;
+    size_t shown;
 
     if (t == NULL || n == 0) {
         return OOM_CHECK(json_string(""));
     }
+    shown = n <= max ? n : utf8_boundary(t, max);
     if (label != NULL) {
         line_start(b);
         put(b, label, strlen(label));
@@ -75,17 +93,17 @@ stream_shown(struct buf *b, const char *label, json_t *s, size_t max, struct buf
         note(notes, "%s: %zu bytes, the first %zu shown here", label ? "stderr" : "stdout", n,
              shown);
     }
-    return OOM_CHECK(json_stringn(t, shown));
+    return text_json(t, shown);
 }
 
 static void
-error_text(struct buf *b, json_t *error)
+error_text(struct buf *b, const struct execution_result *r)
 {
-    json_t *tb = json_object_get(error, "traceback");
-    const char *name = json_string_value(json_object_get(error, "name"));
-    const char *value = json_string_value(json_object_get(error, "value"));
+    json_t *tb = r->error.traceback;
+    const char *name = r->error.name;
+    const char *value = r->error.value;
 
-    if (!json_is_object(error)) {
+    if (!r->has_error) {
         return;
     }
     line_start(b);
@@ -107,18 +125,19 @@ error_text(struct buf *b, json_t *error)
 
 /* The status's note, saying whether the variables were kept. */
 static void
-status_note(struct buf *notes, const char *status, bool preserved)
+status_note(struct buf *notes, enum session_exec_status status, bool preserved)
 {
     static const struct {
-        const char *status, *what;
+        enum session_exec_status status;
+        const char *what;
     } rows[] = {
-        {"timeout", "timed out"},
-        {"interrupted", "interrupted"},
-        {"oom", "out of memory: the code was killed"},
+        {SESSION_EXEC_TIMEOUT, "timed out"},
+        {SESSION_EXEC_INTERRUPTED, "interrupted"},
+        {SESSION_EXEC_OOM, "out of memory: the code was killed"},
     };
 
     for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
-        if (strcmp(status, rows[i].status) == 0) {
+        if (status == rows[i].status) {
             note(notes, "%s; %s", rows[i].what,
                  preserved ? "the interpreter's variables are kept"
                            : "the interpreter restarted: variables were lost");
@@ -127,52 +146,89 @@ status_note(struct buf *notes, const char *status, bool preserved)
 }
 
 static void
-truncation_notes(struct buf *notes, json_t *truncated)
+truncation_notes(struct buf *notes, const struct execution_result *r)
 {
     static const char *const names[2] = {"stdout", "stderr"};
 
-    for (int i = 0; i < 2; i++) {
-        json_t *t = json_object_get(truncated, names[i]);
-        json_int_t dropped = json_integer_value(json_object_get(t, "bytes_dropped"));
-
-        if (dropped > 0) {
-            note(notes, "%s truncated in the sandbox: %lld bytes written, %lld dropped", names[i],
-                 (long long)json_integer_value(json_object_get(t, "bytes_total")),
-                 (long long)dropped);
+    for (int i = 0; r->truncation_known && i < 2; i++) {
+        if (r->truncated[i].dropped > 0) {
+            note(notes, "%s truncated in the sandbox: %llu bytes written, %llu dropped", names[i],
+                 (unsigned long long)r->truncated[i].total,
+                 (unsigned long long)r->truncated[i].dropped);
         }
     }
+}
+
+/* structuredContent's "truncated": null when nothing was cut, else both streams' counts. */
+static json_t *
+truncated_json(const struct execution_result *r)
+{
+    static const char *const names[2] = {"stdout", "stderr"};
+    json_t *o;
+
+    if (!r->truncation_known || (r->truncated[0].dropped == 0 && r->truncated[1].dropped == 0)) {
+        return json_null();
+    }
+    o = OOM_CHECK(json_object());
+    for (int i = 0; i < 2; i++) {
+        (void)json_object_set_new(
+            o, names[i],
+            OOM_CHECK(json_pack("{s:I, s:I}", "bytes_total", (json_int_t)r->truncated[i].total,
+                                "bytes_dropped", (json_int_t)r->truncated[i].dropped)));
+    }
+    return o;
+}
+
+/* structuredContent's "error": {name, value, traceback[, line, column]}, or null. */
+static json_t *
+error_json(const struct execution_result *r)
+{
+    json_t *o;
+
+    if (!r->has_error) {
+        return json_null();
+    }
+    o = OOM_CHECK(json_pack("{s:s, s:s, s:O}", "name", r->error.name, "value", r->error.value,
+                            "traceback",
+                            r->error.traceback != NULL ? r->error.traceback : json_array()));
+    if (r->error.line >= 0) {
+        (void)json_object_set_new(o, "line", OOM_CHECK(json_integer(r->error.line)));
+    }
+    if (r->error.column >= 0) {
+        (void)json_object_set_new(o, "column", OOM_CHECK(json_integer(r->error.column)));
+    }
+    return o;
 }
 
 json_t *
 mcp_render_execution(const struct mcp_render *in)
 {
-    json_t *x = in->exec, *content = OOM_CHECK(json_array());
-    const char *status = json_string_value(json_object_get(x, "status"));
-    json_t *result = json_object_get(x, "result"), *exit_code = json_object_get(x, "exit_code");
-    json_int_t epoch = json_integer_value(json_object_get(x, "kernel_epoch"));
-    bool preserved = json_is_true(json_object_get(x, "state_preserved"));
+    const struct execution_result *x = in->result;
+    json_t *content = OOM_CHECK(json_array());
+    const char *status = session_exec_status_to_string(x->status);
+    uint64_t epoch = x->epoch;
     struct buf text = BUF_INIT(TEXT_MAX), notes = BUF_INIT(TEXT_MAX);
     json_t *out, *err, *structured;
 
     status = status != NULL ? status : "error";
-    out = stream_shown(&text, NULL, json_object_get(x, "stdout"), in->max_output, &notes);
-    err = stream_shown(&text, "[stderr]", json_object_get(x, "stderr"), in->max_output, &notes);
-    if (json_is_string(result)) {
+    out = stream_shown(&text, NULL, &x->out, in->max_output, &notes);
+    err = stream_shown(&text, "[stderr]", &x->err, in->max_output, &notes);
+    if (x->value != NULL) {
         line_start(&text);
         put(&text, "[result] ", 9);
-        put(&text, json_string_value(result), json_string_length(result));
+        put(&text, x->value, x->value_len);
     }
-    error_text(&text, json_object_get(x, "error"));
-    status_note(&notes, status, preserved);
-    if (in->last_epoch != 0 && (uint64_t)epoch != in->last_epoch) {
+    error_text(&text, x);
+    status_note(&notes, x->status, x->state_preserved);
+    if (in->last_epoch != 0 && epoch != in->last_epoch) {
         note(&notes,
-             "the interpreter restarted since the previous call (kernel_epoch %llu -> %lld): "
+             "the interpreter restarted since the previous call (kernel_epoch %llu -> %llu): "
              "variables were lost",
-             (unsigned long long)in->last_epoch, (long long)epoch);
+             (unsigned long long)in->last_epoch, (unsigned long long)epoch);
     }
-    truncation_notes(&notes, json_object_get(x, "truncated"));
-    if (in->is_cmd && json_is_integer(exit_code)) {
-        note(&notes, "exit code %lld", (long long)json_integer_value(exit_code));
+    truncation_notes(&notes, x);
+    if (in->is_cmd && x->exit_code >= 0) {
+        note(&notes, "exit code %d", x->exit_code);
     }
     if (in->image_note != NULL) {
         note(&notes, "%s", in->image_note);
@@ -199,14 +255,13 @@ mcp_render_execution(const struct mcp_render *in)
                                                         json_object_get(img, "mimeType"))));
     }
     structured = OOM_CHECK(json_pack(
-        "{s:s, s:o, s:o, s:O, s:O, s:I, s:b, s:O, s:O}", "status", status, "stdout", out, "stderr",
-        err, "result", result ? result : json_null(), "error",
-        json_object_get(x, "error") ? json_object_get(x, "error") : json_null(), "kernel_epoch",
-        epoch, "state_preserved", preserved, "truncated",
-        json_object_get(x, "truncated") ? json_object_get(x, "truncated") : json_null(),
-        "execution_id", json_object_get(x, "id") ? json_object_get(x, "id") : json_null()));
+        "{s:s, s:o, s:o, s:o, s:o, s:I, s:b, s:o, s:s}", "status", status, "stdout", out, "stderr",
+        err, "result", x->value != NULL ? text_json(x->value, x->value_len) : json_null(), "error",
+        error_json(x), "kernel_epoch", (json_int_t)epoch, "state_preserved", x->state_preserved,
+        "truncated", truncated_json(x), "execution_id", x->id));
     if (in->is_cmd) {
-        (void)json_object_set(structured, "exit_code", exit_code ? exit_code : json_null());
+        (void)json_object_set_new(structured, "exit_code",
+                                  x->exit_code >= 0 ? json_integer(x->exit_code) : json_null());
     }
     buf_done(&text);
     buf_done(&notes);

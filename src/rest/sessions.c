@@ -352,6 +352,8 @@ on_exec_done(struct execution *x, void *userdata)
 {
     struct call *c = userdata;
 
+    struct execution_result *res = execution_result_new(x);
+
     c->x = NULL;
     c->done = true;
     if (c->sse != NULL) {
@@ -359,14 +361,15 @@ on_exec_done(struct execution *x, void *userdata)
 
         c->sse = NULL;
         call_end(c); /* first: the end may free the connection at once (stream/out.h) */
-        (void)stream_sse_send(sse, "done", execution_to_json(x, false));
+        (void)stream_sse_send(sse, "done", rest_execution_json(res, false));
         stream_sse_end(sse);
-        return;
+    } else {
+        if (c->req != NULL) {
+            http_reply_json_new(c->req, 200, rest_execution_json(res, true));
+        }
+        call_end(c);
     }
-    if (c->req != NULL) {
-        http_reply_json_new(c->req, 200, execution_to_json(x, true));
-    }
-    call_end(c);
+    execution_result_free(res);
 }
 
 static const struct exec_observer exec_observer = {

@@ -555,22 +555,10 @@ execution_pause(struct execution *x, bool pause)
     }
 }
 
-json_t *
-execution_snapshot(const struct execution *x)
-{
-    return x->snapshot;
-}
-
 const char *
 execution_id(const struct execution *x)
 {
     return x->id;
-}
-
-json_t *
-execution_mime(const struct execution *x)
-{
-    return x->mime;
 }
 
 /* ---- interrupt and restart ------------------------------------------------------------------- */

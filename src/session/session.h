@@ -26,7 +26,9 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "kernel/proto.h"
 #include "metrics/metrics.h"
+#include "util/buf.h"
 #include "util/err.h"
 
 struct event_base;
@@ -354,12 +356,12 @@ struct exec_observer {
      * Optional. */
     void (*on_artifact)(struct execution *x, json_t *entry, void *userdata);
     /* The end, exactly once (unless detached first); the result is read with
-     * execution_to_json() during the call. The execution is freed after it returns. */
+     * execution_result_new() during the call. The execution is freed after it returns. */
     void (*on_done)(struct execution *x, void *userdata);
 };
 
-/* Starts an execution. collect: keep stdout/stderr for execution_to_json (not needed when they
- * are streamed). Errors: -EBUSY (one already runs), -EINVAL (timeout above the profile's),
+/* Starts an execution. collect: keep stdout/stderr for the result (not needed when they are
+ * streamed). Errors: -EBUSY (one already runs), -EINVAL (timeout above the profile's),
  * -ENOTCONN (Redis down), -EPIPE (the kernel connection is gone). */
 int session_execute(struct session *s, const struct exec_req *req, const struct exec_observer *obs,
                     void *userdata, bool collect, struct execution **ret, struct err *reterr);
@@ -384,15 +386,45 @@ void session_restart_cancel(struct session_restart *w);
 void execution_detach(struct execution *x);
 /* Backpressure from a slow stream reader: stop or resume reading the kernel's output. */
 void execution_pause(struct execution *x, bool pause);
-/* The Execution object of the API; with_output adds stdout and stderr. New reference. */
-json_t *execution_to_json(const struct execution *x, bool with_output);
 const char *execution_id(const struct execution *x);
-/* A rich execution's value in other representations ({"text/html": ...}), borrowed, during
- * on_done only; NULL when it has none. */
-json_t *execution_mime(const struct execution *x);
-/* A snapshot save's or restore's manifest as the kernel sent it ({variables, skipped, modules,
- * more}; unchecked: the sandbox wrote it), borrowed, during on_done only; NULL when it had none. */
-json_t *execution_snapshot(const struct execution *x);
+
+/* An execution's result, typed: what each protocol renders in its own shape (REST's Execution
+ * object, E2B's stream lines, MCP's tool result) and the snapshot job reads. No protocol learns a
+ * result from another's JSON. Strings are UTF-8 (the kernel's, checked by the decoder), value
+ * and error strings NUL-terminated; the jansson members are containers of checked shape. */
+struct execution_error {
+    char *name, *value;
+    json_t *traceback;    /* array of strings (lines, each ending in a newline or not) */
+    int64_t line, column; /* where a SyntaxError points; -1: not said */
+};
+struct execution_result {
+    char id[33];
+    enum session_exec_status status;
+    bool is_cmd;          /* a command (exit_code), not code */
+    bool state_preserved; /* the namespace survived */
+    uint64_t epoch;       /* the session's kernel_epoch after it */
+    int exit_code;        /* a command's; -1: none (code, or a command that never ran) */
+    char *value;          /* the last expression's repr (value_len bytes), or NULL */
+    size_t value_len;
+    json_t *mime; /* object: MIME type -> string, the value's other representations; or NULL */
+    bool has_error;
+    struct execution_error error;
+    struct buf out, err; /* collected stdout and stderr (empty when they were streamed) */
+    /* What was cut of each stream ([0] stdout, [1] stderr): the kernel's counts, with what the
+     * daemon dropped on top in dropped; known only once the kernel's done came. */
+    bool truncation_known;
+    struct kernel_output_count truncated[2];
+    uint64_t duration_ms;
+    bool has_resources;
+    int64_t cpu_ms, peak_memory_bytes; /* -1: not reported */
+    json_t *artifacts;                 /* array of artifact entries (docs/api.md) */
+    json_t *restored; /* the first execution after a restore: what was restored; or NULL */
+    json_t
+        *snapshot; /* a save's or restore's manifest (unchecked: the sandbox wrote it), or NULL */
+};
+/* x's result, during on_done only (owned: execution_result_free()). */
+struct execution_result *execution_result_new(const struct execution *x);
+void execution_result_free(struct execution_result *r);
 
 /* The session's execution history, newest first, at most STORE_HISTORY_MAX (kept in Redis with
  * the record, deleted with it): cb(0, array of {"id", "started_at", "duration_ms", "status",

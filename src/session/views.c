@@ -1,11 +1,9 @@
-/* The API's JSON views of sessions and executions (docs/api.md): the only place their states
- * and statuses become strings, with history.c's entries.
- *
- * They stay in the session module rather than in src/http/: the execution view reads fifteen
- * members of an execution (its collected output buffers, the kernel's byte counts, the
- * artifacts, the resources), which src/http/ would need as one accessor each or as a copy of
- * struct execution in a public header; here they read the objects directly and src/http/ calls
- * the three functions session.h declares. */
+/* The API's JSON views of sessions (docs/api.md), and an execution's typed result (struct
+ * execution_result), which each protocol renders in its own shape: REST's Execution object is
+ * src/rest/execution.c's. The session views stay here: they read the record and the state
+ * machines directly. */
+#include <string.h>
+
 #include <jansson.h>
 
 #include "pool/pool.h"
@@ -81,91 +79,97 @@ session_to_admin_json(const struct session *s)
     return o;
 }
 
-/* The bytes of a buffer as a JSON string (kernel output is valid UTF-8 already; jansson checks
- * again and we repair anything that is not). */
-static json_t *
-text_json(const struct buf *b)
+/* ---- the typed result ----------------------------------------------------------------------- */
+
+static char *
+json_strdup(const json_t *v, size_t *ret_len)
 {
-    json_t *v = json_stringn(b->buf, b->len);
+    size_t n = json_string_length(v);
+    char *p = xmalloc(n + 1);
 
-    if (v == NULL) {
-        struct buf fixed = BUF_INIT(b->len * 3 + 1);
-
-        (void)utf8_append_sanitized(&fixed, b->buf, b->len);
-        v = OOM_CHECK(json_stringn(fixed.buf, fixed.len));
-        buf_done(&fixed);
+    memcpy(p, json_string_value(v), n);
+    p[n] = '\0';
+    if (ret_len != NULL) {
+        *ret_len = n;
     }
-    return v;
+    return p;
 }
 
-/* What was cut of the output: null when nothing was (or the kernel's done never came), else
- * both streams' byte counts, with what this side dropped on top of the kernel's. */
-static json_t *
-truncation_json(const struct execution *x)
+static void
+buf_copy(struct buf *to, const struct buf *from)
 {
-    static const char *const names[2] = {"stdout", "stderr"};
-    json_t *out;
-    bool any = false;
-
-    if (!x->kernel_done) {
-        return json_null();
+    *to = (struct buf)BUF_INIT(from->len + 1);
+    if (from->len > 0 && buf_append(to, from->buf, from->len) < 0) {
+        oom(); /* its bound is its length */
     }
-    out = OOM_CHECK(json_object());
+}
+
+/* The error as execution.c keeps it: {name, value, traceback[, line, column]}. */
+static void
+error_take(struct execution_error *e, const json_t *o)
+{
+    const json_t *line = json_object_get(o, "line"), *column = json_object_get(o, "column");
+
+    e->name = json_strdup(json_object_get(o, "name"), NULL);
+    e->value = json_strdup(json_object_get(o, "value"), NULL);
+    e->traceback = json_incref(json_object_get(o, "traceback"));
+    e->line = json_is_integer(line) ? json_integer_value(line) : -1;
+    e->column = json_is_integer(column) ? json_integer_value(column) : -1;
+}
+
+struct execution_result *
+execution_result_new(const struct execution *x)
+{
+    struct execution_result *r = xcalloc(1, sizeof(*r));
+
+    memcpy(r->id, x->id, sizeof(r->id));
+    r->status = x->status;
+    r->is_cmd = x->is_cmd;
+    r->state_preserved = x->state_preserved;
+    r->epoch = x->s->rec.epoch;
+    r->exit_code = x->is_cmd ? x->exit_code : -1;
+    if (x->result != NULL) {
+        r->value = json_strdup(x->result, &r->value_len);
+    }
+    r->mime = json_incref(x->mime);
+    r->has_error = x->error != NULL;
+    if (r->has_error) {
+        error_take(&r->error, x->error);
+    }
+    buf_copy(&r->out, &x->out);
+    buf_copy(&r->err, &x->err);
+    r->truncation_known = x->kernel_done;
     for (int i = 0; i < 2; i++) {
-        uint64_t dropped = x->truncated[i].dropped + (i == 0 ? x->out_extra : x->err_extra);
-
-        any = any || dropped > 0;
-        (void)json_object_set_new(
-            out, names[i],
-            OOM_CHECK(json_pack("{s:I, s:I}", "bytes_total", (json_int_t)x->truncated[i].total,
-                                "bytes_dropped", (json_int_t)dropped)));
+        r->truncated[i] = x->truncated[i];
+        r->truncated[i].dropped += i == 0 ? x->out_extra : x->err_extra;
     }
-    if (!any) {
-        json_decref(out);
-        return json_null();
-    }
-    return out;
+    r->duration_ms = x->duration_ms;
+    r->has_resources = x->has_resources;
+    r->cpu_ms = x->cpu_ms;
+    r->peak_memory_bytes = x->peak_memory_bytes;
+    r->artifacts = json_incref(x->artifacts);
+    r->restored = json_incref(x->restored);
+    r->snapshot = json_incref(x->snapshot);
+    return r;
 }
 
-static json_t *
-count_json(int64_t v)
+void
+execution_result_free(struct execution_result *r)
 {
-    return v >= 0 ? OOM_CHECK(json_integer(v)) : json_null();
-}
-
-/* The kernel's resource record, or null. */
-static json_t *
-resources_json(const struct execution *x)
-{
-    if (!x->has_resources) {
-        return json_null();
+    if (r == NULL) {
+        return;
     }
-    return OOM_CHECK(json_pack("{s:o, s:o}", "cpu_ms", count_json(x->cpu_ms), "peak_memory_bytes",
-                               count_json(x->peak_memory_bytes)));
-}
-
-json_t *
-execution_to_json(const struct execution *x, bool with_output)
-{
-    json_t *o = OOM_CHECK(json_pack(
-        "{s:s, s:s, s:O, s:O, s:I, s:o, s:I, s:b}", "id", x->id, "status",
-        session_exec_status_to_string(x->status), "result", x->result ? x->result : json_null(),
-        "error", x->error ? x->error : json_null(), "duration_ms", (json_int_t)x->duration_ms,
-        "truncated", truncation_json(x), "kernel_epoch", (json_int_t)x->s->rec.epoch,
-        "state_preserved", x->state_preserved));
-
-    (void)json_object_set_new(
-        o, "exit_code", x->is_cmd && x->exit_code >= 0 ? json_integer(x->exit_code) : json_null());
-    (void)json_object_set(o, "artifacts", x->artifacts);
-    (void)json_object_set_new(o, "resources", resources_json(x));
-    if (x->restored != NULL) {
-        (void)json_object_set(o, "restored", x->restored);
-    }
-    if (with_output) {
-        (void)json_object_set_new(o, "stdout", text_json(&x->out));
-        (void)json_object_set_new(o, "stderr", text_json(&x->err));
-    }
-    return o;
+    free(r->value);
+    json_decref(r->mime);
+    free(r->error.name);
+    free(r->error.value);
+    json_decref(r->error.traceback);
+    buf_done(&r->out);
+    buf_done(&r->err);
+    json_decref(r->artifacts);
+    json_decref(r->restored);
+    json_decref(r->snapshot);
+    free(r);
 }
 
 /* ---- accessors ------------------------------------------------------------------------------ */

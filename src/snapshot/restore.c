@@ -49,7 +49,7 @@ on_restored(struct execution *x, void *userdata)
 {
     struct snapshot_job *j = userdata;
     char why[256];
-    const json_t *report = job_report(x, why, sizeof(why));
+    json_t *report = job_report(x, why, sizeof(why));
 
     j->x = NULL;
     if (report == NULL) {
@@ -60,6 +60,7 @@ on_restored(struct execution *x, void *userdata)
     j->sn->stats.bytes_read += j->bytes;
     log_info("snapshot %s restored into session=%s", j->rec.id, j->session);
     job_end(j, 0, restored_json(j->rec.id, report), "ok");
+    json_decref(report);
 }
 
 static void

@@ -72,9 +72,9 @@ struct snapshot_job *job_new(struct snapshots *sn, struct session *s, enum job_s
 void job_set(struct snapshot_job *j, enum job_step step);
 /* Cancels what the job has in flight (its execution goes on, detached). */
 void job_stop_work(struct snapshot_job *j);
-/* The report of a save or restore that ended well (borrowed from x, during on_done), or NULL
- * with why[] saying what the sandbox answered. */
-const json_t *job_report(struct execution *x, char *why, size_t n);
+/* The report of a save or restore that ended well (a new reference, read from x's typed result
+ * during on_done), or NULL with why[] saying what the sandbox answered. */
+json_t *job_report(struct execution *x, char *why, size_t n);
 /* Answers the job's caller (r < 0: msg says why; ok: the JSON, stolen) and frees it. */
 void job_end(struct snapshot_job *j, int r, json_t *ok, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

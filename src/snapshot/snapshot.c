@@ -350,19 +350,21 @@ on_tarred(int r, json_t *result, const struct err *e, void *userdata)
     snapstore_put_finish(j->put, on_put_done, j);
 }
 
-const json_t *
+json_t *
 job_report(struct execution *x, char *why, size_t n)
 {
-    json_t *res = execution_to_json(x, false);
-    json_t *report = execution_snapshot(x);
-    const char *status = json_string_value(json_object_get(res, "status"));
-    const char *value = json_string_value(json_object_get(json_object_get(res, "error"), "value"));
+    struct execution_result *res = execution_result_new(x);
+    json_t *report = NULL;
 
-    if (status == NULL || strcmp(status, "ok") != 0 || !json_is_object(report)) {
-        (void)snprintf(why, n, "%s: %s", status ? status : "?", value ? value : "no report");
-        report = NULL;
+    if (res->status == SESSION_EXEC_OK && json_is_object(res->snapshot)) {
+        report = json_incref(res->snapshot);
+    } else {
+        const char *status = session_exec_status_to_string(res->status);
+
+        (void)snprintf(why, n, "%s: %s", status ? status : "?",
+                       res->has_error ? res->error.value : "no report");
     }
-    json_decref(res);
+    execution_result_free(res);
     return report;
 }
 
@@ -371,7 +373,7 @@ on_saved(struct execution *x, void *userdata)
 {
     struct snapshot_job *j = userdata;
     char why[256];
-    const json_t *report = job_report(x, why, sizeof(why));
+    json_t *report = job_report(x, why, sizeof(why));
     struct files_target ft;
 
     j->x = NULL;
@@ -379,7 +381,7 @@ on_saved(struct execution *x, void *userdata)
         job_end(j, -EIO, NULL, "the sandbox could not save its variables (%s)", why);
         return;
     }
-    j->manifest = json_incref((json_t *)report);
+    j->manifest = report;
     if (!job_target(j, &ft)) {
         job_end(j, -EPIPE, NULL, "the session ended during its snapshot");
         return;

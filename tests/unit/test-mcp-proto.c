@@ -6,6 +6,7 @@
 #include <jansson.h>
 
 #include "mcp/proto.h"
+#include "session/session.h"
 #include "tap.h"
 #include "util/macro.h"
 
@@ -294,17 +295,38 @@ text_of(json_t *res)
         json_object_get(json_array_get(json_object_get(res, "content"), 0), "text"));
 }
 
+/* A typed result as the session module makes one (session.h). */
+static struct execution_result *
+result_new(const char *id, enum session_exec_status status, const char *value, uint64_t epoch,
+           const char *out, const char *err)
+{
+    struct execution_result *r = xcalloc(1, sizeof(*r));
+
+    (void)snprintf(r->id, sizeof(r->id), "%s", id);
+    r->status = status;
+    r->state_preserved = true;
+    r->epoch = epoch;
+    r->exit_code = -1;
+    if (value != NULL) {
+        r->value = xstrdup(value);
+        r->value_len = strlen(value);
+    }
+    r->out = (struct buf)BUF_INIT(1 << 20);
+    r->err = (struct buf)BUF_INIT(1 << 20);
+    ASSERT_OK(buf_append(&r->out, out, strlen(out)));
+    ASSERT_OK(buf_append(&r->err, err, strlen(err)));
+    r->cpu_ms = r->peak_memory_bytes = -1;
+    r->artifacts = json_array();
+    return r;
+}
+
 TEST(render_execution)
 {
-    json_t *x = json_loads(
-        "{\"id\":\"e1\",\"status\":\"ok\",\"result\":\"42\",\"error\":null,\"kernel_epoch\":1,"
-        "\"state_preserved\":true,\"truncated\":null,\"exit_code\":null,\"stdout\":\"hi\\n\","
-        "\"stderr\":\"warn\\n\"}",
-        0, NULL);
+    struct execution_result *x = result_new("e1", SESSION_EXEC_OK, "42", 1, "hi\n", "warn\n");
     json_t *imgs = json_loads("[{\"data\":\"iVBORw0KGgo=\",\"mimeType\":\"image/png\"},"
                               "{\"data\":1}]",
                               0, NULL); /* the second is no image: left out */
-    struct mcp_render in = {.exec = x, .max_output = 1000, .images = imgs};
+    struct mcp_render in = {.result = x, .max_output = 1000, .images = imgs};
     json_t *res = mcp_render_execution(&in), *sc;
 
     TAP_CHECK(strcmp(text_of(res), "hi\n[stderr]\nwarn\n[result] 42") == 0,
@@ -317,28 +339,33 @@ TEST(render_execution)
     sc = json_object_get(res, "structuredContent");
     ASSERT_STREQ(json_string_value(json_object_get(sc, "result")), "42");
     ASSERT_STREQ(json_string_value(json_object_get(sc, "execution_id")), "e1");
+    ASSERT_STREQ(json_string_value(json_object_get(sc, "status")), "ok");
+    ASSERT_TRUE(json_is_null(json_object_get(sc, "error")));
+    ASSERT_TRUE(json_is_null(json_object_get(sc, "truncated")));
     ASSERT_TRUE(json_object_get(sc, "exit_code") == NULL); /* not a command */
     json_decref(res);
 
-    /* The epoch moved since the previous call: the model is told the variables are gone. */
+    /* The epoch moved since the MCP session's last call: the variables are gone, said so. */
     in.last_epoch = 2;
     in.images = NULL;
     res = mcp_render_execution(&in);
     ASSERT_TRUE(strstr(text_of(res), "kernel_epoch 2 -> 1") != NULL &&
                 strstr(text_of(res), "variables were lost") != NULL);
     json_decref(res);
-    json_decref(x);
+    execution_result_free(x);
     json_decref(imgs);
 
     /* A timeout that kept the state, a cut here and one in the sandbox, an error. */
-    x = json_loads("{\"id\":\"e2\",\"status\":\"timeout\",\"result\":null,\"error\":{\"name\":"
-                   "\"KeyboardInterrupt\",\"value\":\"\",\"traceback\":[\"line 1\"]},"
-                   "\"kernel_epoch\":3,\"state_preserved\":true,\"truncated\":{\"stdout\":"
-                   "{\"bytes_total\":9000,\"bytes_dropped\":1000},\"stderr\":{\"bytes_total\":0,"
-                   "\"bytes_dropped\":0}},\"exit_code\":null,\"stdout\":\"\\u00e9\\u00e9\\u00e9\","
-                   "\"stderr\":\"\"}",
-                   0, NULL);
-    in = (struct mcp_render){.exec = x, .max_output = 3, .last_epoch = 3};
+    x = result_new("e2", SESSION_EXEC_TIMEOUT, NULL, 3, "\u00e9\u00e9\u00e9", "");
+    x->has_error = true;
+    x->error = (struct execution_error){.name = xstrdup("KeyboardInterrupt"),
+                                        .value = xstrdup(""),
+                                        .traceback = json_pack("[s]", "line 1"),
+                                        .line = -1,
+                                        .column = -1};
+    x->truncation_known = true;
+    x->truncated[0] = (struct kernel_output_count){.total = 9000, .dropped = 1000};
+    in = (struct mcp_render){.result = x, .max_output = 3, .last_epoch = 3};
     res = mcp_render_execution(&in);
     ASSERT_TRUE(json_is_true(json_object_get(res, "isError")));
     ASSERT_TRUE(strncmp(text_of(res), "\xc3\xa9\n", 3) == 0); /* cut at a character */
@@ -347,18 +374,21 @@ TEST(render_execution)
     ASSERT_TRUE(strstr(text_of(res), "[stdout: 6 bytes, the first 2 shown here]") != NULL);
     ASSERT_TRUE(strstr(text_of(res), "9000 bytes written, 1000 dropped") != NULL);
     ASSERT_TRUE(strstr(text_of(res), "restarted since") == NULL);
-    ASSERT_STREQ(
-        json_string_value(json_object_get(json_object_get(res, "structuredContent"), "stdout")),
-        "\xc3\xa9");
+    sc = json_object_get(res, "structuredContent");
+    ASSERT_STREQ(json_string_value(json_object_get(sc, "stdout")), "\xc3\xa9");
+    ASSERT_STREQ(json_string_value(json_object_get(json_object_get(sc, "error"), "name")),
+                 "KeyboardInterrupt");
+    ASSERT_EQ_I(json_integer_value(json_object_get(
+                    json_object_get(json_object_get(sc, "truncated"), "stdout"), "bytes_dropped")),
+                1000);
     json_decref(res);
-    json_decref(x);
+    execution_result_free(x);
 
     /* A command: its exit code; nothing printed still says so. */
-    x = json_loads("{\"id\":\"e3\",\"status\":\"error\",\"result\":null,\"error\":null,"
-                   "\"kernel_epoch\":1,\"state_preserved\":true,\"truncated\":null,"
-                   "\"exit_code\":3,\"stdout\":\"\",\"stderr\":\"\"}",
-                   0, NULL);
-    in = (struct mcp_render){.exec = x, .is_cmd = true, .max_output = 10};
+    x = result_new("e3", SESSION_EXEC_ERROR, NULL, 1, "", "");
+    x->is_cmd = true;
+    x->exit_code = 3;
+    in = (struct mcp_render){.result = x, .is_cmd = true, .max_output = 10};
     res = mcp_render_execution(&in);
     ASSERT_STREQ(text_of(res), "[exit code 3]");
     ASSERT_TRUE(json_is_true(json_object_get(res, "isError")));
@@ -367,11 +397,11 @@ TEST(render_execution)
         3);
     json_decref(res);
     in.is_cmd = false;
-    (void)json_object_set_new(x, "status", json_string("ok"));
+    x->status = SESSION_EXEC_OK;
     res = mcp_render_execution(&in);
     ASSERT_STREQ(text_of(res), "[no output]");
     json_decref(res);
-    json_decref(x);
+    execution_result_free(x);
 }
 
 TEST(render_files)

@@ -27,6 +27,7 @@
 #include "lib/fake-redis.h"
 #include "lib/loop.h"
 #include "pool/pool.h"
+#include "rest/rest.h"
 #include "session/session.h"
 #include "store/redis.h"
 #include "store/schema.h"
@@ -315,7 +316,7 @@ create(struct node *n)
 
 struct run {
     bool done;
-    json_t *result; /* execution_to_json(with output) */
+    json_t *result; /* REST's Execution object of its result, with output */
     unsigned outputs;
 };
 
@@ -329,9 +330,11 @@ static void
 on_done(struct execution *x, void *userdata)
 {
     struct run *w = userdata;
+    struct execution_result *res = execution_result_new(x);
 
     w->done = true;
-    w->result = execution_to_json(x, true);
+    w->result = rest_execution_json(res, true);
+    execution_result_free(res);
 }
 
 static const struct exec_observer observer = {.on_output = on_output, .on_done = on_done};
