@@ -75,14 +75,11 @@ static void dispatch(struct transfer_engine *x);
 
 /* ---- the state machine ----------------------------------------------------------------------- */
 
-#define BIT(st) (1u << (st))
-
-/* transitions[from]: the states it may go to. */
-static const unsigned transitions[TRANSFER__COUNT] = {
-    [TRANSFER_NEW] = BIT(TRANSFER_ACTIVE) | BIT(TRANSFER_DONE),
-    [TRANSFER_ACTIVE] = BIT(TRANSFER_DONE),
-    [TRANSFER_DONE] = BIT(TRANSFER_ENDING),
-    [TRANSFER_ENDING] = 0,
+/* transitions[from][to]: whether from may go to to. */
+static const bool transitions[TRANSFER__COUNT][TRANSFER__COUNT] = {
+    [TRANSFER_NEW] = {[TRANSFER_ACTIVE] = true, [TRANSFER_DONE] = true},
+    [TRANSFER_ACTIVE] = {[TRANSFER_DONE] = true},
+    [TRANSFER_DONE] = {[TRANSFER_ENDING] = true},
 };
 
 /* Takes t off the list (and the multi handle) of its state. */
@@ -111,7 +108,7 @@ transfer_set(struct transfer *t, enum transfer_state to)
 {
     struct transfer_engine *x = t->x;
 
-    assert((transitions[t->state] & BIT(to)) != 0);
+    assert(transitions[t->state][to]);
     leave(t);
     t->state = to;
     if (to == TRANSFER_ACTIVE) {
