@@ -19,9 +19,6 @@
 #define IDLE_MAX_AGE_S 30 /* a kept connection idle longer is not reused (peers close at 60) */
 #define CONNS_KEPT     64 /* connections the multi handle keeps open for reuse */
 
-_Static_assert(PEER_BODY_WAIT == TRANSFER_BODY_WAIT, "read_body's answers are the engine's");
-_Static_assert(PEER_BODY_CHUNKED == TRANSFER_BODY_CHUNKED, "body_len is the engine's");
-
 struct peer_client {
     struct transfer_engine *engine;
     struct peer_client_stats stats;
@@ -56,8 +53,9 @@ static size_t
 read_body(struct transfer *t, char *buf, size_t n, void *userdata)
 {
     struct peer_call *pc = userdata;
+    size_t k = pc->ops.read_body(buf, n, pc->userdata);
 
-    return pc->ops.read_body(buf, n, pc->userdata);
+    return k == PEER_BODY_WAIT ? TRANSFER_BODY_WAIT : k;
 }
 
 static void
@@ -108,7 +106,8 @@ setup(struct peer_call *pc, const struct peer_request *rq)
     }
     /* What curl would add of its own: none of it was the client's. */
     transfer_add_header(pc->t, "Expect:");
-    transfer_upload(pc->t, rq->method, rq->body_len);
+    transfer_upload(pc->t, rq->method,
+                    rq->body_len == PEER_BODY_CHUNKED ? TRANSFER_BODY_CHUNKED : rq->body_len);
     (void)curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     (void)curl_easy_setopt(e, CURLOPT_PROXY, ""); /* never the environment's */
 #if LIBCURL_VERSION_NUM >= 0x075500
