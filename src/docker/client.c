@@ -160,7 +160,7 @@ docker_client_request(struct docker_client *c, const struct docker_request *req,
 {
     struct docker_call *call = xcalloc(1, sizeof(*call));
     char url[2048];
-    int r = req->fail;
+    int r = req->fail < 0 ? req->fail : 0;
 
     call->client = c;
     call->cb = cb;
