@@ -2,6 +2,7 @@
 #define LOG_MODULE "cluster"
 #include "cluster/registry.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,9 +54,23 @@ static const char *const state_names[REG__COUNT] = {
     [REG_CLAIMING] = "claiming", [REG_STOPPING] = "stopping", [REG_STOPPED] = "stopped",
 };
 
+/* transitions[from][to]: whether from may go to to; any other is a bug (a callback that came
+ * twice, or for an operation that was not in flight). */
+static const bool transitions[REG__COUNT][REG__COUNT] = {
+    /* A beat; a lost node's claim after a list; the last heartbeat (or none: Redis down). */
+    [REG_IDLE] =
+        {[REG_BEATING] = true, [REG_CLAIMING] = true, [REG_STOPPING] = true, [REG_STOPPED] = true},
+    [REG_BEATING] = {[REG_IDLE] = true, [REG_LISTING] = true},
+    [REG_LISTING] = {[REG_IDLE] = true},
+    [REG_CLAIMING] = {[REG_IDLE] = true},
+    [REG_STOPPING] = {[REG_STOPPED] = true},
+};
+
+/* The one writer of r->state (REG_IDLE, 0 from xcalloc, is the first: no transition). */
 static void
 registry_set(struct registry *r, enum registry_state state)
 {
+    assert(transitions[r->state][state]);
     log_debug("registry: %s -> %s", state_names[r->state], state_names[state]);
     r->state = state;
 }

@@ -12,9 +12,10 @@
  * told (registry_self.took_over). A node that finds at its heartbeat that it was declared lost is
  * told too (declared_lost): its sessions are no longer its own.
  *
- * States (one writer, registry_set()): IDLE (waiting for the next beat) -> BEATING (the heartbeat
- * is in Redis's hands) -> LISTING (the list is) -> [CLAIMING (a lost node's claim is)] -> IDLE;
- * STOPPING (the last heartbeat is) -> STOPPED. Loop context only. */
+ * States (one writer, registry_set(), which asserts the transition): IDLE (waiting for the next
+ * beat) -> BEATING (the heartbeat is in Redis's hands) -> LISTING (the list is) -> [CLAIMING (a
+ * lost node's claim is)] -> IDLE; STOPPING (the last heartbeat is) -> STOPPED. Loop context only.
+ */
 #pragma once
 
 #include <stdbool.h>

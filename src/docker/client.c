@@ -1,373 +1,96 @@
-/* libcurl multi on the libevent loop; see client.h for the request contract.
+/* The engine client over util/transfer.c; see client.h for the request contract.
  *
- * Wiring: util/curl-loop.c drives the multi handle from libevent (curl's multi_socket_action
- * pattern) and calls dispatch() after each of curl's actions. Nothing user-visible ever runs inside
- * libcurl: the write callback only appends to a bounded buffer, and after each
- * curl_multi_socket_action() returns, dispatch() (1) moves finished transfers off the multi handle
- * into `done`, (2) hands streamed bytes to their consumers and (3) runs completion callbacks. User
- * callbacks may therefore start, cancel or inspect requests freely (no CURLM_RECURSIVE_API_CALL, no
- * freeing under curl's feet).
- *
- * A call lives on exactly one list: `active` (owned by curl), `done` (finished, callback due) or
- * none (being delivered). Cancelling an active call removes it from curl and frees it; cancelling
- * a done call frees it before its callback. Failures to start are put straight on `done` and a
- * zero-delay event runs dispatch(), so callbacks never fire from the starting call. */
+ * A call is one transfer of the client's transfer engine (one libcurl multi handle on the loop),
+ * which gives the contract its shape: one completion, never from the starting call and never
+ * after a cancel; nothing user-visible inside libcurl (a stream's bytes reach its consumer
+ * through on_buffered, after libcurl returned); failures to start end on the next loop turn.
+ * What is the engine's own is here: the URL with the negotiated version prefix, the bounds
+ * (MAX_INFLIGHT calls, 4 MiB answers), the errno a transport failure maps to, and what the
+ * answers' headers say of the engine behind the socket (Api-Version, Libpod-Api-Version). */
 #include "client.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/queue.h>
 
-#include <curl/curl.h>
-#include <event2/event.h>
 #include <jansson.h>
 
 #include "docker/quirks.h"
-#include "util/curl-loop.h"
 #include "util/macro.h"
 #include "util/parse.h"
+#include "util/transfer.h"
 
 #define DEFAULT_MAX_RESPONSE (4u << 20)
 #define MAX_INFLIGHT         1024
+#define CONNS_KEPT           32 /* idle keep-alive connections, for bursts of parallel creates */
 
 struct docker_call {
     struct docker_client *client;
-    CURL *easy;
-    struct curl_slist *headers;
-    char *body;
-    struct buf resp;
+    struct transfer *t;
     docker_call_cb *cb;
     docker_call_data_cb *on_data;
     void (*free_userdata)(void *);
     void *userdata;
-    CURLcode result;  /* valid once on `done` */
-    int start_error;  /* < 0 when the request could not be started */
-    bool overflow;    /* body passed max_response */
-    int abort_error;  /* on_data asked to stop */
-    bool cancelled;   /* cancelled while its callback ran */
-    bool data_queued; /* on the client's `streaming` list */
+    bool ended;       /* its completion ran (and counted it out of `inflight`) */
     bool unversioned; /* /_ping: its answer says which engine is behind the socket */
     bool saw_libpod;  /* its answer carried Libpod-Api-Version */
-    TAILQ_ENTRY(docker_call) link;
-    TAILQ_ENTRY(docker_call) data_link;
-    enum {
-        CALL_ACTIVE,
-        CALL_DONE,
-        CALL_DELIVERING
-    } where;
-    enum {
-        CALL_IDLE,
-        CALL_IN_CALLBACK
-    } state;
-    char errbuf[CURL_ERROR_SIZE];
 };
 
-TAILQ_HEAD(call_list, docker_call);
-TAILQ_HEAD(data_list, docker_call);
-
 struct docker_client {
-    struct event_base *base; /* borrowed */
-    struct curl_loop *loop;  /* util/curl-loop.h */
-    CURLM *multi;            /* the loop's */
-    struct event *dispatch_ev;
+    struct event_base *base;        /* borrowed */
+    struct transfer_engine *engine; /* util/transfer.h */
     char *socket_path;
     unsigned timeout_ms;
     unsigned api_version;
     char prefix[16];
     char peer_api_version[16];
     bool peer_podman;
-    struct call_list active, done;
-    struct data_list streaming; /* active stream calls with bytes not yet handed over */
     unsigned inflight;
     uint64_t requests, failures;
-    bool dispatching;
 };
 
-static void dispatch(struct docker_client *c);
+/* ---- the transfer's callbacks ---------------------------------------------------------------- */
 
-/* ---- after libcurl's actions ------------------------------------------------------------------
- */
-
+/* Inside libcurl: remember who answered and which API version it speaks. */
 static void
-on_dispatch_event(evutil_socket_t fd, short what, void *arg)
+on_header(struct transfer *t, const char *name, size_t name_len, const char *v, size_t vlen,
+          void *userdata)
 {
-    dispatch(arg);
-}
-
-/* After each of libcurl's actions (util/curl-loop.h). */
-static void
-after_action(void *userdata)
-{
-    dispatch(userdata);
-}
-
-/* CURLOPT_WRITEFUNCTION: append only; everything else happens in dispatch(). */
-static size_t
-on_curl_write(char *data, size_t size, size_t nmemb, void *userp)
-{
-    struct docker_call *call = userp;
-    size_t n = size * nmemb;
-
-    if (buf_append(&call->resp, data, n) < 0) {
-        call->overflow = true;
-        return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
-    }
-    if (call->on_data != NULL && !call->data_queued) {
-        call->data_queued = true;
-        TAILQ_INSERT_TAIL(&call->client->streaming, call, data_link);
-    }
-    return n;
-}
-
-/* CURLOPT_HEADERFUNCTION: remember who answered and which API version it speaks. */
-static size_t
-on_curl_header(char *data, size_t size, size_t nmemb, void *userp)
-{
-    struct docker_call *call = userp;
+    struct docker_call *call = userdata;
     struct docker_client *c = call->client;
-    size_t n = size * nmemb, vlen;
-    const char *colon = memchr(data, ':', n), *v;
 
-    if (colon == NULL) {
-        return n;
-    }
-    v = colon + 1;
-    while (v < data + n && *v == ' ') {
-        v++;
-    }
-    vlen = (size_t)(data + n - v);
-    while (vlen > 0 && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' ')) {
-        vlen--;
-    }
-    if (strn_case_eq(data, (size_t)(colon - data), "Api-Version") && vlen > 0 &&
+    if (strn_case_eq(name, name_len, "Api-Version") && vlen > 0 &&
         vlen < sizeof(c->peer_api_version)) {
         memcpy(c->peer_api_version, v, vlen);
         c->peer_api_version[vlen] = '\0';
-    } else if (strn_case_eq(data, (size_t)(colon - data), "Libpod-Api-Version")) {
+    } else if (strn_case_eq(name, name_len, "Libpod-Api-Version")) {
         call->saw_libpod = true;
     }
-    return n;
-}
-
-/* ---- call lifecycle -------------------------------------------------------------------------- */
-
-static void
-call_free(struct docker_call *call)
-{
-    if (call->easy != NULL) {
-        curl_easy_cleanup(call->easy);
-    }
-    curl_slist_free_all(call->headers);
-    if (call->free_userdata != NULL) {
-        call->free_userdata(call->userdata);
-    }
-    free(call->body);
-    buf_done(&call->resp);
-    free(call);
-}
-
-static void
-schedule_dispatch(struct docker_client *c)
-{
-    event_active(c->dispatch_ev, EV_TIMEOUT, 0);
 }
 
 static int
-call_setup(struct docker_call *call, const struct docker_request *req)
+on_buffered(struct transfer *t, struct buf *answer, void *userdata)
 {
+    struct docker_call *call = userdata;
+
+    return call->on_data(answer, call->userdata);
+}
+
+static void
+on_done(struct transfer *t, int r, void *userdata)
+{
+    struct docker_call *call = userdata;
     struct docker_client *c = call->client;
-    char url[2048];
-    CURL *e;
-
-    if (snprintf(url, sizeof(url), "http://docker%s%s", req->unversioned ? "" : c->prefix,
-                 req->path) >= (int)sizeof(url)) {
-        return -ENAMETOOLONG;
-    }
-    call->unversioned = req->unversioned;
-    e = call->easy = OOM_CHECK(curl_easy_init());
-    (void)curl_easy_setopt(e, CURLOPT_URL, url);
-    (void)curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, c->socket_path);
-    (void)curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    (void)curl_easy_setopt(e, CURLOPT_PRIVATE, call);
-    (void)curl_easy_setopt(e, CURLOPT_ERRORBUFFER, call->errbuf);
-    (void)curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_curl_write);
-    (void)curl_easy_setopt(e, CURLOPT_WRITEDATA, call);
-    (void)curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_curl_header);
-    (void)curl_easy_setopt(e, CURLOPT_HEADERDATA, call);
-    (void)curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)MIN(c->timeout_ms, 5000u));
-    if (req->timeout_ms != DOCKER_NO_TIMEOUT) {
-        (void)curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-                               (long)(req->timeout_ms ? req->timeout_ms : c->timeout_ms));
-    }
-    /* No Expect: 100-continue round trip on POST bodies (docs/internals/engine.md §2). */
-    call->headers = OOM_CHECK(curl_slist_append(call->headers, "Expect:"));
-    if (strcmp(req->method, "POST") == 0 || strcmp(req->method, "PUT") == 0) {
-        call->body = req->body ? xstrndup(req->body, req->body_len) : xstrdup("");
-        if (req->body != NULL) {
-            call->headers =
-                OOM_CHECK(curl_slist_append(call->headers, "Content-Type: application/json"));
-        }
-        (void)curl_easy_setopt(e, CURLOPT_POSTFIELDS, call->body);
-        (void)curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
-                               (curl_off_t)(req->body ? req->body_len : 0));
-        if (strcmp(req->method, "PUT") == 0) {
-            (void)curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "PUT");
-        }
-    } else if (strcmp(req->method, "GET") != 0) {
-        (void)curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req->method);
-    }
-    (void)curl_easy_setopt(e, CURLOPT_HTTPHEADER, call->headers);
-    return 0;
-}
-
-struct docker_call *
-docker_client_request(struct docker_client *c, const struct docker_request *req, docker_call_cb *cb,
-                      void *userdata)
-{
-    struct docker_call *call = xcalloc(1, sizeof(*call));
-    int r;
-
-    call->client = c;
-    call->cb = cb;
-    call->on_data = req->on_data;
-    call->free_userdata = req->free_userdata;
-    call->userdata = userdata;
-    buf_init(&call->resp, req->max_response ? req->max_response : DEFAULT_MAX_RESPONSE);
-    c->requests++;
-    c->inflight++;
-
-    r = req->fail < 0 ? req->fail : c->inflight > MAX_INFLIGHT ? -EAGAIN : call_setup(call, req);
-    if (r == 0 && curl_multi_add_handle(c->multi, call->easy) != CURLM_OK) {
-        r = -EIO;
-    }
-    if (r < 0) {
-        call->start_error = r;
-        call->where = CALL_DONE;
-        TAILQ_INSERT_TAIL(&c->done, call, link);
-        schedule_dispatch(c);
-        return call;
-    }
-    call->where = CALL_ACTIVE;
-    TAILQ_INSERT_TAIL(&c->active, call, link);
-    return call;
-}
-
-void
-docker_call_cancel(struct docker_call *call)
-{
-    struct docker_client *c;
-
-    if (call == NULL) {
-        return;
-    }
-    c = call->client;
-    if (call->state == CALL_IN_CALLBACK) {
-        /* Its own callback is running; the code that called it frees it afterwards. */
-        call->cancelled = true;
-        call->cb = NULL;
-        return;
-    }
-    if (call->data_queued) {
-        TAILQ_REMOVE(&c->streaming, call, data_link);
-        call->data_queued = false;
-    }
-    switch (call->where) {
-    case CALL_ACTIVE:
-        TAILQ_REMOVE(&c->active, call, link);
-        (void)curl_multi_remove_handle(c->multi, call->easy);
-        break;
-    case CALL_DONE:
-        TAILQ_REMOVE(&c->done, call, link);
-        break;
-    case CALL_DELIVERING:
-        assert(!"unreachable: delivering calls are in a callback");
-        return;
-    }
-    c->inflight--;
-    call_free(call);
-}
-
-/* ---- completion ------------------------------------------------------------------------------ */
-
-static int
-curl_code_to_errno(CURLcode code)
-{
-    switch (code) {
-    case CURLE_OK:
-        return 0;
-    case CURLE_OPERATION_TIMEDOUT:
-        return -ETIMEDOUT;
-    case CURLE_COULDNT_CONNECT:
-        return -ECONNREFUSED;
-    case CURLE_GOT_NOTHING:
-    case CURLE_RECV_ERROR:
-    case CURLE_SEND_ERROR:
-    case CURLE_PARTIAL_FILE:
-        return -ECONNRESET;
-    case CURLE_OUT_OF_MEMORY:
-        oom();
-    default:
-        return -EIO;
-    }
-}
-
-static long
-call_status(struct docker_call *call)
-{
     long status = 0;
 
-    if (call->easy != NULL) {
-        (void)curl_easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &status);
-    }
-    return status;
-}
-
-/* Hands streamed bytes to the consumer of an active call; sets abort_error on refusal. */
-static void
-deliver_stream(struct docker_call *call)
-{
-    long status;
-    int r;
-
-    if (call->on_data == NULL || call->resp.len == 0 || call->abort_error < 0) {
-        return;
-    }
-    status = call_status(call);
-    if (status < 200 || status >= 300) {
-        return; /* an error body: keep it for the completion */
-    }
-    call->state = CALL_IN_CALLBACK;
-    r = call->on_data(&call->resp, call->userdata);
-    call->state = CALL_IDLE;
-    if (r < 0) {
-        call->abort_error = r;
-    }
-    if (call->cancelled) {
-        call->abort_error = -ECANCELED;
-    }
-}
-
-static void
-complete(struct docker_client *c, struct docker_call *call)
-{
-    long status = 0;
-    int r;
-
-    if (call->start_error < 0) {
-        r = call->start_error;
-    } else if (call->abort_error < 0) {
-        r = call->abort_error;
-    } else if (call->overflow) {
-        r = -EMSGSIZE;
-    } else {
-        r = curl_code_to_errno(call->result);
-        status = r == 0 ? call_status(call) : 0;
+    if (r == -EHOSTUNREACH) {
+        r = -EIO; /* nothing resolves over the unix socket; client.h names no such error */
     }
     if (r < 0) {
         c->failures++;
+    } else {
+        status = transfer_status(t);
     }
     if (r == 0 && call->unversioned) {
         /* Only a complete /_ping answer switches: calls in flight meanwhile (the liveness ping
@@ -375,70 +98,112 @@ complete(struct docker_client *c, struct docker_call *call)
         c->peer_podman = call->saw_libpod;
     }
     c->inflight--;
+    call->ended = true;
     if (call->cb != NULL) {
-        call->state = CALL_IN_CALLBACK;
-        call->cb(r, status, &call->resp, call->userdata);
+        call->cb(r, status, transfer_answer(t), call->userdata);
     }
-    call_free(call);
 }
 
 static void
-dispatch(struct docker_client *c)
+on_free(void *userdata)
 {
-    struct docker_call *call;
-    CURLMsg *msg;
-    int left;
+    struct docker_call *call = userdata;
 
-    if (c->dispatching) {
-        return; /* a callback re-entered the loop glue; the outer dispatch finishes the job */
+    if (!call->ended) {
+        call->client->inflight--; /* cancelled */
     }
-    c->dispatching = true;
-    while ((msg = curl_multi_info_read(c->multi, &left)) != NULL) {
-        if (msg->msg != CURLMSG_DONE) {
-            continue;
-        }
-        CURLcode result = msg->data.result;
+    if (call->free_userdata != NULL) {
+        call->free_userdata(call->userdata);
+    }
+    free(call);
+}
 
-        (void)curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&call);
-        (void)curl_multi_remove_handle(c->multi, call->easy); /* msg is invalid from here */
-        call->result = result;
-        TAILQ_REMOVE(&c->active, call, link);
-        call->where = CALL_DONE;
-        TAILQ_INSERT_TAIL(&c->done, call, link);
+static const struct transfer_ops call_ops = {
+    .on_header = on_header,
+    .on_done = on_done,
+    .on_free = on_free,
+};
+
+/* A stream's: its bytes go to its consumer as they come. */
+static const struct transfer_ops stream_ops = {
+    .on_header = on_header,
+    .on_buffered = on_buffered,
+    .on_done = on_done,
+    .on_free = on_free,
+};
+
+/* ---- calls ----------------------------------------------------------------------------------- */
+
+static void
+call_setup(struct docker_call *call, const struct docker_request *req)
+{
+    struct transfer *t = call->t;
+    struct buf body = BUF_INIT(req->body_len);
+
+    /* No Expect: 100-continue round trip on POST bodies (docs/internals/engine.md §2). */
+    transfer_add_header(t, "Expect:");
+    if (req->body != NULL) {
+        if (buf_append(&body, req->body, req->body_len) < 0) {
+            oom(); /* cannot happen: the buffer's bound is the body's length */
+        }
+        if (strcmp(req->method, "POST") == 0 || strcmp(req->method, "PUT") == 0) {
+            transfer_add_header(t, "Content-Type: application/json");
+        }
     }
-    /* Streams first, so a finished stream's last bytes reach the consumer before its end. */
-    while ((call = TAILQ_FIRST(&c->streaming)) != NULL) {
-        TAILQ_REMOVE(&c->streaming, call, data_link);
-        call->data_queued = false;
-        if (call->where != CALL_ACTIVE) {
-            continue; /* finished: delivered below, just before its completion */
-        }
-        deliver_stream(call);
-        if (call->abort_error < 0) {
-            TAILQ_REMOVE(&c->active, call, link);
-            (void)curl_multi_remove_handle(c->multi, call->easy);
-            call->where = CALL_DONE;
-            TAILQ_INSERT_TAIL(&c->done, call, link);
-        }
+    transfer_set_method(t, req->method, &body);
+    buf_done(&body);
+}
+
+struct docker_call *
+docker_client_request(struct docker_client *c, const struct docker_request *req, docker_call_cb *cb,
+                      void *userdata)
+{
+    struct docker_call *call = xcalloc(1, sizeof(*call));
+    char url[2048];
+    int r = req->fail < 0 ? req->fail : 0;
+
+    call->client = c;
+    call->cb = cb;
+    call->on_data = req->on_data;
+    call->free_userdata = req->free_userdata;
+    call->userdata = userdata;
+    call->unversioned = req->unversioned;
+    c->requests++;
+    c->inflight++;
+    if (r == 0 && c->inflight > MAX_INFLIGHT) {
+        r = -EAGAIN;
     }
-    while ((call = TAILQ_FIRST(&c->done)) != NULL) {
-        TAILQ_REMOVE(&c->done, call, link);
-        call->where = CALL_DELIVERING;
-        if (call->data_queued) {
-            TAILQ_REMOVE(&c->streaming, call, data_link);
-            call->data_queued = false;
-        }
-        if (call->start_error == 0) {
-            deliver_stream(call);
-        }
-        if (call->cancelled) {
-            c->inflight--;
-            call_free(call);
-            continue;
-        }
-        complete(c, call);
+    if (r == 0 && snprintf(url, sizeof(url), "http://docker%s%s", req->unversioned ? "" : c->prefix,
+                           req->path) >= (int)sizeof(url)) {
+        r = -ENAMETOOLONG;
     }
-    c->dispatching = false;
+    call->t = transfer_new(
+        c->engine, &(struct transfer_opts){
+                       .url = r == 0 ? url : NULL,
+                       .unix_socket = c->socket_path,
+                       .connect_ms = MIN(c->timeout_ms, 5000u),
+                       .total_ms = req->timeout_ms == DOCKER_NO_TIMEOUT ? 0
+                                   : req->timeout_ms                    ? req->timeout_ms
+                                                                        : c->timeout_ms,
+                       .max_answer = req->max_response ? req->max_response : DEFAULT_MAX_RESPONSE,
+                       .ops = req->on_data != NULL ? &stream_ops : &call_ops,
+                       .userdata = call,
+                   });
+    if (r < 0) {
+        transfer_fail(call->t, r);
+        return call;
+    }
+    call_setup(call, req);
+    transfer_start(call->t);
+    return call;
+}
+
+void
+docker_call_cancel(struct docker_call *call)
+{
+    if (call != NULL) {
+        transfer_cancel(call->t);
+    }
 }
 
 /* ---- client ---------------------------------------------------------------------------------- */
@@ -447,26 +212,11 @@ struct docker_client *
 docker_client_new(struct event_base *base, const char *socket_path, unsigned default_timeout_ms)
 {
     struct docker_client *c = xcalloc(1, sizeof(*c));
-    static bool curl_ready;
 
-    if (!curl_ready) {
-        /* Process-wide and not thread-safe; the daemon has one thread. */
-        if (curl_global_init(CURL_GLOBAL_NOTHING) != CURLE_OK) {
-            oom();
-        }
-        curl_ready = true;
-    }
     c->base = base;
     c->socket_path = xstrdup(socket_path);
     c->timeout_ms = default_timeout_ms;
-    TAILQ_INIT(&c->active);
-    TAILQ_INIT(&c->done);
-    TAILQ_INIT(&c->streaming);
-    c->loop = curl_loop_new(base, after_action, c);
-    c->multi = curl_loop_multi(c->loop);
-    /* Keep enough idle keep-alive connections for bursts of parallel creates. */
-    (void)curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, 32L);
-    c->dispatch_ev = OOM_CHECK(event_new(base, -1, 0, on_dispatch_event, c));
+    c->engine = transfer_engine_new(base, CONNS_KEPT);
     docker_client_set_api_version(c, 1041);
     c->api_version = 0; /* not negotiated yet; the prefix above is the safe floor */
     return c;
@@ -475,20 +225,10 @@ docker_client_new(struct event_base *base, const char *socket_path, unsigned def
 struct docker_client *
 docker_client_free(struct docker_client *c)
 {
-    struct docker_call *call;
-
     if (c == NULL) {
         return NULL;
     }
-    assert(!c->dispatching);
-    while ((call = TAILQ_FIRST(&c->active)) != NULL) {
-        docker_call_cancel(call);
-    }
-    while ((call = TAILQ_FIRST(&c->done)) != NULL) {
-        docker_call_cancel(call);
-    }
-    curl_loop_free(c->loop);
-    event_free(c->dispatch_ev);
+    transfer_engine_free(c->engine);
     free(c->socket_path);
     free(c);
     return NULL;

@@ -1,6 +1,6 @@
 /* Asynchronous HTTP client for the Docker Engine API (and Podman's Docker-compatible API) over
- * a unix socket: one libcurl multi handle driven by the libevent loop (curl's multi_socket_action
- * pattern, docs/examples/hiperfifo.c). Nothing in here blocks the loop.
+ * a unix socket, on the daemon's libcurl transfer engine (util/transfer.h: one libcurl multi
+ * handle driven by the libevent loop). Nothing in here blocks the loop.
  *
  * Contract of every request:
  *  - the completion callback runs exactly once, never from inside the call that started the

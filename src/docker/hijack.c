@@ -1,7 +1,9 @@
 /* Hijacked engine streams; see hijack.h for the contract.
  *
- * States: CONNECTING -> HEADERS (request sent, waiting for the status line) -> STREAM (frames in,
- * stdin out) -> CLOSED; or HEADERS -> ERRBODY (a 4xx/5xx with a JSON body) -> CLOSED.
+ * States (one enum, written by hijack_set() alone, which asserts the transition): CONNECTING ->
+ * HEADERS (request sent, waiting for the status line) -> STREAM (frames in, stdin out) -> CLOSED;
+ * or HEADERS -> ERRBODY (a 4xx/5xx with a JSON body) -> CLOSED; any state but CLOSED may close.
+ * CONNECTING (0, from xcalloc) is the first: no transition.
  *
  * Lifetime: the user owns the handle. `depth` counts user callbacks on the stack; a free requested
  * inside one only marks `free_pending`, and the outermost frame frees once the callback returns
@@ -10,6 +12,7 @@
  * handle holds no file descriptor while the user decides when to free it. */
 #include "hijack.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +43,15 @@ enum hijack_state {
     ST_STREAM,
     ST_ERRBODY,
     ST_CLOSED,
+    ST__COUNT,
+};
+
+/* transitions[from][to]: whether from may go to to. */
+static const bool transitions[ST__COUNT][ST__COUNT] = {
+    [ST_CONNECTING] = {[ST_HEADERS] = true, [ST_CLOSED] = true},
+    [ST_HEADERS] = {[ST_STREAM] = true, [ST_ERRBODY] = true, [ST_CLOSED] = true},
+    [ST_STREAM] = {[ST_CLOSED] = true},
+    [ST_ERRBODY] = {[ST_CLOSED] = true},
 };
 
 struct docker_hijack {
@@ -65,6 +77,13 @@ struct docker_hijack {
 
 static void hijack_destroy(struct docker_hijack *h);
 
+static void
+hijack_set(struct docker_hijack *h, enum hijack_state to)
+{
+    assert(transitions[h->state][to]);
+    h->state = to;
+}
+
 /* Calls the event callback; returns false when the handle must not be touched any more. */
 static bool
 emit(struct docker_hijack *h, enum docker_hijack_event ev, int r, const struct err *e)
@@ -86,7 +105,7 @@ hijack_close(struct docker_hijack *h, int r, const struct err *e)
     if (h->state == ST_CLOSED) {
         return;
     }
-    h->state = ST_CLOSED;
+    hijack_set(h, ST_CLOSED);
     if (h->bev != NULL) {
         bufferevent_free(h->bev); /* safe inside its own callbacks: libevent refcounts it */
         h->bev = NULL;
@@ -269,7 +288,7 @@ read_headers(struct docker_hijack *h)
     (void)evbuffer_remove(in, hdr, n);
     parse_headers(h, hdr, n);
     if (h->status == 101 || h->status == 200) {
-        h->state = ST_STREAM;
+        hijack_set(h, ST_STREAM);
         (void)event_del(h->deadline);
         flush_pending(h);
         if (!emit(h, DOCKER_HIJACK_OPEN, 0, NULL) || h->state != ST_STREAM) {
@@ -278,7 +297,7 @@ read_headers(struct docker_hijack *h)
         read_stream(h); /* bytes that came with the headers are stream data */
         return;
     }
-    h->state = ST_ERRBODY;
+    hijack_set(h, ST_ERRBODY);
     read_errbody(h);
 }
 
@@ -288,7 +307,7 @@ on_read(struct bufferevent *bev, void *arg)
     struct docker_hijack *h = arg;
 
     if (h->state == ST_CONNECTING) {
-        h->state = ST_HEADERS; /* data can be reported before BEV_EVENT_CONNECTED */
+        hijack_set(h, ST_HEADERS); /* data can be reported before BEV_EVENT_CONNECTED */
     }
     switch (h->state) {
     case ST_HEADERS:
@@ -302,6 +321,7 @@ on_read(struct bufferevent *bev, void *arg)
         break;
     case ST_CONNECTING:
     case ST_CLOSED:
+    case ST__COUNT:
         break;
     }
 }
@@ -327,7 +347,9 @@ on_bev_event(struct bufferevent *bev, short what, void *arg)
     struct docker_hijack *h = arg;
 
     if (what & BEV_EVENT_CONNECTED) {
-        h->state = ST_HEADERS;
+        if (h->state == ST_CONNECTING) { /* not when on_read saw the answer first */
+            hijack_set(h, ST_HEADERS);
+        }
         return;
     }
     if (what & BEV_EVENT_EOF) {
@@ -424,7 +446,6 @@ docker_hijack_new(struct event_base *base, const struct docker_hijack_opts *o,
     h->userdata = o->userdata;
     h->max_queued = o->max_queued ? o->max_queued : DEFAULT_MAX_QUEUE;
     h->timeout_ms = o->handshake_timeout_ms;
-    h->state = ST_CONNECTING;
     docker_frames_init(&h->frames);
     buf_init(&h->errbody, MAX_ERRBODY_BYTES);
     h->pending = OOM_CHECK(evbuffer_new());
