@@ -64,6 +64,33 @@ struct http {
     char unix_path[108];
 };
 
+/* ---- a request answered later (pending.c) ----
+ *
+ * What every asynchronous handler keeps (REST's calls, MCP's calls, E2B's waits and runs, the
+ * forwarder, the lists across nodes, the waits for a live session): the request, its connection,
+ * the log's request id for the lines of its completion, and what to do when the client goes
+ * first. Embedded in the handler's own struct. Loop context only. */
+
+struct http_pending;
+/* The client went away before the answer: p->req is NULL now (a request evhttp detached and left
+ * to its handler is freed: libevent 2.1, evhttp_connection_incoming_fail). The owner cancels what
+ * it started and may free itself. Never called after http_pending_end(). */
+typedef void http_pending_gone_fn(struct http_pending *p);
+struct http_pending {
+    struct evhttp_request *req; /* NULL once the client went away, or once ended */
+    struct evhttp_connection *conn;
+    http_pending_gone_fn *gone;
+    char request[33]; /* the log's request id when it began (LOG_REQUEST_ID_MAX + 1) */
+};
+/* Starts watching req's connection (gone: the owner's callback, never NULL). */
+void http_pending_start(struct http_pending *p, struct evhttp_request *req,
+                        http_pending_gone_fn *gone);
+/* Stops watching: call it before (or just after) sending the answer, and before freeing the owner.
+ * p->req is NULL afterwards. Idempotent; harmless after the client went. */
+void http_pending_end(struct http_pending *p);
+/* The request's log id again, for the lines a completion writes (log_set_request()). */
+void http_pending_log(const struct http_pending *p);
+
 /* ---- the files API's gate (gate.c) ----
  *
  * Engine operations of the files API in flight, bounded per session, per tenant and in all; see
