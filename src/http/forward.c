@@ -65,8 +65,7 @@ struct http_forwarder {
 struct fwd {
     TAILQ_ENTRY(fwd) link; /* fw->calls, while call is set */
     struct http_forwarder *fw;
-    struct evhttp_request *req; /* NULL once answered or gone */
-    struct evhttp_connection *conn;
+    struct http_pending client;           /* its req: NULL once answered or gone */
     struct route_op *rop;                 /* routing */
     struct peer_call *call;               /* forwarding */
     const struct http_route_style *style; /* NULL: REST's answers */
@@ -74,7 +73,6 @@ struct fwd {
     bool must_close;                      /* the owner refused the credentials (401) */
     char id[OWNER_ID_MAX + 1];
     char node[OWNER_ID_MAX + 1];
-    char request[LOG_REQUEST_ID_MAX + 1];
     uint64_t started_us;
     bool listed; /* in fw->calls */
     /* the request's body */
@@ -156,22 +154,17 @@ fwd_free(struct fwd *f, enum http_forward_outcome outcome)
 static struct evhttp_request *
 detach(struct fwd *f)
 {
-    struct evhttp_request *req = f->req;
+    struct evhttp_request *req = f->client.req;
 
-    evhttp_connection_set_closecb(f->conn, NULL, NULL);
-    f->req = NULL;
+    http_pending_end(&f->client);
     return req;
 }
 
 static void
-on_client_close(struct evhttp_connection *conn, void *arg)
+on_client_gone(struct http_pending *p)
 {
-    struct fwd *f = arg;
+    struct fwd *f = container_of(p, struct fwd, client);
 
-    if (evhttp_request_get_connection(f->req) == NULL) {
-        evhttp_request_free(f->req); /* detached by evhttp: ours to free (see sessions.c) */
-    }
-    f->req = NULL;
     if (f->out != NULL) {
         stream_out_abandon(f->out);
     }
@@ -218,7 +211,7 @@ static void
 on_head(long status, void *userdata)
 {
     struct fwd *f = userdata;
-    struct evkeyvalq *out = evhttp_request_get_output_headers(f->req);
+    struct evkeyvalq *out = evhttp_request_get_output_headers(f->client.req);
     const char *ctype, *length;
     uint64_t n = 0;
 
@@ -229,12 +222,12 @@ on_head(long status, void *userdata)
         (f->mcp ? route_forget_mcp : route_forget)(f->fw->a->backend->route, f->id);
     }
     if (status == 401) {
-        http_reply_close(f->req); /* as the owner did: no slot kept for the next guess */
+        http_reply_close(f->client.req); /* as the owner did: no slot kept for the next guess */
         f->must_close = true;
     } else if (status < 400) {
         /* The owner took the credentials (an E2B sandbox's token, which only it can check): the
          * connection is an authenticated client's here too (conns.c), as it is there. */
-        http_conn_authenticated(f->fw->a->conns, f->req);
+        http_conn_authenticated(f->fw->a->conns, f->client.req);
     }
     peer_call_headers(f->call, copy_header, out);
     (void)evhttp_add_header(out, HTTP_NODE_HEADER, f->node);
@@ -248,7 +241,7 @@ on_head(long status, void *userdata)
     if ((ctype != NULL && strncasecmp(ctype, "text/event-stream", 17) == 0) || length == NULL ||
         parse_u64(length, &n) < 0 || n > FORWARD_BUFFER_MAX) {
         f->chunk = OOM_CHECK(evbuffer_new());
-        f->out = stream_out_start(f->req, (int)status, NULL, on_drained, f);
+        f->out = stream_out_start(f->client.req, (int)status, NULL, on_drained, f);
     } else {
         f->body = OOM_CHECK(evbuffer_new());
     }
@@ -288,7 +281,7 @@ on_done(int r, void *userdata)
     struct evhttp_request *req = detach(f);
 
     f->call = NULL;
-    log_set_request(f->request);
+    http_pending_log(&f->client);
     if (f->out != NULL) {
         if (r < 0) {
             log_warn("session=%s: node '%s' broke its answer off: %s", f->id, f->node,
@@ -404,7 +397,7 @@ method_name(enum evhttp_cmd_type cmd)
 static void
 start(struct fwd *f, const char *owner_url)
 {
-    struct evhttp_request *req = f->req;
+    struct evhttp_request *req = f->client.req;
     struct peer_header h[HEADERS_MAX + HEADERS_OURS];
     struct peer_request rq = {.headers = h};
     const struct evkeyval *kv;
@@ -428,8 +421,8 @@ start(struct fwd *f, const char *owner_url)
         }
     }
     h[rq.n_headers++] = (struct peer_header){HTTP_FORWARDED_HEADER, f->fw->a->cfg->node_id};
-    if (f->request[0] != '\0') {
-        h[rq.n_headers++] = (struct peer_header){"X-Request-Id", f->request};
+    if (f->client.request[0] != '\0') {
+        h[rq.n_headers++] = (struct peer_header){"X-Request-Id", f->client.request};
     }
     f->in = OOM_CHECK(evbuffer_new());
     f->is_held = http_body_held(f->fw->a->conns, req, &f->held);
@@ -484,7 +477,7 @@ routed(struct fwd *f, const struct route_answer *ans)
 
     (void)snprintf(f->node, sizeof(f->node), "%s", ans->node);
     fw->stats.verdicts[ans->verdict]++;
-    if (ans->verdict == ROUTE_FORWARD && !http_forwarded(f->req)) {
+    if (ans->verdict == ROUTE_FORWARD && !http_forwarded(f->client.req)) {
         start(f, ans->url);
         return;
     }
@@ -518,7 +511,7 @@ on_routed(const struct route_answer *ans, void *userdata)
     struct fwd *f = userdata;
 
     f->rop = NULL;
-    log_set_request(f->request);
+    http_pending_log(&f->client);
     routed(f, ans);
     log_set_request(NULL);
 }
@@ -529,12 +522,9 @@ fwd_new(struct http *a, struct evhttp_request *req, const char *id)
     struct fwd *f = xcalloc(1, sizeof(*f));
 
     f->fw = a->forwarder;
-    f->req = req;
-    f->conn = evhttp_request_get_connection(req);
     (void)snprintf(f->id, sizeof(f->id), "%s", id);
-    (void)snprintf(f->request, sizeof(f->request), "%s", log_request() ? log_request() : "");
     f->fw->stats.in_flight++;
-    evhttp_connection_set_closecb(f->conn, on_client_close, f);
+    http_pending_start(&f->client, req, on_client_gone);
     return f;
 }
 
@@ -614,7 +604,7 @@ on_watch(evutil_socket_t fd, short what, void *arg)
         req = detach(f);
         peer_call_cancel(f->call);
         f->call = NULL;
-        log_set_request(f->request);
+        http_pending_log(&f->client);
         log_warn("session=%s: node '%s' stopped answering its heartbeats: its call is given up",
                  f->id, f->node);
         if (f->out != NULL) {

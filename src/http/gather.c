@@ -58,8 +58,9 @@ struct gather {
     struct gather *next; /* a->gathers */
     char who[OWNER_ID_MAX + 1];
     struct http *a;
-    struct evhttp_request *req; /* NULL once the client went */
-    struct evhttp_connection *conn;
+    /* The client's request (NULL once it went, or once answered), watched while nodes are
+     * asked. */
+    struct http_pending client;
     const struct http_gather_spec *spec;
     json_t *list; /* this node's, then the others' */
     bool more;
@@ -83,9 +84,7 @@ gather_free(struct gather *g)
             evbuffer_free(g->asks[i].body);
         }
     }
-    if (g->conn != NULL && g->req != NULL) {
-        evhttp_connection_set_closecb(g->conn, NULL, NULL);
-    }
+    http_pending_end(&g->client);
     if (g->deadline != NULL) {
         event_free(g->deadline);
     }
@@ -104,7 +103,7 @@ gather_free(struct gather *g)
 static void
 finish(struct gather *g)
 {
-    struct evhttp_request *req = g->req;
+    struct evhttp_request *req = g->client.req;
     const char *what = g->spec->member ? g->spec->member : "sandboxes";
     json_t *answer;
 
@@ -113,8 +112,7 @@ finish(struct gather *g)
                  json_array_size(g->missing));
     }
     if (req != NULL) {
-        evhttp_connection_set_closecb(g->conn, NULL, NULL);
-        g->req = NULL;
+        http_pending_end(&g->client);
         if (g->spec->merge != NULL) {
             g->spec->merge(g->a, req, g->list, g->more);
         }
@@ -221,15 +219,9 @@ static const struct peer_call_ops ask_ops = {
 /* ---- the client and the deadline ------------------------------------------------------------- */
 
 static void
-on_client_close(struct evhttp_connection *conn, void *arg)
+on_client_gone(struct http_pending *p)
 {
-    struct gather *g = arg;
-
-    if (evhttp_request_get_connection(g->req) == NULL) {
-        evhttp_request_free(g->req); /* detached by evhttp: ours to free (see sessions.c) */
-    }
-    g->req = NULL;
-    gather_free(g);
+    gather_free(container_of(p, struct gather, client));
 }
 
 static void
@@ -255,7 +247,7 @@ static void
 ask(struct gather *g, const struct store_node_rec *n)
 {
     static const char *const credentials[] = {"Authorization", "X-API-Key"}; /* REST's, E2B's */
-    struct evhttp_request *req = g->req;
+    struct evhttp_request *req = g->client.req;
     struct peer_header h[2 + ELEMENTSOF(credentials)];
     struct peer_request rq = {.method = "GET", .headers = h, .body_len = -1};
     struct buf url = BUF_INIT(STORE_NODE_URL_MAX + 8192);
@@ -342,8 +334,7 @@ http_gather(struct http *a, struct evhttp_request *req, const struct http_gather
     g->next = a->gathers;
     a->gathers = g;
     g->a = a;
-    g->req = req;
-    g->conn = evhttp_request_get_connection(req);
+    g->client.req = req; /* watched below, once a node is asked */
     g->spec = spec;
     g->list = local;
     g->more = more;
@@ -367,7 +358,7 @@ http_gather(struct http *a, struct evhttp_request *req, const struct http_gather
         finish(g);
         return true;
     }
-    evhttp_connection_set_closecb(g->conn, on_client_close, g);
+    http_pending_start(&g->client, req, on_client_gone);
     g->deadline = OOM_CHECK(evtimer_new(a->base, on_deadline, g));
     (void)evtimer_add(g->deadline, &tv);
     return true;

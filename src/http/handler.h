@@ -88,6 +88,9 @@ void http_pending_start(struct http_pending *p, struct evhttp_request *req,
 /* Stops watching: call it before (or just after) sending the answer, and before freeing the owner.
  * p->req is NULL afterwards. Idempotent; harmless after the client went. */
 void http_pending_end(struct http_pending *p);
+/* The request went to another owner that watches the connection itself now (the forwarder): p
+ * forgets it without touching the connection. */
+void http_pending_handoff(struct http_pending *p);
 /* The request's log id again, for the lines a completion writes (log_set_request()). */
 void http_pending_log(const struct http_pending *p);
 

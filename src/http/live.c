@@ -14,13 +14,11 @@
 #include "util/macro.h"
 
 struct live_wait {
+    struct http_pending pending;
     struct http *a;
-    struct evhttp_request *req;
-    struct evhttp_connection *conn;
     http_handler_fn *handler;
     struct session_waiter *w;
     char *params[2]; /* the route's first two (NULL: none) */
-    char request[LOG_REQUEST_ID_MAX + 1];
 };
 
 static void
@@ -32,14 +30,11 @@ live_wait_free(struct live_wait *lw)
 }
 
 static void
-on_conn_close(struct evhttp_connection *conn, void *arg)
+on_gone(struct http_pending *p)
 {
-    struct live_wait *lw = arg;
+    struct live_wait *lw = container_of(p, struct live_wait, pending);
 
     session_waiter_cancel(lw->w);
-    if (evhttp_request_get_connection(lw->req) == NULL) {
-        evhttp_request_free(lw->req); /* detached by evhttp: ours to free (see sessions.c) */
-    }
     live_wait_free(lw);
 }
 
@@ -47,14 +42,15 @@ static void
 on_live(int r, const struct err *e, void *userdata)
 {
     struct live_wait *lw = userdata;
+    struct evhttp_request *req = lw->pending.req;
     const char *params[3] = {lw->params[0], lw->params[1], NULL};
 
-    evhttp_connection_set_closecb(lw->conn, NULL, NULL);
-    log_set_request(lw->request);
+    http_pending_end(&lw->pending);
+    http_pending_log(&lw->pending);
     if (r < 0) {
-        http_reply_error(lw->req, r, "%s", e != NULL ? err_msg(e) : strerror(-r));
+        http_reply_error(req, r, "%s", e != NULL ? err_msg(e) : strerror(-r));
     } else {
-        lw->handler(lw->a, lw->req, params); /* it finds the session live now */
+        lw->handler(lw->a, req, params); /* it finds the session live now */
     }
     log_set_request(NULL);
     live_wait_free(lw);
@@ -73,14 +69,11 @@ http_live_wait(struct http *a, struct evhttp_request *req, struct session *s,
     }
     session_touch(s); /* the call is activity, whether it waits or not */
     lw->a = a;
-    lw->req = req;
-    lw->conn = evhttp_request_get_connection(req);
     lw->handler = self;
     for (size_t i = 0; i < 2; i++) {
         lw->params[i] = params[i] != NULL ? xstrdup(params[i]) : NULL;
     }
-    (void)snprintf(lw->request, sizeof(lw->request), "%s", log_request() ? log_request() : "");
-    evhttp_connection_set_closecb(lw->conn, on_conn_close, lw);
+    http_pending_start(&lw->pending, req, on_gone);
     return 1;
 }
 

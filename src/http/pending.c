@@ -51,6 +51,13 @@ http_pending_end(struct http_pending *p)
 }
 
 void
+http_pending_handoff(struct http_pending *p)
+{
+    p->conn = NULL;
+    p->req = NULL;
+}
+
+void
 http_pending_log(const struct http_pending *p)
 {
     log_set_request(p->request);

@@ -119,9 +119,9 @@ on_drained(void *userdata)
 static struct stream_out *
 stream_of(struct mcp_call *c)
 {
-    if (c->out == NULL && c->req != NULL && c->kind == MCP_CALL_TOOL) {
-        mcp_sse_headers(c->req);
-        c->out = stream_out_start(c->req, 200, "OK", on_drained, c);
+    if (c->out == NULL && c->pending.req != NULL && c->kind == MCP_CALL_TOOL) {
+        mcp_sse_headers(c->pending.req);
+        c->out = stream_out_start(c->pending.req, 200, "OK", on_drained, c);
     }
     return c->out;
 }
@@ -169,18 +169,14 @@ on_keepalive(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-on_conn_close(struct evhttp_connection *conn, void *arg)
+on_gone(struct http_pending *p)
 {
-    struct mcp_call *c = arg;
+    struct mcp_call *c = container_of(p, struct mcp_call, pending);
 
     if (c->out != NULL) {
         stream_out_abandon(c->out);
         c->out = NULL;
     }
-    if (c->req != NULL && evhttp_request_get_connection(c->req) == NULL) {
-        evhttp_request_free(c->req); /* as in sessions.c */
-    }
-    c->req = NULL;
     mcp_call_cancel(c, "the client closed the connection");
 }
 
@@ -188,7 +184,7 @@ on_conn_close(struct evhttp_connection *conn, void *arg)
 static void
 reply_end(struct mcp_call *c, json_t *msg)
 {
-    struct evhttp_request *req = c->req;
+    struct evhttp_request *req = c->pending.req;
 
     if (c->keepalive != NULL) {
         event_free(c->keepalive);
@@ -204,8 +200,7 @@ reply_end(struct mcp_call *c, json_t *msg)
          * answered as JSON: the clients parse it faster than a stream of one event. */
         (void)stream_of(c);
     }
-    c->req = NULL;
-    evhttp_connection_set_closecb(c->conn, NULL, NULL); /* first: the end may free it at once */
+    http_pending_end(&c->pending); /* first: the end may free the connection at once */
     if (c->out != NULL) {
         struct stream_out *out = c->out;
 
@@ -229,6 +224,7 @@ reply_end(struct mcp_call *c, json_t *msg)
 static void
 call_free(struct mcp_call *c)
 {
+    http_pending_end(&c->pending); /* it ended already: the reply's end, or the client's */
     if (c->live != NULL) {
         session_waiter_cancel(c->live);
     }
@@ -297,7 +293,7 @@ mcp_call_finish(struct mcp_call *c, json_t *result)
     struct mcp_stats *st = mcp_server_stats(c->ms->srv);
     bool is_error = json_is_true(json_object_get(result, "isError"));
 
-    log_set_request(c->request);
+    http_pending_log(&c->pending);
     mcp_call_flush(c);
     mcp_session_used(c->ms); /* a long call must not let its record expire under it */
     if (c->cancelled) {
@@ -324,7 +320,7 @@ mcp_call_fail(struct mcp_call *c, int code, const char *msg)
         mcp_call_finish(c, mcp_tool_error("%s", msg));
         return;
     }
-    log_set_request(c->request);
+    http_pending_log(&c->pending);
     mcp_server_stats(c->ms->srv)->results_error++;
     if (!c->cancelled) {
         audit_call(c, "error");
@@ -352,7 +348,7 @@ on_live(int r, const struct err *e, void *userdata)
     struct mcp_call *c = userdata;
 
     c->live = NULL;
-    log_set_request(c->request);
+    http_pending_log(&c->pending);
     if (r < 0) {
         mcp_call_fail(c, MCP_ERR_INTERNAL, e ? e->msg : "the sandbox could not be resumed");
     } else if (c->cancelled || c->ms->gone) {
@@ -392,7 +388,7 @@ on_sandbox(int r, struct session *s, const struct err *e, void *userdata)
     struct mcp_call *c = userdata;
     struct mcp_session *ms = c->ms;
 
-    log_set_request(c->request);
+    http_pending_log(&c->pending);
     if (r == 0 && ms->gone) {
         /* Its MCP session was deleted meanwhile: nobody will use this sandbox. */
         session_set_end_cause(s, NULL, "mcp_deleted");
@@ -446,7 +442,7 @@ call_next(struct mcp_session *ms)
     struct mcp_call *c = TAILQ_FIRST(&ms->calls);
 
     if (c != NULL && c->state == MCP_CALL_QUEUED) {
-        log_set_request(c->request);
+        http_pending_log(&c->pending);
         call_run(c);
         log_set_request(NULL);
     }
@@ -567,11 +563,8 @@ mcp_call_start(struct http *a, struct mcp_session *ms, struct evhttp_request *re
     if (c == NULL) {
         return;
     }
-    c->req = req;
-    c->conn = evhttp_request_get_connection(req);
-    (void)snprintf(c->request, sizeof(c->request), "%s", log_request() ? log_request() : "");
     mcp_exec_init(c);
-    evhttp_connection_set_closecb(c->conn, on_conn_close, c);
+    http_pending_start(&c->pending, req, on_gone);
     if (c->kind == MCP_CALL_TOOL) {
         c->keepalive = OOM_CHECK(evtimer_new(a->base, on_keepalive, c));
         time_tv_from_ms(&tv, MCP_KEEPALIVE_MS);

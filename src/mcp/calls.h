@@ -44,11 +44,10 @@ struct mcp_call {
     enum mcp_call_state state; /* mcp_call_set() only */
     enum mcp_call_kind kind;
     struct session_waiter *live; /* waiting for its paused sandbox to resume */
-    struct evhttp_request *req;  /* NULL once the client left or the reply ended */
-    struct evhttp_connection *conn;
-    struct stream_out *out;   /* tools/call's stream; NULL once ended */
-    struct mcp_msg msg;       /* owns what tc borrows; slimmed (mcp_msg_slim()) once queued */
-    struct http_waiting wait; /* its bytes, from queued until its work starts (mcp_call_set()) */
+    struct http_pending pending; /* its req: NULL once the client left or the reply ended */
+    struct stream_out *out;      /* tools/call's stream; NULL once ended */
+    struct mcp_msg msg;          /* owns what tc borrows; slimmed (mcp_msg_slim()) once queued */
+    struct http_waiting wait;    /* its bytes, from queued until its work starts (mcp_call_set()) */
     struct mcp_tool_call tc;
     bool cancelled;
     struct execution *x;
@@ -68,7 +67,6 @@ struct mcp_call {
     char image_path[FILES_PATH_MAX + 1]; /* the one being read */
     char image_note[256];
     uint64_t started_us;
-    char request[LOG_REQUEST_ID_MAX + 1];
 };
 
 void mcp_call_set(struct mcp_call *c, enum mcp_call_state to);

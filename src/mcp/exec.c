@@ -72,7 +72,7 @@ on_output(struct execution *x, bool to_stderr, const char *text, size_t len, voi
 {
     struct mcp_call *c = userdata;
 
-    if (c->tc.progress_token == NULL || c->req == NULL) {
+    if (c->tc.progress_token == NULL || c->pending.req == NULL) {
         return; /* the output is collected for the result all the same */
     }
     if (to_stderr) {

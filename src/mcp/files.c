@@ -63,7 +63,7 @@ on_gate(int r, void *arg)
     struct mcp_call *c = arg;
 
     c->gw = NULL;
-    log_set_request(c->request);
+    http_pending_log(&c->pending);
     if (r < 0) {
         refused(c, "too many file operations of this tenant are in flight; retry in a moment");
     } else {

@@ -36,14 +36,12 @@
 /* A POST or DELETE waiting for its MCP session. */
 struct mcp_post {
     struct http *a;
-    struct evhttp_request *req; /* NULL once the client went away */
-    struct evhttp_connection *conn;
-    struct mcp_msg msg; /* POST */
+    struct http_pending pending; /* its req: NULL once the client went away */
+    struct mcp_msg msg;          /* POST */
     bool is_delete;
     bool bound;
     char bound_id[65];
     char tenant[65];
-    char request[LOG_REQUEST_ID_MAX + 1];
 };
 
 /* A transport error: a JSON-RPC error without an id (or with the request's) and an HTTP status. */
@@ -162,16 +160,10 @@ begin(struct http *a, struct evhttp_request *req, bool is_post)
 
 /* ---- waiting for the session ----------------------------------------------------------------- */
 
+/* The client went: the operation in flight finds p->pending.req NULL when it ends. */
 static void
-on_post_conn_close(struct evhttp_connection *conn, void *arg)
-{
-    struct mcp_post *p = arg;
-
-    if (p->req != NULL && evhttp_request_get_connection(p->req) == NULL) {
-        evhttp_request_free(p->req); /* as in sessions.c: the request was left to us */
-    }
-    p->req = NULL;
-}
+on_post_gone(struct http_pending *pending)
+{}
 
 static struct mcp_post *
 post_new(struct http *a, struct evhttp_request *req, const char *tenant, const char *bound_id)
@@ -179,13 +171,10 @@ post_new(struct http *a, struct evhttp_request *req, const char *tenant, const c
     struct mcp_post *p = xcalloc(1, sizeof(*p));
 
     p->a = a;
-    p->req = req;
-    p->conn = evhttp_request_get_connection(req);
     (void)snprintf(p->tenant, sizeof(p->tenant), "%s", tenant);
     p->bound = bound_id != NULL;
     (void)snprintf(p->bound_id, sizeof(p->bound_id), "%s", bound_id ? bound_id : "");
-    (void)snprintf(p->request, sizeof(p->request), "%s", log_request() ? log_request() : "");
-    evhttp_connection_set_closecb(p->conn, on_post_conn_close, p);
+    http_pending_start(&p->pending, req, on_post_gone);
     return p;
 }
 
@@ -193,11 +182,9 @@ post_new(struct http *a, struct evhttp_request *req, const char *tenant, const c
 static struct evhttp_request *
 post_end(struct mcp_post *p)
 {
-    struct evhttp_request *req = p->req;
+    struct evhttp_request *req = p->pending.req;
 
-    if (req != NULL) {
-        evhttp_connection_set_closecb(p->conn, NULL, NULL);
-    }
+    http_pending_end(&p->pending);
     mcp_msg_done(&p->msg);
     free(p);
     return req;
@@ -213,7 +200,7 @@ on_initialized(int r, struct mcp_session *ms, const char *why, void *userdata)
     json_t *id = json_incref(p->msg.id);
     struct evhttp_request *req;
 
-    log_set_request(p->request);
+    http_pending_log(&p->pending);
     req = post_end(p);
     if (r == 0 && req != NULL) {
         (void)evhttp_add_header(evhttp_request_get_output_headers(req), MCP_HEADER_SESSION, ms->id);
@@ -310,11 +297,12 @@ initialize(struct mcp_post *p, const struct cfg_tenant *t)
     (void)snprintf(rec.node, sizeof(rec.node), "%s", a->cfg->node_id);
     rec.version = mcp_version_negotiate(asked);
     rec.bound = p->bound;
-    if (!p->bound && drain != HTTP_STOPPING && (r = own_settings(a, p->req, t, &rec, &e)) == 0 &&
-        http_place(a, p->req, rec.profile, drain != HTTP_SERVING)) {
+    if (!p->bound && drain != HTTP_STOPPING &&
+        (r = own_settings(a, p->pending.req, t, &rec, &e)) == 0 &&
+        http_place(a, p->pending.req, rec.profile, drain != HTTP_SERVING)) {
         /* Its sandbox is better made on another node (docs/cluster.md#placement): the session
          * is made there, and lives there. */
-        p->req = NULL; /* the forwarder's now */
+        http_pending_handoff(&p->pending); /* the forwarder's now */
         (void)post_end(p);
         return;
     }
@@ -410,7 +398,7 @@ session_unusable(struct mcp_post *p, struct mcp_session *ms, struct session **re
                  int *status, int *code)
 {
     struct session_manager *sm = p->a->backend->sessions;
-    const char *v = header(p->req, MCP_HEADER_VERSION);
+    const char *v = header(p->pending.req, MCP_HEADER_VERSION);
 
     *status = 404;
     *code = MCP_ERR_NO_SESSION;
@@ -429,7 +417,7 @@ session_unusable(struct mcp_post *p, struct mcp_session *ms, struct session **re
     }
     *ret_sandbox =
         ms->rec.sandbox[0] != '\0' ? session_find(sm, ms->rec.tenant, ms->rec.sandbox) : NULL;
-    if ((ms->rec.sandbox[0] == '\0' || *ret_sandbox == NULL) && http_forwarded(p->req) &&
+    if ((ms->rec.sandbox[0] == '\0' || *ret_sandbox == NULL) && http_forwarded(p->pending.req) &&
         strcmp(ms->rec.node, p->a->cfg->node_id) != 0) {
         /* Another node's (its sandbox is not here; or a record that names no node), sent here by
          * a node whose route is stale, or by a client with a forged marker: out of this node's
@@ -508,8 +496,8 @@ on_session(int r, struct mcp_session *ms, const char *why, void *userdata)
     struct mcp_post *p = userdata;
     struct http *a = p->a;
 
-    log_set_request(p->request);
-    if (r == 0 && p->req != NULL) {
+    http_pending_log(&p->pending);
+    if (r == 0 && p->pending.req != NULL) {
         serve(p, ms);
     } else {
         struct evhttp_request *req = post_end(p);

@@ -40,8 +40,7 @@
 
 struct call {
     struct http *a;
-    struct evhttp_request *req; /* NULL once the client went away */
-    struct evhttp_connection *conn;
+    struct http_pending pending; /* its req: NULL once the client went away */
     char tenant[65];
     struct execution *x;
     struct session_restart *restart;
@@ -49,25 +48,18 @@ struct call {
     char session[65];
     char snapshot[65]; /* create: restore this snapshot into the new session */
     struct stream_sse *sse;
-    bool done;                            /* the operation completed */
-    char request[LOG_REQUEST_ID_MAX + 1]; /* for the log lines of its completion */
+    bool done; /* the operation completed */
 };
 
 static void
-on_conn_close(struct evhttp_connection *conn, void *arg)
+on_gone(struct http_pending *p)
 {
-    struct call *c = arg;
+    struct call *c = container_of(p, struct call, pending);
 
     if (c->sse != NULL) {
         stream_sse_abandon(c->sse);
         c->sse = NULL;
     }
-    if (c->req != NULL && evhttp_request_get_connection(c->req) == NULL) {
-        /* The client left mid-stream: evhttp detached the request and leaves it to its
-         * handler (libevent 2.1 evhttp_connection_incoming_fail), as in files.c. */
-        evhttp_request_free(c->req);
-    }
-    c->req = NULL;
     if (c->x != NULL) {
         execution_detach(c->x); /* it runs on; its end frees nothing of ours */
         c->x = NULL;
@@ -94,11 +86,8 @@ call_new(struct http *a, struct evhttp_request *req, const char *tenant)
     struct call *c = xcalloc(1, sizeof(*c));
 
     c->a = a;
-    c->req = req;
-    c->conn = evhttp_request_get_connection(req);
     (void)snprintf(c->tenant, sizeof(c->tenant), "%s", tenant);
-    (void)snprintf(c->request, sizeof(c->request), "%s", log_request() ? log_request() : "");
-    evhttp_connection_set_closecb(c->conn, on_conn_close, c);
+    http_pending_start(&c->pending, req, on_gone);
     return c;
 }
 
@@ -106,9 +95,7 @@ call_new(struct http *a, struct evhttp_request *req, const char *tenant)
 static void
 call_end(struct call *c)
 {
-    if (c->req != NULL) {
-        evhttp_connection_set_closecb(c->conn, NULL, NULL);
-    }
+    http_pending_end(&c->pending);
     free(c);
 }
 
@@ -119,10 +106,10 @@ on_session_created(int r, struct session *s, const struct err *e, void *userdata
 {
     struct call *c = userdata;
 
-    log_set_request(c->request);
+    http_pending_log(&c->pending);
     c->done = true;
-    if (r == 0 && c->req != NULL && c->snapshot[0] != '\0') {
-        struct evhttp_request *req = c->req;
+    if (r == 0 && c->pending.req != NULL && c->snapshot[0] != '\0') {
+        struct evhttp_request *req = c->pending.req;
         struct http *a = c->a;
         char snapshot[sizeof(c->snapshot)];
 
@@ -134,22 +121,23 @@ on_session_created(int r, struct session *s, const struct err *e, void *userdata
         log_set_request(NULL);
         return;
     }
-    if (c->req != NULL) {
+    if (c->pending.req != NULL) {
         if (r < 0) {
-            http_reply_error(c->req, r, "%s", e ? e->msg : strerror(-r));
+            http_reply_error(c->pending.req, r, "%s", e ? e->msg : strerror(-r));
         } else {
             char loc[128];
 
             (void)snprintf(loc, sizeof(loc), "/v1/sessions/%s", session_id(s));
-            (void)evhttp_add_header(evhttp_request_get_output_headers(c->req), "Location", loc);
-            http_reply_json_new(c->req, 201, session_to_json(s));
+            (void)evhttp_add_header(evhttp_request_get_output_headers(c->pending.req), "Location",
+                                    loc);
+            http_reply_json_new(c->pending.req, 201, session_to_json(s));
         }
     }
     if (r == 0) {
         log_info("session created session=%s tenant='%s' profile='%s'", session_id(s), c->tenant,
                  session_profile(s)->name);
     }
-    if (r == 0 && c->req == NULL) {
+    if (r == 0 && c->pending.req == NULL) {
         /* Nobody got its id: end it rather than keep it until its idle timeout. */
         log_info("session ending session=%s: its client went away before the answer",
                  session_id(s));
@@ -263,11 +251,11 @@ on_session_ended(int r, const struct err *e, void *userdata)
     struct call *c = userdata;
 
     c->done = true;
-    if (c->req != NULL) {
+    if (c->pending.req != NULL) {
         if (r < 0) {
-            http_reply_error(c->req, -ENOTCONN, "%s", e ? e->msg : strerror(-r));
+            http_reply_error(c->pending.req, -ENOTCONN, "%s", e ? e->msg : strerror(-r));
         } else {
-            evhttp_send_reply(c->req, 204, "No Content", NULL);
+            evhttp_send_reply(c->pending.req, 204, "No Content", NULL);
         }
     }
     call_end(c);
@@ -364,8 +352,8 @@ on_exec_done(struct execution *x, void *userdata)
         (void)stream_sse_send(sse, "done", rest_execution_json(res, false));
         stream_sse_end(sse);
     } else {
-        if (c->req != NULL) {
-            http_reply_json_new(c->req, 200, rest_execution_json(res, true));
+        if (c->pending.req != NULL) {
+            http_reply_json_new(c->pending.req, 200, rest_execution_json(res, true));
         }
         call_end(c);
     }
@@ -456,11 +444,11 @@ on_session_restarted(int r, uint64_t epoch, const struct err *e, void *userdata)
 
     c->restart = NULL;
     c->done = true;
-    if (c->req != NULL) {
+    if (c->pending.req != NULL) {
         if (r < 0) {
-            http_reply_error(c->req, r, "%s", e->msg);
+            http_reply_error(c->pending.req, r, "%s", e->msg);
         } else {
-            http_reply_json_new(c->req, 200,
+            http_reply_json_new(c->pending.req, 200,
                                 OOM_CHECK(json_pack("{s:I}", "kernel_epoch", (json_int_t)epoch)));
         }
     }
@@ -501,13 +489,13 @@ on_session_paused(int r, const struct err *e, void *userdata)
 
     c->pause = NULL;
     c->done = true;
-    if (c->req != NULL) {
+    if (c->pending.req != NULL) {
         s = session_find(c->a->backend->sessions, c->tenant, c->session);
         if (r < 0 || s == NULL) {
-            http_reply_error(c->req, s == NULL ? -ENOENT : r, "%s",
+            http_reply_error(c->pending.req, s == NULL ? -ENOENT : r, "%s",
                              s == NULL ? "no such session (it ended meanwhile)" : err_msg(e));
         } else {
-            http_reply_json_new(c->req, 200, session_to_json(s));
+            http_reply_json_new(c->pending.req, 200, session_to_json(s));
         }
     }
     call_end(c);
@@ -609,12 +597,12 @@ on_history(int r, json_t *executions, void *userdata)
     struct call *c = userdata;
 
     c->done = true;
-    if (c->req != NULL) {
+    if (c->pending.req != NULL) {
         if (r < 0) {
-            http_reply_error(c->req, -ENOTCONN, "could not read the history from redis: %s",
+            http_reply_error(c->pending.req, -ENOTCONN, "could not read the history from redis: %s",
                              strerror(-r));
         } else {
-            http_reply_json_new(c->req, 200,
+            http_reply_json_new(c->pending.req, 200,
                                 OOM_CHECK(json_pack("{s:O}", "executions", executions)));
         }
     }

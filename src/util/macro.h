@@ -15,6 +15,9 @@
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
 #define MIN(a, b)     ((a) < (b) ? (a) : (b))
 #define MAX(a, b)     ((a) > (b) ? (a) : (b))
+/* The struct of type that holds member m at ptr (a callback's embedded member back to its owner).
+ */
+#define container_of(ptr, type, m) ((type *)(void *)((char *)(ptr)-offsetof(type, m)))
 
 /* Moves ownership out of a variable that has a cleanup attribute: the variable is set to NULL so
  * its cleanup handler does nothing, and the old value is returned to the new owner. */
