@@ -112,7 +112,11 @@ start_podman() {
     sed "s|^\[containers\]\$|&\nseccomp_profile = \"$SECCOMP_PROFILE\"|" \
         "$SANDPOOL_ROOT/deploy/podman/containers.conf" >"$dir/containers.conf"
     export CONTAINERS_CONF=$dir/containers.conf
-    setsid podman system service --time=0 "unix://$sock" >"$dir/podman.log" 2>&1 </dev/null &
+    # Run from $dir: conmon 2.1.6 (Debian 12) creates an empty file "oom" in the working
+    # directory it inherits from the service at each OOM kill in a container, which was the
+    # caller's (a checkout's root under tests/run.sh). exec: $! is the service itself.
+    (cd "$dir" && exec setsid podman system service --time=0 "unix://$sock" \
+        >"$dir/podman.log" 2>&1 </dev/null) &
     STARTED_PODMAN_PID=$!
     for _ in $(seq 1 100); do
         curl -fsS --max-time 2 --unix-socket "$sock" http://podman/_ping >/dev/null 2>&1 && return 0
