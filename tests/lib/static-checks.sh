@@ -3,6 +3,10 @@
 # They need no build. The caller defines pass NAME and fail NAME (one result each) and $tmp, a
 # scratch directory; SANDPOOL_ROOT is the checkout (deploy/local/lib.sh sets it).
 
+# The Debian packages they run (tests/run.sh and tests/quick.sh install them).
+# shellcheck disable=SC2034 # the callers' (ensure_packages)
+SANDPOOL_STATIC_PACKAGES=(git shellcheck python3-pyflakes clang-format)
+
 static_checks() {
     local hits files
     hits=$(cd "$SANDPOOL_ROOT" && git ls-files 'src/*.c' 'src/*.h' 'cmd/*.c' 'include/*.h' |
