@@ -5,23 +5,28 @@
 #
 # Same set-up as deploy/local/run.sh (packages, Docker engine, images), plus a private
 # redis-server on a temporary unix socket. Then:
-#   1. static checks: banned functions, clang-format;
+#   1. static checks (tests/lib/static-checks.sh), then npm ci of the interop clients;
 #   2. gcc build with -Werror: unit tests, fuzz corpus replays, integration tests against the
-#      real engine and real Redis;
-#   3. clang ASan+UBSan build: clang-tidy, then the same tests again.
-# Prints one closing line "N passed, N failed" and exits non-zero on any failure. It removes
-# every container it labelled (sandpool.owner=sandpool-test), before (leftovers of an interrupted
-# run) and after, stops what it started and deletes its temporary directory, even on failure.
+#      real engine and real Redis, the deployment checks;
+#   3. clang ASan+UBSan build: clang-tidy, then the same tests again;
+#   4. the core suites again against Podman.
+# Each test has a time budget (meson's timeout, the same for a suite under Podman); past it, it
+# fails as such. Ends with each stage's duration, the slowest tests, a check that the checkout is
+# as the run found it (no file left behind or changed, but what .gitignore ignores) and one
+# closing line "N passed, N failed"; exits non-zero on any failure. It removes every container
+# it labelled (sandpool.owner=sandpool-test), before (leftovers of an interrupted run) and after,
+# stops what it started and deletes its temporary directory, even on failure.
 set -uo pipefail
 
 . "$(cd "$(dirname "$0")" && pwd)/../deploy/local/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/results.sh
+. "$SANDPOOL_ROOT/tests/lib/results.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/static-checks.sh
+. "$SANDPOOL_ROOT/tests/lib/static-checks.sh"
 
 TEST_LABEL=sandpool.owner=sandpool-test
 BUILD_GCC=${SANDPOOL_TEST_BUILD_DIR:-$SANDPOOL_ROOT/build-tests}
 BUILD_ASAN=$BUILD_GCC-asan
-PASSED=0
-FAILED=0
-FAILED_NAMES=()
 tmp=
 
 cleanup() {
@@ -40,42 +45,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "interrupted" >&2; exit 130' INT TERM
 
-pass() { PASSED=$((PASSED + 1)); printf '  \033[32mpass\033[0m %s\n' "$1"; }
-fail() { FAILED=$((FAILED + 1)); FAILED_NAMES+=("$1"); printf '  \033[31mFAIL\033[0m %s\n' "$1"; }
-
-# Runs meson test in build dir $1 for suites $3..; counts each test program as one result,
-# prefixed with label $2. An integration test that skips counts as a failure: this script
-# provides the engine and Redis, so a skip means something is missing.
-run_meson_tests() {
-    local dir=$1 label=$2 suites=() s log
-    shift 2
-    for s in "$@"; do suites+=(--suite "$s"); done
-    log="$dir/meson-logs/testlog.json"
-    rm -f "$log"
-    meson test -C "$dir" "${suites[@]}" --print-errorlogs --num-processes 2 \
-        >"$tmp/meson-$label.out" 2>&1
-    if [ ! -s "$log" ]; then
-        tail -30 "$tmp/meson-$label.out"
-        fail "$label: meson test did not run"
-        return
-    fi
-    while IFS=$'\t' read -r name result; do
-        case "$result" in
-            OK) pass "$label $name" ;;
-            SKIP) fail "$label $name (skipped)" ;;
-            *) fail "$label $name ($result)" ;;
-        esac
-    done < <(jq -r '[.name, .result] | @tsv' "$log")
-    if grep -q 'FAIL\|ERROR\|TIMEOUT' "$tmp/meson-$label.out"; then
-        sed -n '/Summary of Failures/,$p;/✀/,/―――――――――/p' "$tmp/meson-$label.out" | head -150
-        # A failed TAP program's own words: each "not ok" with the diagnostics after it, and
-        # its last lines (a bail-out or a crash report).
-        jq -r 'select(.result != "OK" and .result != "SKIP") | "--- \(.name):", .stdout' "$log" |
-            awk '/^--- /{print; n=0; next} /^not ok/{n=8} n>0{print; n--}'
-        jq -r 'select(.result != "OK" and .result != "SKIP") | "--- \(.name) (last lines):", ((.stdout // "") | split("\n") | .[-15:] | join("\n"))' "$log"
-    fi
-}
-
 # The deployment files (tests/deploy/test-*.sh, TAP): Kubernetes manifests and the systemd unit,
 # checked against the daemon built in $1 (its config parser; its route table in the source); and
 # the image the manifests run (test-image.sh): images/build.sh --only sandpoold --daemon $1/sandpoold,
@@ -93,113 +62,22 @@ deploy_checks() {
     done
 }
 
-static_checks() {
-    local hits files
-    hits=$(cd "$SANDPOOL_ROOT" && git ls-files 'src/*.c' 'src/*.h' 'cmd/*.c' 'include/*.h' |
-        xargs grep -nE '\b(strcpy|strcat|sprintf|vsprintf|strtok|gets|atoi|atol|atoll|strtol|strtoll|strtoul|strtoull|strtoimax|strtoumax|sscanf)\s*\(' |
-        grep -v '^\S*:\s*/\*' || true)
-    if [ -z "$hits" ]; then pass "static: no banned functions"; else echo "$hits"; fail "static: banned functions"; fi
-    # jq 1.6 with its -e option exits 0 on empty input: a check built on it passes on nothing.
-    # The shell suites use tap.sh's jq_true, which fails there: jq's -e (also -se, -es,
-    # --exit-status) anywhere under tests/ but in tap.sh itself fails the run.
-    hits=$(cd "$SANDPOOL_ROOT" &&
-        grep -rnIE '\bjq(\s+--arg(json)?\s+\S+\s+\S+|\s+-[-a-zA-Z]+)*\s+(-[a-zA-Z]*e[a-zA-Z]*|--exit-status)\b' tests |
-        grep -v '^tests/lib/tap\.sh:' || true)
-    if [ -z "$hits" ]; then
-        pass "static: no jq exit-status checks in tests/ outside tap.sh (jq_true)"
-    else
-        echo "$hits"
-        fail "static: jq's -e in tests/ (it passes on empty input: use jq_true from tests/lib/tap.sh)"
-    fi
-    # The repository stands on its own: what a comment or doc cites under docs/ exists, and
-    # nothing cites the team's notes outside it.
-    hits=$(cd "$SANDPOOL_ROOT" &&
-        { git grep -nE 'STYLE\.md|docker-engine\.md|agent-protocols\.md' -- . ':!tests/run.sh' || true
-          git grep -ohE 'docs/[A-Za-z0-9_/.-]+\.md' -- . | sort -u | while read -r d; do
-              [ -f "$d" ] || echo "cited, missing: $d"; done; })
-    if [ -z "$hits" ]; then
-        pass "static: every document cited is in the repository"
-    else
-        echo "$hits"
-        fail "static: documents cited that are not in the repository"
-    fi
-    # Rooms a newcomer can read (docs/internals/style.md §1): no function body over 100
-    # lines, no source file over 700 (the images' Python too: the file rule only). A C function
-    # starts at its name in column 0 and its body runs from the "{" to the "}" in column 0 (the
-    # house layout; clang-format keeps it).
-    hits=$(cd "$SANDPOOL_ROOT" && git ls-files 'src/*.c' 'cmd/*.c' 'images/*.py' | xargs awk '
-        FNR == 1 { name = ""; start = 0; c = FILENAME ~ /\.c$/
-                   if (NR > 1 && last > 700) printf "%s: %d lines\n", prev, last }
-        { prev = FILENAME; last = FNR }
-        c && /^[A-Za-z_][A-Za-z0-9_]*\(/ { name = $0; sub(/\(.*/, "", name) }
-        c && /^\{/ { start = FNR }
-        /^\}/ && start { n = FNR - start - 1; start = 0
-                         if (n > 100) printf "%s:%d: %s() is %d lines\n", FILENAME, FNR, name, n }
-        END { if (last > 700) printf "%s: %d lines\n", prev, last }')
-    if [ -z "$hits" ]; then
-        pass "static: no function over 100 lines, no source file over 700"
-    else
-        echo "$hits"
-        fail "static: functions over 100 lines or source files over 700"
-    fi
-    # The module rules of docs/internals/architecture.md: no module includes what they forbid
-    # (a protocol another protocol, the HTTP core a protocol, a module below the edge the edge).
-    if (cd "$SANDPOOL_ROOT" && python3 tests/static/check-includes.py) >"$tmp/includes.out" 2>&1; then
-        pass "static: module includes follow docs/internals/architecture.md"
-    else
-        head -40 "$tmp/includes.out"
-        fail "static: module includes (tests/static/check-includes.py)"
-    fi
-    # Every shell script (git's *.sh and the files whose first line runs sh or bash: .ci/run), at
-    # warning level, following what each sources (.shellcheckrc says the same to an editor).
-    files=$(cd "$SANDPOOL_ROOT" && git ls-files -z | while IFS= read -r -d '' f; do
-        [ -f "$f" ] || continue
-        case $f in
-            *.sh) echo "$f" ;;
-            *) head -n 1 "$f" 2>/dev/null | grep -qE '^#!.*[/ ](ba)?sh( |$)' && echo "$f" ;;
-        esac
-    done)
-    # shellcheck disable=SC2086 # one argument per file (the repository's names have no blanks)
-    if [ -n "$files" ] && (cd "$SANDPOOL_ROOT" && shellcheck -x -P SCRIPTDIR -S warning $files) \
-        >"$tmp/shellcheck.out" 2>&1; then
-        pass "static: shellcheck -S warning ($(echo "$files" | wc -l) scripts)"
-    else
-        head -60 "$tmp/shellcheck.out"
-        fail "static: shellcheck -S warning"
-    fi
-    # The Python that runs in the images: it compiles (the bytecode goes to $tmp, not the tree)
-    # and pyflakes finds nothing.
-    files=$(cd "$SANDPOOL_ROOT" && git ls-files 'images/*.py')
-    # shellcheck disable=SC2086 # as above
-    if [ -n "$files" ] && (cd "$SANDPOOL_ROOT" && PYTHONPYCACHEPREFIX=$tmp/pycache \
-        python3 -m py_compile $files && pyflakes3 $files) >"$tmp/python.out" 2>&1; then
-        pass "static: py_compile and pyflakes on images/ ($(echo "$files" | wc -l) files)"
-    else
-        head -40 "$tmp/python.out"
-        fail "static: py_compile and pyflakes on images/"
-    fi
-    files=$(cd "$SANDPOOL_ROOT" && git ls-files '*.c' '*.h')
-    if (cd "$SANDPOOL_ROOT" && clang-format --dry-run -Werror $files) >"$tmp/format.out" 2>&1; then
-        pass "static: clang-format"
-    else
-        head -40 "$tmp/format.out"
-        fail "static: clang-format (run: clang-format -i \$(git ls-files '*.c' '*.h'))"
-    fi
-}
-
 require_root
+# What the checkout holds beyond its commit before the run (compared at the end).
+checkout_before=$(checkout_state)
+set_up_start=$(now_ms)
 say "setting up (packages, engine, images)"
 SANDPOOL_PACKAGES+=(tmux) # the ctl suite runs `sandpoolctl top` in a detached tmux pane
 # The Podman stage: the engine, runc (cgroup v1 here: crun cannot run) and catatonit (Init).
 SANDPOOL_PACKAGES+=(podman runc catatonit)
 # The gVisor suite (tests/integration/test-gvisor.sh) runs runsc in an engine of its own.
 SANDPOOL_PACKAGES+=(runsc)
-# tests/deploy: kubectl's kustomize renders the manifests (Debian's kubernetes-client only when no
-# kubectl is installed: another kubectl package owns the same file), python3-yaml reads them,
-# systemd-analyze checks the unit (the package, not systemd as PID 1).
+# tests/deploy: kubectl's kustomize renders the manifests (Debian's kubernetes-client only
+# when no kubectl is installed: another kubectl package owns the same file), python3-yaml
+# reads them, systemd-analyze checks the unit (the package, not systemd as PID 1).
 SANDPOOL_PACKAGES+=(python3-yaml)
-# The static checks: shellcheck on every shell script, pyflakes on the images' Python.
-SANDPOOL_PACKAGES+=(shellcheck python3-pyflakes python3-dill) # dill: the kernel's snapshots
+# The static checks (tests/lib/static-checks.sh), and clang-tidy on the ASan build.
+SANDPOOL_PACKAGES+=("${SANDPOOL_STATIC_PACKAGES[@]}" clang-tidy)
 # The egress suite makes its upstreams' TLS certificate with openssl.
 SANDPOOL_PACKAGES+=(openssl)
 command -v kubectl >/dev/null || SANDPOOL_PACKAGES+=(kubernetes-client)
@@ -214,26 +92,30 @@ start_redis "$tmp/redis/redis.sock"
 export SANDPOOL_TEST_ENGINE_SOCKET=$ENGINE_SOCKET
 export SANDPOOL_TEST_REDIS_SOCKET=$tmp/redis/redis.sock
 export SANDPOOL_TEST_REDIS_PID=$STARTED_REDIS_PID
+stage_done "set-up" "$set_up_start"
 
 say "static checks"
-static_checks
+stage "static checks" static_checks
 
 # The real MCP and E2B clients of tests/interop (pinned in its package-lock.json), for test-mcp.sh
 # and test-e2b.sh, and s3rver for test-snapstore-s3.sh and test-hibernate-s3.sh (the snapshot
 # store's s3 backend).
 say "interop clients (npm ci in tests/interop)"
+npm_start=$(now_ms)
 if (cd "$SANDPOOL_ROOT/tests/interop" && npm ci --no-audit --no-fund) >"$tmp/npm.out" 2>&1; then
     pass "interop: npm ci"
 else
     tail -20 "$tmp/npm.out"
     fail "interop: npm ci"
 fi
+stage_done "npm ci" "$npm_start"
 
 say "gcc build (-Werror) and tests"
-if build_sandpool "$BUILD_GCC" --werror -Dbuildtype=debugoptimized; then
+if stage "gcc build" build_sandpool "$BUILD_GCC" --werror -Dbuildtype=debugoptimized; then
     pass "build: gcc -Werror"
-    run_meson_tests "$BUILD_GCC" gcc unit fuzz-regress integration
-    deploy_checks "$BUILD_GCC"
+    stage "gcc unit+fuzz" run_meson_tests "$BUILD_GCC" gcc unit fuzz-regress
+    stage "gcc integration" run_meson_tests "$BUILD_GCC" gcc integration
+    stage "deploy checks" deploy_checks "$BUILD_GCC"
 else
     fail "build: gcc -Werror"
 fi
@@ -241,9 +123,10 @@ fi
 say "clang ASan+UBSan build and tests"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-if CC=clang build_sandpool "$BUILD_ASAN" --werror -Dsanitizers=true -Db_lundef=false; then
+if CC=clang stage "asan build" build_sandpool "$BUILD_ASAN" --werror -Dsanitizers=true -Db_lundef=false; then
     pass "build: clang asan+ubsan"
     # clang-tidy reads the clang build's compile_commands.json (gcc-only flags confuse it).
+    tidy_start=$(now_ms)
     # shellcheck disable=SC2046 # one argument per file (the repository's names have no blanks)
     if (cd "$SANDPOOL_ROOT" && clang-tidy -p "$BUILD_ASAN" --quiet $(git ls-files 'src/*.c' 'cmd/*.c')) \
         >"$tmp/tidy.out" 2>&1; then
@@ -252,7 +135,8 @@ if CC=clang build_sandpool "$BUILD_ASAN" --werror -Dsanitizers=true -Db_lundef=f
         grep -E 'error:|warning:' "$tmp/tidy.out" | head -30
         fail "static: clang-tidy"
     fi
-    run_meson_tests "$BUILD_ASAN" asan unit fuzz-regress integration
+    stage_done "clang-tidy" "$tidy_start"
+    stage "asan tests" run_meson_tests "$BUILD_ASAN" asan unit fuzz-regress integration
 else
     fail "build: clang asan+ubsan"
 fi
@@ -261,7 +145,7 @@ fi
 # build: sessions, stateful execution, streaming, files, restart recovery, abuse, egress. What Podman
 # cannot do is TAP TODO in the suites, with the reason; a TODO that passes fails here.
 podman_stage() {
-    local sock=$tmp/podman/podman.sock t out start
+    local sock=$tmp/podman/podman.sock t out start budget rc
     start_podman "$sock"
     if ! "$SANDPOOL_ROOT/images/build.sh" --engine podman >"$tmp/podman-images.out" 2>&1; then
         tail -20 "$tmp/podman-images.out"
@@ -278,13 +162,21 @@ podman_stage() {
         tail -20 "$tmp/podman-direct.out"
         fail "podman: images/build.sh with DOCKER_HOST at Podman"
     fi
+    # Each suite's budget is its budget under Docker (meson's timeout).
+    test_budgets "$BUILD_GCC" >"$tmp/budgets-podman.tsv"
     for t in api sandbox daemon abuse egress; do
         out=$tmp/podman-$t.out
         start=$SECONDS
-        if SANDPOOL_TEST_ENGINE_SOCKET=$sock SANDPOOLD=$BUILD_GCC/sandpoold \
-            timeout 900 "$SANDPOOL_ROOT/tests/integration/test-$t.sh" >"$out" 2>&1 &&
-            ! grep -q '^ok .*# TODO' "$out"; then
+        budget=$(budget_of "sandpool:integration / $t" "$tmp/budgets-podman.tsv")
+        SANDPOOL_TEST_ENGINE_SOCKET=$sock SANDPOOLD=$BUILD_GCC/sandpoold \
+            timeout "${budget:-600}" "$SANDPOOL_ROOT/tests/integration/test-$t.sh" >"$out" 2>&1
+        rc=$?
+        note_duration "podman $t" $((SECONDS - start))
+        if [ "$rc" -eq 0 ] && ! grep -q '^ok .*# TODO' "$out"; then
             pass "podman $t ($(grep -c '^ok' "$out") ok, $(grep -c '# TODO' "$out") todo, $((SECONDS - start)) s)"
+        elif [ "$rc" -eq 124 ]; then
+            tail -20 "$out"
+            fail "podman $t (TIMEOUT: over its ${budget:-600} s budget)"
         else
             grep -E '^not ok|^ok .*# TODO' "$out" | grep -v '^not ok .*# TODO' | head -20
             # The suite's own diagnostics: what it printed about the failures, and the daemon's
@@ -300,16 +192,10 @@ podman_stage() {
 
 say "podman: the core suites against Podman (gcc build)"
 if [ -x "$BUILD_GCC/sandpoold" ]; then
-    podman_start=$SECONDS
-    podman_stage
-    say "podman stage: $((SECONDS - podman_start)) s"
+    stage "podman" podman_stage
 else
     fail "podman: no gcc build to run"
 fi
 
-echo
-if [ "$FAILED" -gt 0 ]; then
-    printf 'failed: %s\n' "${FAILED_NAMES[@]}"
-fi
-echo "$PASSED passed, $FAILED failed"
-[ "$FAILED" -eq 0 ]
+checkout_unchanged "$checkout_before"
+summary 12

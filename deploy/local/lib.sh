@@ -9,11 +9,20 @@ SANDPOOL_ROOT=${SANDPOOL_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pw
 ENGINE_SOCKET=${SANDPOOL_ENGINE_SOCKET:-/var/run/docker.sock}
 export DOCKER_HOST=${DOCKER_HOST:-unix://$ENGINE_SOCKET}
 
+# Debian packages the gcc build needs.
+SANDPOOL_BUILD_PACKAGES=(
+    meson ninja-build pkg-config gcc
+    libcurl4-openssl-dev libevent-dev libjansson-dev libhiredis-dev libssl-dev libsystemd-dev
+)
+# What the tests that need no root, engine or Redis need besides the build (tests/quick.sh
+# installs these two lists only): the kernel's and the file mover's unit tests run the host's
+# python3, and the kernel imports dill (its snapshots); tests/lib/tap.sh's checks run jq.
+SANDPOOL_UNIT_PACKAGES=(python3 python3-dill jq)
+
 # Debian packages the build, the images, the engine and the tests need.
 SANDPOOL_PACKAGES=(
     docker.io tini redis-server
-    meson ninja-build pkg-config gcc clang libclang-rt-14-dev
-    libcurl4-openssl-dev libevent-dev libjansson-dev libhiredis-dev libssl-dev libsystemd-dev
+    "${SANDPOOL_BUILD_PACKAGES[@]}" "${SANDPOOL_UNIT_PACKAGES[@]}" clang libclang-rt-14-dev
     debootstrap busybox-static
     curl jq iproute2 procps ca-certificates
 )
@@ -35,6 +44,8 @@ ensure_packages() {
             missing+=("$p")
     done
     [ "${#missing[@]}" -eq 0 ] && return 0
+    [ "$(id -u)" -eq 0 ] ||
+        die "missing packages: ${missing[*]} (run me once as root, or: sudo apt-get install ${missing[*]})"
     say "installing ${missing[*]}"
     apt-get update -qq >/dev/null || die "apt-get update failed"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
@@ -112,7 +123,11 @@ start_podman() {
     sed "s|^\[containers\]\$|&\nseccomp_profile = \"$SECCOMP_PROFILE\"|" \
         "$SANDPOOL_ROOT/deploy/podman/containers.conf" >"$dir/containers.conf"
     export CONTAINERS_CONF=$dir/containers.conf
-    setsid podman system service --time=0 "unix://$sock" >"$dir/podman.log" 2>&1 </dev/null &
+    # Run from $dir: conmon 2.1.6 (Debian 12) creates an empty file "oom" in the working
+    # directory it inherits from the service at each OOM kill in a container, which was the
+    # caller's (a checkout's root under tests/run.sh). exec: $! is the service itself.
+    (cd "$dir" && exec setsid podman system service --time=0 "unix://$sock" \
+        >"$dir/podman.log" 2>&1 </dev/null) &
     STARTED_PODMAN_PID=$!
     for _ in $(seq 1 100); do
         curl -fsS --max-time 2 --unix-socket "$sock" http://podman/_ping >/dev/null 2>&1 && return 0
