@@ -178,13 +178,13 @@ static void
 sandbox_create(struct http *a, struct evhttp_request *req, const struct cfg_tenant *t)
 {
     struct session_create_req cr = {.tenant = t->id};
-    struct http_create_body meta = {0};
+    char *metadata = NULL, *egress = NULL; /* compact text, checked */
     struct e2b_create c;
     struct e2b_ext x = {0};
     char profile[49], ext[SESSION_EXT_MAX + 1];
     const struct cfg_profile *p;
     struct err e = {0};
-    json_t *body, *mbody, *net = NULL;
+    json_t *body, *net = NULL;
     enum http_drain drain;
     struct e2b_wait *w;
     int r;
@@ -221,15 +221,14 @@ sandbox_create(struct http *a, struct evhttp_request *req, const struct cfg_tena
     }
     /* The SDK's network options narrow the profile's list, if it has one (else there is no way
      * out to narrow). */
-    mbody = OOM_CHECK(json_pack("{s:O?}", "metadata", c.metadata));
-    if (p->egress != NULL && net != NULL) {
-        (void)json_object_set(mbody, "egress", net);
+    r = http_request_metadata(c.metadata, &metadata, &e);
+    if (r == 0 && p->egress != NULL && net != NULL) {
+        r = http_request_egress(net, &egress, &e);
     }
-    r = http_request_create(mbody, &meta, &e);
-    json_decref(mbody);
     json_decref(net);
     if (r < 0) {
         e2b_reply_error(req, e2b_status_of(r), "%s", e.msg);
+        free(metadata);
         json_decref(body);
         return;
     }
@@ -241,8 +240,8 @@ sandbox_create(struct http *a, struct evhttp_request *req, const struct cfg_tena
     random_hex(x.traffic_token, E2B_TOKEN_LEN / 2);
     (void)e2b_ext_encode(&x, ext, sizeof(ext));
     cr.profile = profile;
-    cr.metadata_json = meta.metadata_json;
-    cr.egress_json = meta.egress_json;
+    cr.metadata_json = metadata;
+    cr.egress_json = egress;
     cr.lifetime_s =
         MIN(c.timeout_s ? c.timeout_s : a->cfg->e2b_default_timeout_s, p->max_lifetime_s);
     cr.ext = ext;
@@ -252,7 +251,8 @@ sandbox_create(struct http *a, struct evhttp_request *req, const struct cfg_tena
         e2b_reply_error(req, r == -ENOENT ? 400 : e2b_status_of(r), "%s", e.msg);
         e2b_wait_end(w);
     }
-    http_create_body_done(&meta);
+    free(metadata);
+    free(egress);
     json_decref(body);
 }
 

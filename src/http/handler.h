@@ -310,6 +310,13 @@ struct http_create_body {
  * 'egress' that is no narrowing (rules.h), -EMSGSIZE for metadata or egress over 4 KiB.
  * http_create_body_done() frees what it holds. */
 int http_request_create(json_t *body, struct http_create_body *ret, struct err *reterr);
+/* A create's "metadata" (NULL or null: *ret_text NULL; else an object of at most 32 strings, as
+ * compact text with sorted keys, 4 KiB at most) and "egress" (a narrowing of a profile's list,
+ * egress/rules.h, as compact text): the checks of http_request_create(), for a protocol whose
+ * create says the same in its own shape (E2B's). 0 with *ret_text malloc'd, or -EINVAL,
+ * -EMSGSIZE. */
+int http_request_metadata(json_t *meta, char **ret_text, struct err *reterr);
+int http_request_egress(json_t *eg, char **ret_text, struct err *reterr);
 void http_create_body_done(struct http_create_body *cb);
 /* Validates an execute body (a JSON object): exactly one of "code" (a string) and "command" (1 to
  * 4096 strings without NUL), and an optional "timeout_s". ret->code or ret->argv is borrowed from

@@ -98,8 +98,8 @@ get_uint(json_t *body, const char *key, unsigned *ret, struct err *reterr)
 
 /* metadata: absent or null (*ret_text NULL), or an object of at most 32 string values, 4 KiB in
  * all as compact text with sorted keys (*ret_text, owned by the caller). */
-static int
-check_metadata(json_t *meta, char **ret_text, struct err *reterr)
+int
+http_request_metadata(json_t *meta, char **ret_text, struct err *reterr)
 {
     const char *key;
     json_t *v;
@@ -129,8 +129,8 @@ check_metadata(json_t *meta, char **ret_text, struct err *reterr)
 
 /* egress: absent or null (*ret_text NULL), or a narrowing (rules.h), at most
  * STORE_EGRESS_MAX bytes as compact text (*ret_text, owned by the caller). */
-static int
-check_egress(json_t *eg, char **ret_text, struct err *reterr)
+int
+http_request_egress(json_t *eg, char **ret_text, struct err *reterr)
 {
     struct egress_narrowing n;
     char *text;
@@ -174,10 +174,11 @@ http_request_create(json_t *body, struct http_create_body *ret, struct err *rete
     if ((r = reject_unknown(body, allowed, reterr)) < 0 ||
         (r = get_uint(body, "idle_timeout_s", &cb.idle_timeout_s, reterr)) < 0 ||
         (r = get_uint(body, "pause_after_s", &cb.pause_after_s, reterr)) < 0 ||
-        (r = check_metadata(json_object_get(body, "metadata"), &cb.metadata_json, reterr)) < 0) {
+        (r = http_request_metadata(json_object_get(body, "metadata"), &cb.metadata_json, reterr)) <
+            0) {
         return r;
     }
-    if ((r = check_egress(json_object_get(body, "egress"), &cb.egress_json, reterr)) < 0) {
+    if ((r = http_request_egress(json_object_get(body, "egress"), &cb.egress_json, reterr)) < 0) {
         http_create_body_done(&cb);
         return r;
     }
