@@ -15,6 +15,7 @@
  * RETRY_MS, for as long as it could run. A client that hangs up interrupts its run (the
  * variables stay). Contexts are namespaces of the sandbox's interpreter (the kernel's ctx),
  * listed in the sandbox's record. */
+#include <assert.h>
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -49,6 +50,15 @@ static void wake_next(const struct http *a, const char *session);
 static void
 run_set(struct e2b_run *r, enum e2b_run_state to)
 {
+    /* WAITING (for a busy sandbox, retried) -> RUNNING -> OVER; a run freed while it waits goes
+     * straight to OVER; nothing leaves OVER. */
+    static const unsigned next[] = {
+        [RUN_WAITING] = 1u << RUN_WAITING | 1u << RUN_RUNNING | 1u << RUN_OVER,
+        [RUN_RUNNING] = 1u << RUN_OVER,
+        [RUN_OVER] = 0,
+    };
+
+    assert(r->state <= RUN_OVER && to <= RUN_OVER && (next[r->state] & (1u << to)));
     r->state = to;
     if (to != RUN_WAITING) {
         http_waiting_leave(r->a->waiting, &r->wait); /* it waits no more */

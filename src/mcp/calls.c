@@ -12,6 +12,7 @@
  * variables stay) and the call stays at the head of the queue until the execution ended, so the
  * next call never finds the sandbox busy; a waiting call is simply dropped. Executions are
  * exec.c's, file work files.c's (through the files API's gate). */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +92,25 @@ mcp_reply_sse(struct evhttp_request *req, json_t *msg)
 void
 mcp_call_set(struct mcp_call *c, enum mcp_call_state to)
 {
+#define B(s) (1u << (s))
+    /* Where a call may go from each state (calls.h): forward only, DONE from anywhere but
+     * itself; a BUSY retry, a FILES or GATE step (the next image) may repeat. */
+    static const unsigned next[MCP_CALL__COUNT] = {
+        [MCP_CALL_QUEUED] = B(MCP_CALL_QUEUED) | B(MCP_CALL_SANDBOX) | B(MCP_CALL_BUSY) |
+                            B(MCP_CALL_RUNNING) | B(MCP_CALL_GATE) | B(MCP_CALL_FILES) |
+                            B(MCP_CALL_DONE),
+        [MCP_CALL_SANDBOX] = B(MCP_CALL_BUSY) | B(MCP_CALL_RUNNING) | B(MCP_CALL_GATE) |
+                             B(MCP_CALL_FILES) | B(MCP_CALL_DONE),
+        [MCP_CALL_BUSY] = B(MCP_CALL_BUSY) | B(MCP_CALL_RUNNING) | B(MCP_CALL_DONE),
+        [MCP_CALL_RUNNING] = B(MCP_CALL_GATE) | B(MCP_CALL_FILES) | B(MCP_CALL_DONE),
+        [MCP_CALL_GATE] = B(MCP_CALL_GATE) | B(MCP_CALL_FILES) | B(MCP_CALL_DONE),
+        [MCP_CALL_FILES] = B(MCP_CALL_GATE) | B(MCP_CALL_FILES) | B(MCP_CALL_DONE),
+        [MCP_CALL_DONE] = 0,
+    };
+#undef B
+
+    assert(c->state >= 0 && c->state < MCP_CALL__COUNT && to >= 0 && to < MCP_CALL__COUNT);
+    assert(next[c->state] & (1u << to));
     log_debug("mcp call %s -> %s mcp_session=%s", state_names[c->state], state_names[to],
               c->ms->id);
     c->state = to;
