@@ -398,29 +398,29 @@ struct execution_error {
     int64_t line, column; /* where a SyntaxError points; -1: not said */
 };
 struct execution_result {
-    char id[33];
-    enum session_exec_status status;
-    bool is_cmd;          /* a command (exit_code), not code */
-    bool state_preserved; /* the namespace survived */
-    uint64_t epoch;       /* the session's kernel_epoch after it */
-    int exit_code;        /* a command's; -1: none (code, or a command that never ran) */
-    char *value;          /* the last expression's repr (value_len bytes), or NULL */
+    uint64_t epoch; /* the session's kernel_epoch after it */
+    char *value;    /* the last expression's repr (value_len bytes), or NULL */
     size_t value_len;
     json_t *mime; /* object: MIME type -> string, the value's other representations; or NULL */
-    bool has_error;
-    struct execution_error error;
-    struct buf out, err; /* collected stdout and stderr (empty when they were streamed) */
-    /* What was cut of each stream ([0] stdout, [1] stderr): the kernel's counts, with what the
-     * daemon dropped on top in dropped; known only once the kernel's done came. */
-    bool truncation_known;
-    struct kernel_output_count truncated[2];
     uint64_t duration_ms;
-    bool has_resources;
-    int64_t cpu_ms, peak_memory_bytes; /* -1: not reported */
+    int64_t cpu_ms, peak_memory_bytes; /* -1: not reported (has_resources) */
     json_t *artifacts;                 /* array of artifact entries (docs/api.md) */
     json_t *restored; /* the first execution after a restore: what was restored; or NULL */
     json_t
         *snapshot; /* a save's or restore's manifest (unchecked: the sandbox wrote it), or NULL */
+    struct buf out, err; /* collected stdout and stderr (empty when they were streamed) */
+    /* What was cut of each stream ([0] stdout, [1] stderr): the kernel's counts, with what the
+     * daemon dropped on top in dropped; known only once the kernel's done came. */
+    struct kernel_output_count truncated[2];
+    struct execution_error error; /* has_error */
+    enum session_exec_status status;
+    int exit_code;        /* a command's; -1: none (code, or a command that never ran) */
+    bool is_cmd;          /* a command (exit_code), not code */
+    bool state_preserved; /* the namespace survived */
+    bool has_error;
+    bool truncation_known;
+    bool has_resources;
+    char id[33];
 };
 /* x's result, during on_done only (owned: execution_result_free()). */
 struct execution_result *execution_result_new(const struct execution *x);
