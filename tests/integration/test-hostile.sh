@@ -146,7 +146,7 @@ err_check "profile a number: 400" 400 invalid_argument "'profile' must be a stri
 err_check "idle_timeout_s negative: 400" 400 invalid_argument "'idle_timeout_s' must be" POST /v1/sessions "$TA" '{"idle_timeout_s": -5}'
 err_check "create body '[1]': 400" 400 invalid_argument 'JSON object' POST /v1/sessions "$TA" '[1]'
 # A key cut at its 64th byte in the middle of a character made the message ill-formed UTF-8,
-# which aborted the daemon (json_pack refuses it): fixed in api_reply_error.
+# which aborted the daemon (json_pack refuses it): fixed in http_reply_error.
 k63=$(printf 'a%.0s' $(seq 63))
 err_check "unknown field whose name is cut mid-character: 400, valid JSON" 400 invalid_argument "unknown field" POST "$X" "$TA" "{\"$k63\\u00e9\": 1}"
 err_check "metadata key cut mid-character: 400, valid JSON" 400 invalid_argument "must be a string" POST /v1/sessions "$TA" "{\"metadata\": {\"${k63:0:54}\\u00e9\": 1}}"
