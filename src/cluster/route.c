@@ -13,7 +13,7 @@
 #include "cluster/registry.h"
 #include "config/config.h"
 #include "log/log.h"
-#include "mcp/proto.h"
+#include "store/mcp-record.h"
 #include "store/redis.h"
 #include "store/schema.h"
 #include "util/err.h"
@@ -284,7 +284,7 @@ route_find(struct route *r, const char *id, const char *tenant, struct route_ans
 
 /* The route of an MCP session without a sandbox: its node's. */
 static void
-mcp_node_route(struct route_op *op, const struct mcp_record *rec, struct route_answer *ans)
+mcp_node_route(struct route_op *op, const struct store_mcp_rec *rec, struct route_answer *ans)
 {
     struct owner o = {0};
 
@@ -309,7 +309,7 @@ on_mcp_record(int rc, redisReply *reply, void *userdata)
     struct route_op *op = userdata;
     struct route *r = op->r;
     struct route_answer ans;
-    struct mcp_record rec;
+    struct store_mcp_rec rec;
     struct err e = {0};
     char key[KEY_MAX];
 
@@ -319,12 +319,12 @@ on_mcp_record(int rc, redisReply *reply, void *userdata)
         (void)answer(&ans, ROUTE_UNAVAILABLE, NULL, "the session store did not answer: %s",
                      rc < 0 ? strerror(-rc) : "an error");
     } else if (reply->type != REDIS_REPLY_STRING ||
-               mcp_record_load(reply->str, reply->len, &rec, &e) < 0 ||
+               store_mcp_rec_load(reply->str, reply->len, &rec, &e) < 0 ||
                strcmp(rec.tenant, op->tenant) != 0 || rec.bound ||
                (rec.sandbox[0] != '\0' &&
                 store_key_session(key, sizeof(key), r->cfg->redis_prefix, rec.sandbox) < 0)) {
         /* None, damaged, another tenant's, a bound one (refused on /mcp) or one whose sandbox is
-         * no name: answered here. */
+         * no name: answered here. Its MCP revision is not read: the node that serves it judges. */
         (void)answer(&ans, ROUTE_HERE, NULL, "served here");
     } else if (rec.sandbox[0] == '\0') {
         mcp_node_route(op, &rec, &ans);

@@ -7,7 +7,8 @@
  *   calls.c     what needs the sandbox: tool calls and resource reads, one at a time per MCP
  *                   session behind a bounded queue, streamed, cancellable.
  *
- * The pure part (messages, tool arguments, results, the record) is src/mcp. Loop context only. */
+ * The pure part (messages, tool arguments, results) is proto.c and render.c; the Redis record
+ * is store/mcp-record.h. Loop context only. */
 #pragma once
 
 #include <stdbool.h>
@@ -18,6 +19,7 @@
 #include "http/handler.h"
 #include "mcp/mcp.h"
 #include "mcp/proto.h"
+#include "store/mcp-record.h"
 
 struct evhttp_request;
 struct mcp_call;
@@ -36,7 +38,7 @@ struct mcp_session {
     TAILQ_ENTRY(mcp_session) link; /* the registry's, least recently used first */
     struct mcp_server *srv;
     char id[2 * MCP_SESSION_ID_BYTES + 1];
-    struct mcp_record rec;
+    struct store_mcp_rec rec;
     uint64_t used_ms;   /* monotonic: the last request */
     uint64_t pushed_ms; /* monotonic: the last time its record's time to live was pushed */
     TAILQ_HEAD(, mcp_call) calls; /* the running one first, then those waiting */
@@ -71,7 +73,7 @@ struct mcp_stats *mcp_server_stats(struct mcp_server *srv);
  * possibly from inside the call; -ECANCELED when the registry ends first (the waiter frees
  * itself, replying nothing). */
 typedef void mcp_session_cb(int r, struct mcp_session *ms, const char *why, void *userdata);
-void mcp_session_create(struct mcp_server *srv, const struct mcp_record *rec, mcp_session_cb *cb,
+void mcp_session_create(struct mcp_server *srv, const struct store_mcp_rec *rec, mcp_session_cb *cb,
                         void *userdata);
 /* The session with this id of tenant: from memory, or its record in Redis after a restart.
  * cb(0, ms) with a reference; -ENOENT unknown (another tenant's too), -EAGAIN Redis cannot say

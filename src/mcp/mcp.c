@@ -205,7 +205,8 @@ on_initialized(int r, struct mcp_session *ms, const char *why, void *userdata)
     if (r == 0 && req != NULL) {
         (void)evhttp_add_header(evhttp_request_get_output_headers(req), MCP_HEADER_SESSION, ms->id);
         mcp_reply(req, 200,
-                  mcp_response(id, mcp_initialize_result(ms->rec.version, SANDPOOL_VERSION)));
+                  mcp_response(id, mcp_initialize_result(mcp_version_negotiate(ms->rec.version),
+                                                         SANDPOOL_VERSION)));
     } else if (r != 0 && r != -ECANCELED && req != NULL) {
         refuse(a, req, r == -EDQUOT ? 429 : 503, id, MCP_ERR_BAD_REQUEST, why);
     }
@@ -226,7 +227,7 @@ on_initialized(int r, struct mcp_session *ms, const char *why, void *userdata)
 /* The query of /mcp: profile and idle_timeout_s, checked as POST /v1/sessions checks them. */
 static int
 own_settings(struct http *a, struct evhttp_request *req, const struct cfg_tenant *t,
-             struct mcp_record *rec, struct err *reterr)
+             struct store_mcp_rec *rec, struct err *reterr)
 {
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
@@ -287,7 +288,7 @@ static void
 initialize(struct mcp_post *p, const struct cfg_tenant *t)
 {
     struct http *a = p->a;
-    struct mcp_record rec = {0};
+    struct store_mcp_rec rec = {0};
     const char *asked = json_string_value(json_object_get(p->msg.params, "protocolVersion"));
     enum http_drain drain = a->backend->drain_state(a->backend->userdata);
     struct err e = {0};
@@ -295,7 +296,8 @@ initialize(struct mcp_post *p, const struct cfg_tenant *t)
 
     (void)snprintf(rec.tenant, sizeof(rec.tenant), "%s", t->id);
     (void)snprintf(rec.node, sizeof(rec.node), "%s", a->cfg->node_id);
-    rec.version = mcp_version_negotiate(asked);
+    (void)snprintf(rec.version, sizeof(rec.version), "%s",
+                   mcp_version_to_string(mcp_version_negotiate(asked)));
     rec.bound = p->bound;
     if (!p->bound && drain != HTTP_STOPPING &&
         (r = own_settings(a, p->pending.req, t, &rec, &e)) == 0 &&

@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "store/mcp-record.h"
 #include "util/buf.h"
 #include "util/macro.h"
 #include "util/parse.h"
@@ -224,61 +225,18 @@ mcp_initialize_result(enum mcp_version v, const char *server_version)
 
 /* ---- the record of an MCP session ------------------------------------------------------------ */
 
-char *
-mcp_record_dump(const struct mcp_record *r)
-{
-    json_t *o = OOM_CHECK(json_pack(
-        "{s:s, s:s, s:s, s:s, s:I, s:s, s:I, s:s}", "tenant", r->tenant, "mount",
-        r->bound ? "bound" : "own", "sandbox", r->sandbox, "profile", r->profile, "idle_timeout_s",
-        (json_int_t)r->idle_timeout_s, "version", mcp_version_to_string(r->version), "epoch",
-        (json_int_t)MIN(r->epoch, (uint64_t)INT64_MAX), "node", r->node));
-    char *text = OOM_CHECK(json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS));
-
-    json_decref(o);
-    return text;
-}
-
-/* A name of at most n - 1 bytes (or "" when empty is allowed) into out. */
-static bool
-record_name(const char *s, bool allow_empty, char *out, size_t n)
-{
-    if ((s[0] == '\0' && !allow_empty) || (s[0] != '\0' && !str_is_name(s, n - 1))) {
-        return false;
-    }
-    (void)snprintf(out, n, "%s", s);
-    return true;
-}
-
 int
-mcp_record_load(const char *data, size_t len, struct mcp_record *ret, struct err *reterr)
+mcp_record_load(const char *data, size_t len, struct store_mcp_rec *ret, struct err *reterr)
 {
-    const char *tenant, *mount, *sandbox, *profile, *version, *node = "";
-    json_int_t idle, epoch;
-    struct mcp_record r = {0};
-    json_error_t je;
-    json_t *o = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
-    int v = -1, ok;
+    struct store_mcp_rec r;
+    int e = store_mcp_rec_load(data, len, &r, reterr);
 
-    ok = o != NULL &&
-         json_unpack(o, "{s:s, s:s, s:s, s:s, s:I, s:s, s:I, s?s}", "tenant", &tenant, "mount",
-                     &mount, "sandbox", &sandbox, "profile", &profile, "idle_timeout_s", &idle,
-                     "version", &version, "epoch", &epoch, "node", &node) == 0;
-    ok = ok && record_name(tenant, false, r.tenant, sizeof(r.tenant)) &&
-         record_name(sandbox, true, r.sandbox, sizeof(r.sandbox)) &&
-         record_name(profile, true, r.profile, sizeof(r.profile)) &&
-         record_name(node, true, r.node, sizeof(r.node)) &&
-         (strcmp(mount, "own") == 0 || strcmp(mount, "bound") == 0) && idle >= 0 &&
-         idle <= 31536000 && epoch >= 0 && (v = mcp_version_from_string(version)) >= 0;
-    if (ok) {
-        r.bound = strcmp(mount, "bound") == 0;
-        r.idle_timeout_s = (unsigned)idle;
-        r.version = (enum mcp_version)v;
-        r.epoch = (uint64_t)epoch;
-        ok = !r.bound || r.sandbox[0] != '\0';
+    if (e < 0) {
+        return e;
     }
-    json_decref(o);
-    if (!ok) {
-        return err_set(reterr, -EINVAL, "not an MCP session record");
+    if (mcp_version_from_string(r.version) < 0) {
+        return err_set(reterr, -EINVAL, "not an MCP session record (revision '%s' is not served)",
+                       r.version);
     }
     *ret = r;
     return 0;

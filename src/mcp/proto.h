@@ -84,26 +84,13 @@ json_t *mcp_progress(json_t *token, uint64_t progress, const char *message, size
 /* The result of initialize. */
 json_t *mcp_initialize_result(enum mcp_version v, const char *server_version);
 
-/* ---- the record of an MCP session (Redis) ---- */
+/* ---- the record of an MCP session (Redis: store/mcp-record.h) ---- */
 
-/* What survives a restart of the daemon: docs/mcp.md, "Crash-only". */
-struct mcp_record {
-    char tenant[65];
-    bool bound;              /* /v1/sessions/{id}/mcp; false: /mcp, a sandbox of its own */
-    char sandbox[65];        /* the sandpool session; "" while an own one is not created yet */
-    char profile[64];        /* own: the profile asked for ("": the tenant's first) */
-    unsigned idle_timeout_s; /* own: asked for (0: the profile's) */
-    enum mcp_version version;
-    uint64_t epoch; /* the kernel_epoch the client saw last */
-    /* The node that serves it (where its own sandbox is made): other nodes forward its requests
-     * there (docs/cluster.md#routing). "" in a record written before the field existed. */
-    char node[65];
-};
-/* The record as compact JSON text (malloc'd). */
-char *mcp_record_dump(const struct mcp_record *r);
-/* Reads what mcp_record_dump() wrote (len bytes): 0, or -EINVAL when it is not such a record
- * (a damaged or foreign value is never trusted: the session is then unknown). */
-int mcp_record_load(const char *data, size_t len, struct mcp_record *ret, struct err *reterr);
+struct store_mcp_rec;
+/* Reads an MCP session's record (store_mcp_rec_load()) whose revision is one served here: 0, or
+ * -EINVAL when the record is damaged or foreign, or names a revision not served (the session is
+ * then unknown, as for a damaged record). *ret is untouched on failure. */
+int mcp_record_load(const char *data, size_t len, struct store_mcp_rec *ret, struct err *reterr);
 
 /* ---- tools ---- */
 

@@ -123,7 +123,7 @@ static int
 record_write(struct mcp_server *srv, struct mcp_session *ms, store_redis_reply_cb *cb, void *arg)
 {
     char key[256], px[24];
-    char *text = mcp_record_dump(&ms->rec);
+    char *text = store_mcp_rec_dump(&ms->rec);
     int r;
 
     key_and_ttl(ms, key, px);
@@ -279,7 +279,7 @@ op_new(struct mcp_server *srv, bool is_lookup, const char *tenant, mcp_session_c
 }
 
 void
-mcp_session_create(struct mcp_server *srv, const struct mcp_record *rec, mcp_session_cb *cb,
+mcp_session_create(struct mcp_server *srv, const struct store_mcp_rec *rec, mcp_session_cb *cb,
                    void *userdata)
 {
     const struct cfg *cfg = srv->a->cfg;
@@ -335,7 +335,7 @@ on_looked_up(int r, struct redisReply *reply, void *userdata)
     struct mcp_op *op = userdata;
     struct mcp_server *srv = op->srv;
     struct mcp_session *ms;
-    struct mcp_record rec;
+    struct store_mcp_rec rec;
     struct err e = {0};
 
     if (srv == NULL || op->cancelled) {

@@ -91,7 +91,7 @@ int store_key_session(char *out, size_t n, const char *prefix, const char *id);
 int store_key_node_sessions(char *out, size_t n, const char *prefix, const char *node);
 int store_key_node_deadlines(char *out, size_t n, const char *prefix, const char *node);
 int store_key_session_history(char *out, size_t n, const char *prefix, const char *id);
-/* P mcp:ID: an MCP session's record (JSON text, src/mcp/sessions.c). */
+/* P mcp:ID: an MCP session's record (JSON text, store/mcp-record.h). */
 int store_key_mcp(char *out, size_t n, const char *prefix, const char *id);
 /* The snapshot record's key and the snapshot sweep's zset (store/snapshots.h). */
 int store_key_snapshot(char *out, size_t n, const char *prefix, const char *id);

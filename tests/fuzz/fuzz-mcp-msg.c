@@ -1,8 +1,8 @@
 /* Fuzz target: one MCP POST body (src/mcp/proto.c), and the same bytes as an MCP session's
- * Redis record (mcp_record_load()). A message that parses must hold what
- * proto.h promises; an error must carry a message and a JSON-RPC code, and an id only of a valid
- * type. A tools/call's params go on to mcp_tool_parse(), whose normalized paths must stay inside
- * the workspace, and any base64 content to the decoder, whose output must re-encode to it; a
+ * Redis record (store/mcp-record.c, and mcp_record_load() over it). A message that parses must hold
+ * what proto.h promises; an error must carry a message and a JSON-RPC code, and an id only of a
+ * valid type. A tools/call's params go on to mcp_tool_parse(), whose normalized paths must stay
+ * inside the workspace, and any base64 content to the decoder, whose output must re-encode to it; a
  * resources/read's uri must name a path inside the workspace or be refused. */
 #include <errno.h>
 #include <stdbool.h>
@@ -13,6 +13,7 @@
 
 #include "fuzz.h"
 #include "mcp/proto.h"
+#include "store/mcp-record.h"
 
 /* A normalized workspace path: relative, no empty, "." or ".." segment ("a/..b" is a name). */
 static bool
@@ -79,23 +80,29 @@ check_resource(const char *uri)
 }
 
 /* The same bytes as an MCP session's Redis record: refused, or one that dumps and reads back to
- * itself, with names that can be keys. */
+ * itself, with names that can be keys; MCP reads it exactly when the store does and its revision
+ * is served. */
 static void
 check_record(const char *data, size_t size)
 {
-    struct mcp_record r, again;
+    struct store_mcp_rec r, again, m;
     struct err e = {0};
     char *text;
+    int served;
 
-    if (mcp_record_load(data, size, &r, &e) != 0) {
+    if (store_mcp_rec_load(data, size, &r, &e) != 0) {
         CHECK(e.msg[0] != '\0');
+        CHECK(mcp_record_load(data, size, &m, &e) == -EINVAL);
         return;
     }
     CHECK(r.tenant[0] != '\0' && strchr(r.tenant, '/') == NULL && strchr(r.sandbox, '/') == NULL &&
-          strchr(r.node, '/') == NULL);
+          strchr(r.node, '/') == NULL && r.version[0] != '\0');
     CHECK(!r.bound || r.sandbox[0] != '\0');
-    text = mcp_record_dump(&r);
-    CHECK(mcp_record_load(text, strlen(text), &again, &e) == 0);
+    served = mcp_version_from_string(r.version) >= 0;
+    CHECK(mcp_record_load(data, size, &m, &e) == (served ? 0 : -EINVAL));
+    CHECK(!served || memcmp(&r, &m, sizeof(r)) == 0);
+    text = store_mcp_rec_dump(&r);
+    CHECK(store_mcp_rec_load(text, strlen(text), &again, &e) == 0);
     CHECK(memcmp(&r, &again, sizeof(r)) == 0);
     free(text);
 }
