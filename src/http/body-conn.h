@@ -13,6 +13,23 @@
 struct bufferevent;
 struct event;
 
+/* What the filter does with a connection's next bytes. Written by http_conn_set_state() alone,
+ * which asserts the transition (http_conn_state_allowed(), the diagram below); CONN_HEAD (0, from
+ * xcalloc) is the first, and needs none.
+ *
+ *   HEAD --a head with no body-----------------------------> HEAD
+ *   HEAD --a Content-Length body, followed-----------------> BODY    --its last byte--> HEAD
+ *   HEAD --a chunked body, followed------------------------> CHUNKED --its end--------> HEAD
+ *                                                            CHUNKED --framing outside
+ *                                                                       the rules-----> BLIND
+ *   HEAD --a body held for a streamed route----------------> HELD    --read whole-----> HEAD
+ *                                                            HELD    --failed
+ *                                                                       half-way------> BROKEN
+ *   HEAD --a head not understood, too long, or an empty
+ *          line before it----------------------------------> BLIND
+ *
+ * BLIND and BROKEN are final: the connection keeps them until it is freed. body.c makes every
+ * transition but HELD's, which held.c makes when the handler's read of the body ends. */
 enum conn_state {
     CONN_HEAD,    /* reading a request head */
     CONN_BODY,    /* passing on `left` body bytes */
@@ -20,6 +37,7 @@ enum conn_state {
     CONN_HELD,    /* held body number `seq` of `left` bytes waits in the socket for its handler */
     CONN_BLIND,   /* passing everything on */
     CONN_BROKEN,  /* a held body failed half-way: nothing more is passed on */
+    CONN__COUNT,
 };
 
 struct http_conn {
@@ -28,7 +46,7 @@ struct http_conn {
     struct timeval head_timeout;   /* zero: none */
     struct bufferevent *bev;       /* the filter evhttp uses */
     struct bufferevent *sock;      /* the socket under it */
-    enum conn_state state;
+    enum conn_state state;         /* http_conn_set_state() alone writes it */
     struct buf head;
     size_t line_start; /* where the incomplete line of head starts */
     uint64_t left, length;
@@ -54,6 +72,11 @@ struct http_conn {
     void *userdata;
     bool reading, paused, in_pump;
 };
+
+/* Whether the diagram of enum conn_state lets a connection go from `from` to `to`. */
+bool http_conn_state_allowed(enum conn_state from, enum conn_state to);
+/* The one writer of c->state: asserts that the diagram allows the transition. */
+void http_conn_set_state(struct http_conn *c, enum conn_state to);
 
 /* The filter state of req's connection (one of reg's); NULL when it has none. */
 struct http_conn *http_conn_of(struct http_conns *reg, struct evhttp_request *req);

@@ -25,6 +25,10 @@
  * judges and frames it itself, so the two never disagree about where a request ends. Such an upload
  * is read by evhttp like any body, within http.max_body_bytes.
  *
+ * What the filter does with a connection's next bytes is its state (enum conn_state: heads, a
+ * body followed or held, blind, broken; body-conn.h draws the diagram), written by
+ * http_conn_set_state() alone, which asserts every transition.
+ *
  * Output goes from the filter straight to the descriptor, asynchronously, on an event of the
  * filter's own (filter_out()); see there for why.
  *
@@ -38,7 +42,9 @@
  * would reach the token check as "Bearer <token>". HEAD_MAX is above the largest head evhttp
  * accepts (HTTP_MAX_HEADERS_BYTES of line content plus line ends), so the filter sees every head
  * evhttp dispatches whole; one holding a NUL goes blind and its request is refused with 400. */
+#include <assert.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
@@ -63,6 +69,33 @@ add(struct evbuffer *b, const void *data, size_t n)
     }
 }
 
+/* ---- the connection's state ------------------------------------------------------------------ */
+
+/* transitions[from][to]: the diagram of enum conn_state (body-conn.h). */
+static const bool transitions[CONN__COUNT][CONN__COUNT] = {
+    [CONN_HEAD] = {[CONN_HEAD] = true,
+                   [CONN_BODY] = true,
+                   [CONN_CHUNKED] = true,
+                   [CONN_HELD] = true,
+                   [CONN_BLIND] = true},
+    [CONN_BODY] = {[CONN_HEAD] = true},
+    [CONN_CHUNKED] = {[CONN_HEAD] = true, [CONN_BLIND] = true},
+    [CONN_HELD] = {[CONN_HEAD] = true, [CONN_BROKEN] = true},
+};
+
+bool
+http_conn_state_allowed(enum conn_state from, enum conn_state to)
+{
+    return from >= 0 && from < CONN__COUNT && to >= 0 && to < CONN__COUNT && transitions[from][to];
+}
+
+void
+http_conn_set_state(struct http_conn *c, enum conn_state to)
+{
+    assert(http_conn_state_allowed(c->state, to));
+    c->state = to;
+}
+
 /* ---- heads ----------------------------------------------------------------------------------- */
 
 /* A complete head (ending in its empty line) is in c->head: pass it on, maybe rewritten (head.c
@@ -78,7 +111,7 @@ emit_head(struct http_conn *c, struct evbuffer *dst)
         c->nul_head = c->heads;
     }
     if (!h.understood) {
-        c->state = CONN_BLIND;
+        http_conn_set_state(c, CONN_BLIND);
         add(dst, c->head.buf, c->head.len);
         return;
     }
@@ -92,7 +125,7 @@ emit_head(struct http_conn *c, struct evbuffer *dst)
         }
         add(dst, rewritten.buf, rewritten.len);
         buf_done(&rewritten);
-        c->state = CONN_HELD;
+        http_conn_set_state(c, CONN_HELD);
         c->left = c->length = h.length;
         c->chunked = h.chunked;
         c->body_started = false;
@@ -102,7 +135,7 @@ emit_head(struct http_conn *c, struct evbuffer *dst)
     }
     add(dst, c->head.buf, c->head.len);
     c->left = h.length;
-    c->state = h.chunked ? CONN_CHUNKED : h.length > 0 ? CONN_BODY : CONN_HEAD;
+    http_conn_set_state(c, h.chunked ? CONN_CHUNKED : h.length > 0 ? CONN_BODY : CONN_HEAD);
     chunked_init(&c->chunk, HTTP_CHUNKED_RULES);
 }
 
@@ -132,9 +165,9 @@ pass_chunked(struct http_conn *c, struct evbuffer *src, struct evbuffer *dst)
     }
     (void)evbuffer_remove_buffer(src, dst, off);
     if (r == 1) {
-        c->state = CONN_HEAD;
+        http_conn_set_state(c, CONN_HEAD);
     } else if (r < 0) {
-        c->state = CONN_BLIND;
+        http_conn_set_state(c, CONN_BLIND);
     }
 }
 
@@ -159,7 +192,8 @@ scan_head(struct http_conn *c, struct evbuffer *src, struct evbuffer *dst)
         head_deadline(c);
     }
     if (take == 0) {
-        c->state = CONN_BLIND; /* a long head: evhttp decides what it is; the deadline runs */
+        http_conn_set_state(
+            c, CONN_BLIND); /* a long head: evhttp decides what it is; the deadline runs */
         add(dst, c->head.buf, c->head.len);
         c->head.len = 0;
         return true;
@@ -171,7 +205,7 @@ scan_head(struct http_conn *c, struct evbuffer *src, struct evbuffer *dst)
     case HTTP_HEAD_EMPTY_FIRST:
         /* An empty line before the request line: evhttp's business. The deadline runs on for
          * the head that follows. */
-        c->state = CONN_BLIND;
+        http_conn_set_state(c, CONN_BLIND);
         (void)evbuffer_drain(src, take);
         add(dst, c->head.buf, c->head.len);
         c->head.len = 0;
@@ -228,7 +262,7 @@ filter_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
             c->left -= n;
             moved = true;
             if (c->left == 0) {
-                c->state = CONN_HEAD;
+                http_conn_set_state(c, CONN_HEAD);
             }
             break;
         case CONN_CHUNKED:
@@ -246,6 +280,8 @@ filter_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
                 moved = true;
             }
             break;
+        case CONN__COUNT: /* never a state: http_conn_set_state() asserts */
+            abort();
         }
     }
 }

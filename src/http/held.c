@@ -4,11 +4,12 @@
  * While a handler runs, evhttp has disabled reading on the connection (which suspends the
  * socket's bufferevent), so the held body is read straight from the socket with an event of its
  * own: first what the socket's bufferevent had already buffered, then the descriptor, never past
- * the body's last byte. Once the body is consumed the filter goes back to reading request heads,
- * and any pipelined request already buffered is pushed through it for evhttp, which looks at it
- * once the current reply is out. A body that fails half-way leaves the connection broken: where
- * its next request starts is unknown. Callbacks never fire from inside the call that asked for
- * them. Loop context only. */
+ * the body's last byte. Once the body is consumed the filter goes back to reading request heads
+ * (CONN_HELD -> CONN_HEAD, through http_conn_set_state()), and any pipelined request already
+ * buffered is pushed through it for evhttp, which looks at it once the current reply is out. A
+ * body that fails half-way leaves the connection broken (CONN_BROKEN): where its next request
+ * starts is unknown. Callbacks never fire from inside the call that asked for them. Loop context
+ * only. */
 #include <errno.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -130,10 +131,10 @@ reader_end(struct http_conn *c, int r)
          * which looks at it once this request's reply is out. */
         c->consumed_seq = c->seq;
         c->consumed_length = c->chunked ? c->chunk.total : c->length;
-        c->state = CONN_HEAD;
+        http_conn_set_state(c, CONN_HEAD);
         (void)bufferevent_flush(c->bev, EV_READ, BEV_FLUSH);
     } else {
-        c->state = CONN_BROKEN; /* where the next request starts is unknown */
+        http_conn_set_state(c, CONN_BROKEN); /* where the next request starts is unknown */
     }
     if (cb != NULL) {
         cb(r, c->userdata);

@@ -18,7 +18,9 @@
  * printed), so a failure can be replayed.
  *
  * The checks marked "regression" guard against bugs this test found in body.c; the two that once
- * corrupted the server's memory run in a child process (run_isolated()). */
+ * corrupted the server's memory run in a child process (run_isolated()). conn_states checks the
+ * connection's transition table (body-conn.h) pair by pair; every other case runs with its
+ * assertions on. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -39,6 +41,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "http/body-conn.h"
 #include "http/http-internal.h"
 #include "lib/http.h"
 #include "lib/loop.h"
@@ -1171,6 +1174,50 @@ reqs_free(struct req *reqs, size_t n)
         req_done(&reqs[i]);
     }
     free(reqs);
+}
+
+/* ---- case 0: the connection's state machine ------------------------------------------------- */
+
+/* Every pair of states against the diagram of body-conn.h, written out here on its own: the table
+ * http_conn_set_state() asserts must be that diagram. */
+TEST(conn_states)
+{
+    static const struct {
+        enum conn_state from, to;
+    } edges[] = {
+        {CONN_HEAD, CONN_HEAD},    {CONN_HEAD, CONN_BODY},     {CONN_HEAD, CONN_CHUNKED},
+        {CONN_HEAD, CONN_HELD},    {CONN_HEAD, CONN_BLIND},    {CONN_BODY, CONN_HEAD},
+        {CONN_CHUNKED, CONN_HEAD}, {CONN_CHUNKED, CONN_BLIND}, {CONN_HELD, CONN_HEAD},
+        {CONN_HELD, CONN_BROKEN},
+    };
+    unsigned wrong = 0, n = 0;
+
+    for (int from = 0; from <= CONN__COUNT; from++) {
+        for (int to = 0; to <= CONN__COUNT; to++) {
+            bool want = false;
+
+            for (size_t i = 0; i < ELEMENTSOF(edges); i++) {
+                want = want || (edges[i].from == (enum conn_state)from &&
+                                edges[i].to == (enum conn_state)to);
+            }
+            n += want;
+            if (http_conn_state_allowed((enum conn_state)from, (enum conn_state)to) != want) {
+                TAP_CHECK(false, "%d -> %d: %s by the table, not by the diagram", from, to,
+                          want ? "refused" : "allowed");
+                wrong++;
+            }
+        }
+    }
+    TAP_CHECK(wrong == 0 && n == ELEMENTSOF(edges),
+              "%u transitions allowed, the diagram's, of %d pairs", n,
+              (CONN__COUNT + 1) * (CONN__COUNT + 1));
+    /* What the filter relies on most: blind and broken are final, and only a head holds a body. */
+    for (int st = 0; st < CONN__COUNT; st++) {
+        TAP_CHECK(!http_conn_state_allowed(CONN_BLIND, (enum conn_state)st) &&
+                      !http_conn_state_allowed(CONN_BROKEN, (enum conn_state)st) &&
+                      http_conn_state_allowed((enum conn_state)st, CONN_HELD) == (st == CONN_HEAD),
+                  "state %d: none after blind or broken; held only after a head", st);
+    }
 }
 
 /* ---- case 1: a mixed pipeline at random write boundaries, and byte by byte ------------------- */
@@ -2567,6 +2614,7 @@ main(void)
         return EXIT_FAILURE;
     }
     (void)printf("# seed %" PRIu64 " (TEST_BODY_SEED replays a run)\n", seed);
+    RUN(conn_states);
     RUN(pipelined_mix);
     RUN(byte_by_byte);
     RUN(keepalive_after_held);
