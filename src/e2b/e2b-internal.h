@@ -59,16 +59,14 @@ const char *e2b_connect_code(int r);
  * handler), *req NULL. */
 void e2b_request_gone(struct evhttp_request **req);
 /* An asynchronous control-plane request (sandboxes.c): its client may leave before the answer; a
- * reply only to a live request (w->req not NULL), as sessions.c's calls do. */
+ * reply only to a live request (w->pending.req not NULL), as sessions.c's calls do. */
 struct e2b_wait {
     struct http *a;
-    struct evhttp_request *req; /* NULL once the client went away */
-    struct evhttp_connection *conn;
+    struct http_pending pending; /* req NULL once the client went away */
     char tenant[65];
     char id[SESSION_ID_MAX + 1];
     char actor[80];
     bool connect; /* a connect's answer is the sandbox */
-    char request[LOG_REQUEST_ID_MAX + 1];
 };
 /* PUT sandboxes/ID/network for t's sandbox s (netupdate.c). */
 void e2b_sandbox_network(struct http *a, struct evhttp_request *req, const struct cfg_tenant *t,
