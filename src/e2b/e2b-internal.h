@@ -179,12 +179,10 @@ enum e2b_run_state {
 struct e2b_run {
     TAILQ_ENTRY(e2b_run) link; /* the api's runs */
     struct http *a;
-    struct evhttp_request *req; /* NULL once the client went away */
-    struct evhttp_connection *conn;
+    struct http_pending pending; /* the run is freed when its client goes */
     enum e2b_run_kind kind;
     enum e2b_run_state state; /* set by run_set() (run.c) only */
     char tenant[65], session[SESSION_ID_MAX + 1];
-    char request[LOG_REQUEST_ID_MAX + 1];
     struct execution *x;
     struct stream_out *out;
     struct event *timer; /* the busy retry, then the keepalive */
