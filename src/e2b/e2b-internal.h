@@ -114,12 +114,10 @@ struct e2b_upload;
 
 struct e2b_envd_op {
     struct http *a;
-    struct evhttp_request *req; /* NULL once the client went away */
-    struct evhttp_connection *conn;
+    struct http_pending pending; /* the operation is over when its client goes */
     enum e2b_envd_kind kind;
     enum e2b_envd_state state; /* set by op_set() (envd.c) only */
     char tenant[65], session[SESSION_ID_MAX + 1];
-    char request[LOG_REQUEST_ID_MAX + 1];
     struct http_gate_waiter *gw;
     bool gate_in;
     bool used; /* counted in its sandbox's uses (no pause meanwhile: session_use()) */
