@@ -24,7 +24,6 @@
 #include "session/session.h"
 
 struct event;
-struct evhttp_connection;
 struct evhttp_request;
 struct execution;
 struct session;
@@ -55,9 +54,6 @@ void e2b_reply_connect_error(struct evhttp_request *req, const char *code, const
     __attribute__((format(printf, 3, 4)));
 /* The Connect error code of an errno ("not_found", ...). */
 const char *e2b_connect_code(int r);
-/* In a connection's close callback: the request is gone (freed if evhttp left it to its
- * handler), *req NULL. */
-void e2b_request_gone(struct evhttp_request **req);
 /* An asynchronous control-plane request (sandboxes.c): its client may leave before the answer; a
  * reply only to a live request (w->pending.req not NULL), as sessions.c's calls do. */
 struct e2b_wait {

@@ -164,17 +164,6 @@ e2b_reply_connect_error(struct evhttp_request *req, const char *code, const char
     reply_text_json(req, status, OOM_CHECK(json_pack("{s:s, s:o}", "code", code, "message", msg)));
 }
 
-void
-e2b_request_gone(struct evhttp_request **req)
-{
-    if (*req != NULL && evhttp_request_get_connection(*req) == NULL) {
-        /* The client left mid-answer: evhttp detached the request and leaves it to its handler
-         * (libevent 2.1 evhttp_connection_incoming_fail), as in sessions.c. */
-        evhttp_request_free(*req);
-    }
-    *req = NULL;
-}
-
 static void
 on_wait_gone(struct http_pending *p)
 {
