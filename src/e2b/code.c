@@ -290,7 +290,7 @@ struct restart {
 static void
 on_restart_gone(struct http_pending *p)
 {
-    struct restart *rs = (struct restart *)((char *)p - offsetof(struct restart, pending));
+    struct restart *rs = container_of(p, struct restart, pending);
 
     session_restart_cancel(rs->w); /* the restart goes on */
     free(rs);

@@ -91,8 +91,7 @@ e2b_envd_over(struct e2b_envd_op *o)
 static void
 on_gone(struct http_pending *p)
 {
-    struct e2b_envd_op *o =
-        (struct e2b_envd_op *)((char *)p - offsetof(struct e2b_envd_op, pending));
+    struct e2b_envd_op *o = container_of(p, struct e2b_envd_op, pending);
 
     if (o->out != NULL) {
         stream_out_abandon(o->out);

@@ -90,7 +90,7 @@ run_free(struct e2b_run *r)
 static void
 on_gone(struct http_pending *p)
 {
-    struct e2b_run *r = (struct e2b_run *)((char *)p - offsetof(struct e2b_run, pending));
+    struct e2b_run *r = container_of(p, struct e2b_run, pending);
     struct session *s = e2b_run_session(r);
 
     if (r->out != NULL) {

@@ -282,8 +282,7 @@ struct policy_call {
 static void
 on_policy_gone(struct http_pending *p)
 {
-    struct policy_call *c =
-        (struct policy_call *)((char *)p - offsetof(struct policy_call, pending));
+    struct policy_call *c = container_of(p, struct policy_call, pending);
 
     c->a->backend->policy_cancel(c->a->backend->userdata, c->wait);
     free(c);

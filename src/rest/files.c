@@ -72,7 +72,7 @@ fcall_free(struct fcall *fc)
 static void
 on_gone(struct http_pending *p)
 {
-    struct fcall *fc = (struct fcall *)((char *)p - offsetof(struct fcall, pending));
+    struct fcall *fc = container_of(p, struct fcall, pending);
 
     fc->left_in_flight = fc->op != NULL;
     files_cancel(fc->op); /* the helper sees its stream close and cleans up after itself */
