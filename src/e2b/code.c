@@ -84,8 +84,7 @@ static json_t *context_json(const char *id);
 /* A context made or deleted: answered once Redis has the sandbox's record (after a kill -9 the
  * answer still holds); a write that fails puts the record back as it was and answers 503. */
 struct ctx_wait {
-    struct evhttp_request *req; /* NULL once the client went away */
-    struct evhttp_connection *conn;
+    struct http_pending pending; /* req NULL once the client went away */
     struct session_manager *sessions;
     char session[SESSION_ID_MAX + 1], tenant[65];
     char made[E2B_CONTEXT_ID_LEN + 1]; /* the context made; "" for a delete */
@@ -93,11 +92,9 @@ struct ctx_wait {
 };
 
 static void
-on_ctx_close(struct evhttp_connection *conn, void *arg)
+on_ctx_gone(struct http_pending *p)
 {
-    struct ctx_wait *w = arg;
-
-    e2b_request_gone(&w->req);
+    /* The write goes on; its end frees the wait. */
 }
 
 static void
@@ -112,6 +109,7 @@ on_ctx_saved(int r, void *arg)
     struct ctx_wait *w = arg;
 
     if (r == -ECANCELED) { /* the daemon is stopping: nobody waits any more */
+        http_pending_end(&w->pending);
         free(w);
         return;
     }
@@ -122,14 +120,16 @@ on_ctx_saved(int r, void *arg)
             (void)session_set_ext(s, w->before, on_before_restored, NULL, &(struct err){0});
         }
     }
-    if (w->req != NULL) {
-        evhttp_connection_set_closecb(w->conn, NULL, NULL);
+    if (w->pending.req != NULL) {
+        struct evhttp_request *req = w->pending.req;
+
+        http_pending_end(&w->pending);
         if (r < 0) {
-            e2b_reply_error(w->req, 503, "the sandbox's record could not be written; retry");
+            e2b_reply_error(req, 503, "the sandbox's record could not be written; retry");
         } else if (w->made[0] != '\0') {
-            http_reply_json_new(w->req, 200, context_json(w->made));
+            http_reply_json_new(req, 200, context_json(w->made));
         } else {
-            evhttp_send_reply(w->req, 204, "No Content", NULL);
+            evhttp_send_reply(req, 204, "No Content", NULL);
         }
     }
     free(w);
@@ -142,8 +142,6 @@ ctx_save(struct http *a, struct evhttp_request *req, struct session *s, const st
     struct ctx_wait *w = xcalloc(1, sizeof(*w));
     struct err e = {0};
 
-    w->req = req;
-    w->conn = evhttp_request_get_connection(req);
     (void)snprintf(w->session, sizeof(w->session), "%s", session_id(s));
     (void)snprintf(w->tenant, sizeof(w->tenant), "%s", session_tenant(s));
     (void)snprintf(w->made, sizeof(w->made), "%s", made ? made : "");
@@ -154,7 +152,7 @@ ctx_save(struct http *a, struct evhttp_request *req, struct session *s, const st
         free(w);
         return;
     }
-    evhttp_connection_set_closecb(w->conn, on_ctx_close, w);
+    http_pending_start(&w->pending, req, on_ctx_gone);
 }
 
 void
@@ -165,19 +163,23 @@ e2b_code_dropped(struct e2b_run *r, const struct execution_result *res)
     int i;
 
     if (res->status != SESSION_EXEC_OK) {
-        e2b_reply_error(r->req, 500, "the context's namespace could not be cleared");
+        e2b_reply_error(r->pending.req, 500, "the context's namespace could not be cleared");
         return;
     }
     if (r->delete_ctx && s != NULL && e2b_ext_decode(session_ext(s), &x) == 0 &&
         (i = e2b_ext_context(&x, r->ctx)) >= 0) {
+        struct evhttp_request *req = r->pending.req;
+
         memmove(x.contexts[i], x.contexts[i + 1],
                 (x.n_contexts - (unsigned)i - 1) * sizeof(x.contexts[0]));
         x.n_contexts--;
-        ctx_save(r->a, r->req, s, &x, NULL);
-        r->req = NULL; /* the answer is ctx_save()'s now */
+        /* The answer is ctx_save()'s now, and so is the watch on the connection (the run's ends
+         * first: one close callback per connection). */
+        http_pending_end(&r->pending);
+        ctx_save(r->a, req, s, &x, NULL);
         return;
     }
-    evhttp_send_reply(r->req, 204, "No Content", NULL);
+    evhttp_send_reply(r->pending.req, 204, "No Content", NULL);
 }
 
 /* ---- the code interpreter -------------------------------------------------------------------- */
@@ -281,17 +283,15 @@ contexts_list(struct evhttp_request *req, struct e2b_target *t)
 
 /* A restart of the default context: the interpreter's (every namespace, a new epoch). */
 struct restart {
-    struct evhttp_request *req;
-    struct evhttp_connection *conn;
+    struct http_pending pending;
     struct session_restart *w;
 };
 
 static void
-on_restart_close(struct evhttp_connection *conn, void *arg)
+on_restart_gone(struct http_pending *p)
 {
-    struct restart *rs = arg;
+    struct restart *rs = container_of(p, struct restart, pending);
 
-    e2b_request_gone(&rs->req);
     session_restart_cancel(rs->w); /* the restart goes on */
     free(rs);
 }
@@ -300,12 +300,13 @@ static void
 on_default_restarted(int rc, uint64_t epoch, const struct err *e, void *userdata)
 {
     struct restart *rs = userdata;
+    struct evhttp_request *req = rs->pending.req;
 
-    evhttp_connection_set_closecb(rs->conn, NULL, NULL);
+    http_pending_end(&rs->pending);
     if (rc < 0) {
-        e2b_reply_error(rs->req, e2b_status_of(rc), "%s", e ? e->msg : strerror(-rc));
+        e2b_reply_error(req, e2b_status_of(rc), "%s", e ? e->msg : strerror(-rc));
     } else {
-        evhttp_send_reply(rs->req, 204, "No Content", NULL);
+        evhttp_send_reply(req, 204, "No Content", NULL);
     }
     free(rs);
 }
@@ -317,15 +318,13 @@ default_restart(struct evhttp_request *req, struct e2b_target *t)
     struct err e = {0};
     int rc;
 
-    rs->req = req;
-    rs->conn = evhttp_request_get_connection(req);
     rc = session_restart(t->s, on_default_restarted, rs, &rs->w, &e);
     if (rc < 0) {
         e2b_reply_error(req, e2b_status_of(rc), "%s", e.msg);
         free(rs);
         return;
     }
-    evhttp_connection_set_closecb(rs->conn, on_restart_close, rs);
+    http_pending_start(&rs->pending, req, on_restart_gone);
 }
 
 /* DELETE /contexts/ID, POST /contexts/ID/restart. */

@@ -24,7 +24,6 @@
 #include "session/session.h"
 
 struct event;
-struct evhttp_connection;
 struct evhttp_request;
 struct execution;
 struct session;
@@ -55,20 +54,15 @@ void e2b_reply_connect_error(struct evhttp_request *req, const char *code, const
     __attribute__((format(printf, 3, 4)));
 /* The Connect error code of an errno ("not_found", ...). */
 const char *e2b_connect_code(int r);
-/* In a connection's close callback: the request is gone (freed if evhttp left it to its
- * handler), *req NULL. */
-void e2b_request_gone(struct evhttp_request **req);
 /* An asynchronous control-plane request (sandboxes.c): its client may leave before the answer; a
- * reply only to a live request (w->req not NULL), as sessions.c's calls do. */
+ * reply only to a live request (w->pending.req not NULL), as sessions.c's calls do. */
 struct e2b_wait {
     struct http *a;
-    struct evhttp_request *req; /* NULL once the client went away */
-    struct evhttp_connection *conn;
+    struct http_pending pending; /* req NULL once the client went away */
     char tenant[65];
     char id[SESSION_ID_MAX + 1];
     char actor[80];
     bool connect; /* a connect's answer is the sandbox */
-    char request[LOG_REQUEST_ID_MAX + 1];
 };
 /* PUT sandboxes/ID/network for t's sandbox s (netupdate.c). */
 void e2b_sandbox_network(struct http *a, struct evhttp_request *req, const struct cfg_tenant *t,
@@ -116,12 +110,10 @@ struct e2b_upload;
 
 struct e2b_envd_op {
     struct http *a;
-    struct evhttp_request *req; /* NULL once the client went away */
-    struct evhttp_connection *conn;
+    struct http_pending pending; /* the operation is over when its client goes */
     enum e2b_envd_kind kind;
     enum e2b_envd_state state; /* set by op_set() (envd.c) only */
     char tenant[65], session[SESSION_ID_MAX + 1];
-    char request[LOG_REQUEST_ID_MAX + 1];
     struct http_gate_waiter *gw;
     bool gate_in;
     bool used; /* counted in its sandbox's uses (no pause meanwhile: session_use()) */
@@ -181,12 +173,10 @@ enum e2b_run_state {
 struct e2b_run {
     TAILQ_ENTRY(e2b_run) link; /* the api's runs */
     struct http *a;
-    struct evhttp_request *req; /* NULL once the client went away */
-    struct evhttp_connection *conn;
+    struct http_pending pending; /* the run is freed when its client goes */
     enum e2b_run_kind kind;
     enum e2b_run_state state; /* set by run_set() (run.c) only */
     char tenant[65], session[SESSION_ID_MAX + 1];
-    char request[LOG_REQUEST_ID_MAX + 1];
     struct execution *x;
     struct stream_out *out;
     struct event *timer; /* the busy retry, then the keepalive */

@@ -164,23 +164,10 @@ e2b_reply_connect_error(struct evhttp_request *req, const char *code, const char
     reply_text_json(req, status, OOM_CHECK(json_pack("{s:s, s:o}", "code", code, "message", msg)));
 }
 
-void
-e2b_request_gone(struct evhttp_request **req)
-{
-    if (*req != NULL && evhttp_request_get_connection(*req) == NULL) {
-        /* The client left mid-answer: evhttp detached the request and leaves it to its handler
-         * (libevent 2.1 evhttp_connection_incoming_fail), as in sessions.c. */
-        evhttp_request_free(*req);
-    }
-    *req = NULL;
-}
-
 static void
-on_wait_close(struct evhttp_connection *conn, void *arg)
+on_wait_gone(struct http_pending *p)
 {
-    struct e2b_wait *w = arg;
-
-    e2b_request_gone(&w->req);
+    /* The work goes on; its end frees the wait (e2b_wait_end()). */
 }
 
 struct e2b_wait *
@@ -189,22 +176,17 @@ e2b_wait_new(struct http *a, struct evhttp_request *req, const struct cfg_tenant
     struct e2b_wait *w = xcalloc(1, sizeof(*w));
 
     w->a = a;
-    w->req = req;
-    w->conn = evhttp_request_get_connection(req);
     (void)snprintf(w->tenant, sizeof(w->tenant), "%s", t->id);
     (void)snprintf(w->id, sizeof(w->id), "%s", id ? id : "");
     (void)snprintf(w->actor, sizeof(w->actor), "tenant:%s", t->id);
-    (void)snprintf(w->request, sizeof(w->request), "%s", log_request() ? log_request() : "");
-    evhttp_connection_set_closecb(w->conn, on_wait_close, w);
+    http_pending_start(&w->pending, req, on_wait_gone);
     return w;
 }
 
 void
 e2b_wait_end(struct e2b_wait *w)
 {
-    if (w->req != NULL) {
-        evhttp_connection_set_closecb(w->conn, NULL, NULL);
-    }
+    http_pending_end(&w->pending);
     free(w);
 }
 

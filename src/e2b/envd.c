@@ -71,9 +71,7 @@ e2b_envd_gate_leave(struct e2b_envd_op *o, bool in_flight)
 void
 e2b_envd_free(struct e2b_envd_op *o)
 {
-    if (o->req != NULL) {
-        evhttp_connection_set_closecb(o->conn, NULL, NULL);
-    }
+    http_pending_end(&o->pending);
     if (o->used) {
         session_unuse(o->a->backend->sessions, o->session);
     }
@@ -91,11 +89,10 @@ e2b_envd_over(struct e2b_envd_op *o)
 }
 
 static void
-on_close(struct evhttp_connection *conn, void *arg)
+on_gone(struct http_pending *p)
 {
-    struct e2b_envd_op *o = arg;
+    struct e2b_envd_op *o = container_of(p, struct e2b_envd_op, pending);
 
-    e2b_request_gone(&o->req);
     if (o->out != NULL) {
         stream_out_abandon(o->out);
         o->out = NULL;
@@ -117,13 +114,13 @@ e2b_envd_failed(struct e2b_envd_op *o, int r, const struct err *e)
 {
     const char *msg = e != NULL && e->msg[0] != '\0' ? e->msg : strerror(-r);
 
-    if (o->req == NULL) {
+    if (o->pending.req == NULL) {
         return;
     }
     if (o->kind == ENVD_GET || o->kind == ENVD_PUT) {
-        e2b_reply_error(o->req, e2b_status_of(r), "%s", msg);
+        e2b_reply_error(o->pending.req, e2b_status_of(r), "%s", msg);
     } else {
-        e2b_reply_connect_error(o->req, e2b_connect_code(r), "%s", msg);
+        e2b_reply_connect_error(o->pending.req, e2b_connect_code(r), "%s", msg);
     }
 }
 
@@ -133,7 +130,7 @@ on_gate(int r, void *arg)
     struct e2b_envd_op *o = arg;
 
     o->gw = NULL;
-    log_set_request(o->request);
+    http_pending_log(&o->pending);
     if (r < 0) {
         e2b_envd_failed(o, -EDQUOT, NULL);
         e2b_envd_over(o);
@@ -153,12 +150,9 @@ e2b_envd_start(struct http *a, struct evhttp_request *req, struct e2b_target *t,
     int r;
 
     o->a = a;
-    o->req = req;
-    o->conn = evhttp_request_get_connection(req);
     (void)snprintf(o->tenant, sizeof(o->tenant), "%s", session_tenant(t->s));
     (void)snprintf(o->session, sizeof(o->session), "%s", session_id(t->s));
-    (void)snprintf(o->request, sizeof(o->request), "%s", log_request() ? log_request() : "");
-    evhttp_connection_set_closecb(o->conn, on_close, o);
+    http_pending_start(&o->pending, req, on_gone);
     r = http_gate_enter(a->files_gate, o->tenant, o->session, on_gate, o, &o->gw);
     if (r < 0) {
         e2b_envd_failed(o, -EDQUOT,
@@ -300,9 +294,9 @@ on_answer(int r, json_t *result, const struct err *e, void *userdata)
     size_t i;
 
     o->fop = NULL;
-    log_set_request(o->request);
+    http_pending_log(&o->pending);
     if (r == 0 && o->kind == ENVD_MKDIR && json_is_false(json_object_get(result, "created"))) {
-        e2b_reply_connect_error(o->req, "already_exists", "%s/%s exists already",
+        e2b_reply_connect_error(o->pending.req, "already_exists", "%s/%s exists already",
                                 o->home ? E2B_HOME : E2B_WORKSPACE, o->path);
     } else if (r < 0) {
         e2b_envd_failed(o, r, e);
@@ -342,8 +336,8 @@ on_answer(int r, json_t *result, const struct err *e, void *userdata)
         out = OOM_CHECK(json_pack("{s:o}", "entry", entry_json(o, made)));
         json_decref(made);
     }
-    if (out != NULL && o->req != NULL) {
-        http_reply_json_new(o->req, 200, out);
+    if (out != NULL && o->pending.req != NULL) {
+        http_reply_json_new(o->pending.req, 200, out);
     } else {
         json_decref(out);
     }
@@ -444,7 +438,7 @@ static int
 on_get_header(uint64_t size, double mtime, void *userdata)
 {
     struct e2b_envd_op *o = userdata;
-    struct evkeyvalq *h = evhttp_request_get_output_headers(o->req);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(o->pending.req);
     char len[24];
 
     (void)snprintf(len, sizeof(len), "%llu", (unsigned long long)size);
@@ -452,7 +446,7 @@ on_get_header(uint64_t size, double mtime, void *userdata)
     (void)evhttp_add_header(h, "Content-Length", len);
     (void)evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
     (void)evhttp_add_header(h, "Cache-Control", "no-store");
-    o->out = stream_out_start(o->req, 200, "OK", on_get_drained, o);
+    o->out = stream_out_start(o->pending.req, 200, "OK", on_get_drained, o);
     return 0;
 }
 
@@ -480,16 +474,13 @@ on_got(int r, json_t *result, const struct err *e, void *userdata)
     struct stream_out *out = o->out;
 
     o->fop = NULL;
-    log_set_request(o->request);
+    http_pending_log(&o->pending);
     if (out == NULL) {
         e2b_envd_failed(o, r, e);
         e2b_envd_over(o);
     } else {
         o->out = NULL;
-        if (o->req != NULL) {
-            evhttp_connection_set_closecb(o->conn, NULL, NULL);
-            o->req = NULL;
-        }
+        http_pending_end(&o->pending);
         e2b_envd_over(o); /* first: the end may free the connection at once (stream/out.h) */
         stream_out_end(out, r < 0);
     }

@@ -20,17 +20,17 @@ on_network_set(int r, void *userdata)
         e2b_wait_end(w);
         return;
     }
-    log_set_request(w->request);
+    http_pending_log(&w->pending);
     if (r == 0) {
         audit_log("e2b.sandbox.network", w->actor,
                   OOM_CHECK(json_pack("{s:s, s:s}", "tenant", w->tenant, "session", w->id)));
     }
-    if (w->req != NULL && r < 0) {
-        e2b_reply_error(w->req, e2b_status_of(r), "sandbox %s %s", w->id,
+    if (w->pending.req != NULL && r < 0) {
+        e2b_reply_error(w->pending.req, e2b_status_of(r), "sandbox %s %s", w->id,
                         r == -ENOTCONN ? "could not be changed (redis is down); retry"
                                        : "is not running");
-    } else if (w->req != NULL) {
-        evhttp_send_reply(w->req, 204, "No Content", NULL);
+    } else if (w->pending.req != NULL) {
+        evhttp_send_reply(w->pending.req, 204, "No Content", NULL);
     }
     log_set_request(NULL);
     e2b_wait_end(w);

@@ -76,9 +76,7 @@ run_free(struct e2b_run *r)
 {
     run_set(r, RUN_OVER);
     TAILQ_REMOVE(&e2b_room(r->a)->runs, r, link);
-    if (r->req != NULL) {
-        evhttp_connection_set_closecb(r->conn, NULL, NULL);
-    }
+    http_pending_end(&r->pending);
     if (r->timer != NULL) {
         event_free(r->timer);
     }
@@ -90,12 +88,11 @@ run_free(struct e2b_run *r)
 
 /* The client went away: its run is interrupted (when it still runs) and forgotten. */
 static void
-on_close(struct evhttp_connection *conn, void *arg)
+on_gone(struct http_pending *p)
 {
-    struct e2b_run *r = arg;
+    struct e2b_run *r = container_of(p, struct e2b_run, pending);
     struct session *s = e2b_run_session(r);
 
-    e2b_request_gone(&r->req);
     if (r->out != NULL) {
         stream_out_abandon(r->out);
         r->out = NULL;
@@ -120,18 +117,15 @@ e2b_run_new(struct http *a, struct evhttp_request *req, struct e2b_target *t,
     struct e2b_run *r = xcalloc(1, sizeof(*r));
 
     r->a = a;
-    r->req = req;
-    r->conn = evhttp_request_get_connection(req);
     r->kind = kind;
     (void)snprintf(r->tenant, sizeof(r->tenant), "%s", session_tenant(t->s));
     (void)snprintf(r->session, sizeof(r->session), "%s", session_id(t->s));
-    (void)snprintf(r->request, sizeof(r->request), "%s", log_request() ? log_request() : "");
     r->timeout_s = session_profile(t->s)->exec_timeout_s;
     /* What it will hold while it waits: at most its request's body (parsed into code, argv, env;
      * the body itself is let go), and 1 KiB for the rest. */
     r->bytes = 1024u + evbuffer_get_length(evhttp_request_get_input_buffer(req));
     TAILQ_INSERT_TAIL(&e2b_room(a)->runs, r, link);
-    evhttp_connection_set_closecb(r->conn, on_close, r);
+    http_pending_start(&r->pending, req, on_gone);
     return r;
 }
 
@@ -198,10 +192,7 @@ run_end(struct e2b_run *r)
     struct stream_out *out = r->out;
 
     r->out = NULL;
-    if (r->req != NULL) {
-        evhttp_connection_set_closecb(r->conn, NULL, NULL);
-        r->req = NULL;
-    }
+    http_pending_end(&r->pending);
     run_free(r); /* first: the end may free the connection at once (stream/out.h) */
     if (out != NULL) {
         stream_out_end(out, false);
@@ -305,12 +296,12 @@ on_done(struct execution *x, void *userdata)
 
     r->x = NULL;
     memcpy(session, r->session, sizeof(session));
-    log_set_request(r->request);
+    http_pending_log(&r->pending);
     if (r->kind == RUN_PROCESS) {
         done_process(r, res);
     } else if (r->kind == RUN_CODE) {
         e2b_code_done(r, res);
-    } else if (r->req != NULL) {
+    } else if (r->pending.req != NULL) {
         e2b_code_dropped(r, res);
     }
     execution_result_free(res);
@@ -373,10 +364,10 @@ stream_error(struct evhttp_request *req, const char *code, const char *msg)
 static void
 run_refused(struct e2b_run *r, int err, const char *msg)
 {
-    if (r->req != NULL && r->kind == RUN_PROCESS) {
-        stream_error(r->req, e2b_connect_code(err), msg);
-    } else if (r->req != NULL) {
-        e2b_reply_error(r->req, err == -ENOENT ? 502 : e2b_status_of(err), "%s", msg);
+    if (r->pending.req != NULL && r->kind == RUN_PROCESS) {
+        stream_error(r->pending.req, e2b_connect_code(err), msg);
+    } else if (r->pending.req != NULL) {
+        e2b_reply_error(r->pending.req, err == -ENOENT ? 502 : e2b_status_of(err), "%s", msg);
     }
     run_free(r);
 }
@@ -385,7 +376,7 @@ run_refused(struct e2b_run *r, int err, const char *msg)
 static void
 run_started(struct e2b_run *r)
 {
-    struct evkeyvalq *h = evhttp_request_get_output_headers(r->req);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(r->pending.req);
     struct timeval tv;
 
     run_set(r, RUN_RUNNING);
@@ -396,7 +387,7 @@ run_started(struct e2b_run *r)
                             r->kind == RUN_PROCESS ? "application/connect+json"
                                                    : "application/x-ndjson");
     (void)evhttp_add_header(h, "Cache-Control", "no-store");
-    r->out = stream_out_start(r->req, 200, "OK", on_drained, r);
+    r->out = stream_out_start(r->pending.req, 200, "OK", on_drained, r);
     if (r->kind == RUN_PROCESS) {
         send_envelope(r, 0,
                       OOM_CHECK(json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)r->pid)));

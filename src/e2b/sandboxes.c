@@ -110,12 +110,12 @@ on_created(int r, struct session *s, const struct err *e, void *userdata)
     struct e2b_wait *w = userdata;
     struct e2b_ext x;
 
-    log_set_request(w->request);
-    if (w->req != NULL && r < 0) {
-        e2b_reply_error(w->req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
-    } else if (w->req != NULL) {
+    http_pending_log(&w->pending);
+    if (w->pending.req != NULL && r < 0) {
+        e2b_reply_error(w->pending.req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
+    } else if (w->pending.req != NULL) {
         (void)e2b_ext_decode(session_ext(s), &x);
-        http_reply_json_new(w->req, 201, sandbox_json(w->a, s, &x));
+        http_reply_json_new(w->pending.req, 201, sandbox_json(w->a, s, &x));
     }
     if (r == 0) {
         char until[40];
@@ -130,7 +130,7 @@ on_created(int r, struct session *s, const struct err *e, void *userdata)
                                       session_profile(s)->name, "lease_until",
                                       time_rfc3339(session_expires_at(s), until, sizeof(until)))));
     }
-    if (r == 0 && w->req == NULL) {
+    if (r == 0 && w->pending.req == NULL) {
         session_set_end_cause(s, NULL, "abandoned");
         (void)session_end(s, NULL, NULL, NULL);
     }
@@ -395,14 +395,14 @@ on_killed(int r, const struct err *e, void *userdata)
 {
     struct e2b_wait *w = userdata;
 
-    log_set_request(w->request);
+    http_pending_log(&w->pending);
     if (r == 0) {
         e2b_room(w->a)->stats.killed++;
     }
-    if (w->req != NULL && r < 0) {
-        e2b_reply_error(w->req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
-    } else if (w->req != NULL) {
-        evhttp_send_reply(w->req, 204, "No Content", NULL);
+    if (w->pending.req != NULL && r < 0) {
+        e2b_reply_error(w->pending.req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
+    } else if (w->pending.req != NULL) {
+        evhttp_send_reply(w->pending.req, 204, "No Content", NULL);
     }
     e2b_wait_end(w);
     log_set_request(NULL);
@@ -436,7 +436,7 @@ on_lease_set(int r, uint64_t expires_at, void *userdata)
         return;
     }
     s = session_find(w->a->backend->sessions, w->tenant, w->id);
-    log_set_request(w->request);
+    http_pending_log(&w->pending);
     if (r == 0) {
         char until[40];
 
@@ -446,14 +446,14 @@ on_lease_set(int r, uint64_t expires_at, void *userdata)
                                       "by", w->connect ? "connect" : "timeout", "lease_until",
                                       time_rfc3339(expires_at, until, sizeof(until)))));
     }
-    if (w->req != NULL && (r < 0 || s == NULL || e2b_ext_decode(session_ext(s), &x) < 0)) {
-        e2b_reply_error(w->req, r < 0 ? e2b_status_of(r) : 404, "sandbox %s %s", w->id,
+    if (w->pending.req != NULL && (r < 0 || s == NULL || e2b_ext_decode(session_ext(s), &x) < 0)) {
+        e2b_reply_error(w->pending.req, r < 0 ? e2b_status_of(r) : 404, "sandbox %s %s", w->id,
                         r == -ENOTCONN ? "could not be changed (redis is down); retry"
                                        : "is not running");
-    } else if (w->req != NULL && w->connect) {
-        http_reply_json_new(w->req, 200, sandbox_json(w->a, s, &x));
-    } else if (w->req != NULL) {
-        evhttp_send_reply(w->req, 204, "No Content", NULL);
+    } else if (w->pending.req != NULL && w->connect) {
+        http_reply_json_new(w->pending.req, 200, sandbox_json(w->a, s, &x));
+    } else if (w->pending.req != NULL) {
+        evhttp_send_reply(w->pending.req, 204, "No Content", NULL);
     }
     e2b_wait_end(w);
     log_set_request(NULL);
@@ -464,17 +464,17 @@ on_paused(int r, const struct err *e, void *userdata)
 {
     struct e2b_wait *w = userdata;
 
-    log_set_request(w->request);
+    http_pending_log(&w->pending);
     if (r == 0) {
         e2b_room(w->a)->stats.paused++;
         audit_log_limited(
             "e2b.sandbox.paused", w->actor, w->tenant,
             OOM_CHECK(json_pack("{s:s, s:s}", "tenant", w->tenant, "session", w->id)));
     }
-    if (w->req != NULL && r < 0) {
-        e2b_reply_error(w->req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
-    } else if (w->req != NULL) {
-        evhttp_send_reply(w->req, 204, "No Content", NULL);
+    if (w->pending.req != NULL && r < 0) {
+        e2b_reply_error(w->pending.req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
+    } else if (w->pending.req != NULL) {
+        evhttp_send_reply(w->pending.req, 204, "No Content", NULL);
     }
     e2b_wait_end(w);
     log_set_request(NULL);

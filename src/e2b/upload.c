@@ -91,14 +91,15 @@ finish(struct e2b_envd_op *o, int status, const char *msg)
         o->fop = NULL;
         e2b_envd_gate_leave(o, true);
     }
-    if (o->req != NULL) {
+    if (o->pending.req != NULL) {
         if (u->held && !http_body_unread(&u->body)) {
-            (void)evhttp_remove_header(evhttp_request_get_output_headers(o->req), "Connection");
+            (void)evhttp_remove_header(evhttp_request_get_output_headers(o->pending.req),
+                                       "Connection");
         }
         if (status == 200) {
-            http_reply_json_new(o->req, 200, json_incref(u->written));
+            http_reply_json_new(o->pending.req, 200, json_incref(u->written));
         } else {
-            e2b_reply_error(o->req, status, "%s", msg);
+            e2b_reply_error(o->pending.req, status, "%s", msg);
         }
     }
     e2b_envd_over(o);
@@ -155,7 +156,7 @@ on_put(int r, json_t *result, const struct err *e, void *userdata)
     const char *theirs;
 
     o->fop = NULL;
-    log_set_request(o->request);
+    http_pending_log(&o->pending);
     if (r < 0) {
         finish(o, e2b_status_of(r), e != NULL && e->msg[0] ? e->msg : strerror(-r));
         log_set_request(NULL);

@@ -275,20 +275,16 @@ rest_admin_nodes(struct http *a, struct evhttp_request *req, const char *const *
 /* A GET /v1/admin/policy waiting for the check; the request dies with its connection. */
 struct policy_call {
     struct http *a;
-    struct evhttp_request *req;
-    struct evhttp_connection *conn;
+    struct http_pending pending;
     struct http_policy_wait *wait;
 };
 
 static void
-on_policy_conn_close(struct evhttp_connection *conn, void *arg)
+on_policy_gone(struct http_pending *p)
 {
-    struct policy_call *c = arg;
+    struct policy_call *c = container_of(p, struct policy_call, pending);
 
     c->a->backend->policy_cancel(c->a->backend->userdata, c->wait);
-    if (evhttp_request_get_connection(c->req) == NULL) {
-        evhttp_request_free(c->req); /* detached by evhttp and left to us, as in sessions.c */
-    }
     free(c);
 }
 
@@ -296,13 +292,14 @@ static void
 on_policy_report(json_t *report, void *arg)
 {
     struct policy_call *c = arg;
+    struct evhttp_request *req = c->pending.req;
 
-    evhttp_connection_set_closecb(c->conn, NULL, NULL);
+    http_pending_end(&c->pending);
     audit_log(
         "admin.policy_check", "admin",
         OOM_CHECK(json_pack("{s:O, s:I}", "checked", json_object_get(report, "checked"), "drifted",
                             (json_int_t)json_array_size(json_object_get(report, "drifted")))));
-    http_reply_json_new(c->req, 200, json_incref(report));
+    http_reply_json_new(req, 200, json_incref(report));
     free(c);
 }
 
@@ -316,8 +313,6 @@ rest_admin_policy(struct http *a, struct evhttp_request *req, const char *const 
     }
     c = xcalloc(1, sizeof(*c));
     c->a = a;
-    c->req = req;
-    c->conn = evhttp_request_get_connection(req);
-    evhttp_connection_set_closecb(c->conn, on_policy_conn_close, c);
+    http_pending_start(&c->pending, req, on_policy_gone);
     c->wait = a->backend->policy_check(a->backend->userdata, on_policy_report, c);
 }

@@ -23,15 +23,13 @@ enum fop {
 
 struct fcall {
     struct http *a;
-    struct evhttp_request *req; /* NULL once the client went away */
-    struct evhttp_connection *conn;
-    struct files_op *op; /* NULL once it completed */
+    struct http_pending pending; /* the request; the call is freed when its client goes */
+    struct files_op *op;         /* NULL once it completed */
     enum fop kind;
     struct http_gate_waiter *waiting; /* in the gate's queue */
     struct session_waiter *live;      /* waiting for its paused session to resume */
     char tenant[65], session[65];
-    char actor[80];                       /* who asked: "tenant:<id>" or "admin" (audit) */
-    char request[LOG_REQUEST_ID_MAX + 1]; /* for the log lines of its completion */
+    char actor[80]; /* who asked: "tenant:<id>" or "admin" (audit) */
     char path[FILES_PATH_MAX + 1];
     /* upload */
     struct http_body held;     /* the body waiting in the socket (held.conn), or: ... */

@@ -21,11 +21,11 @@ files_on_listed(int r, json_t *result, const struct err *e, void *userdata)
 
     fc->op = NULL;
     if (r < 0) {
-        files_reply_op_error(fc->req, r, e);
+        files_reply_op_error(fc->pending.req, r, e);
     } else if (!json_is_array(json_object_get(result, "entries"))) {
-        http_reply_error(fc->req, -EPROTO, "the sandbox's file helper gave no listing");
+        http_reply_error(fc->pending.req, -EPROTO, "the sandbox's file helper gave no listing");
     } else {
-        http_reply_json_new(fc->req, 200, json_incref(result));
+        http_reply_json_new(fc->pending.req, 200, json_incref(result));
     }
     files_call_end(fc);
 }
@@ -56,13 +56,13 @@ files_on_deleted(int r, json_t *result, const struct err *e, void *userdata)
     struct fcall *fc = userdata;
 
     fc->op = NULL;
-    log_set_request(fc->request);
+    http_pending_log(&fc->pending);
     if (r < 0) {
-        files_reply_op_error(fc->req, r, e);
+        files_reply_op_error(fc->pending.req, r, e);
     } else {
         log_info("file deleted session=%s", fc->session);
         files_audit(fc, "file.deleted", 0);
-        evhttp_send_reply(fc->req, 204, "No Content", NULL);
+        evhttp_send_reply(fc->pending.req, 204, "No Content", NULL);
     }
     files_call_end(fc);
     log_set_request(NULL);

@@ -68,10 +68,11 @@ fcall_free(struct fcall *fc)
     free(fc);
 }
 
+/* The client went away: the request is dead (pending.c freed it if it was ours to free). */
 static void
-on_conn_close(struct evhttp_connection *conn, void *arg)
+on_gone(struct http_pending *p)
 {
-    struct fcall *fc = arg;
+    struct fcall *fc = container_of(p, struct fcall, pending);
 
     fc->left_in_flight = fc->op != NULL;
     files_cancel(fc->op); /* the helper sees its stream close and cleans up after itself */
@@ -80,12 +81,6 @@ on_conn_close(struct evhttp_connection *conn, void *arg)
     }
     if (fc->out != NULL) {
         stream_out_abandon(fc->out);
-    }
-    if (evhttp_request_get_connection(fc->req) == NULL) {
-        /* The client left (EOF, timeout) before the reply was complete: evhttp detached the
-         * request from the connection and leaves it to its handler to free (libevent 2.1
-         * evhttp_connection_incoming_fail). A request still attached goes with the connection. */
-        evhttp_request_free(fc->req);
     }
     fcall_free(fc);
 }
@@ -96,12 +91,10 @@ fcall_new(struct http *a, struct evhttp_request *req, struct session *s, const c
     struct fcall *fc = xcalloc(1, sizeof(*fc));
 
     fc->a = a;
-    fc->req = req;
-    fc->conn = evhttp_request_get_connection(req);
     (void)snprintf(fc->tenant, sizeof(fc->tenant), "%s", session_tenant(s));
     (void)snprintf(fc->session, sizeof(fc->session), "%s", session_id(s));
     (void)snprintf(fc->path, sizeof(fc->path), "%s", path);
-    evhttp_connection_set_closecb(fc->conn, on_conn_close, fc);
+    http_pending_start(&fc->pending, req, on_gone);
     return fc;
 }
 
@@ -114,7 +107,7 @@ files_call_end(struct fcall *fc)
     if (s != NULL) {
         session_touch(s); /* a long transfer is activity until its end */
     }
-    evhttp_connection_set_closecb(fc->conn, NULL, NULL);
+    http_pending_end(&fc->pending);
     files_cancel(fc->op);
     if (fc->held.conn != NULL) {
         http_body_cancel(&fc->held);
@@ -158,7 +151,6 @@ files_call_begin(struct http *a, struct evhttp_request *req, const char *const *
     }
     fc = fcall_new(a, req, s, out);
     (void)snprintf(fc->actor, sizeof(fc->actor), "%s", who.name);
-    (void)snprintf(fc->request, sizeof(fc->request), "%s", log_request() ? log_request() : "");
     return fc;
 }
 
@@ -237,7 +229,7 @@ static int
 on_get_header(uint64_t size, double mtime, void *userdata)
 {
     struct fcall *fc = userdata;
-    struct evkeyvalq *h = evhttp_request_get_output_headers(fc->req);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(fc->pending.req);
     char len[24], date[64];
     time_t t = mtime > 0 ? (time_t)mtime : 0;
     struct tm tm;
@@ -259,7 +251,7 @@ on_get_header(uint64_t size, double mtime, void *userdata)
         strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm) > 0) {
         (void)evhttp_add_header(h, "Last-Modified", date);
     }
-    fc->out = stream_out_start(fc->req, 200, "OK", on_get_drained, fc);
+    fc->out = stream_out_start(fc->pending.req, 200, "OK", on_get_drained, fc);
     return fc->head ? -ECANCELED : 0; /* HEAD: the headers were all it wanted */
 }
 
@@ -305,7 +297,7 @@ on_got(int r, json_t *result, const struct err *e, void *userdata)
         stream_out_end(out, broken);
         return;
     }
-    files_reply_op_error(fc->req, r, e);
+    files_reply_op_error(fc->pending.req, r, e);
     files_call_end(fc);
 }
 
@@ -335,12 +327,13 @@ put_reply(struct fcall *fc, int r, const char *msg, json_t *result)
 {
     if (fc->held.conn != NULL && !http_body_unread(&fc->held)) {
         /* Every byte was read: the connection can take the next request. */
-        (void)evhttp_remove_header(evhttp_request_get_output_headers(fc->req), "Connection");
+        (void)evhttp_remove_header(evhttp_request_get_output_headers(fc->pending.req),
+                                   "Connection");
     }
     if (r < 0) {
-        http_reply_error(fc->req, r, "%s", msg);
+        http_reply_error(fc->pending.req, r, "%s", msg);
     } else {
-        http_reply_json_new(fc->req, 201, json_incref(result));
+        http_reply_json_new(fc->pending.req, 201, json_incref(result));
     }
     files_call_end(fc);
 }
@@ -400,7 +393,7 @@ on_body_end(int r, void *userdata)
         fc->op = NULL;
         log_info("upload cut session=%s after %llu of %llu bytes: %s", fc->session,
                  (unsigned long long)fc->received, (unsigned long long)fc->size, why);
-        http_reply_error(fc->req, -EINVAL, "the upload ended after %llu of %llu bytes: %s",
+        http_reply_error(fc->pending.req, -EINVAL, "the upload ended after %llu of %llu bytes: %s",
                          (unsigned long long)fc->received, (unsigned long long)fc->size, why);
         files_call_end(fc);
         return;
@@ -478,7 +471,7 @@ on_put(int r, json_t *result, const struct err *e, void *userdata)
         put_reply(fc, -EIO, "the stored file differs from the upload", NULL);
         return;
     }
-    log_set_request(fc->request);
+    http_pending_log(&fc->pending);
     log_info("file uploaded session=%s size=%llu", fc->session, (unsigned long long)fc->size);
     log_set_request(NULL);
     files_audit(fc, "file.uploaded", fc->size);
@@ -536,7 +529,7 @@ refuse(struct fcall *fc, int r, const char *msg)
         put_refuse(fc, r, "%s", msg);
         return;
     }
-    http_reply_error(fc->req, r, "%s", msg);
+    http_reply_error(fc->pending.req, r, "%s", msg);
     files_call_end(fc);
 }
 
@@ -548,7 +541,7 @@ on_live(int r, const struct err *e, void *userdata)
     struct fcall *fc = userdata;
 
     fc->live = NULL;
-    log_set_request(fc->request);
+    http_pending_log(&fc->pending);
     if (r < 0) {
         refuse(fc, r, e != NULL ? err_msg(e) : strerror(-r));
     } else {
@@ -605,7 +598,7 @@ on_gate(int r, void *arg)
     struct fcall *fc = arg;
 
     fc->waiting = NULL;
-    log_set_request(fc->request);
+    http_pending_log(&fc->pending);
     if (r < 0) {
         refuse(fc, -EDQUOT,
                "too many file operations of this tenant are in flight; retry in a moment");

@@ -31,22 +31,15 @@
 
 struct scall {
     struct http *a;
-    struct evhttp_request *req; /* NULL once the client left */
-    struct evhttp_connection *conn;
+    struct http_pending pending; /* req NULL once the client left */
     char tenant[65], session[65], actor[80];
-    char request[LOG_REQUEST_ID_MAX + 1];
     int status; /* of the answer: 201 a take, 200 a get or a list */
 };
 
 static void
-on_conn_close(struct evhttp_connection *conn, void *arg)
+on_gone(struct http_pending *p)
 {
-    struct scall *c = arg;
-
-    if (evhttp_request_get_connection(c->req) == NULL) {
-        evhttp_request_free(c->req); /* detached by evhttp: ours to free (see sessions.c) */
-    }
-    c->req = NULL; /* the work goes on; its end frees the call */
+    /* The work goes on; its end frees the call. */
 }
 
 static struct scall *
@@ -55,27 +48,27 @@ scall_new(struct http *a, struct evhttp_request *req, const char *tenant, const 
     struct scall *c = xcalloc(1, sizeof(*c));
 
     c->a = a;
-    c->req = req;
-    c->conn = evhttp_request_get_connection(req);
     c->status = 200;
     (void)snprintf(c->tenant, sizeof(c->tenant), "%s", tenant);
     (void)snprintf(c->actor, sizeof(c->actor), "%s", actor);
-    (void)snprintf(c->request, sizeof(c->request), "%s", log_request() ? log_request() : "");
-    evhttp_connection_set_closecb(c->conn, on_conn_close, c);
+    http_pending_start(&c->pending, req, on_gone);
     return c;
 }
 
-/* The work ended: true when the client still waits (reply, then scall_free()). */
-static bool
+/* The work ended: the request when the client still waits (reply, then scall_free()); NULL, with
+ * the call freed, when it left. */
+static struct evhttp_request *
 scall_waiting(struct scall *c)
 {
-    if (c->req == NULL) {
+    struct evhttp_request *req = c->pending.req;
+
+    if (req == NULL) {
         free(c);
-        return false;
+        return NULL;
     }
-    evhttp_connection_set_closecb(c->conn, NULL, NULL);
-    log_set_request(c->request);
-    return true;
+    http_pending_end(&c->pending);
+    http_pending_log(&c->pending);
+    return req;
 }
 
 static void
@@ -108,14 +101,15 @@ static void
 on_json(int r, json_t *doc, const struct err *e, void *userdata)
 {
     struct scall *c = userdata;
+    struct evhttp_request *req = scall_waiting(c);
 
-    if (!scall_waiting(c)) {
+    if (req == NULL) {
         return;
     }
     if (r < 0) {
-        reply_failure(c->req, r, e);
+        reply_failure(req, r, e);
     } else {
-        http_reply_json_new(c->req, c->status, json_incref(doc));
+        http_reply_json_new(req, c->status, json_incref(doc));
     }
     scall_free(c);
 }
@@ -140,7 +134,7 @@ rest_snapshots_take(struct http *a, struct evhttp_request *req, const char *cons
     c = scall_new(a, req, session_tenant(s), who.name);
     c->status = 201;
     if (snapshots_take(a->backend->snapshots, s, who.name, on_json, c, &e) < 0) {
-        evhttp_connection_set_closecb(c->conn, NULL, NULL);
+        http_pending_end(&c->pending);
         reply_failure(req, e.code, &e);
         free(c);
     }
@@ -152,14 +146,15 @@ static void
 on_deleted(int r, const struct err *e, void *userdata)
 {
     struct scall *c = userdata;
+    struct evhttp_request *req = scall_waiting(c);
 
-    if (!scall_waiting(c)) {
+    if (req == NULL) {
         return;
     }
     if (r < 0) {
-        reply_failure(c->req, r, e);
+        reply_failure(req, r, e);
     } else {
-        evhttp_send_reply(c->req, 204, "No Content", NULL);
+        evhttp_send_reply(req, 204, "No Content", NULL);
     }
     scall_free(c);
 }
@@ -188,7 +183,7 @@ records_call(struct http *a, struct evhttp_request *req, const char *id,
         r = snapshots_get(a->backend->snapshots, t->id, id, on_json, c, &e);
     }
     if (r < 0) {
-        evhttp_connection_set_closecb(c->conn, NULL, NULL);
+        http_pending_end(&c->pending);
         reply_failure(req, e.code, &e);
         free(c);
     }
@@ -253,7 +248,7 @@ rest_admin_snapshots(struct http *a, struct evhttp_request *req, const char *con
     } else {
         c = scall_new(a, req, "", "admin");
         if (snapshots_admin_list(a->backend->snapshots, names, n, on_json, c, &e) < 0) {
-            evhttp_connection_set_closecb(c->conn, NULL, NULL);
+            http_pending_end(&c->pending);
             reply_failure(req, e.code, &e);
             free(c);
         }
@@ -273,7 +268,7 @@ rest_admin_snapshot_delete(struct http *a, struct evhttp_request *req, const cha
     }
     c = scall_new(a, req, "", "admin");
     if (snapshots_delete(a->backend->snapshots, NULL, params[0], "admin", on_deleted, c, &e) < 0) {
-        evhttp_connection_set_closecb(c->conn, NULL, NULL);
+        http_pending_end(&c->pending);
         reply_failure(req, e.code, &e);
         free(c);
     }
@@ -285,9 +280,10 @@ static void
 on_restored(int r, json_t *restored, const struct err *e, void *userdata)
 {
     struct scall *c = userdata;
+    struct evhttp_request *req = scall_waiting(c);
     struct session *s;
 
-    if (!scall_waiting(c)) {
+    if (req == NULL) {
         return; /* the client left: the session is theirs no more, its idle timeout ends it */
     }
     s = session_find(c->a->backend->sessions, c->tenant, c->session);
@@ -296,8 +292,8 @@ on_restored(int r, json_t *restored, const struct err *e, void *userdata)
 
         session_set_restored(s, restored);
         (void)snprintf(loc, sizeof(loc), "/v1/sessions/%s", session_id(s));
-        (void)evhttp_add_header(evhttp_request_get_output_headers(c->req), "Location", loc);
-        http_reply_json_new(c->req, 201, session_to_json(s));
+        (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Location", loc);
+        http_reply_json_new(req, 201, session_to_json(s));
         log_info("session created session=%s tenant='%s' from snapshot %s", session_id(s),
                  c->tenant, json_string_value(json_object_get(restored, "from")));
     } else {
@@ -305,7 +301,7 @@ on_restored(int r, json_t *restored, const struct err *e, void *userdata)
             session_set_end_cause(s, "daemon", r == -EBADMSG ? "snapshot_lost" : "restore_failed");
             (void)session_end(s, NULL, NULL, NULL);
         }
-        reply_failure(c->req, r < 0 ? r : -EPIPE, e);
+        reply_failure(req, r < 0 ? r : -EPIPE, e);
     }
     scall_free(c);
 }
