@@ -390,6 +390,19 @@ sandbox_list(struct http *a, struct evhttp_request *req, const struct cfg_tenant
     http_reply_json_new(req, 200, out);
 }
 
+/* The end of a wait whose answer has no body: 204, or the error; then the wait goes. */
+static void
+wait_end_empty(struct e2b_wait *w, int r, const struct err *e)
+{
+    if (w->pending.req != NULL && r < 0) {
+        e2b_reply_error(w->pending.req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
+    } else if (w->pending.req != NULL) {
+        evhttp_send_reply(w->pending.req, 204, "No Content", NULL);
+    }
+    e2b_wait_end(w);
+    log_set_request(NULL);
+}
+
 static void
 on_killed(int r, const struct err *e, void *userdata)
 {
@@ -399,13 +412,7 @@ on_killed(int r, const struct err *e, void *userdata)
     if (r == 0) {
         e2b_room(w->a)->stats.killed++;
     }
-    if (w->pending.req != NULL && r < 0) {
-        e2b_reply_error(w->pending.req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
-    } else if (w->pending.req != NULL) {
-        evhttp_send_reply(w->pending.req, 204, "No Content", NULL);
-    }
-    e2b_wait_end(w);
-    log_set_request(NULL);
+    wait_end_empty(w, r, e);
 }
 
 static void
@@ -471,13 +478,7 @@ on_paused(int r, const struct err *e, void *userdata)
             "e2b.sandbox.paused", w->actor, w->tenant,
             OOM_CHECK(json_pack("{s:s, s:s}", "tenant", w->tenant, "session", w->id)));
     }
-    if (w->pending.req != NULL && r < 0) {
-        e2b_reply_error(w->pending.req, e2b_status_of(r), "%s", e ? e->msg : strerror(-r));
-    } else if (w->pending.req != NULL) {
-        evhttp_send_reply(w->pending.req, 204, "No Content", NULL);
-    }
-    e2b_wait_end(w);
-    log_set_request(NULL);
+    wait_end_empty(w, r, e);
 }
 
 /* POST .../pause: the sandbox hibernates (its workspace and variables kept in a snapshot, its
