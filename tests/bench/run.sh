@@ -51,6 +51,10 @@ ensure_docker
 remove_labelled "sandpool.owner=$NODE"
 remove_labelled "sandpool.bench=1"
 ensure_images
+# One image for the whole run, named by its id: another checkout's images/build.sh may move the
+# tag meanwhile (the machine is shared), and a run must not change images half-way.
+image=$(docker image inspect --format '{{.Id}}' sandpool/python:latest) ||
+    die "no sandpool/python:latest"
 # B12 (MCP against REST) and B13 (E2B against REST) run Node 20 with the SDKs pinned by
 # tests/interop/package.json
 # (SANDPOOL_MCP_NODE_MODULES: another node_modules holding it, see tests/bench/mcp.mjs).
@@ -91,11 +95,11 @@ cat >"$tmp/config.json" <<JSON
   "tenants": [{"id": "bench", "token_sha256": "$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)",
                "e2b_keys_sha256": ["$(printf '%s' "$e2b_key" | sha256sum | cut -d' ' -f1)"]}],
   "profiles": {
-    "python": {"image": "sandpool/python:latest", "warm": 8, "max": 40},
-    "cold": {"image": "sandpool/python:latest", "warm": 0, "max": 2},
-    "refill": {"image": "sandpool/python:latest", "warm": 20, "max": 40},
-    "dense": {"image": "sandpool/python:latest", "warm": 0, "max": 520, "memory_mb": 128},
-    "net": {"image": "sandpool/python:latest", "warm": 1, "max": 2, "exec_timeout_s": 300,
+    "python": {"image": "$image", "warm": 8, "max": 40},
+    "cold": {"image": "$image", "warm": 0, "max": 2},
+    "refill": {"image": "$image", "warm": 20, "max": 40},
+    "dense": {"image": "$image", "warm": 0, "max": 520, "memory_mb": 128},
+    "net": {"image": "$image", "warm": 1, "max": 2, "exec_timeout_s": 300,
             "egress": {"allow": ["upstream.bench:$upstream_port"]}}
   }
 }
@@ -114,7 +118,7 @@ start_daemon() {
 bench() {
     timeout 1800 /usr/bin/python3 "$SANDPOOL_ROOT/tests/bench/bench.py" $QUICK --port "$port" \
         --token "$token" --e2b-key "$e2b_key" --engine "$ENGINE_SOCKET" --daemon-pid "$daemon_pid" \
-        --create-body "$tmp/body.json" --concurrency 8 --out "$tmp/results.json" "$@" ||
+        --create-body "$tmp/body.json" --image "$image" --concurrency 8 --out "$tmp/results.json" "$@" ||
         { tail -20 "$tmp/daemon.log"; die "benchmark failed"; }
 }
 # B17: a second node on the same Redis, that holds no session of its own and forwards to the first.
