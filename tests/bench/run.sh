@@ -105,11 +105,14 @@ for _ in $(seq 1 50); do [ -s "$tmp/ports" ] && break; sleep 0.2; done
 read -r upstream_port _ <"$tmp/ports" || die "the egress upstream did not start"
 token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 e2b_key=e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n') # B13
+# The tenant's engine operations unthrottled: B16 hibernates 2,000 sessions from 8 clients and
+# measures memory, not engine.tenant_ops_per_s (2 a second by default, which answers 429).
 cat >"$tmp/config.json" <<JSON
 {
   "listen": "127.0.0.1:$port",
   "node_id": "$NODE",
-  "engine": {"socket": "$ENGINE_SOCKET", "max_concurrency": 8},
+  "engine": {"socket": "$ENGINE_SOCKET", "max_concurrency": 8,
+             "tenant_ops_per_s": 100000, "tenant_ops_burst": 100000},
   "redis": {"url": "unix://$tmp/redis/redis.sock"},
   "log": {"level": "warn"},
   "snapshots": {"store": "dir", "dir": "$tmp/snaps"},
