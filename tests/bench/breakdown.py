@@ -181,32 +181,59 @@ STRETCHES = [
 ]
 
 
+def cut_http(d, c0, c1):
+    """A GET /healthz's marks: the daemon reads the request, writes the answer."""
+    d = [c for c in d if c[1] >= c0 and c[0] <= c1]
+    m = {"c0": c0, "c1": c1}
+    m["d_req"], req = first(d, c0, lambda c: c[2] in READS and c[4] > 0, True)
+    if req is None:
+        return None
+    m["d_resp"], _ = first(d, m["d_req"], lambda c: c[2] in WRITES and c[3][0] == req[3][0])
+    return m if m["d_resp"] is not None and m["d_resp"] < c1 else None
+
+
 def traced(api, sid, pids, n, tmp):
+    """Pass 2: n print(1) round trips, each followed by a GET /healthz (the HTTP floor, cut at
+    the daemon's read and write), under perf's system call tracepoints."""
     p = perf_start(["-k", "CLOCK_MONOTONIC", "-e", "raw_syscalls:sys_enter,raw_syscalls:sys_exit",
                     "-p", ",".join(str(x) for x in pids)], tmp + "/trace.data")
-    stamps = []
+    stamps, hstamps = [], []
     for _ in range(n):
         c0 = time.perf_counter_ns()  # CLOCK_MONOTONIC, as perf's -k
         r = run_code(api, sid, "print(1)")
         stamps.append((c0, time.perf_counter_ns()))
         assert r["stdout"] == "1\n", r
+        c0 = time.perf_counter_ns()
+        healthz(api)
+        hstamps.append((c0, time.perf_counter_ns()))
     perf_stop(p)
     with open(tmp + "/stamps.json", "w") as f:
-        json.dump(stamps, f)
+        json.dump({"b3": stamps, "http": hstamps}, f)
     ev = syscalls(tmp + "/trace.data")
     d, s, w = (calls(ev[x]) for x in pids)
     marks = [m for m in (cut(d, s, w, c0, c1) for c0, c1 in stamps) if m is not None]
+    hmarks = [m for m in (cut_http(d, c0, c1) for c0, c1 in hstamps) if m is not None]
     rows = []
     for a, b, what in STRETCHES:
         v = [(m[b] - m[a]) / 1000.0 for m in marks]
         rows.append({"from": a, "to": b, "what": what, "p50_us": statistics.median(v),
                      "mean_us": statistics.fmean(v)})
+    mean = lambda ms, a, b: statistics.fmean((m[b] - m[a]) / 1000.0 for m in ms)  # noqa: E731
     total = [(m["c1"] - m["c0"]) / 1000.0 for m in marks]
     return {"requests": n, "cut": len(marks), "rows": rows,
             "total_p50_us": statistics.median(total), "total_mean_us": statistics.fmean(total),
             "probe_missed": sum(m["yields"] > 0 for m in marks) / len(marks),
             "yields_mean": statistics.fmean(m["yields"] for m in marks),
-            "polls_mean": statistics.fmean(m["polls"] for m in marks)}
+            "polls_mean": statistics.fmean(m["polls"] for m in marks),
+            "http": {"cut": len(hmarks), "total_mean_us": mean(hmarks, "c0", "c1"),
+                     "total_p50_us": statistics.median((m["c1"] - m["c0"]) / 1000.0
+                                                       for m in hmarks),
+                     "client_mean_us": mean(hmarks, "c0", "d_req") + mean(hmarks, "d_resp", "c1"),
+                     "daemon_mean_us": mean(hmarks, "d_req", "d_resp")},
+            "b3": {"client_mean_us": mean(marks, "c0", "d_req") + mean(marks, "d_resp", "c1"),
+                   "daemon_mean_us": mean(marks, "d_req", "d_exec") + mean(marks, "d_done",
+                                                                            "d_resp"),
+                   "kernel_path_mean_us": mean(marks, "d_exec", "d_done")}}
 
 
 # ---- pass 3: the daemon's CPU by module ---------------------------------------------------------
@@ -379,6 +406,16 @@ def render(res):
             "recvfrom in %.0f %% of the requests (%.2f sched_yield and %.2f timed 1 ms loop "
             "waits per request between the reply and the done)." % (
                 100 * t["probe_missed"], t["yields_mean"], t["polls_mean"]), "",
+            "Beyond the floor, from the same trace (means, µs): B3 %.0f = the kernel's path as "
+            "the daemon sees it (exec line written to done read) %.0f + the daemon's own "
+            "stretches %.0f + the client's and TCP's %.0f; GET /healthz %.0f = the daemon %.0f "
+            "+ the client's and TCP's %.0f. What B3 adds to the two floors: the daemon %.0f "
+            "more, the client and TCP %.0f more." % (
+                t["total_mean_us"], t["b3"]["kernel_path_mean_us"], t["b3"]["daemon_mean_us"],
+                t["b3"]["client_mean_us"], t["http"]["total_mean_us"],
+                t["http"]["daemon_mean_us"], t["http"]["client_mean_us"],
+                t["b3"]["daemon_mean_us"] - t["http"]["daemon_mean_us"],
+                t["b3"]["client_mean_us"] - t["http"]["client_mean_us"]), "",
             "The daemon's CPU per request: %.0f µs for B3, %.0f µs for GET /healthz (schedstat, "
             "unprofiled), split by the shares of perf's samples (cpu-clock, DWARF call chains), "
             "each charged to the daemon's module nearest the leaf (past src/util and the loop "

@@ -105,8 +105,9 @@ for _ in $(seq 1 50); do [ -s "$tmp/ports" ] && break; sleep 0.2; done
 read -r upstream_port _ <"$tmp/ports" || die "the egress upstream did not start"
 token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 e2b_key=e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n') # B13
-# The tenant's engine operations unthrottled: B16 hibernates 2,000 sessions from 8 clients and
-# measures memory, not engine.tenant_ops_per_s (2 a second by default, which answers 429).
+# The tenant's engine operations unthrottled and its hibernated sessions unbounded: B16
+# hibernates 2,000 sessions from 8 clients and measures memory, not engine.tenant_ops_per_s
+# (2 a second by default) or snapshots.max_hibernated_per_tenant (256), which answer 429.
 cat >"$tmp/config.json" <<JSON
 {
   "listen": "127.0.0.1:$port",
@@ -115,7 +116,7 @@ cat >"$tmp/config.json" <<JSON
              "tenant_ops_per_s": 100000, "tenant_ops_burst": 100000},
   "redis": {"url": "unix://$tmp/redis/redis.sock"},
   "log": {"level": "warn"},
-  "snapshots": {"store": "dir", "dir": "$tmp/snaps"},
+  "snapshots": {"store": "dir", "dir": "$tmp/snaps", "max_hibernated_per_tenant": 4000},
   "egress": {"dir": "$tmp/egress", "resolv_conf": "", "hosts": "upstream.bench=127.0.0.1",
              "allow_cidrs": "127.0.0.1/32", "max_bytes": 1099511627776,
              "max_exec_bytes": 1099511627776},
