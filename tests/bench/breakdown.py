@@ -192,6 +192,20 @@ def cut_http(d, c0, c1):
     return m if m["d_resp"] is not None and m["d_resp"] < c1 else None
 
 
+# The stretches grouped by who spends them (keyed by each stretch's start).
+GROUPS = [
+    ("client and loopback TCP, both ways", ("c0", "d_resp")),
+    ("daemon: HTTP parsing and JSON, the session layer, the kernel protocol, both ways",
+     ("d_req", "d_done")),
+    ("attach stream: the engine's path (dockerd, containerd-shim, pipes), both ways",
+     ("d_exec", "k_done")),
+    ("supervisor: the request, the output and the reply, reply gating, the done",
+     ("k_in", "w_rep", "k_rep")),
+    ("worker: wake-up, request, peak-memory mark, reply", ("k_tow", "w_req", "w_out")),
+    ("interpreter: parse, compile and run print(1)", ("w_reset",)),
+]
+
+
 def traced(api, sid, pids, n, tmp):
     """Pass 2: n print(1) round trips, each followed by a GET /healthz (the HTTP floor, cut at
     the daemon's read and write), under perf's system call tracepoints."""
@@ -402,6 +416,10 @@ def render(res):
     for r in t["rows"]:
         out.append("| %s | %.0f | %.0f | %.0f %% |" % (r["what"], r["p50_us"], r["mean_us"],
                                                     100 * r["mean_us"] / t["total_mean_us"]))
+    out += ["", "The same, by who spends it:", "", "| part | mean µs | share |", "|---|---|---|"]
+    for what, starts in GROUPS:
+        us = sum(r["mean_us"] for r in t["rows"] if r["from"] in starts)
+        out.append("| %s | %.0f | %.0f %% |" % (what, us, 100 * us / t["total_mean_us"]))
     out += ["", "Reply gating: the supervisor's first look found the worker not yet back in "
             "recvfrom in %.0f %% of the requests (%.2f sched_yield and %.2f timed 1 ms loop "
             "waits per request between the reply and the done)." % (

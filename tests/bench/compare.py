@@ -11,7 +11,10 @@ shared) hits both alike. Per benchmark it prints both sides' p50 and p95, the ra
 difference is read as one only when the interval leaves out 1 and every round points the same
 way; rounds that disagree in direction are the machine's noise. Nothing here gates.
 
-Talks only to loopback (the four daemons) and to Redis's unix socket.
+`compare.py --pool A.json B.json ...` prints the same table over the samples of several runs
+together (their rounds too).
+
+Talks only to loopback (the four daemons).
 """
 
 import argparse
@@ -180,7 +183,35 @@ def loadavg():
         return " ".join(f.read().split()[:3])
 
 
+class Pooled:
+    """Several runs' samples of one side together (--pool)."""
+
+    def __init__(self, runs, side):
+        self.s, self.rounds = {}, {}
+        for r in runs:
+            for series, v in r["samples"][side].items():
+                self.s.setdefault(series, []).extend(v)
+
+
+def pool(paths):
+    """Prints the table over the samples of several runs of this script (their JSON files)."""
+    runs = [json.load(open(p)) for p in paths]
+    base, cur = Pooled(runs, "baseline"), Pooled(runs, "current")
+    for series in base.s:  # every round's ratio, as its run recorded it (report() divides)
+        per = sum((r["results"][series]["round_ratios"] for r in runs), [])
+        base.rounds[series], cur.rounds[series] = [1.0] * len(per), per
+    m = runs[0]["meta"]
+    meta = dict(m, date="%s to %s, %d runs pooled" % (m["date"], runs[-1]["meta"]["date"],
+                                                       len(runs)),
+                rounds=sum(r["meta"]["rounds"] for r in runs),
+                load_start=m["load_start"], load_end=runs[-1]["meta"]["load_end"])
+    print(report(base, cur, meta)[1])
+
+
 def main():
+    if sys.argv[1:2] == ["--pool"]:
+        pool(sys.argv[2:])
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", required=True, help="PORT,PORT2: the baseline's nodes a and b")
     ap.add_argument("--cur", required=True, help="PORT,PORT2: the current build's nodes a and b")
@@ -209,8 +240,9 @@ def main():
     meta["load_end"] = loadavg()
     out, md = report(base, cur, meta)
     with open(args.out, "w") as f:
-        json.dump({"meta": meta, "results": out,
-                   "samples": {"baseline": base.s, "current": cur.s}}, f, indent=1)
+        samples = {side.name: {k: [round(x, 4) for x in v] for k, v in side.s.items()}
+                   for side in (base, cur)}
+        json.dump({"meta": meta, "results": out, "samples": samples}, f, indent=1)
     with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
         f.write(md)
     print(md)
