@@ -52,6 +52,10 @@ def b13_rows(x):
                     d["create_p50_diff"], d["create_pair_p50"]))]
 
 
+def size(b):
+    return "%.1f MB" % (b / 1e6) if b >= 1e5 else "%.0f KB" % (b / 1e3)
+
+
 def b14_rows(x):
     """B14, a snapshot and a fork from it, interleaved with warm acquires (bench.py
     snapshot_fork()); n/a when it did not run."""
@@ -61,7 +65,7 @@ def b14_rows(x):
     for kind, what in (("light", "a near-empty session"),
                        ("heavy", "a 1 M-row DataFrame + a 10 MB file")):
         k = x[kind]
-        out.append(row("B14", "snapshot of %s (%.1f MB)" % (what, k["bytes"] / 1e6),
+        out.append(row("B14", "snapshot of %s (%s)" % (what, size(k["bytes"])),
                        lat(k["take"]), "reported", None, ""))
         out.append(row("B14", "fork from it (`POST /v1/sessions {\"snapshot\"}`)",
                        "%s; warm acquire %s" % (lat(k["fork"]), lat(k["acquire"])), "reported",
@@ -80,7 +84,7 @@ def b15_rows(x, dens):
                        ("heavy", "a 1 M-row DataFrame + a 10 MB file")) if x else ():
         k = x[kind]
         ratio = k["wake"]["p50"] / k["fork"]["p50"]
-        out.append(row("B15", "hibernate %s (%.1f MB)" % (what, k["bytes"] / 1e6),
+        out.append(row("B15", "hibernate %s (%s)" % (what, size(k["bytes"])),
                        lat(k["hibernate"]), "reported", None, ""))
         out.append(row("B15", "wake it (`POST .../wake`)",
                        "%s; warm acquire + restore (a fork) %s" % (lat(k["wake"]), lat(k["fork"])),
