@@ -35,7 +35,7 @@ def pct(samples, p):
 
 def summary(samples):
     return {"n": len(samples), "p50": pct(samples, 50), "p90": pct(samples, 90),
-            "p99": pct(samples, 99)}
+            "p95": pct(samples, 95), "p99": pct(samples, 99)}
 
 
 def now_ms():
@@ -903,6 +903,11 @@ def main():
     res["metrics"]["B3"] = summary(rtt)
     res["samples"] = {"B3": rtt}
     log("B3 %s" % res["metrics"]["B3"])
+    # B19, the floor under B3 (floor.py), with B3 again in the same loop for their ratio.
+    from floor import cold_tti, floor, tti
+    res["metrics"]["B19"], b19 = floor(api, engine, body, sid, 200 if q else 1000)
+    res["samples"].update({"B19_" + k: v for k, v in b19.items()})
+    log("B19 %s" % res["metrics"]["B19"])
     res["metrics"]["B4"] = summary(first_sse_byte(args.port, args.token, sid, 50 if q else 200))
     log("B4 %s" % res["metrics"]["B4"])
     b12, b12_samples = node_bench("mcp.mjs", ["--port", args.port, "--token", args.token,
@@ -941,6 +946,11 @@ def main():
     res["metrics"]["B11"] = summary(life)
     res["samples"]["B11"] = life
     log("B11 %s" % res["metrics"]["B11"])
+    warm_tti = tti(api, 50 if q else 200)
+    res["metrics"]["B20"] = {"warm": summary(warm_tti),
+                             "cold": summary(cold_tti(api, 10 if q else 30))}
+    res["samples"]["B20"] = warm_tti
+    log("B20 %s" % res["metrics"]["B20"])
 
     cold = cold_acquire(api, 10 if q else 30)
     res["metrics"]["B2"] = summary(cold)

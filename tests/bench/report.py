@@ -52,6 +52,10 @@ def b13_rows(x):
                     d["create_p50_diff"], d["create_pair_p50"]))]
 
 
+def size(b):
+    return "%.1f MB" % (b / 1e6) if b >= 1e5 else "%.0f KB" % (b / 1e3)
+
+
 def b14_rows(x):
     """B14, a snapshot and a fork from it, interleaved with warm acquires (bench.py
     snapshot_fork()); n/a when it did not run."""
@@ -61,7 +65,7 @@ def b14_rows(x):
     for kind, what in (("light", "a near-empty session"),
                        ("heavy", "a 1 M-row DataFrame + a 10 MB file")):
         k = x[kind]
-        out.append(row("B14", "snapshot of %s (%.1f MB)" % (what, k["bytes"] / 1e6),
+        out.append(row("B14", "snapshot of %s (%s)" % (what, size(k["bytes"])),
                        lat(k["take"]), "reported", None, ""))
         out.append(row("B14", "fork from it (`POST /v1/sessions {\"snapshot\"}`)",
                        "%s; warm acquire %s" % (lat(k["fork"]), lat(k["acquire"])), "reported",
@@ -80,7 +84,7 @@ def b15_rows(x, dens):
                        ("heavy", "a 1 M-row DataFrame + a 10 MB file")) if x else ():
         k = x[kind]
         ratio = k["wake"]["p50"] / k["fork"]["p50"]
-        out.append(row("B15", "hibernate %s (%.1f MB)" % (what, k["bytes"] / 1e6),
+        out.append(row("B15", "hibernate %s (%s)" % (what, size(k["bytes"])),
                        lat(k["hibernate"]), "reported", None, ""))
         out.append(row("B15", "wake it (`POST .../wake`)",
                        "%s; warm acquire + restore (a fork) %s" % (lat(k["wake"]), lat(k["fork"])),
@@ -136,6 +140,34 @@ def b18_row(x):
                    lat(x["setup_proxied"]), lat(x["setup_direct"])))
 
 
+def lat95(s):
+    return "%.2f / %.2f / %.2f ms (n=%d)" % (s["p50"], s["p95"], s["p99"], s["n"])
+
+
+def b19_b20_rows(fl, tti):
+    """B19, the floor under B3 (floor.py: GET /healthz kept alive, and print(1) on a kernel's
+    attach stream without the daemon, interleaved with B3), and B20, the time to interactive."""
+    out = []
+    if fl:
+        out.append(row("B19", "floor: `GET /healthz` on a kept-alive connection + `print(1)` on "
+                       "the attach stream without the daemon (B3 interleaved)",
+                       "HTTP %s; kernel %s; B3 in the same loop %s" % (
+                           lat(fl["http"]), lat(fl["kernel"]), lat(fl["b3"])), "reported", None,
+                       "**B3 / floor %.2f×** (p50s: %.2f / (%.2f + %.2f) ms); `ping` on the same "
+                       "stream (the supervisor alone, no worker) %s" % (
+                           fl["ratio"], fl["b3"]["p50"], fl["http"]["p50"], fl["kernel"]["p50"],
+                           lat(fl["ping"]))))
+    else:
+        out.append(row("B19", "floor", "not measured", "reported", None, "not run"))
+    if tti:
+        out.append(row("B20", "time to interactive: create + first `print(1)`, warm pool "
+                       "(p50 / p95 / p99)", lat95(tti["warm"]), "reported", None,
+                       "warm pool empty (profile `cold`): %s" % lat95(tti["cold"])))
+    else:
+        out.append(row("B20", "time to interactive", "not measured", "reported", None, "not run"))
+    return out
+
+
 def main(src, md_out, png_out):
     r = json.load(open(src))
     m, b = r["metrics"], r["baselines"]
@@ -179,7 +211,7 @@ def main(src, md_out, png_out):
             "%.0f× (a), %.1f× (b)" % (a["p50"] / m["B11"]["p50"], bx["p50"] / m["B11"]["p50"])),
         b12_row(m.get("B12")),
     ] + b13_rows(m.get("B13")) + b14_rows(m.get("B14")) + b15_rows(m.get("B15"), m.get("B16")) + [
-        b17_row(m.get("B17")), b18_row(m.get("B18"))]
+        b17_row(m.get("B17")), b18_row(m.get("B18"))] + b19_b20_rows(m.get("B19"), m.get("B20"))
     mc = r["machine"]
     out = ["Measured %s on %d cores, %s, runtime %s, kernel %s." % (
         mc["date"], mc["cores"], mc["engine"], mc["runtime"], mc["kernel"]), "",
