@@ -200,6 +200,9 @@ unsigned
 http_route_flags(const struct http_routes *rt, enum evhttp_cmd_type method, const char *path,
                  size_t len)
 {
+    if (rt == NULL) { /* a registry made without routes (a test's): no body is held */
+        return 0;
+    }
     for (size_t i = 0; i < rt->n; i++) {
         const struct http_route *r = &rt->rows[i];
         size_t rest = 0;
