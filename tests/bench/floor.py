@@ -175,19 +175,25 @@ def floor(api, engine, body, sid, n, block=50):
     return out, s
 
 
+def _tti_once(api, profile):
+    """One create + first print(1) (ms); the session is deleted after."""
+    t = now_ms()
+    st, d = api.call("POST", "/v1/sessions", {"profile": profile})
+    assert st == 201, d
+    sid = json.loads(d)["id"]
+    r = run_code(api, sid, "print(1)")
+    ms = now_ms() - t
+    assert r["stdout"] == "1\n", r
+    api.call("DELETE", "/v1/sessions/" + sid)
+    return ms
+
+
 def tti(api, n, profile="python", warm=8):
     """B20: create + the first print(1), from a settled warm pool."""
     out = []
     for _ in range(n):
         settle(api, profile, warm)
-        t = now_ms()
-        st, d = api.call("POST", "/v1/sessions", {"profile": profile})
-        assert st == 201, d
-        sid = json.loads(d)["id"]
-        r = run_code(api, sid, "print(1)")
-        out.append(now_ms() - t)
-        assert r["stdout"] == "1\n", r
-        api.call("DELETE", "/v1/sessions/" + sid)
+        out.append(_tti_once(api, profile))
     return out
 
 
@@ -195,14 +201,7 @@ def cold_tti(api, n):
     """B20 beside: the same with the warm pool empty (profile "cold": warm 0), as B2."""
     out = []
     for _ in range(n):
-        t = now_ms()
-        st, d = api.call("POST", "/v1/sessions", {"profile": "cold"})
-        assert st == 201, d
-        sid = json.loads(d)["id"]
-        r = run_code(api, sid, "print(1)")
-        out.append(now_ms() - t)
-        assert r["stdout"] == "1\n", r
-        api.call("DELETE", "/v1/sessions/" + sid)
+        out.append(_tti_once(api, "cold"))
         time.sleep(0.3)  # the removal finishes: each sample starts from an empty pool
     return out
 
