@@ -9,8 +9,10 @@ image_uses sandpoold-base common engine cache mirror debootstrap slim
 readonly REPO_DAEMON_BASE=sandpool/sandpoold-base
 # sandpoold's NEEDED libraries (readelf -d) -> packages (dpkg -S): libcurl.so.4,
 # libjansson.so.4, libevent-2.1.so.7, libhiredis.so.0.14, libcrypto.so.3 (libssl3),
-# libsystemd.so.0; libc6 is in minbase. No ca-certificates: it talks to unix sockets.
-readonly DAEMON_BASE_PACKAGES=(libcurl4 libjansson4 libevent-2.1-7 libhiredis0.14 libssl3 libsystemd0)
+# libwslay.so.1, libsystemd.so.0; libc6 is in minbase. No ca-certificates: it talks to unix
+# sockets.
+readonly DAEMON_BASE_PACKAGES=(libcurl4 libjansson4 libevent-2.1-7 libhiredis0.14 libssl3 libwslay1
+    libsystemd0)
 DAEMON_BASE_HASH=
 
 daemon_base_inputs() {

@@ -13,6 +13,7 @@ export DOCKER_HOST=${DOCKER_HOST:-unix://$ENGINE_SOCKET}
 SANDPOOL_BUILD_PACKAGES=(
     meson ninja-build pkg-config gcc
     libcurl4-openssl-dev libevent-dev libjansson-dev libhiredis-dev libssl-dev libsystemd-dev
+    libwslay-dev
 )
 # What the tests that need no root, engine or Redis need besides the build (tests/quick.sh
 # installs these two lists only): the kernel's and the file mover's unit tests run the host's

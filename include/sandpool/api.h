@@ -16,6 +16,7 @@
 #define SANDPOOL_ERR_CONFLICT           "conflict" /* 409: code in the sandbox moved the path */
 #define SANDPOOL_ERR_SNAPSHOT_LOST      "snapshot_lost"      /* 410: missing or corrupt bytes */
 #define SANDPOOL_ERR_PAYLOAD_TOO_LARGE  "payload_too_large"  /* 413 */
+#define SANDPOOL_ERR_UPGRADE_REQUIRED   "upgrade_required"   /* 426: a WebSocket version not 13 */
 #define SANDPOOL_ERR_QUOTA_EXCEEDED     "quota_exceeded"     /* 429 */
 #define SANDPOOL_ERR_INTERNAL           "internal"           /* 500 */
 #define SANDPOOL_ERR_CAPACITY_EXHAUSTED "capacity_exhausted" /* 503 + Retry-After */

@@ -1,4 +1,4 @@
-/* Shared by body.c and held.c only: one client connection's filter state (body.c's opening
+/* Shared by body.c, held.c and ws.c only: one client connection's filter state (body.c's opening
  * comment says what the filter does). */
 #pragma once
 
@@ -27,16 +27,19 @@ struct event;
  *                                                                       half-way------> BROKEN
  *   HEAD --a head not understood, too long, or an empty
  *          line before it----------------------------------> BLIND
+ *   HEAD --an upgrade head for a WebSocket route-----------> UPGRADED
  *
- * BLIND and BROKEN are final: the connection keeps them until it is freed. body.c makes every
- * transition but HELD's, which held.c makes when the handler's read of the body ends. */
+ * BLIND, BROKEN and UPGRADED are final: the connection keeps them until it is freed. body.c makes
+ * every transition but HELD's, which held.c makes when the handler's read of the body ends. */
 enum conn_state {
-    CONN_HEAD,    /* reading a request head */
-    CONN_BODY,    /* passing on `left` body bytes */
-    CONN_CHUNKED, /* passing on a chunked body, following its framing (`chunk`) to its end */
-    CONN_HELD,    /* held body number `seq` of `left` bytes waits in the socket for its handler */
-    CONN_BLIND,   /* passing everything on */
-    CONN_BROKEN,  /* a held body failed half-way: nothing more is passed on */
+    CONN_HEAD,     /* reading a request head */
+    CONN_BODY,     /* passing on `left` body bytes */
+    CONN_CHUNKED,  /* passing on a chunked body, following its framing (`chunk`) to its end */
+    CONN_HELD,     /* held body number `seq` of `left` bytes waits in the socket for its handler */
+    CONN_BLIND,    /* passing everything on */
+    CONN_BROKEN,   /* a held body failed half-way: nothing more is passed on */
+    CONN_UPGRADED, /* what follows head number `upgrade_head` is no HTTP: it waits in the socket
+                    * for the WebSocket stream (ws.c), or for the connection's close */
     CONN__COUNT,
 };
 
@@ -57,9 +60,10 @@ struct http_conn {
     uint64_t consumed_seq;    /* of the last held body read to its end */
     uint64_t consumed_length; /* ... its length (a chunked one's is known only then) */
     bool expect_continue;
-    uint64_t heads;      /* passed on to evhttp, */
-    uint64_t dispatched; /* dispatched by it */
-    uint64_t nul_head;   /* the head (by number) that held a NUL, 0: none */
+    uint64_t heads;        /* passed on to evhttp, */
+    uint64_t dispatched;   /* dispatched by it */
+    uint64_t nul_head;     /* the head (by number) that held a NUL, 0: none */
+    uint64_t upgrade_head; /* the head (by number) that asked for an upgrade, 0: none */
     /* output */
     struct event *head_timer; /* a head that started must complete in time */
     struct event *kick;       /* writes what evhttp queued, next loop iteration */
@@ -77,6 +81,10 @@ struct http_conn {
 bool http_conn_state_allowed(enum conn_state from, enum conn_state to);
 /* The one writer of c->state: asserts that the diagram allows the transition. */
 void http_conn_set_state(struct http_conn *c, enum conn_state to);
+
+/* The request evhttp dispatched last on c is the one that asked for an upgrade (CONN_UPGRADED):
+ * the last request of the connection, whose bytes after its head are the stream's. */
+bool http_conn_upgrading(const struct http_conn *c);
 
 /* The filter state of req's connection (one of reg's); NULL when it has none. */
 struct http_conn *http_conn_of(struct http_conns *reg, struct evhttp_request *req);

@@ -77,7 +77,8 @@ static const bool transitions[CONN__COUNT][CONN__COUNT] = {
                    [CONN_BODY] = true,
                    [CONN_CHUNKED] = true,
                    [CONN_HELD] = true,
-                   [CONN_BLIND] = true},
+                   [CONN_BLIND] = true,
+                   [CONN_UPGRADED] = true},
     [CONN_BODY] = {[CONN_HEAD] = true},
     [CONN_CHUNKED] = {[CONN_HEAD] = true, [CONN_BLIND] = true},
     [CONN_HELD] = {[CONN_HEAD] = true, [CONN_BROKEN] = true},
@@ -113,6 +114,13 @@ emit_head(struct http_conn *c, struct evbuffer *dst)
     if (!h.understood) {
         http_conn_set_state(c, CONN_BLIND);
         add(dst, c->head.buf, c->head.len);
+        return;
+    }
+    if (h.upgrade) {
+        /* Passed on as it is (a GET without a body); what follows is held in the socket. */
+        add(dst, c->head.buf, c->head.len);
+        c->upgrade_head = c->heads;
+        http_conn_set_state(c, CONN_UPGRADED);
         return;
     }
     if (h.held) {
@@ -252,6 +260,7 @@ filter_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
             (void)evbuffer_drain(src, avail); /* the rest of a body nobody reads */
             return moved ? BEV_OK : BEV_NEED_MORE;
         case CONN_HELD:
+        case CONN_UPGRADED:
             return moved ? BEV_OK : BEV_NEED_MORE;
         case CONN_BODY:
             n = (size_t)MIN((uint64_t)avail, c->left);
@@ -386,6 +395,12 @@ on_head_timeout(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+bool
+http_conn_upgrading(const struct http_conn *c)
+{
+    return c->state == CONN_UPGRADED && c->dispatched == c->upgrade_head;
+}
+
 struct http_conn *
 http_conn_of(struct http_conns *reg, struct evhttp_request *req)
 {
@@ -422,8 +437,10 @@ http_conn_dispatched(struct http_conns *reg, struct evhttp_request *req)
     c->dispatched++;
     /* A blind connection's heads are untimed after this one; an anonymous connection gets one
      * answer (http_conn_authenticated() keeps it open): a client that pipelines requests and
-     * reads no reply holds its slot for one small reply at most (conns.c, HTTP_ANON_BUSY_MS). */
-    if (c->state == CONN_BLIND || st == HTTP_CONN_ANON_IDLE) {
+     * reads no reply holds its slot for one small reply at most (conns.c, HTTP_ANON_BUSY_MS); an
+     * upgrade request that gets a reply, not a stream, ends its connection (what follows its head
+     * is no HTTP). */
+    if (c->state == CONN_BLIND || st == HTTP_CONN_ANON_IDLE || http_conn_upgrading(c)) {
         http_reply_close(req);
     }
     return c->nul_head == 0 || c->dispatched != c->nul_head;
@@ -443,8 +460,9 @@ http_conn_authenticated(struct http_conns *reg, struct evhttp_request *req)
             /* The close http_conn_dispatched() set for an anonymous connection, unless another
              * reason for it holds: a blind connection (a NUL head made it one), a held body
              * (http.c). */
-            if (c->state != CONN_BLIND && evhttp_find_header(evhttp_request_get_input_headers(req),
-                                                             HTTP_HELD_HEADER) == NULL) {
+            if (c->state != CONN_BLIND && !http_conn_upgrading(c) &&
+                evhttp_find_header(evhttp_request_get_input_headers(req), HTTP_HELD_HEADER) ==
+                    NULL) {
                 (void)evhttp_remove_header(evhttp_request_get_output_headers(req), "Connection");
             }
         }

@@ -14,6 +14,7 @@
 #include "http/auth.h"
 #include "http/http.h"
 #include "http/waiting.h"
+#include "http/ws.h"
 #include "util/buf.h"
 #include "util/macro.h"
 
@@ -61,6 +62,7 @@ struct http {
     struct http_stats stats;
     struct http_forwarder *forwarder; /* forward.c; NULL without a route (no Redis) */
     struct gather *gathers;           /* lists across nodes under way (gather.c), linked */
+    struct http_ws *websockets;       /* WebSocket streams (ws.c), linked */
     char unix_path[108];
 };
 

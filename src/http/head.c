@@ -11,8 +11,10 @@
  * understood, and the connection goes blind (body.c): evhttp then frames it itself, so the two
  * never disagree about where a request ends.
  *
- * Whether a body is streamed to its handler is the route's to say (HTTP_ROUTE_STREAMED_BODY in
- * http.c's table, asked through http_route_flags()), never a second spelling of the paths here. */
+ * Whether a body is streamed to its handler, and whether what follows a head with "Upgrade" is a
+ * WebSocket stream, is the route's to say (HTTP_ROUTE_STREAMED_BODY, HTTP_ROUTE_WEBSOCKET in the
+ * protocols' tables, asked through http_route_flags()), never a second spelling of the paths
+ * here. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -84,7 +86,8 @@ header_value(const struct line *l, size_t colon)
 
 struct head_scan {
     const struct http_routes *routes; /* which routes hold their bodies */
-    bool understood, http11, may_have_body, streamed, streamed_chunked;
+    bool understood, http11, may_have_body, streamed, streamed_chunked, websocket, get;
+    bool upgrade; /* an Upgrade header */
     int n_length, n_expect, n_te;
     uint64_t length;
     bool expect_continue, chunked;
@@ -143,6 +146,8 @@ parse_request_line(const struct line *l, struct head_scan *h)
 
             h->streamed = (flags & HTTP_ROUTE_STREAMED_BODY) != 0;
             h->streamed_chunked = (flags & HTTP_ROUTE_STREAMED_CHUNKED) != 0;
+            h->websocket = (flags & HTTP_ROUTE_WEBSOCKET) != 0;
+            h->get = methods[i].cmd == EVHTTP_REQ_GET;
             h->understood = true;
             return;
         }
@@ -168,6 +173,8 @@ parse_header_line(const struct line *l, struct head_scan *h)
         if (!h->chunked) {
             h->understood = false;
         }
+    } else if (strn_case_eq(l->p, c, "Upgrade")) {
+        h->upgrade = true;
     } else if (strn_case_eq(l->p, c, HTTP_HELD_HEADER)) {
         h->understood = false;
     } else if (strn_case_eq(l->p, c, "Content-Length")) {
@@ -214,6 +221,9 @@ http_head_parse(const struct http_routes *rt, const char *head, size_t len, stru
     ret->length = h.may_have_body && !h.chunked ? h.length : 0;
     ret->held = h.streamed && (ret->length > 0 || (ret->chunked && h.streamed_chunked));
     ret->expect_continue = ret->held && h.expect_continue && h.http11; /* evhttp's rule too */
+    /* An upgrade holds back all that follows, so only a head evhttp dispatches at once: no body. */
+    ret->upgrade =
+        h.websocket && h.get && h.http11 && h.upgrade && !ret->chunked && ret->length == 0;
 }
 
 int

@@ -142,6 +142,10 @@ unsigned http_route_flags(const struct http_routes *rt, enum evhttp_cmd_type met
  * that carries it itself is not understood. */
 #define HTTP_HELD_HEADER "X-Sandpool-Held"
 
+/* Ends every WebSocket stream (1001, what the socket takes of the close frame at once): first
+ * thing in http_free(), whose evhttp_free() then frees their connections. */
+void http_ws_stop_all(struct http *a);
+
 struct http_forwarder *http_forwarder_new(struct http *a);
 /* After evhttp_free(): the requests forwarded were cancelled when their connections went. */
 void http_forwarder_free(struct http_forwarder *fw);
@@ -164,6 +168,8 @@ struct http_head {
     bool held;            /* a body of its route's is streamed (HTTP_ROUTE_STREAMED_BODY) */
     bool expect_continue; /* held, and the HTTP/1.1 client waits for "100 Continue" */
     bool chunked;         /* the body is chunked (Transfer-Encoding: chunked, HTTP/1.1) */
+    bool upgrade;         /* a GET with "Upgrade" and no body, HTTP/1.1, on a route with
+                           * HTTP_ROUTE_WEBSOCKET: what follows the head is no HTTP */
     uint64_t length;      /* body bytes after the head, unless chunked (0 for HEAD) */
 };
 /* Judges the complete head head[0..len) (http_head_find_end()'s). */

@@ -533,7 +533,9 @@ http_free(struct http *a)
     if (a == NULL) {
         return NULL;
     }
-    /* First: the protocols' calls stop watching the connections evhttp frees next. */
+    /* First the WebSocket streams end (1001), their protocols still there to hear it; then the
+     * protocols' calls stop watching the connections evhttp frees next. */
+    http_ws_stop_all(a);
     for (size_t i = 0; i < a->n_protocols; i++) {
         if (a->protocols[i].protocol->stop != NULL) {
             a->protocols[i].protocol->stop(a->protocols[i].state);

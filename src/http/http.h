@@ -147,6 +147,7 @@ struct http_stats {
     uint64_t waiting_refused_total; /* over a byte budget or their sandbox's queue */
     /* pauses, hibernations and snapshots tenants asked for (bucket.c): let through, refused */
     uint64_t engine_ops_total, engine_ops_refused_total;
+    unsigned websockets; /* WebSocket streams open (ws.c) */
 };
 void http_get_stats(const struct http *a, struct http_stats *ret);
 

@@ -26,6 +26,7 @@ static const struct errcode table[] = {
     {-ESTALE, 409, SANDPOOL_ERR_CONFLICT, "Conflict", false},
     {-EBADMSG, 410, SANDPOOL_ERR_SNAPSHOT_LOST, "Gone", false},
     {-EMSGSIZE, 413, SANDPOOL_ERR_PAYLOAD_TOO_LARGE, "Payload Too Large", false},
+    {-EPROTONOSUPPORT, 426, SANDPOOL_ERR_UPGRADE_REQUIRED, "Upgrade Required", false},
     {-EDQUOT, 429, SANDPOOL_ERR_QUOTA_EXCEEDED, "Too Many Requests", true},
     {-EAGAIN, 503, SANDPOOL_ERR_CAPACITY_EXHAUSTED, "Service Unavailable", true},
     {-EUSERS, 503, SANDPOOL_ERR_CAPACITY_EXHAUSTED, "Service Unavailable", true},

@@ -12,7 +12,9 @@
  * again, carries one Content-Length, no Transfer-Encoding and the marker (so that it would not be
  * held a second time). The body a head announces is skipped as body.c passes it on, a chunked one
  * followed through util/chunked.c as pass_chunked() follows it (its own checks are
- * fuzz-chunked's), and the next head follows. */
+ * fuzz-chunked's), and the next head follows. An upgrade is a GET of HTTP/1.1 with an Upgrade
+ * header and no body, on a route of HTTP_ROUTE_WEBSOCKET, holding nothing; nothing after it is
+ * HTTP, so the stream ends there. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +91,24 @@ check_held(const char *head, size_t len, const struct http_head *h)
 }
 
 static void
+check_upgrade(const char *head, size_t len, const struct http_head *h)
+{
+    const char *target = head + 4;
+    const char *nl = memchr(head, '\n', len);
+    size_t plen = 0, n = nl != NULL ? (size_t)(nl - head) : 0;
+
+    CHECK(h->understood && !h->held && !h->chunked && h->length == 0 && !h->expect_continue);
+    CHECK(len > 4 && memcmp(head, "GET ", 4) == 0);
+    n -= n > 0 && head[n - 1] == '\r';
+    CHECK(n > 9 && memcmp(head + n - 9, " HTTP/1.1", 9) == 0);
+    CHECK(count_header(head, len, "Upgrade") >= 1);
+    while (target + plen < head + len && strchr(" ?#", target[plen]) == NULL) {
+        plen++;
+    }
+    CHECK(http_route_flags(test_routes(), EVHTTP_REQ_GET, target, plen) & HTTP_ROUTE_WEBSOCKET);
+}
+
+static void
 check_head(const char *head, size_t len)
 {
     struct http_head h;
@@ -110,6 +130,9 @@ check_head(const char *head, size_t len)
     }
     if (h.held) {
         check_held(head, len, &h);
+    }
+    if (h.upgrade) {
+        check_upgrade(head, len, &h);
     }
 }
 
@@ -190,8 +213,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(head_len == once_len && head_len > before && head_len <= head.len);
         check_head(head.buf, head_len);
         http_head_parse(test_routes(), head.buf, head_len, &h);
-        if (!h.understood) {
-            break;
+        if (!h.understood || h.upgrade) {
+            break; /* blind, or a WebSocket stream from here on */
         }
         /* What followed the head in this read, then the body it announced. */
         pos += head_len - before;

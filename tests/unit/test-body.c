@@ -1188,7 +1188,7 @@ TEST(conn_states)
         {CONN_HEAD, CONN_HEAD},    {CONN_HEAD, CONN_BODY},     {CONN_HEAD, CONN_CHUNKED},
         {CONN_HEAD, CONN_HELD},    {CONN_HEAD, CONN_BLIND},    {CONN_BODY, CONN_HEAD},
         {CONN_CHUNKED, CONN_HEAD}, {CONN_CHUNKED, CONN_BLIND}, {CONN_HELD, CONN_HEAD},
-        {CONN_HELD, CONN_BROKEN},
+        {CONN_HELD, CONN_BROKEN},  {CONN_HEAD, CONN_UPGRADED},
     };
     unsigned wrong = 0, n = 0;
 
@@ -1215,8 +1215,9 @@ TEST(conn_states)
     for (int st = 0; st < CONN__COUNT; st++) {
         TAP_CHECK(!http_conn_state_allowed(CONN_BLIND, (enum conn_state)st) &&
                       !http_conn_state_allowed(CONN_BROKEN, (enum conn_state)st) &&
+                      !http_conn_state_allowed(CONN_UPGRADED, (enum conn_state)st) &&
                       http_conn_state_allowed((enum conn_state)st, CONN_HELD) == (st == CONN_HEAD),
-                  "state %d: none after blind or broken; held only after a head", st);
+                  "state %d: none after blind, broken or upgraded; held only after a head", st);
     }
 }
 

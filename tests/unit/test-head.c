@@ -152,6 +152,37 @@ TEST(nul_and_rewrite)
     buf_done(&tiny);
 }
 
+/* A head that asks a WebSocket route for an upgrade: passed on, and what follows it is held back
+ * (body.c's CONN_UPGRADED); only a GET of HTTP/1.1 without a body, on a route that upgrades. */
+TEST(upgrade)
+{
+    static const struct {
+        const char *head;
+        bool understood, upgrade;
+    } cases[] = {
+        {"GET /test/ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", true, true},
+        {"GET /test/ws?a=1 HTTP/1.1\r\nupgrade: anything\r\n\r\n", true, true},
+        {"GET /test/ws HTTP/1.1\r\nConnection: Upgrade\r\n\r\n", true, false},
+        {"GET /test/ws HTTP/1.0\r\nUpgrade: websocket\r\n\r\n", true, false},
+        {"GET /test/ws HTTP/1.1\r\nUpgrade: websocket\r\nContent-Length: 3\r\n\r\n", true, false},
+        {"GET /test/ws HTTP/1.1\r\nUpgrade: websocket\r\nTransfer-Encoding: chunked\r\n\r\n", true,
+         false},
+        {"GET /test/ws HTTP/1.1\r\nUpgrade: websocket\r\nContent-Length: 0\r\n\r\n", true, true},
+        {"HEAD /test/ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", true, false},
+        {"POST /test/ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", true, false},
+        {"GET /v1/sessions HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", true, false},
+        {"GET /test/ws HTTP/1.1\r\nUpgrade: websocket\r\n folded\r\n\r\n", false, false},
+    };
+
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        struct http_head h;
+
+        http_head_parse(test_routes(), cases[i].head, strlen(cases[i].head), &h);
+        TAP_CHECK(h.understood == cases[i].understood && h.upgrade == cases[i].upgrade && !h.held,
+                  "case %zu: understood %d upgrade %d", i, h.understood, h.upgrade);
+    }
+}
+
 int
 main(void)
 {
@@ -159,5 +190,6 @@ main(void)
     RUN(find_end);
     RUN(parse);
     RUN(nul_and_rewrite);
+    RUN(upgrade);
     return tap_done();
 }

@@ -250,6 +250,7 @@ TEST(errcode_table)
         {-ESRCH, 409, "not_running", false},
         {-ESTALE, 409, "conflict", false},
         {-EMSGSIZE, 413, "payload_too_large", false},
+        {-EPROTONOSUPPORT, 426, "upgrade_required", false},
         {-EDQUOT, 429, "quota_exceeded", true},
         {-EUSERS, 503, "capacity_exhausted", true},
         {-EAGAIN, 503, "capacity_exhausted", true},
@@ -265,9 +266,9 @@ TEST(errcode_table)
     static const struct {
         int status, err;
     } client[] = {
-        {400, -EINVAL},     {401, -EACCES}, {403, -EPERM},     {404, -ENOENT},
-        {405, -EOPNOTSUPP}, {409, -EBUSY},  {413, -EMSGSIZE},  {429, -EDQUOT},
-        {500, -EREMOTEIO},  {503, -EAGAIN}, {504, -ETIMEDOUT},
+        {400, -EINVAL},     {401, -EACCES},    {403, -EPERM},    {404, -ENOENT},
+        {405, -EOPNOTSUPP}, {409, -EBUSY},     {413, -EMSGSIZE}, {426, -EPROTONOSUPPORT},
+        {429, -EDQUOT},     {500, -EREMOTEIO}, {503, -EAGAIN},   {504, -ETIMEDOUT},
     };
 
     for (size_t i = 0; i < ELEMENTSOF(daemon); i++) {
