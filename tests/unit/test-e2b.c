@@ -176,6 +176,64 @@ TEST(run_code)
     test_call_done(&c);
 }
 
+/* The file of the sandbox's workspace at path, as the fake engine's file helper holds it. */
+static const char *
+workspace_file(const char *path, size_t *len)
+{
+    const char *ctr;
+
+    for (unsigned i = 0; (ctr = fake_engine_container(d.fe, "running", i)) != NULL; i++) {
+        const char *data = fake_engine_file(d.fe, ctr, path, len);
+
+        if (data != NULL) {
+            return data;
+        }
+    }
+    return NULL;
+}
+
+TEST(files)
+{
+    static const char content[] = "hello file\n\x01\x02 bytes";
+    struct test_call c = {.method = "POST",
+                          .path = "/e2b/sbx/files?path=/home/user/notes.txt",
+                          .body = content,
+                          .headers = {id_hdr, "E2b-Sandbox-Port: 49983", envd_hdr,
+                                      "Content-Type: application/octet-stream"}};
+    json_t *doc;
+    const char *data;
+    size_t len = 0;
+
+    ASSERT_EQ_U(test_daemon_call(&d, &c), 200);
+    doc = json_loads(c.resp, 0, NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(doc, 0), "path")),
+                 "/home/user/notes.txt");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(doc, 0), "name")), "notes.txt");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(doc, 0), "type")), "file");
+    json_decref(doc);
+    test_call_done(&c);
+    data = workspace_file("notes.txt", &len);
+    TAP_CHECK(data != NULL && len == sizeof(content) - 1 && memcmp(data, content, len) == 0,
+              "the sandbox's helper got the file's bytes (%zu)", len);
+
+    /* Read back, byte for byte. */
+    c = (struct test_call){.path = "/e2b/sbx/files?path=/home/user/notes.txt",
+                           .headers = {id_hdr, "E2b-Sandbox-Port: 49983", envd_hdr}};
+    ASSERT_EQ_U(test_daemon_call(&d, &c), 200);
+    TAP_CHECK(c.resp_len == sizeof(content) - 1 && memcmp(c.resp, content, c.resp_len) == 0,
+              "GET /files gives the bytes back (%zu)", c.resp_len);
+    test_call_done(&c);
+
+    /* A file that is not there: 404 in E2B's shape. */
+    c = (struct test_call){.path = "/e2b/sbx/files?path=/home/user/none.txt",
+                           .headers = {id_hdr, "E2b-Sandbox-Port: 49983", envd_hdr}};
+    ASSERT_EQ_U(test_daemon_call(&d, &c), 404);
+    doc = json_loads(c.resp, 0, NULL);
+    ASSERT_EQ_U(json_integer_value(json_object_get(doc, "code")), 404);
+    json_decref(doc);
+    test_call_done(&c);
+}
+
 TEST(errors_and_kill)
 {
     struct test_call c;
@@ -233,6 +291,7 @@ main(void)
     test_daemon_start(&d, "");
     RUN(create);
     RUN(run_code);
+    RUN(files);
     RUN(errors_and_kill);
     test_daemon_stop(&d);
     return tap_done();

@@ -209,6 +209,50 @@ check_rpc_error(const char *body, bool with_sid, long status, int code)
     test_call_done(&c);
 }
 
+/* tools/call name with arguments (a JSON object's text); the first block's text into text. */
+static json_t *
+call_tool(struct test_call *c, int id, const char *name, const char *args, char *text, size_t n)
+{
+    char body[1024];
+    json_t *m, *content;
+
+    (void)snprintf(body, sizeof(body),
+                   "{\"jsonrpc\": \"2.0\", \"id\": %d, \"method\": \"tools/call\", \"params\": "
+                   "{\"name\": \"%s\", \"arguments\": %s}}",
+                   id, name, args);
+    m = post(c, body, true);
+    content = json_object_get(json_object_get(m, "result"), "content");
+    (void)snprintf(text, n, "%s",
+                   json_string_value(json_object_get(json_array_get(content, 0), "text")) ?: "");
+    return m;
+}
+
+TEST(files)
+{
+    struct test_call c;
+    char text[1024];
+    json_t *m = call_tool(&c, 11, "write_file",
+                          "{\"path\": \"notes/m.txt\", \"content\": \"written by mcp\"}", text,
+                          sizeof(text));
+
+    ASSERT_EQ_U(c.status, 200);
+    TAP_CHECK(!is_error(m), "write_file is no error ('%s')", c.resp);
+    ASSERT_STREQ(text, "wrote 14 bytes to /workspace/notes/m.txt");
+    json_decref(m);
+    test_call_done(&c);
+
+    m = call_tool(&c, 12, "read_file", "{\"path\": \"notes/m.txt\"}", text, sizeof(text));
+    TAP_CHECK(!is_error(m), "read_file is no error ('%s')", c.resp);
+    ASSERT_STREQ(text, "written by mcp");
+    json_decref(m);
+    test_call_done(&c);
+
+    m = call_tool(&c, 13, "read_file", "{\"path\": \"notes/none.txt\"}", text, sizeof(text));
+    TAP_CHECK(is_error(m), "reading a file that is not there is an isError result ('%s')", text);
+    json_decref(m);
+    test_call_done(&c);
+}
+
 static bool
 no_sessions(void *arg)
 {
@@ -262,6 +306,7 @@ main(void)
     RUN(initialize);
     RUN(tools_list);
     RUN(tools_call_runs_code);
+    RUN(files);
     RUN(bad_requests);
     test_daemon_stop(&d);
     return tap_done();
