@@ -147,7 +147,7 @@ put_done(struct fake_files_run *run)
 
     (void)EVP_Digest(run->data, run->len, md, &mdn, EVP_sha256(), NULL);
     for (unsigned i = 0; i < mdn; i++) {
-        (void)snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        (void)snprintf(hex + (size_t)2 * i, 3, "%02x", md[i]);
     }
     if (f == NULL) {
         run->ws->files = xrealloc(run->ws->files, (run->ws->n + 1) * sizeof(*run->ws->files));

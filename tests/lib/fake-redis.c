@@ -792,7 +792,6 @@ script_of(const char *s)
         "if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then",
         "redis.call('SMEMBERS', KEYS[1])",
         /* src/store/nodes.c */
-        "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])\n"
         "local lost = redis.call('GET', KEYS[3])",
         "redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)",
         "if not redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[6])",
