@@ -231,6 +231,10 @@ on_request(struct evhttp_request *req, void *arg)
                        fp->fault_ms);
         reply(fp, req, (int)fp->fault_ms, "application/json", err);
         break;
+    case FAKE_PEER_FREEZE:
+        fp->beating = false;
+        hold(fp, req, FAKE_PEER_HANG, 0);
+        break;
     case FAKE_PEER_LATE:
     case FAKE_PEER_DROP:
     case FAKE_PEER_HANG:
@@ -306,7 +310,7 @@ fake_peer_new(struct event_base *base, const char *redis_url, const char *prefix
 {
     struct fake_peer *fp = xalloc0(sizeof(*fp));
     struct evhttp_bound_socket *bound;
-    struct sockaddr_in sa;
+    struct sockaddr_in sa = {0};
     socklen_t len = sizeof(sa);
     struct cfg_redis_addr addr;
     struct timeval tv;

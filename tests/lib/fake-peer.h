@@ -8,16 +8,18 @@
  * finds it as their owner.
  *
  * Every request it gets is recorded (method, URI, headers, body); it answers each with what the
- * test scripted (a status, a Content-Type, a body: by default 200 {"peer": "NODE_ID"}), its
+ * test scripted (a status, a Content-Type, a body: by default 200 {"peer": "NODE_ID"}), with an
+ * X-Fake-Peer header (its id: an end-to-end header the caller must pass on) and the request's
  * X-Request-Id echoed as a daemon does. Faults, for the next n requests: the answer comes late
- * (ms later), the connection is dropped before any answer (the caller sees it break), a 5xx
- * instead of the script, or no answer at all (FAKE_PEER_HANG: held until the caller goes or the
- * peer is freed). A peer can stop heartbeating (frozen or killed: it turns lost for the others
- * once 3 heartbeats pass) and leave cleanly (a last heartbeat saying "stopped").
+ * (ms later), the connection is closed before any answer (the caller sees it break), a 5xx
+ * instead of the script, no answer at all (HANG: held until the caller goes or the peer is
+ * freed), or no answer and no more heartbeats (FREEZE: a node frozen with the request in hand).
+ * A peer can also stop heartbeating (frozen or killed: it turns lost for the others once 3
+ * heartbeats pass) and leave cleanly (a last heartbeat saying "stopped").
  *
- * Dropping a connection writes to a socket that was shut down: the process must ignore SIGPIPE
- * (fake_peer_new() sets it ignored, as the daemon's main does). Loop context only; nothing
- * blocks. Everything is freed by fake_peer_free(). */
+ * An answer written to a caller that went away must not kill the test: fake_peer_new() ignores
+ * SIGPIPE, as the daemon's main does. Loop context only; nothing blocks. Everything is freed by
+ * fake_peer_free(). */
 #pragma once
 
 #include <stdbool.h>
@@ -27,10 +29,11 @@ struct event_base;
 struct fake_peer;
 
 enum fake_peer_fault {
-    FAKE_PEER_LATE, /* answered ms later */
-    FAKE_PEER_DROP, /* the connection is closed, nothing answered */
-    FAKE_PEER_FAIL, /* answered with status ms (a 5xx) and an error body */
-    FAKE_PEER_HANG, /* never answered */
+    FAKE_PEER_LATE,   /* answered ms later */
+    FAKE_PEER_DROP,   /* the connection is closed, nothing answered */
+    FAKE_PEER_FAIL,   /* answered with status ms (a 5xx) and an error body */
+    FAKE_PEER_HANG,   /* never answered */
+    FAKE_PEER_FREEZE, /* never answered, and the heartbeats stop from then on (a frozen node) */
     FAKE_PEER__COUNT,
 };
 

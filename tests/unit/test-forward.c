@@ -231,8 +231,8 @@ TEST(never_answers)
     struct test_call c;
     json_t *doc;
 
-    fake_peer_fault(fp, FAKE_PEER_HANG, 1, 0);
-    fake_peer_set_beating(fp, false);
+    /* Frozen once it has the request: a route looked up before that finds it live. */
+    fake_peer_fault(fp, FAKE_PEER_FREEZE, 1, 0);
     (void)execute(&c, SID2, "{\"code\": \"1\"}");
     ASSERT_EQ_U(c.curl_rc, CURLE_OK);
     check_unavailable(&c, "the session's node stopped answering");
