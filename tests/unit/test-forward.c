@@ -5,7 +5,8 @@
  * sent it, plus the hop marker and the request id, and its answer comes back unchanged; a peer
  * that answers late is waited for, one that drops the connection or stops answering (and its
  * heartbeats) is a 503 unavailable with Retry-After (docs/cluster.md#routing), one that is lost
- * ends its sessions (404 node_lost) and one that stopped cleanly is "restarting".
+ * ends its sessions (404 node_lost), one that stopped cleanly is "restarting", and one the
+ * registry never had is a 503 too.
  *
  * Deadlines are the configuration's (cluster.heartbeat_ms 100: a node is lost 300 ms after its
  * last heartbeat; the forwarder's watch is 0.5 s): the tests wait for conditions, with bounds
@@ -30,6 +31,7 @@
 #define SID3     "0123456789abcdef0123456789abcd03"
 #define SID4     "0123456789abcdef0123456789abcd04"
 #define SID5     "0123456789abcdef0123456789abcd05"
+#define SID6     "0123456789abcdef0123456789abcd06"
 
 static struct test_daemon d;
 
@@ -285,6 +287,22 @@ TEST(peer_left)
     fake_peer_free(fp);
 }
 
+/* A session whose record names a node the registry never had: 503, never a 404. */
+TEST(owner_not_in_registry)
+{
+    struct fake_peer *fp = fake_peer_new(d.base, fake_redis_url(d.fr), TEST_PREFIX, "ghost", HB_MS);
+    struct test_call c;
+
+    fake_peer_set_beating(fp, false); /* before its first heartbeat: it never joins */
+    ASSERT_OK(fake_peer_own_session(fp, SID6, "a", "py"));
+    ASSERT_EQ_U(fake_peer_heartbeats(fp), 0);
+    (void)execute(&c, SID6, "{\"code\": \"1\"}");
+    check_unavailable(&c, "the session's node is not in the node registry");
+    ASSERT_EQ_U(fake_peer_requests(fp), 0);
+    test_call_done(&c);
+    fake_peer_free(fp);
+}
+
 int
 main(void)
 {
@@ -294,6 +312,7 @@ main(void)
     RUN(dropped_connection);
     RUN(never_answers);
     RUN(peer_left);
+    RUN(owner_not_in_registry);
     test_daemon_stop(&d);
     return tap_done();
 }
