@@ -44,8 +44,9 @@ enum engine_link {
 struct orphan;
 
 struct server {
-    struct cfg *cfg; /* the running configuration; its address never changes (config.h) */
-    struct event_base *base;
+    struct cfg *cfg;         /* the running configuration; its address never changes (config.h) */
+    struct event_base *base; /* owned unless server_new_on() was given one */
+    bool own_base;
     struct docker_client *docker;
     struct store_redis *redis;
     struct session_manager *sessions;

@@ -260,13 +260,20 @@ server_protocols(size_t *ret_n)
 int
 server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
 {
+    return server_new_on(NULL, cfg, ret, reterr);
+}
+
+int
+server_new_on(struct event_base *base, struct cfg *cfg, struct server **ret, struct err *reterr)
+{
     struct server *s = xcalloc(1, sizeof(*s));
     struct cfg_redis_addr raddr;
     struct timeval tv;
     int r;
 
     s->cfg = cfg;
-    s->base = OOM_CHECK(event_base_new());
+    s->own_base = base == NULL;
+    s->base = base != NULL ? base : OOM_CHECK(event_base_new());
     TAILQ_INIT(&s->orphans);
     TAILQ_INIT(&s->policy_waits);
     s->next_drift_ms = time_now_ms() + (uint64_t)cfg->policy_check_s * 1000u;
@@ -349,8 +356,8 @@ server_new(struct cfg *cfg, struct server **ret, struct err *reterr)
     return 0;
 }
 
-int
-server_run(struct server *s)
+void
+server_begin(struct server *s)
 {
     log_info("listening on %s, node '%s', engine %s, %zu profile(s)", s->cfg->listen,
              s->cfg->node_id, s->cfg->engine_socket, s->n_pools);
@@ -363,6 +370,12 @@ server_run(struct server *s)
     server_notify(s, "READY=1\nSTATUS=listening; warming pools");
     server_watchdog_start(s);
     server_engine_connect(s);
+}
+
+int
+server_run(struct server *s)
+{
+    server_begin(s);
     if (event_base_dispatch(s->base) < 0) {
         return -EIO;
     }
@@ -399,7 +412,9 @@ server_free(struct server *s)
     server_lifecycle_free(s);
     /* After the pools' gates, and once no event of ours is left that its loop turn could run. */
     server_egress_free(s);
-    event_base_free(s->base);
+    if (s->own_base) {
+        event_base_free(s->base);
+    }
     pool_uids_free(s->uids); /* after the pools and orphans that held its pairs */
     cfg_free(s->cfg);
     free(s);

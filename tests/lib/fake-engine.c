@@ -26,11 +26,14 @@
 
 #include "docker/frames.h"
 #include "docker/policy.h"
+#include "fake-files.h"
 #include "fake-kernel.h"
 #include "kernel/kernel.h"
 #include "util/macro.h"
 #include "util/random.h"
 #include "util/time.h"
+
+#define FILES_HELPER "/opt/sandpool/files.py" /* src/files/files.c */
 
 #define HEAD_MAX (64u << 10)
 #define BODY_MAX (16u << 20)
@@ -64,11 +67,12 @@ struct conn {
     struct fake_engine *fe;
     struct bufferevent *bev;
     enum conn_mode mode;
-    struct ctr *ctr;     /* a stream's container */
-    bool relay_pending;  /* a relay stream whose first line (the key) is still due */
-    struct fexec *exec;  /* a plain exec's stream */
-    json_t *filters;     /* an event stream's label filters */
-    struct request held; /* a delayed request */
+    struct ctr *ctr;                  /* a stream's container */
+    bool relay_pending;               /* a relay stream whose first line (the key) is still due */
+    struct fexec *exec;               /* a plain exec's stream */
+    struct fake_files_run *files_run; /* an exec of the file helper (fake-files.h) */
+    json_t *filters;                  /* an event stream's label filters */
+    struct request held;              /* a delayed request */
     bool holding;
     struct event *delay;
     bool closing;
@@ -85,6 +89,7 @@ struct ctr {
     int exit_code;
     bool oom_killed;
     struct fake_kernel *kernel;
+    struct fake_files *files; /* its workspace, from the first file helper exec on */
     TAILQ_ENTRY(ctr) link;
 };
 
@@ -92,6 +97,7 @@ struct fexec {
     char id[65];
     char ctr[65];
     bool relay;
+    json_t *files_argv; /* an exec of the file helper: its arguments after files.py */
     bool running;
     int exit_code;
     TAILQ_ENTRY(fexec) link;
@@ -428,6 +434,7 @@ ctr_free(struct fake_engine *fe, struct ctr *k)
 {
     (void)ctr_cut_streams(fe, k);
     fake_kernel_free(k->kernel);
+    fake_files_free(k->files);
     TAILQ_REMOVE(&fe->ctrs, k, link);
     json_decref(k->body);
     free(k);
@@ -588,6 +595,50 @@ on_attach(struct conn *c, const struct request *r, struct ctr *k)
     }
 }
 
+/* ---- the file helper (fake-files.h) ------------------------------------------------------ */
+
+static void
+files_write(const char *data, size_t n, bool err, void *userdata)
+{
+    struct conn *c = userdata;
+    uint8_t hdr[8];
+
+    docker_frames_header(hdr, err ? DOCKER_STREAM_STDERR : DOCKER_STREAM_STDOUT, (uint32_t)n);
+    (void)bufferevent_write(c->bev, hdr, sizeof(hdr));
+    (void)bufferevent_write(c->bev, data, n);
+}
+
+static void
+files_exit(int code, void *userdata)
+{
+    struct conn *c = userdata;
+
+    if (c->exec != NULL) {
+        c->exec->exit_code = code;
+    }
+    conn_finish(c); /* its answer is in the output: freed once that is sent */
+}
+
+/* Starts the exec x of the file helper on k's workspace, on the hijacked connection c. */
+static void
+files_open(struct conn *c, struct ctr *k, struct fexec *x)
+{
+    const char *argv[8];
+    size_t argc = 0;
+
+    for (; argc < ELEMENTSOF(argv) && argc < json_array_size(x->files_argv); argc++) {
+        argv[argc] = json_string_value(json_array_get(x->files_argv, argc));
+    }
+    if (k->files == NULL) {
+        k->files = fake_files_new();
+    }
+    (void)bufferevent_write(c->bev, "HTTP/1.1 101 UPGRADED\r\n\r\n", 25);
+    c->mode = CONN_STREAM;
+    c->exec = x;
+    x->running = true;
+    c->files_run = fake_files_start(k->files, argv, argc, files_write, files_exit, c);
+}
+
 static void
 on_exec_create(struct conn *c, const struct request *r, struct ctr *k)
 {
@@ -607,6 +658,12 @@ on_exec_create(struct conn *c, const struct request *r, struct ctr *k)
         const char *a = json_string_value(json_array_get(cmd, i));
 
         x->relay = x->relay || (a != NULL && strcmp(a, KERNEL_RELAY) == 0);
+        if (x->files_argv != NULL && a != NULL) {
+            (void)json_array_append_new(x->files_argv, json_string(a));
+        }
+        if (a != NULL && strcmp(a, FILES_HELPER) == 0) {
+            x->files_argv = json_array();
+        }
     }
     TAILQ_INSERT_TAIL(&c->fe->execs, x, link);
     json_decref(body);
@@ -646,6 +703,8 @@ on_exec(struct conn *c, const struct request *r, const char *id, const char *wha
         x->running = true;
         stream_open(c, k, true);
         c->exec = x;
+    } else if (x->files_argv != NULL) {
+        files_open(c, k, x);
     } else {
         /* Any other command: it runs and exits 0 with no output. */
         (void)bufferevent_write(c->bev, "HTTP/1.1 101 UPGRADED\r\n\r\n", 25);
@@ -847,13 +906,21 @@ parse_request(struct evbuffer *in, struct request *r)
     return 0;
 }
 
-/* Bytes on a stream: stdin of its kernel (a relay's first line is its key). */
+/* Bytes on a stream: stdin of its kernel (a relay's first line is its key), or of the file
+ * helper. */
 static void
 stream_input(struct conn *c, struct evbuffer *in)
 {
     size_t n = evbuffer_get_length(in);
     char *data;
 
+    if (c->files_run != NULL) {
+        data = xalloc0(n + 1);
+        (void)evbuffer_remove(in, data, n);
+        fake_files_feed(c->files_run, data, n);
+        free(data);
+        return;
+    }
     if (c->ctr == NULL || c->ctr->kernel == NULL) {
         (void)evbuffer_drain(in, n);
         return;
@@ -978,6 +1045,7 @@ conn_free(struct conn *c)
     if (c->exec != NULL) {
         c->exec->running = false;
     }
+    fake_files_run_free(c->files_run);
     request_done(&c->held);
     event_free(c->delay);
     json_decref(c->filters);
@@ -1074,6 +1142,7 @@ fake_engine_free(struct fake_engine *fe)
     }
     while ((x = TAILQ_FIRST(&fe->execs)) != NULL) {
         TAILQ_REMOVE(&fe->execs, x, link);
+        json_decref(x->files_argv);
         free(x);
     }
     for (size_t i = 0; i < fe->n_log; i++) {
@@ -1275,4 +1344,12 @@ fake_engine_label(const struct fake_engine *fe, const char *id, const char *key)
     const struct ctr *k = ctr_find(fe, id);
 
     return k ? json_string_value(json_object_get(ctr_labels(k), key)) : NULL;
+}
+
+const char *
+fake_engine_file(const struct fake_engine *fe, const char *id, const char *path, size_t *ret_len)
+{
+    const struct ctr *k = ctr_find(fe, id);
+
+    return k != NULL && k->files != NULL ? fake_files_get(k->files, path, ret_len) : NULL;
 }

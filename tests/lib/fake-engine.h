@@ -10,7 +10,9 @@
  *    (label filters), attach; exec create, start and inspect; /events. A started container runs
  *    a fake kernel (tests/lib/fake-kernel.h) behind its attach stream, and behind an exec of the
  *    relay program (kernel/kernel.h KERNEL_RELAY), whose first line must carry the container's
- *    sandpool.key label. The kernel outlives attach streams, as Docker keeps stdin open.
+ *    sandpool.key label. The kernel outlives attach streams, as Docker keeps stdin open. An
+ *    exec of the file helper (/opt/sandpool/files.py) runs a fake one (tests/lib/fake-files.h)
+ *    on an in-memory workspace of the container's; any other exec exits 0 with no output.
  *  - scripted (fake_engine_script()): every request gets the same raw answer bytes, for tests of
  *    the client's HTTP edge cases (tests/unit/test-docker-client.c).
  *
@@ -97,5 +99,9 @@ const char *fake_engine_container(const struct fake_engine *fe, const char *stat
 struct fake_kernel *fake_engine_kernel(const struct fake_engine *fe, const char *id);
 /* Open attach and relay streams of the container. */
 unsigned fake_engine_streams(const struct fake_engine *fe, const char *id);
+/* The content (borrowed) and length of a file a file helper exec wrote in the container's
+ * workspace, or NULL. */
+const char *fake_engine_file(const struct fake_engine *fe, const char *id, const char *path,
+                             size_t *ret_len);
 /* The value of a container's label, or NULL. */
 const char *fake_engine_label(const struct fake_engine *fe, const char *id, const char *key);

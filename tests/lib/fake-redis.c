@@ -29,6 +29,7 @@ enum ktype {
     K_SET,
     K_ZSET,
     K_LIST,
+    K_STR, /* one item: its value in a */
 };
 
 struct str {
@@ -66,14 +67,15 @@ struct fake_redis {
     struct key *keys;
     size_t n_keys;
     bool down, stalled;
-    unsigned calls[13];
+    unsigned calls[16];
     unsigned total;
+    unsigned plain; /* GET, SET, DEL, PEXPIRE, HMGET answered */
 };
 
 /* Script names, in the order they are recognised (the more specific first). */
-static const char *const script_names[] = {"restore", "create",       "touch",   "epoch", "ending",
-                                           "delete",  "history_push", "history", "claim", "admit",
-                                           "unadmit", "load",         NULL};
+static const char *const script_names[] = {
+    "restore", "create", "touch",   "epoch", "ending",    "delete",     "history_push", "history",
+    "claim",   "admit",  "unadmit", "load",  "heartbeat", "nodes_list", "nodes_claim",  NULL};
 
 static void *
 xalloc0(size_t n)
@@ -516,6 +518,260 @@ script_load(struct eval *e)
     free(ids);
 }
 
+/* ---- the node registry's scripts (src/store/nodes.c) ------------------------------------- */
+
+static void
+str_set(struct fake_redis *fr, const char *name, const char *v, size_t n)
+{
+    struct key *k;
+
+    key_del(fr, name);
+    k = key_get(fr, name, K_STR);
+    item_add(k, v, n);
+}
+
+static const struct str *
+str_get(const struct fake_redis *fr, const char *name)
+{
+    const struct key *k = key_find(fr, name);
+
+    return k != NULL && k->type == K_STR && k->n == 1 ? &k->items[0].a : NULL;
+}
+
+/* KEYS: info hash, nodes zset, lost marker. ARGV: id, heartbeat_at, keep_ms, field/value pairs.
+ * The record's expiry (keep_ms, a day) is not kept: no test lasts that long. */
+static void
+script_heartbeat(struct eval *e)
+{
+    const struct str *lost;
+
+    key_del(e->fr, e->keys[0]);
+    for (int i = 4; i + 1 <= e->nargs; i += 2) {
+        hset(e->fr, e->keys[0], arg(e, i), arglen(e, i), arg(e, i + 1), arglen(e, i + 1));
+    }
+    zadd(e->fr, e->keys[1], arg(e, 2), arg(e, 1), arglen(e, 1));
+    lost = str_get(e->fr, e->keys[2]);
+    if (lost == NULL) {
+        out_bulk(e->out, "", 0);
+        return;
+    }
+    out_bulk(e->out, lost->p, lost->n);
+    key_del(e->fr, e->keys[2]);
+}
+
+/* KEYS: nodes zset. ARGV: info key prefix, oldest heartbeat kept, max. Newest first. */
+static void
+script_nodes_list(struct eval *e)
+{
+    struct key *z = key_find(e->fr, e->keys[0]);
+    uint64_t oldest = 0, max = 0;
+    size_t n = 0;
+    struct evbuffer *body = evbuffer_new();
+    bool *done;
+
+    (void)parse_u64(arg(e, 2), &oldest);
+    (void)parse_u64(arg(e, 3), &max);
+    if (body == NULL) {
+        abort();
+    }
+    for (size_t i = 0; z != NULL && i < z->n;) { /* ZREMRANGEBYSCORE -inf (oldest */
+        if (z->items[i].score < (double)oldest) {
+            item_free(&z->items[i]);
+            z->items[i] = z->items[--z->n];
+        } else {
+            i++;
+        }
+    }
+    done = xalloc0((z != NULL ? z->n : 0) * sizeof(*done));
+    while (z != NULL && n < max) {
+        const struct item *top = NULL;
+        const struct key *h;
+        char name[512];
+        size_t ti = 0;
+
+        for (size_t i = 0; i < z->n; i++) {
+            if (!done[i] && (top == NULL || z->items[i].score > top->score)) {
+                top = &z->items[i];
+                ti = i;
+            }
+        }
+        if (top == NULL) {
+            break;
+        }
+        done[ti] = true;
+        (void)snprintf(name, sizeof(name), "%s%.*s:info", arg(e, 1), (int)top->a.n, top->a.p);
+        h = key_find(e->fr, name);
+        if (h == NULL) {
+            continue; /* the real script drops the id from the zset too */
+        }
+        (void)evbuffer_add_printf(body, "*%zu\r\n", h->n * 2);
+        for (size_t j = 0; j < h->n; j++) {
+            out_bulk(body, h->items[j].a.p, h->items[j].a.n);
+            out_bulk(body, h->items[j].b.p, h->items[j].b.n);
+        }
+        n++;
+    }
+    free(done);
+    (void)evbuffer_add_printf(e->out, "*%zu\r\n", n);
+    (void)evbuffer_add_buffer(e->out, body);
+    evbuffer_free(body);
+}
+
+/* One session of a lost node, claimed: a hibernated one becomes the claimer's, any other a
+ * tombstone. Appends its id (and tenant) to adopted or ended. */
+static void
+claim_one(struct eval *e, const struct str *id, struct evbuffer *ended, size_t *n_ended,
+          struct evbuffer *adopted, size_t *n_adopted)
+{
+    char k[512], tset[512];
+    const char *state, *tenant;
+    const struct item *d;
+
+    (void)snprintf(k, sizeof(k), "%s%.*s", arg(e, 4), (int)id->n, id->p);
+    state = hget(e->fr, k, "state");
+    tenant = hget(e->fr, k, "tenant");
+    if (state != NULL && strcmp(state, "hibernated") == 0) {
+        hset(e->fr, k, "node", 4, arg(e, 3), arglen(e, 3));
+        item_add(key_get(e->fr, e->keys[4], K_SET), id->p, id->n);
+        d = item_find(key_find(e->fr, e->keys[3]), id->p, id->n);
+        if (d != NULL) {
+            item_add(key_get(e->fr, e->keys[5], K_ZSET), id->p, id->n)->score = d->score;
+        }
+        out_bulk(adopted, id->p, id->n);
+        (*n_adopted)++;
+    } else if (state != NULL) {
+        if (tenant != NULL) {
+            (void)snprintf(tset, sizeof(tset), "%s%s:sessions", arg(e, 7), tenant);
+            item_rem(e->fr, tset, id->p, id->n);
+        }
+        out_bulk(ended, id->p, id->n);
+        out_bulk(ended, tenant != NULL ? tenant : "", tenant != NULL ? strlen(tenant) : 0);
+        hset(e->fr, k, "state", 5, "lost", 4);
+        hset(e->fr, k, "container", 9, "", 0);
+        *n_ended += 2;
+    }
+}
+
+/* KEYS: nodes zset, the lost node's marker, its session set and deadlines, the claimer's set
+ * and deadlines. ARGV: lost id, its heartbeat as listed, claimer, session key prefix, history
+ * key prefix, tombstone ms, tenant key prefix. Tombstones do not expire here. */
+static void
+script_nodes_claim(struct eval *e)
+{
+    const struct item *hb = item_find(key_find(e->fr, e->keys[0]), arg(e, 1), arglen(e, 1));
+    const struct key *set;
+    struct evbuffer *ended, *adopted;
+    size_t n_ended = 0, n_adopted = 0, n;
+    struct str *ids;
+    uint64_t beat = 0;
+
+    (void)parse_u64(arg(e, 2), &beat);
+    if (hb == NULL || (uint64_t)hb->score != beat || str_get(e->fr, e->keys[1]) != NULL) {
+        (void)evbuffer_add_printf(e->out, "*1\r\n:0\r\n");
+        return;
+    }
+    str_set(e->fr, e->keys[1], arg(e, 3), arglen(e, 3));
+    ended = evbuffer_new();
+    adopted = evbuffer_new();
+    if (ended == NULL || adopted == NULL) {
+        abort();
+    }
+    set = key_find(e->fr, e->keys[2]);
+    n = set != NULL ? set->n : 0;
+    ids = xalloc0(n * sizeof(*ids));
+    for (size_t i = 0; i < n; i++) { /* hset below may move the key table */
+        ids[i] = str_dup(set->items[i].a.p, set->items[i].a.n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        claim_one(e, &ids[i], ended, &n_ended, adopted, &n_adopted);
+        free(ids[i].p);
+    }
+    free(ids);
+    key_del(e->fr, e->keys[2]);
+    key_del(e->fr, e->keys[3]);
+    (void)evbuffer_add_printf(e->out, "*3\r\n:1\r\n*%zu\r\n", n_ended);
+    (void)evbuffer_add_buffer(e->out, ended);
+    (void)evbuffer_add_printf(e->out, "*%zu\r\n", n_adopted);
+    (void)evbuffer_add_buffer(e->out, adopted);
+    evbuffer_free(ended);
+    evbuffer_free(adopted);
+}
+
+/* ---- plain commands (the route's lookups, src/cluster/route.c; MCP's records, src/mcp/) -- */
+
+/* HMGET key field...: each field's value or nil. */
+static void
+cmd_hmget(struct fake_redis *fr, struct evbuffer *out, const redisReply *cmd)
+{
+    const struct key *k = key_find(fr, cmd->element[1]->str);
+
+    (void)evbuffer_add_printf(out, "*%zu\r\n", cmd->elements - 2);
+    for (size_t i = 2; i < cmd->elements; i++) {
+        const struct item *it = k != NULL && k->type == K_HASH
+                                    ? item_find(k, cmd->element[i]->str, cmd->element[i]->len)
+                                    : NULL;
+
+        if (it == NULL) {
+            (void)evbuffer_add_printf(out, "$-1\r\n");
+        } else {
+            out_bulk(out, it->b.p, it->b.n);
+        }
+    }
+}
+
+/* SET key value [PX ms] [NX]: the expiry is not kept (no test outlives one). */
+static void
+cmd_set(struct fake_redis *fr, struct evbuffer *out, const redisReply *cmd)
+{
+    bool nx = false;
+
+    for (size_t i = 3; i < cmd->elements; i++) {
+        nx = nx || strcasecmp(cmd->element[i]->str, "NX") == 0;
+    }
+    if (nx && key_find(fr, cmd->element[1]->str) != NULL) {
+        (void)evbuffer_add_printf(out, "$-1\r\n");
+        return;
+    }
+    str_set(fr, cmd->element[1]->str, cmd->element[2]->str, cmd->element[2]->len);
+    (void)evbuffer_add_printf(out, "+OK\r\n");
+}
+
+/* GET, SET, DEL, PEXPIRE (kept as no expiry: 1 when the key exists), HMGET. False: not one of
+ * these. */
+static bool
+run_plain(struct fake_redis *fr, struct evbuffer *out, const redisReply *cmd)
+{
+    const char *name = cmd->element[0]->str;
+
+    if (strcasecmp(name, "GET") == 0 && cmd->elements == 2) {
+        const struct str *v = str_get(fr, cmd->element[1]->str);
+
+        if (v == NULL) {
+            (void)evbuffer_add_printf(out, "$-1\r\n");
+        } else {
+            out_bulk(out, v->p, v->n);
+        }
+    } else if (strcasecmp(name, "SET") == 0 && cmd->elements >= 3) {
+        cmd_set(fr, out, cmd);
+    } else if (strcasecmp(name, "DEL") == 0 && cmd->elements >= 2) {
+        long long n = 0;
+
+        for (size_t i = 1; i < cmd->elements; i++) {
+            n += key_find(fr, cmd->element[i]->str) != NULL;
+            key_del(fr, cmd->element[i]->str);
+        }
+        out_int(out, n);
+    } else if (strcasecmp(name, "PEXPIRE") == 0 && cmd->elements == 3) {
+        out_int(out, key_find(fr, cmd->element[1]->str) != NULL);
+    } else if (strcasecmp(name, "HMGET") == 0 && cmd->elements >= 3) {
+        cmd_hmget(fr, out, cmd);
+    } else {
+        return false;
+    }
+    fr->plain++;
+    return true;
+}
+
 /* Which script this is, by what only it does; -1 for none. */
 static int
 script_of(const char *s)
@@ -535,6 +791,10 @@ script_of(const char *s)
         "if redis.call('SCARD', KEYS[1]) >= max then",
         "if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then",
         "redis.call('SMEMBERS', KEYS[1])",
+        /* src/store/nodes.c */
+        "local lost = redis.call('GET', KEYS[3])",
+        "redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)",
+        "if not redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[6])",
     };
 
     for (size_t i = 0; i < ELEMENTSOF(marks); i++) {
@@ -609,8 +869,17 @@ run_eval(struct fake_redis *fr, struct evbuffer *out, redisReply *cmd)
     case 10:
         script_unadmit(&e);
         break;
-    default:
+    case 11:
         script_load(&e);
+        break;
+    case 12:
+        script_heartbeat(&e);
+        break;
+    case 13:
+        script_nodes_list(&e);
+        break;
+    default:
+        script_nodes_claim(&e);
         break;
     }
 }
@@ -638,7 +907,7 @@ run_command(struct fake_redis *fr, struct evbuffer *out, redisReply *cmd)
         (void)evbuffer_add_printf(out, "+OK\r\n");
     } else if (strcasecmp(name, "EVAL") == 0) {
         run_eval(fr, out, cmd);
-    } else {
+    } else if (!run_plain(fr, out, cmd)) {
         char msg[128];
 
         (void)snprintf(msg, sizeof(msg), "fake-redis: command '%.40s' is not faked", name);
@@ -830,6 +1099,9 @@ fake_redis_calls(const struct fake_redis *fr, const char *name)
 {
     if (strcmp(name, "*") == 0) {
         return fr->total;
+    }
+    if (strcmp(name, "plain") == 0) {
+        return fr->plain;
     }
     for (size_t i = 0; script_names[i] != NULL; i++) {
         if (strcmp(script_names[i], name) == 0) {

@@ -1,9 +1,12 @@
 /* An in-process fake Redis for unit tests: a unix-socket server on the test's event_base that
  * parses commands with hiredis's own reader (redisReader: requests are RESP arrays, the format
- * it reads) and answers what src/store/ sends, from an in-memory map: PING, SELECT, and EVAL of
- * the scripts of src/store/sessions.c, each recognised by its text and carried out in C (there
- * is no Lua here). An EVAL of a script it does not know is answered with an error reply naming
- * it, so a changed script shows up as a failing test, not as silently wrong data.
+ * it reads) and answers what src/store/ sends, from an in-memory map: PING, SELECT, EVAL of the
+ * scripts of src/store/sessions.c and of the node registry's (src/store/nodes.c: heartbeat, list,
+ * the claim of a lost node), each recognised by its text and carried out in C (there is no Lua
+ * here), and the plain commands of the route's lookups and MCP's records (HMGET; GET, SET with
+ * PX and NX, DEL, PEXPIRE; expiries are not kept). An EVAL of a script it does not know is
+ * answered with an error reply naming it, and so is any other command, so a changed script shows
+ * up as a failing test, not as silently wrong data.
  *
  * Loop context only; nothing blocks. */
 #pragma once
@@ -35,5 +38,6 @@ size_t fake_redis_size(const struct fake_redis *fr, const char *key);
 /* Keys that start with prefix. */
 size_t fake_redis_count_keys(const struct fake_redis *fr, const char *prefix);
 /* EVALs of the script named (create, restore, touch, epoch, ending, delete, history_push,
- * history, claim, load), and commands answered in all ("*"). */
+ * history, claim, admit, unadmit, load, heartbeat, nodes_list, nodes_claim), the plain commands
+ * answered ("plain": GET, SET, DEL, PEXPIRE, HMGET), and commands answered in all ("*"). */
 unsigned fake_redis_calls(const struct fake_redis *fr, const char *name);
