@@ -69,6 +69,10 @@ struct http_conn {
     struct event *kick;       /* writes what evhttp queued, next loop iteration */
     struct event *writable;   /* the socket takes output again */
     bool flushing, write_failed;
+    /* a client that hangs up while its request waits for an answer (body.c, "Hang-ups") */
+    struct event *hangup; /* made at the first dispatch; NULL: the loop's backend cannot tell
+                           * (no EV_CLOSED) */
+    bool waiting;         /* dispatched, and no byte of the answer queued yet */
     /* the reader of a held body */
     struct event *readable;
     http_body_data_cb *on_data; /* NULL: discard */

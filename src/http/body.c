@@ -38,6 +38,17 @@
  * dispatches the request (http_conn_dispatched()), which then answers it with "Connection:
  * close", so that no head on it goes untimed.
  *
+ * Hang-ups: while a handler holds a request without answering (a call waiting for a busy sandbox,
+ * a session waking up), evhttp reads nothing from the connection (libevent 2.1 disables reading
+ * once it dispatched a request) and would learn that the client went only when the answer is
+ * written, so the wait, and the work it was for, would go on for nobody. The filter watches the
+ * socket for the client's hang-up (EV_CLOSED: a FIN or a reset) from the dispatch until the first
+ * byte of the answer is queued, and tells evhttp (an EOF event on the filter), which fails the
+ * request the way it fails one whose client goes mid-stream: the handler's close callback runs
+ * (http_pending's gone). Not for an upgrade (its stream reads the socket itself) nor a held body
+ * (its reader sees the end). A client that half-closes its side after its request and then waits
+ * for the answer is taken for gone too, as evhttp already takes it once an answer streams.
+ *
  * NUL bytes: evhttp keeps header values as C strings, so "Authorization: Bearer <token>\0junk"
  * would reach the token check as "Bearer <token>". HEAD_MAX is above the largest head evhttp
  * accepts (HTTP_MAX_HEADERS_BYTES of line content plus line ends), so the filter sees every head
@@ -377,6 +388,23 @@ on_output_added(struct evbuffer *b, const struct evbuffer_cb_info *info, void *a
 
     if (info->n_added > 0) {
         (void)event_active(c->kick, EV_WRITE, 0);
+        if (c->waiting) {
+            c->waiting = false; /* the answer began: evhttp watches the connection from now on */
+            (void)event_del(c->hangup);
+        }
+    }
+}
+
+/* The client hung up while its request waited (see "Hang-ups"): evhttp hears an EOF, fails the
+ * request and frees the connection. */
+static void
+on_hangup(evutil_socket_t fd, short what, void *arg)
+{
+    struct http_conn *c = arg;
+
+    if (c->waiting) {
+        c->waiting = false;
+        bufferevent_trigger_event(c->bev, BEV_EVENT_READING | BEV_EVENT_EOF, 0);
     }
 }
 
@@ -419,6 +447,10 @@ on_request_complete(struct evhttp_request *req, void *arg)
     enum http_conn_standing st = http_conn_standing(c->entry);
 
     http_conns_set(c->entry, st == HTTP_CONN_AUTH_BUSY ? HTTP_CONN_AUTH_IDLE : HTTP_CONN_ANON_IDLE);
+    if (c->waiting) {
+        c->waiting = false;
+        (void)event_del(c->hangup);
+    }
 }
 
 bool
@@ -435,6 +467,18 @@ http_conn_dispatched(struct http_conns *reg, struct evhttp_request *req)
     http_conns_set(c->entry, st == HTTP_CONN_AUTH_IDLE ? HTTP_CONN_AUTH_BUSY : HTTP_CONN_ANON_BUSY);
     evhttp_request_set_on_complete_cb(req, on_request_complete, c);
     c->dispatched++;
+    if (c->state != CONN_HELD && !http_conn_upgrading(c)) {
+        struct event_base *base = bufferevent_get_base(c->sock);
+
+        if (c->hangup == NULL && (event_base_get_features(base) & EV_FEATURE_EARLY_CLOSE)) {
+            c->hangup =
+                OOM_CHECK(event_new(base, bufferevent_getfd(c->sock), EV_CLOSED, on_hangup, c));
+        }
+        if (c->hangup != NULL) {
+            c->waiting = true;
+            (void)event_add(c->hangup, NULL);
+        }
+    }
     /* A blind connection's heads are untimed after this one; an anonymous connection gets one
      * answer (http_conn_authenticated() keeps it open): a client that pipelines requests and
      * reads no reply holds its slot for one small reply at most (conns.c, HTTP_ANON_BUSY_MS); an
@@ -478,6 +522,9 @@ conn_free(void *ctx)
     http_conns_release(c->entry, c->state == CONN_HELD && (c->chunked || c->left > 0));
     event_free(c->head_timer);
     event_free(c->kick);
+    if (c->hangup != NULL) {
+        event_free(c->hangup);
+    }
     if (c->writable != NULL) {
         event_free(c->writable);
     }

@@ -18,7 +18,10 @@
  * 3. The real client: Node's `ws` package (tests/interop, pinned in its lockfile), through
  *    tests/interop/ws-check.mjs, when tests/interop/node_modules holds it (tests/run.sh installs it
  *    before the unit suites; tests/quick.sh does not, and says so).
- * 4. The core stopping with a stream open: the client gets 1001 and the protocol hears it.
+ * 4. Not a stream, the other long-lived request: GET /test/wait?ms=N answers after N ms (an
+ *    http_pending wait). A client that hangs up meanwhile is seen at once (body.c's hang-up
+ *    watch): the handler's gone() runs and nothing is answered; one that waits gets its answer.
+ * 5. The core stopping with a stream open: the client gets 1001 and the protocol hears it.
  * The raw clients build their frames by hand: hostile frames are the point of them. */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +41,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <jansson.h>
 
 #include "config/config.h"
 #include "http/http-internal.h"
@@ -53,6 +57,8 @@
 
 /* ---- the test protocol ----------------------------------------------------------------------- */
 
+static struct event_base *base;
+
 struct stream {
     struct http_ws *ws;
     unsigned flood_left, flood_size, flood_seq;
@@ -61,6 +67,7 @@ struct stream {
 /* What the server side saw (the loop thread's; read by the test thread between runs). */
 static struct {
     unsigned opened, closed, last_code, drained, refused, messages;
+    unsigned waits, waits_gone, waits_answered;
     size_t max_queued, queue_seen;
 } seen;
 
@@ -162,13 +169,65 @@ on_ws(struct http *h, struct evhttp_request *req, const char *const *params)
     seen.opened++;
 }
 
+struct wait {
+    struct http_pending pending;
+    struct event *timer;
+};
+
+static void
+wait_free(struct wait *w)
+{
+    event_free(w->timer);
+    free(w);
+}
+
+static void
+on_wait_gone(struct http_pending *p)
+{
+    seen.waits_gone++;
+    wait_free(container_of(p, struct wait, pending));
+}
+
+static void
+on_wait_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct wait *w = arg;
+    struct evhttp_request *req = w->pending.req;
+
+    http_pending_end(&w->pending);
+    http_reply_json_new(req, 200, json_pack("{s:s}", "answer", "late"));
+    seen.waits_answered++;
+    wait_free(w);
+}
+
+static void
+on_wait(struct http *h, struct evhttp_request *req, const char *const *params)
+{
+    struct evkeyvalq q;
+    struct wait *w;
+    unsigned ms;
+
+    if (http_require_tenant(h, req) == NULL) {
+        return;
+    }
+    (void)evhttp_parse_query_str(evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req)) ?: "",
+                                 &q);
+    ms = query_u(&q, "ms", 1000);
+    evhttp_clear_headers(&q);
+    w = xcalloc(1, sizeof(*w));
+    w->timer = OOM_CHECK(evtimer_new(base, on_wait_timer, w));
+    http_pending_start(&w->pending, req, on_wait_gone);
+    (void)event_add(w->timer, &(struct timeval){ms / 1000, (ms % 1000) * 1000});
+    seen.waits++;
+}
+
 static const struct http_route routes[] = {
     {EVHTTP_REQ_GET, HTTP_ROUTE_WEBSOCKET, "/test/ws", on_ws},
+    {EVHTTP_REQ_GET, 0, "/test/wait", on_wait},
 };
 static const struct http_protocol test_protocol = {"test", routes, ELEMENTSOF(routes),
                                                    NULL,   NULL,   NULL};
 
-static struct event_base *base;
 static struct cfg *cfg;
 static struct http *core;
 static uint16_t port;
@@ -576,13 +635,26 @@ TEST(echo)
     ASSERT_TRUE(strstr(r.head, "\r\nSec-WebSocket-Accept: " ACCEPT "\r\n") != NULL);
     ASSERT_TRUE(strstr(r.head, "\r\nSec-WebSocket-Protocol: v1.test\r\n") != NULL);
     ASSERT_TRUE(strcasestr(r.head, "\r\nUpgrade: websocket\r\n") != NULL);
-    /* The messages in order; the pong anywhere among them (wslay sends control frames first). */
-    unsigned pong = r.n_frames > 0 && r.ops[0] == 10 ? 0 : 3, d = pong == 0 ? 1 : 0;
-    ASSERT_TRUE(frame_is(&r, d, 1, "hello", 5));
-    ASSERT_TRUE(frame_is(&r, d + 1, 2, "\x00\x01\x02", 3));
-    ASSERT_TRUE(frame_is(&r, d + 2, 1, "fragment", 8));
-    ASSERT_TRUE(frame_is(&r, pong, 10, "p1", 2)); /* the pong carries the ping's payload */
-    ASSERT_EQ_U(r.close_code, 1000);              /* the server answered our close */
+    /* The messages in order; the pong anywhere among them (wslay sends a control frame before
+     * the data frames it has queued, and frames go out as they are read). */
+    struct result data = {0};
+    bool pong = false;
+
+    for (unsigned i = 0; i < r.n_frames; i++) {
+        if (r.ops[i] == 10) {
+            pong = pong || frame_is(&r, i, 10, "p1", 2); /* the ping's payload */
+        } else if (r.ops[i] != 8 && data.n_frames < ELEMENTSOF(data.ops)) {
+            data.ops[data.n_frames] = r.ops[i];
+            data.lens[data.n_frames] = r.lens[i];
+            memcpy(data.payloads[data.n_frames++], r.payloads[i], sizeof(r.payloads[i]));
+        }
+    }
+    ASSERT_TRUE(pong);
+    ASSERT_EQ_U(data.n_frames, 3);
+    ASSERT_TRUE(frame_is(&data, 0, 1, "hello", 5));
+    ASSERT_TRUE(frame_is(&data, 1, 2, "\x00\x01\x02", 3));
+    ASSERT_TRUE(frame_is(&data, 2, 1, "fragment", 8));
+    ASSERT_EQ_U(r.close_code, 1000); /* the server answered our close */
     ASSERT_TRUE(r.eof);
     ASSERT_EQ_U(r.bytes_after, 0);
     check_ended(closed, 1000);
@@ -929,7 +1001,72 @@ TEST(node_ws)
               seen.closed - closed);
 }
 
-/* ---- 4. the core stops ----------------------------------------------------------------------- */
+/* ---- 4. a client that hangs up while its request waits -----------------------------------------
+ */
+
+struct waiter {
+    bool hang_up;
+    char answer[1024];
+};
+
+static void
+client_wait(void *arg)
+{
+    struct waiter *w = arg;
+    char req[512];
+    size_t n = 0;
+    ssize_t got;
+    int fd = cli_open();
+
+    (void)snprintf(req, sizeof(req),
+                   "GET /test/wait?ms=%u HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " TOKEN
+                   "\r\n\r\n",
+                   w->hang_up ? 3000u : 300u);
+    (void)cli_write(fd, req, strlen(req));
+    if (w->hang_up) {
+        (void)usleep(100 * 1000); /* dispatched: it waits */
+        (void)close(fd);
+        return;
+    }
+    while (n + 1 < sizeof(w->answer) &&
+           (got = recv(fd, w->answer + n, sizeof(w->answer) - 1 - n, 0)) > 0) {
+        n += (size_t)got;
+        w->answer[n] = '\0';
+        if (strstr(w->answer, "late") != NULL) {
+            break;
+        }
+    }
+    (void)close(fd);
+}
+
+TEST(hang_up)
+{
+    struct waiter w = {.hang_up = true};
+    unsigned waits = seen.waits, gone = seen.waits_gone, answered = seen.waits_answered;
+    uint64_t t0 = time_now_ms();
+    struct http_stats st;
+
+    ASSERT_TRUE(run_client(client_wait, &w));
+    for (int i = 0; i < 100 && seen.waits_gone == gone; i++) {
+        loop_for(base, 20);
+    }
+    ASSERT_EQ_U(seen.waits, waits + 1);
+    ASSERT_EQ_U(seen.waits_gone, gone + 1);
+    ASSERT_EQ_U(seen.waits_answered, answered);
+    /* Seen before the answer was due (3 s), the only deadline this test names. */
+    TAP_CHECK(time_now_ms() - t0 < 3000, "the hang-up was seen before the answer was due");
+    loop_for(base, 30);
+    http_get_stats(core, &st);
+    ASSERT_EQ_U(st.conns_busy + st.conns_idle, 0);
+
+    w = (struct waiter){.hang_up = false};
+    ASSERT_TRUE(run_client(client_wait, &w));
+    ASSERT_TRUE(strncmp(w.answer, "HTTP/1.1 200 ", 13) == 0 && strstr(w.answer, "late") != NULL);
+    ASSERT_EQ_U(seen.waits_answered, answered + 1);
+    ASSERT_EQ_U(seen.waits_gone, gone + 1);
+}
+
+/* ---- 5. the core stops ----------------------------------------------------------------------- */
 
 static void
 client_stopped(void *arg)
@@ -981,6 +1118,7 @@ main(void)
     RUN(refusals);
     RUN(origins);
     RUN(node_ws);
+    RUN(hang_up);
     RUN(core_stops);
     loop_for(base, 50);
     event_base_free(base);
