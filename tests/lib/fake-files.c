@@ -12,6 +12,8 @@
 
 #include <jansson.h>
 
+#include "util/macro.h"
+
 struct file {
     char *path;
     char *data;
@@ -37,27 +39,6 @@ struct fake_files_run {
     size_t head_n;
     uint32_t frame_left;
 };
-
-static void *
-xrealloc(void *p, size_t n)
-{
-    p = realloc(p, n ? n : 1);
-    if (p == NULL) {
-        abort();
-    }
-    return p;
-}
-
-static char *
-xdup(const char *s)
-{
-    char *p = strdup(s);
-
-    if (p == NULL) {
-        abort();
-    }
-    return p;
-}
 
 static struct file *
 file_find(const struct fake_files *ws, const char *path)
@@ -152,7 +133,7 @@ put_done(struct fake_files_run *run)
     if (f == NULL) {
         run->ws->files = xrealloc(run->ws->files, (run->ws->n + 1) * sizeof(*run->ws->files));
         f = &run->ws->files[run->ws->n++];
-        *f = (struct file){.path = xdup(run->path)};
+        *f = (struct file){.path = xstrdup(run->path)};
     }
     free(f->data);
     f->data = run->data;
@@ -236,7 +217,7 @@ op_put(struct fake_files_run *run, const char *const *argv, size_t argc)
     for (const char *p = argc >= 3 ? argv[2] : ""; *p >= '0' && *p <= '9'; p++) {
         n = n * 10 + (uint64_t)(*p - '0');
     }
-    run->path = xdup(argv[1]);
+    run->path = xstrdup(argv[1]);
     run->max = n;
     run->framed = argc >= 4 && strcmp(argv[3], "upto") == 0;
     run->putting = true;

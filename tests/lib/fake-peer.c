@@ -30,6 +30,7 @@
 #include "store/nodes.h"
 #include "store/redis.h"
 #include "store/sessions.h"
+#include "util/macro.h"
 #include "util/time.h"
 
 #define PEER_WAIT_MS 5000u
@@ -68,28 +69,6 @@ struct fake_peer {
     TAILQ_HEAD(, held) held;
     unsigned n_held, gone;
 };
-
-static void *
-xalloc0(size_t n)
-{
-    void *p = calloc(1, n ? n : 1);
-
-    if (p == NULL) {
-        abort();
-    }
-    return p;
-}
-
-static char *
-xdup(const char *s)
-{
-    char *p = strdup(s);
-
-    if (p == NULL) {
-        abort();
-    }
-    return p;
-}
 
 /* ---- answering ------------------------------------------------------------------------------ */
 
@@ -158,7 +137,7 @@ on_held_timer(evutil_socket_t fd, short what, void *arg)
 static void
 hold(struct fake_peer *fp, struct evhttp_request *req, enum fake_peer_fault fault, unsigned ms)
 {
-    struct held *h = xalloc0(sizeof(*h));
+    struct held *h = xcalloc(1, sizeof(*h));
     struct timeval tv;
 
     h->fp = fp;
@@ -199,16 +178,16 @@ record(struct fake_peer *fp, struct evhttp_request *req)
     memset(r, 0, sizeof(*r));
     (void)snprintf(r->method, sizeof(r->method), "%s",
                    test_http_method_name(evhttp_request_get_command(req)));
-    r->uri = xdup(evhttp_request_get_uri(req));
+    r->uri = xstrdup(evhttp_request_get_uri(req));
     TAILQ_FOREACH (kv, evhttp_request_get_input_headers(req), next) {
         (void)evbuffer_add_printf(hb, "%s: %s\n", kv->key, kv->value);
     }
     n = evbuffer_get_length(hb);
-    r->headers = xalloc0(n + 1);
+    r->headers = xcalloc(1, n + 1);
     (void)evbuffer_remove(hb, r->headers, n);
     evbuffer_free(hb);
     r->body_len = evbuffer_get_length(in);
-    r->body = xalloc0(r->body_len + 1);
+    r->body = xcalloc(1, r->body_len + 1);
     (void)evbuffer_copyout(in, r->body, r->body_len);
 }
 
@@ -308,7 +287,7 @@ struct fake_peer *
 fake_peer_new(struct event_base *base, const char *redis_url, const char *prefix,
               const char *node_id, unsigned heartbeat_ms)
 {
-    struct fake_peer *fp = xalloc0(sizeof(*fp));
+    struct fake_peer *fp = xcalloc(1, sizeof(*fp));
     struct evhttp_bound_socket *bound;
     struct sockaddr_in sa = {0};
     socklen_t len = sizeof(sa);
@@ -451,8 +430,8 @@ fake_peer_answer(struct fake_peer *fp, int status, const char *content_type, con
     free(fp->ctype);
     free(fp->body);
     fp->status = status;
-    fp->ctype = xdup(content_type);
-    fp->body = xdup(body);
+    fp->ctype = xstrdup(content_type);
+    fp->body = xstrdup(body);
 }
 
 void

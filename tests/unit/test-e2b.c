@@ -21,13 +21,6 @@ static struct test_daemon d;
 static char id[64], envd_token[64], traffic_token[64];
 static char id_hdr[96], envd_hdr[128], traffic_hdr[128];
 
-#define ASSERT_STREQ(a, b)                                                                        \
-    do {                                                                                          \
-        const char *_a = (a), *_b = (b);                                                          \
-        TAP_CHECK(_a != NULL && _b != NULL && strcmp(_a, _b) == 0, "%s == %s ('%s' vs '%s')", #a, \
-                  #b, _a ? _a : "(null)", _b ? _b : "(null)");                                    \
-    } while (0)
-
 static bool
 is_hex32(const char *s)
 {

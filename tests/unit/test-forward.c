@@ -35,13 +35,6 @@
 
 static struct test_daemon d;
 
-#define ASSERT_STREQ(a, b)                                                                        \
-    do {                                                                                          \
-        const char *_a = (a), *_b = (b);                                                          \
-        TAP_CHECK(_a != NULL && _b != NULL && strcmp(_a, _b) == 0, "%s == %s ('%s' vs '%s')", #a, \
-                  #b, _a ? _a : "(null)", _b ? _b : "(null)");                                    \
-    } while (0)
-
 /* The node registry as the daemon last read it says node id is live (GET /v1/admin/nodes). */
 static bool
 listed_live(const char *id)

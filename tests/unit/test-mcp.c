@@ -24,13 +24,6 @@ static struct test_daemon d;
 static char sid[64];      /* the MCP session of the tests */
 static char sid_hdr[128]; /* "Mcp-Session-Id: ..." */
 
-#define ASSERT_STREQ(a, b)                                                                        \
-    do {                                                                                          \
-        const char *_a = (a), *_b = (b);                                                          \
-        TAP_CHECK(_a != NULL && _b != NULL && strcmp(_a, _b) == 0, "%s == %s ('%s' vs '%s')", #a, \
-                  #b, _a ? _a : "(null)", _b ? _b : "(null)");                                    \
-    } while (0)
-
 /* POSTs body to /mcp (with the session when with_sid); the answer's JSON-RPC message (an SSE
  * stream's last data line, or the JSON body), owned, or NULL. */
 static json_t *
