@@ -68,11 +68,11 @@ struct http_conn {
     struct event *head_timer; /* a head that started must complete in time */
     struct event *kick;       /* writes what evhttp queued, next loop iteration */
     struct event *writable;   /* the socket takes output again */
+    /* a client that hangs up while its request waits for an answer (body.c, "Hang-ups"): made
+     * at the first dispatch; NULL: the loop's backend cannot tell (no EV_CLOSED) */
+    struct event *hangup;
     bool flushing, write_failed;
-    /* a client that hangs up while its request waits for an answer (body.c, "Hang-ups") */
-    struct event *hangup; /* made at the first dispatch; NULL: the loop's backend cannot tell
-                           * (no EV_CLOSED) */
-    bool waiting;         /* dispatched, and no byte of the answer queued yet */
+    bool waiting; /* dispatched, and no byte of the answer queued yet (hangup armed) */
     /* the reader of a held body */
     struct event *readable;
     http_body_data_cb *on_data; /* NULL: discard */
